@@ -1,0 +1,171 @@
+"""explain(path, options) -> Report: the one entry point for the CLI, scripts and notebooks."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.errors import InputError, MetricTimeout
+from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
+from nsys_llm_explainer.model import (
+    Finding,
+    GpuInfo,
+    MetricResult,
+    Outcome,
+    ProcessInfo,
+    Report,
+    Schema,
+    Skipped,
+    TraceInfo,
+)
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.rules import RULES, RuleInput
+from nsys_llm_explainer.trace import open as trace_open
+from nsys_llm_explainer.trace.fetch import Progress
+from nsys_llm_explainer.trace.load import TraceData, Unavailable
+from nsys_llm_explainer.trace.probe import CORE_TABLES, looks_like_nsys, probe
+
+SCHEMA_VERSION = "1.0"
+MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
+MAX_PLAUSIBLE_WINDOW_NS = 30 * 24 * 3600 * 10**9
+
+
+def open_trace(path: Path) -> tuple[sqlite3.Connection, Schema]:
+    """Open and probe; InputError when the file is not a usable Nsight Systems export."""
+    trace_open.check_input_file(path)
+    conn = trace_open.connect_readonly(path)
+    try:
+        schema = probe(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise InputError(f"{path}: cannot read its schema ({exc}); export the capture again") from None
+    if not looks_like_nsys(schema):
+        conn.close()
+        what = "has no tables" if not schema.tables else "has none of the Nsight Systems tables"
+        raise InputError(
+            f"{path}: is a SQLite database but not an Nsight Systems export ({what}); "
+            "pass the file written by `nsys export --type sqlite`"
+        )
+    return conn, schema
+
+
+def run_metric(metric: Metric, ctx: Context) -> Outcome:
+    try:
+        return metric.run(ctx)
+    except Unavailable as exc:
+        return Skipped(metric.id, exc.reason)
+    except MetricTimeout:
+        ctx.data.warnings.append(f"metric {metric.id} was stopped by --timeout")
+        return Skipped(metric.id, "stopped by --timeout before it finished")
+    except sqlite3.DatabaseError as exc:
+        ctx.data.warnings.append(f"metric {metric.id}: the database could not be read ({exc})")
+        return Skipped(metric.id, f"the database could not be read ({exc})")
+    except Exception as exc:  # noqa: BLE001 - one metric's bug must not lose the whole report
+        ctx.data.warnings.append(
+            f"metric {metric.id} failed with an internal error ({type(exc).__name__}: {exc}); "
+            f"please report it to the {TOOL_NAME} issue tracker"
+        )
+        return Skipped(metric.id, f"internal error ({type(exc).__name__}); see warnings")
+
+
+def apply_rules(metrics: dict[str, Outcome], options: Options, schema: Schema, warnings: list[str]) -> tuple[Finding, ...]:
+    view = RuleInput(metrics, options, schema)
+    findings: list[Finding] = []
+    for rule in RULES:
+        if options.select and not any(rule.id.startswith(s) for s in options.select):
+            continue
+        if any(rule.id.startswith(s) for s in options.ignore):
+            continue
+        try:
+            findings.extend(rule.check(view, rule))
+        except Exception as exc:  # noqa: BLE001
+            warnings.append(f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})")
+    order = {rid: i for i, rid in enumerate(r.id for r in RULES)}
+    return tuple(sorted(findings, key=lambda f: (f.severity.rank, order.get(f.rule_id, 0))))
+
+
+def _trace_info(path: Path, schema: Schema, data: TraceData, metrics: dict[str, Outcome]) -> TraceInfo:
+    gpus = {g.device_id: g for g in data.gpus()}
+    starts, ends = [], []
+    for loader in (data.kernels, data.runtime):
+        try:
+            cols = loader()
+        except Unavailable:
+            continue
+        if len(cols):
+            starts.append(int(cols.start.min()))
+            ends.append(int(cols.end.max()))
+    tk = metrics.get("top_kernels")
+    if isinstance(tk, MetricResult):
+        for dev in tk.data["devices"]:
+            gpus.setdefault(dev, GpuInfo(device_id=dev, name=None))
+    pp = metrics.get("per_process")
+    processes = ()
+    if isinstance(pp, MetricResult):
+        processes = tuple(ProcessInfo(pid=p["pid"], kernel_count=p["kernel_count"]) for p in pp.data["processes"])
+    tables = {t: data.table_rows(t) for t in CORE_TABLES if t in schema.tables}
+    return TraceInfo(
+        path=str(path),
+        size_bytes=path.stat().st_size,
+        nsys_version=schema.nsys_version,
+        export_schema_version=schema.export_schema_version,
+        gpus=tuple(gpus[d] for d in sorted(gpus)),
+        processes=processes,
+        window_start_ns=min(starts) if starts else None,
+        window_end_ns=max(ends) if ends else None,
+        tables=tables,
+    )
+
+
+def _limitations(schema: Schema, info: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:
+    out = ["Process names, command lines and environment variables from the capture are never shown."]
+    if info.window_start_ns is not None and info.window_end_ns is not None:
+        window = info.window_end_ns - info.window_start_ns
+        if not MIN_PLAUSIBLE_WINDOW_NS <= window <= MAX_PLAUSIBLE_WINDOW_NS:
+            out.append(f"The captured window is {window} time units long: timestamps may not be nanoseconds.")
+    if not any(g.name for g in info.gpus):
+        out.append("No TARGET_INFO_GPU rows: GPU models are unknown.")
+    for mid, outcome in metrics.items():
+        if isinstance(outcome, Skipped):
+            out.append(f"{mid}: not measured, because {outcome.reason}.")
+        else:
+            out.extend(f"{mid}: {note}" for note in outcome.notes)
+    if schema.nsys_version is None:
+        out.append("The nsys version is unknown (no export metadata).")
+    return out
+
+
+def explain(path: Path | str, options: Options | None = None, progress: Progress | None = None) -> Report:
+    """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs."""
+    path = Path(path)
+    options = options or Options()
+    conn, schema = open_trace(path)
+    try:
+        data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
+        ctx = Context(schema, data, options)
+        for metric in REGISTRY:
+            ctx.results[metric.id] = run_metric(metric, ctx)
+        warnings = list(schema.warnings)
+        warnings.extend(data.warnings)
+        findings = apply_rules(ctx.results, options, schema, warnings)
+        info = _trace_info(path, schema, data, ctx.results)
+        missing = sorted(data.strings.missing)
+        if missing:
+            warnings.append(f"StringIds: {len(missing)} referenced ids are missing; shown as '(unknown name) #id'")
+        limitations = _limitations(schema, info, ctx.results)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path}: the database could not be read ({exc}); export the capture again") from None
+    finally:
+        conn.close()
+    return Report(
+        trace=info,
+        metrics=dict(ctx.results),
+        findings=findings,
+        warnings=tuple(dict.fromkeys(warnings)),
+        limitations=tuple(limitations),
+        options=options.to_json(),
+    )
+
+
+__all__ = ["SCHEMA_VERSION", "explain"]

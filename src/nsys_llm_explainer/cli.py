@@ -1,0 +1,163 @@
+"""Command line: a thin typer app over api.explain() and the writers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.errors import ExitCode, ExplainError, UsageError
+from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
+from nsys_llm_explainer.phases import PhaseMap
+from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render.output import check_target
+from nsys_llm_explainer.report_files import build_files, summary_lines, write_report
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
+    "3 input missing, unreadable or not an Nsight Systems SQLite export; "
+    "4 output cannot be written; 5 a --fail-on condition tripped (diff)."
+)
+
+app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+def _split_ids(values: list[str] | None) -> tuple[str, ...]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(p.strip().upper() for p in v.split(",") if p.strip())
+    return tuple(out)
+
+
+def _fail(exc: ExplainError) -> typer.Exit:
+    typer.echo(f"{TOOL_NAME}: error: {exc.message}", err=True)
+    return typer.Exit(int(exc.exit_code))
+
+
+def _internal(exc: BaseException) -> typer.Exit:
+    if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
+        raise exc
+    typer.echo(
+        f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} "
+        f"(please report it with the command you ran; set NSYS_LLM_EXPLAIN_DEBUG=1 for a traceback)",
+        err=True,
+    )
+    return typer.Exit(int(ExitCode.INTERNAL))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def explain(
+    trace: Annotated[Path, typer.Argument(help="Nsight Systems SQLite export (nsys export --type sqlite).", show_default=False)],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory for report.md, report.json and tables/.")] = None,
+    format: Annotated[str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv.")] = "md,json,csv",
+    kernel_name: Annotated[str, typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled.")] = "demangled",
+    min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="List GPU idle gaps at least this long (microseconds) in gpu_idle_gaps.csv.")] = 10.0,
+    max_gaps: Annotated[int, typer.Option("--max-gaps", help="How many of the largest gaps report.json and report.md list.")] = 50,
+    top_n: Annotated[int, typer.Option("--top-n", help="Rows per table in report.md (CSV and JSON keep all).")] = 20,
+    phase_map: Annotated[Path | None, typer.Option("--phase-map", "--phases-json", help="JSON file mapping phases to NVTX name patterns (substring, or re:regex).")] = None,
+    nvtx_coverage_warn_threshold: Annotated[float, typer.Option("--nvtx-coverage-warn-threshold", help="Warn when NVTX ranges cover less than this fraction of kernel time.")] = 0.7,
+    no_nvtx_kernel_map: Annotated[bool, typer.Option("--no-nvtx-kernel-map", help="Skip NVTX -> kernel attribution.")] = False,
+    select: Annotated[list[str] | None, typer.Option("--select", help="Only these rule ids (or prefixes), comma-separated.")] = None,
+    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Skip these rule ids (or prefixes), comma-separated.")] = None,
+    print_schema: Annotated[bool, typer.Option("--print-schema", help="Print the tables and columns found, then exit.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory that holds no previous report (other files are kept).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stdout, no progress on stderr.")] = False,
+    include_capture_info: Annotated[bool, typer.Option("--include-capture-info", help="Add capture metadata (secrets redacted) to the report.")] = False,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop any single metric after this many seconds (default: no limit).")] = None,
+    step_range: Annotated[str | None, typer.Option("--step-range", help="NVTX range name that marks one serving step (default: phase map, else automatic).")] = None,
+    kernel_categories: Annotated[Path | None, typer.Option("--kernel-categories", help="JSON file extending or overriding the kernel category table.")] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """Explain an Nsight Systems SQLite export of LLM inference: findings, report.md, report.json, CSV tables."""
+    if version:
+        typer.echo(f"{TOOL_NAME} {__version__}")
+        return
+    try:
+        if print_schema:
+            from nsys_llm_explainer.report_files import schema_text
+
+            typer.echo(schema_text(trace))
+            return
+        if out is None:
+            raise UsageError("--out DIR is required (where report.md, report.json and tables/ go)")
+        options = _options(
+            kernel_name=kernel_name, min_gap_us=min_gap_us, max_gaps=max_gaps, top_n=top_n,
+            phase_map=phase_map, nvtx_coverage_warn_threshold=nvtx_coverage_warn_threshold,
+            nvtx_kernel_map=not no_nvtx_kernel_map, select=_split_ids(select), ignore=_split_ids(ignore),
+            include_capture_info=include_capture_info, timeout_s=timeout, step_range=step_range,
+            kernel_categories=str(kernel_categories) if kernel_categories is not None else None,
+        )
+        formats = Format.parse(format)
+        check_target(out, force)
+        report = write_report(trace, out, options, formats, force=force, quiet=quiet)
+        if not quiet:
+            for line in summary_lines(report, out):
+                typer.echo(line)
+    except ExplainError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        typer.echo(f"{TOOL_NAME}: interrupted; no report was written", err=True)
+        raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
+        raise _internal(exc) from None
+
+
+def _options(**kw: Any) -> Options:
+    if kw["kernel_name"] not in KERNEL_NAME_MODES:
+        raise UsageError(f"--kernel-name must be one of {', '.join(KERNEL_NAME_MODES)}")
+    if kw["min_gap_us"] < 0:
+        raise UsageError("--min-gap-us must be >= 0")
+    if kw["max_gaps"] < 0 or kw["top_n"] < 1:
+        raise UsageError("--max-gaps must be >= 0 and --top-n >= 1")
+    if not 0.0 <= kw["nvtx_coverage_warn_threshold"] <= 1.0:
+        raise UsageError("--nvtx-coverage-warn-threshold must be between 0 and 1")
+    if kw["timeout_s"] is not None and kw["timeout_s"] <= 0:
+        raise UsageError("--timeout must be > 0 seconds")
+    pm = kw.pop("phase_map")
+    return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
+
+
+def _usage_error(exc: Exception) -> int:
+    msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    typer.echo(f"{TOOL_NAME}: error: {msg} (see {TOOL_NAME} --help)", err=True)
+    return int(ExitCode.USAGE)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Dispatch: `diff` goes to the diff command, anything else to explain."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    target = app
+    prog = TOOL_NAME
+    if args and args[0] == "diff":
+        from nsys_llm_explainer.diff_cli import diff_app
+
+        target, prog, args = diff_app, f"{TOOL_NAME} diff", args[1:]
+    command = typer.main.get_command(target)
+    try:
+        rv = command.main(args=args, prog_name=prog, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        typer.echo(f"{TOOL_NAME}: aborted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - click usage errors arrive here
+        if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
+            return _usage_error(exc)
+        typer.echo(f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (please report it)", err=True)
+        return int(ExitCode.INTERNAL)
+    return int(rv) if isinstance(rv, int) else 0
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,40 @@
+"""The metric interface. A metric is data plus one function:
+
+    METRIC = Metric(id="top_kernels", title="Top kernels", tables={...}, run=run)
+
+`run(ctx)` returns a MetricResult (JSON-ready `data` + CSV tables) or a Skipped(reason).
+Raising Unavailable(reason) inside `run` is the same as returning Skipped(reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nsys_llm_explainer.model import MetricResult, Outcome, Schema, Skipped
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.trace.load import TraceData
+
+
+@dataclass
+class Context:
+    schema: Schema
+    data: TraceData
+    options: Options
+    results: dict[str, Outcome] = field(default_factory=dict)  # metrics run so far
+
+    def result(self, metric_id: str) -> MetricResult | None:
+        out = self.results.get(metric_id)
+        return out if isinstance(out, MetricResult) else None
+
+
+@dataclass(frozen=True)
+class Metric:
+    id: str
+    title: str
+    run: Callable[[Context], Outcome]
+    tables: dict[str, tuple[str, ...]] = field(default_factory=dict)  # csv stem -> columns
+    description: str = ""
+
+    def skipped(self, reason: str) -> Skipped:
+        return Skipped(self.id, reason)

@@ -1,0 +1,107 @@
+"""launch_storm: how many kernels per second, and how many of them are tiny."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+
+# A launch storm: very many kernels per second, and most of them short.
+STORM_RATE_PER_S = 50_000
+STORM_P50_NS = 10_000
+SEVERE_STORM_RATE_PER_S = 100_000
+SEVERE_STORM_P50_NS = 20_000
+TINY_THRESHOLDS_NS = (5_000, 10_000, 20_000)
+TINY_KERNEL_NS = 10_000  # the tiny-kernel table lists kernels whose median is below this
+TINY_TABLE_ROWS = 20
+
+TINY_COLUMNS = ("name", "calls", "total_ns", "p50_ns", "pct_of_launches")
+BY_PID_COLUMNS = ("pid", "kernels", "window_ns", "launches_per_s", "p50_ns", "p90_ns",
+                  "pct_under_5us", "pct_under_10us", "pct_under_20us", "storm")
+
+
+def is_storm(rate: float, p50: int) -> bool:
+    return (rate >= STORM_RATE_PER_S and p50 <= STORM_P50_NS) or (
+        rate >= SEVERE_STORM_RATE_PER_S and p50 <= SEVERE_STORM_P50_NS
+    )
+
+
+def scope_stats(start: np.ndarray, end: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
+    window = int(end.max() - start.min()) if len(start) else 0
+    rate = len(start) / (window / 1e9) if window > 0 else 0.0
+    p = percentiles(dur, (50, 90, 99))
+    out: dict[str, Any] = {
+        "kernels": int(len(start)),
+        "window_ns": window,
+        "launches_per_s": round(rate, 1),
+        "p50_ns": p[50],
+        "p90_ns": p[90],
+        "p99_ns": p[99],
+    }
+    for t in TINY_THRESHOLDS_NS:
+        share = 100.0 * float((dur < t).sum()) / len(dur) if len(dur) else 0.0
+        out[f"pct_under_{t // 1000}us"] = round(share, 2)
+    out["storm"] = is_storm(rate, p[50])
+    return out
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    glob = scope_stats(k.start, k.end, k.dur)
+    per_pid = []
+    order = np.argsort(k.pid, kind="stable")
+    pids, first = np.unique(k.pid[order], return_index=True)
+    bounds = np.r_[first, len(order)]
+    for i, pid in enumerate(pids.tolist()):
+        idx = order[bounds[i] : bounds[i + 1]]
+        per_pid.append({"pid": int(pid), **scope_stats(k.start[idx], k.end[idx], k.dur[idx])})
+    per_pid.sort(key=lambda r: -r["kernels"])
+    codes, (name_ids,) = group_codes(k.name_id)
+    g = len(name_ids)
+    calls = np.bincount(codes, minlength=g)
+    p50 = group_percentiles(k.dur, codes, g, (50,))[50]
+    total = group_sum(k.dur, codes, g)
+    tiny = np.flatnonzero(p50 < TINY_KERNEL_NS)
+    tiny = tiny[np.lexsort((-total[tiny], -calls[tiny]))][:TINY_TABLE_ROWS]
+    lookup = ctx.data.kernel_names(name_ids[tiny])
+    frame = pd.DataFrame(
+        {
+            "name": [lookup[int(name_ids[i])] for i in tiny],
+            "calls": calls[tiny].astype(np.int64),
+            "total_ns": total[tiny],
+            "p50_ns": p50[tiny],
+            "pct_of_launches": np.round(100.0 * calls[tiny] / len(k), 2),
+        }
+    )
+    data = {
+        "thresholds": {
+            "storm_rate_per_s": STORM_RATE_PER_S, "storm_p50_ns": STORM_P50_NS,
+            "severe_rate_per_s": SEVERE_STORM_RATE_PER_S, "severe_p50_ns": SEVERE_STORM_P50_NS,
+        },
+        "global": glob,
+        "processes": per_pid,
+        "tiny_kernels": frame.to_dict("records"),
+    }
+    tables = (
+        Table("tiny_kernels", TINY_COLUMNS, frame),
+        Table("launch_storm_by_pid", BY_PID_COLUMNS, pd.DataFrame(per_pid, columns=list(BY_PID_COLUMNS))),
+    )
+    return MetricResult(METRIC.id, data, tables)
+
+
+METRIC = Metric(
+    id="launch_storm",
+    title="Launch rate and tiny kernels",
+    run=run,
+    tables={"tiny_kernels": TINY_COLUMNS, "launch_storm_by_pid": BY_PID_COLUMNS},
+    description="Kernels per second over the active kernel window, duration percentiles, tiny-kernel shares.",
+)

@@ -1,0 +1,138 @@
+"""nvtx_attribution: NVTX -> runtime -> kernel.
+
+Each kernel joins its launch call on (process, correlationId) and is credited to the
+innermost NVTX range on the launching thread that encloses the launch call (latest start;
+ties: earliest end). Inclusive time of a range name counts kernels in that range or any
+range nested in it, once per kernel even when the name nests in itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.load import TraceData
+
+COLUMNS = ("name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns", "pct_of_kernel_time")
+NO_PHASE = -1
+
+
+@dataclass(frozen=True)
+class KernelAttribution:
+    launch: np.ndarray  # per kernel: row in runtime(), or -1
+    range_pos: np.ndarray  # per kernel: sorted position in `index`, or -1
+    index: nvtx_tree.RangeIndex
+    depth: np.ndarray  # per sorted range
+
+    def range_row(self) -> np.ndarray:
+        """Per kernel: row in data.nvtx() of its innermost range, or -1."""
+        return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
+
+
+def kernel_attribution(data: TraceData) -> KernelAttribution:
+    """The per-kernel NVTX attribution, computed once and shared (phases, categories, steps)."""
+
+    def build() -> KernelAttribution:
+        rt = data.runtime()
+        launch = kernel_launch_index(data)
+        index = nvtx_tree.build(data.nvtx())
+        matched = np.flatnonzero(launch >= 0)
+        calls = launch[matched]
+        pos = np.full(len(launch), -1, dtype=np.int64)
+        pos[matched] = nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls])
+        return KernelAttribution(launch, pos, index, nvtx_tree.depths(index))
+
+    return data.cached("kernel_attribution", build)
+
+
+def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Phase code per sorted range: its own name's phase, else its nearest ancestor's."""
+    phases = ctx.options.phase_map.phases()
+    code_of = {p: i for i, p in enumerate(phases)}
+    by_name = np.array([code_of.get(ctx.options.phase_map.phase_of(n) or "", NO_PHASE) for n in names] or [NO_PHASE])
+    name = ctx.data.nvtx().name[att.index.order]
+    phase = by_name[name] if len(name) else np.empty(0, np.int64)
+    for level in range(1, int(att.depth.max(initial=0)) + 1):
+        idx = np.flatnonzero((att.depth == level) & (phase == NO_PHASE))
+        phase[idx] = phase[att.index.parent[idx]]
+    return phase, phases
+
+
+def run(ctx: Context) -> Outcome:
+    if not ctx.options.nvtx_kernel_map:
+        return METRIC.skipped("disabled by --no-nvtx-kernel-map")
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    nv = ctx.data.nvtx()
+    if len(nv) == 0:
+        return METRIC.skipped("the NVTX table has no ranges, so kernels cannot be attributed to ranges")
+    ctx.data.runtime()
+    att = kernel_attribution(ctx.data)
+    names = ctx.data.nvtx_names()
+    n_ranges = len(att.index.order)
+    hit = att.range_pos >= 0
+    own_ns = group_sum(k.dur[hit], att.range_pos[hit], n_ranges)
+    own_count = np.bincount(att.range_pos[hit], minlength=n_ranges).astype(np.int64)
+    incl = nvtx_tree.inclusive_sums(att.index, own_ns, att.depth)
+    range_name = nv.name[att.index.order]
+    nested_same = nvtx_tree.has_same_name_ancestor(att.index, range_name)
+    n_names = len(names)
+    per_name_ns = group_sum(own_ns, range_name, n_names)
+    per_name_count = group_sum(own_count, range_name, n_names)
+    top = ~nested_same
+    per_name_incl = group_sum(incl[top], range_name[top], n_names)
+    total = int(k.dur.sum())
+    attributed = int(k.dur[hit].sum())
+    pm = ctx.options.phase_map
+    present = np.flatnonzero(np.bincount(range_name, minlength=n_names) > 0)
+    frame = pd.DataFrame({
+        "name": [names[i] for i in present],
+        "phase": [pm.phase_of(names[i]) if pm else None for i in present],
+        "kernel_count": per_name_count[present],
+        "kernel_ns": per_name_ns[present],
+        "inclusive_kernel_ns": per_name_incl[present],
+        "pct_of_kernel_time": np.round(100.0 * per_name_incl[present] / total, 2) if total else 0.0,
+    }).sort_values(["inclusive_kernel_ns", "kernel_ns", "name"], ascending=[False, False, True], kind="stable")
+    frame = frame.reset_index(drop=True)
+    phase_rows = []
+    if pm:
+        inst_phase, phase_list = instance_phases(ctx, att, names)
+        kphase = np.where(hit, inst_phase[np.maximum(att.range_pos, 0)], NO_PHASE)
+        for i, ph in enumerate(phase_list):
+            sel = kphase == i
+            phase_rows.append({"phase": ph, "kernel_count": int(sel.sum()), "kernel_ns": int(k.dur[sel].sum()),
+                               "pct_of_kernel_time": round(100.0 * int(k.dur[sel].sum()) / total, 2) if total else 0.0})
+    roots = att.index.parent == -1
+    top_level = group_sum(incl[roots], range_name[roots], n_names)
+    top_idx = np.flatnonzero(top_level > 0)
+    top_idx = top_idx[np.argsort(-top_level[top_idx], kind="stable")]
+    data = {
+        "total_kernel_ns": total,
+        "attributed_ns": attributed,
+        "coverage": round(attributed / total, 4) if total else 0.0,
+        "kernels_without_launch": int((att.launch < 0).sum()),
+        "kernels_outside_ranges": int(((att.launch >= 0) & ~hit).sum()),
+        "coverage_warn_threshold": ctx.options.nvtx_coverage_warn_threshold,
+        "ranges": frame.to_dict("records"),
+        "phases": phase_rows,
+        "top_level": [{"name": names[i], "inclusive_kernel_ns": int(top_level[i])} for i in top_idx[:50]],
+    }
+    return MetricResult(METRIC.id, data, (Table("nvtx_attribution", COLUMNS, frame),))
+
+
+METRIC = Metric(
+    id="nvtx_attribution",
+    title="NVTX -> kernel attribution",
+    run=run,
+    tables={"nvtx_attribution": COLUMNS},
+    description="Kernel time credited to the innermost NVTX range around each launch call.",
+)

@@ -1,0 +1,115 @@
+"""sync: CPU<->GPU synchronization calls from the CUDA runtime/driver API rows.
+
+Blocking calls (the host thread waits for the GPU) are counted as sync; waits and queries
+that do not block the host are listed apart and not counted.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_sum
+from nsys_llm_explainer.analysis.stats import group_percentiles
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+
+BLOCKING_APIS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+})
+NON_BLOCKING_APIS = frozenset({
+    "cudaStreamWaitEvent", "cudaEventQuery", "cudaStreamQuery",
+    "cuStreamWaitEvent", "cuEventQuery", "cuStreamQuery", "cudaStreamWaitValue32",
+    "cuStreamWaitValue32", "cuStreamWaitValue64",
+})
+# cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cuMemcpyDtoH ... but not the *Async forms.
+_SYNC_MEMCPY = re.compile(r"^cu(da)?Memcpy\w*$")
+
+COLUMNS = ("api", "calls", "total_ns", "avg_ns", "p50_ns", "max_ns", "blocking")
+BY_PID_COLUMNS = ("pid", *COLUMNS)
+
+
+def classify(api: str) -> str | None:
+    """'blocking', 'non_blocking', or None for APIs that are not synchronization."""
+    if api in BLOCKING_APIS:
+        return "blocking"
+    if _SYNC_MEMCPY.match(api) and "Async" not in api:
+        return "blocking"
+    if api in NON_BLOCKING_APIS:
+        return "non_blocking"
+    return None
+
+
+def sync_kinds(api_names: list[str]) -> np.ndarray:
+    """Per API code: 1 blocking, 2 non-blocking, 0 other."""
+    kinds = {"blocking": 1, "non_blocking": 2, None: 0}
+    return np.array([kinds[classify(n)] for n in api_names], dtype=np.int64)
+
+
+def _table(api_names: list[str], api: np.ndarray, dur: np.ndarray, kind: np.ndarray, *keys: np.ndarray) -> pd.DataFrame:
+    codes, cols = group_codes(*keys, api)
+    g = len(cols[-1])
+    calls = np.bincount(codes, minlength=g).astype(np.int64)
+    total = group_sum(dur, codes, g)
+    frame = pd.DataFrame({
+        "api": [api_names[int(a)] for a in cols[-1]],
+        "calls": calls,
+        "total_ns": total,
+        "avg_ns": np.rint(total / np.maximum(calls, 1)).astype(np.int64),
+        "p50_ns": group_percentiles(dur, codes, g, (50,))[50],
+        "max_ns": group_max(dur, codes, g),
+        "blocking": kind[cols[-1]] == 1,
+    })
+    if keys:
+        frame.insert(0, "pid", cols[0].astype(np.int64))
+    return frame.sort_values(["blocking", "total_ns", "api"], ascending=[False, False, True], kind="stable").reset_index(drop=True)
+
+
+def run(ctx: Context) -> Outcome:
+    rt = ctx.data.runtime()
+    if len(rt) == 0:
+        return METRIC.skipped("the CUDA API table is empty: no runtime or driver calls were captured")
+    names = ctx.data.runtime_api_names()
+    kind = sync_kinds(names)
+    row_kind = kind[rt.api]
+    sel = np.flatnonzero(row_kind > 0)
+    s = rt.take(sel)
+    dur = s.end - s.start
+    frame = _table(names, s.api, dur, kind)
+    by_pid = _table(names, s.api, dur, kind, s.pid)
+    blocking = row_kind[sel] == 1
+    window = int(rt.end.max() - rt.start.min())
+    processes = []
+    for pid in np.unique(rt.pid).tolist():
+        mine = rt.pid == pid
+        w = int(rt.end[mine].max() - rt.start[mine].min())
+        b = int(dur[blocking & (s.pid == pid)].sum())
+        processes.append({
+            "pid": int(pid), "blocking_calls": int((blocking & (s.pid == pid)).sum()),
+            "blocking_ns": b, "api_window_ns": w,
+            "blocking_pct_of_window": round(100.0 * b / w, 2) if w > 0 else 0.0,
+        })
+    processes.sort(key=lambda r: -r["blocking_ns"])
+    blocking_ns = int(dur[blocking].sum())
+    data = {
+        "blocking_calls": int(blocking.sum()),
+        "blocking_ns": blocking_ns,
+        "api_window_ns": window,
+        "blocking_pct_of_window": round(100.0 * blocking_ns / window, 2) if window > 0 else 0.0,
+        "calls": frame.to_dict("records"),
+        "processes": processes,
+    }
+    tables = (Table("sync", COLUMNS, frame), Table("sync_by_pid", BY_PID_COLUMNS, by_pid))
+    return MetricResult(METRIC.id, data, tables)
+
+
+METRIC = Metric(
+    id="sync",
+    title="CPU-GPU synchronization",
+    run=run,
+    tables={"sync": COLUMNS, "sync_by_pid": BY_PID_COLUMNS},
+    description="Blocking synchronize calls and synchronous copies; non-blocking waits listed apart.",
+)

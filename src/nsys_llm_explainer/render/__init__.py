@@ -1,0 +1,28 @@
+"""Writers: each takes the Report and returns file contents; output.py puts them on disk."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Format(str, Enum):
+    MD = "md"
+    JSON = "json"
+    CSV = "csv"
+
+    @staticmethod
+    def parse(text: str) -> tuple[Format, ...]:
+        from nsys_llm_explainer.errors import UsageError
+
+        out = []
+        for part in (p.strip().lower() for p in text.split(",")):
+            if not part:
+                continue
+            try:
+                out.append(Format(part))
+            except ValueError:
+                valid = ", ".join(f.value for f in Format)
+                raise UsageError(f"--format: unknown format {part!r} (choose from {valid})") from None
+        if not out:
+            raise UsageError("--format: no format given")
+        return tuple(dict.fromkeys(out))

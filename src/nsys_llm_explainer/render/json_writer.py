@@ -1,0 +1,65 @@
+"""report.json: the machine-readable contract (schema: schema/report.schema.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.model import MetricResult, Report
+
+SCHEMA_VERSION = "1.0"
+EXTENSION = ".json"
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy scalars, enums, dataclasses and NaN into JSON-ready Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        return None if math.isnan(f) or math.isinf(f) else f
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    return value
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for mid, outcome in report.metrics.items():
+        if isinstance(outcome, MetricResult):
+            metrics[mid] = {"status": "ok", **outcome.data, "notes": list(outcome.notes)}
+        else:
+            metrics[mid] = {"status": "skipped", "reason": outcome.reason}
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "trace": report.trace,
+        "options": report.options,
+        "warnings": list(report.warnings),
+        "limitations": list(report.limitations),
+        "findings": report.findings,
+        "metrics": metrics,
+    }
+    if report.capture_info is not None:
+        out["capture_info"] = report.capture_info
+    return _plain(out)  # type: ignore[no-any-return]
+
+
+def render(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -1,0 +1,60 @@
+"""From a trace path to files on disk: explain, render each chosen format, write atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsys_llm_explainer.api import explain, open_trace
+from nsys_llm_explainer.model import Report, Skipped
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.progress import make_progress
+from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown, output
+from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.probe import CORE_TABLES, describe
+
+
+def build_files(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for fmt in formats:
+        match fmt:
+            case Format.MD:
+                files["report.md"] = markdown.render(report)
+            case Format.JSON:
+                files["report.json"] = json_writer.render(report)
+            case Format.CSV:
+                files.update({f"tables/{name}": text for name, text in csv_writer.render(report).items()})
+    return files
+
+
+def write_report(
+    trace: Path, out: Path, options: Options, formats: tuple[Format, ...], force: bool = False, quiet: bool = False
+) -> Report:
+    progress = make_progress(enabled=not quiet)
+    try:
+        report = explain(trace, options, progress=progress)
+    finally:
+        progress.close()
+    output.write(out, build_files(report, formats), force=force)
+    return report
+
+
+def summary_lines(report: Report, out: Path) -> list[str]:
+    lines = [f"wrote {out}/ ({len(report.findings)} findings)"]
+    for f in report.findings[:5]:
+        lines.append(f"  [{f.severity.value}] {f.rule_id} {f.title}")
+    skipped = [m for m, o in report.metrics.items() if isinstance(o, Skipped)]
+    if skipped:
+        lines.append(f"  not measured: {', '.join(skipped)} (reasons in report.md)")
+    if report.warnings:
+        lines.append(f"  {len(report.warnings)} warning(s), see report.md")
+    return lines
+
+
+def schema_text(trace: Path) -> str:
+    conn, schema = open_trace(trace)
+    try:
+        data = TraceData(conn, schema)
+        counts = {t: data.table_rows(t) for t in CORE_TABLES if t in schema.tables}
+        return describe(schema, counts)
+    finally:
+        conn.close()

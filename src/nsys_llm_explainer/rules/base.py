@@ -1,0 +1,78 @@
+"""The rule interface: a stable id, a title, and a check function whose docstring is the
+rule's documentation page (docs/rules.md is generated from it).
+
+    RULE = Rule(id="NLE101", name="dominant-kernel", title="...", check=check)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from nsys_llm_explainer.model import Confidence, Finding, MetricResult, Outcome, Schema, Severity, Skipped
+from nsys_llm_explainer.options import Options
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    metrics: dict[str, Outcome]
+    options: Options
+    schema: Schema
+
+    def metric(self, metric_id: str) -> MetricResult | None:
+        out = self.metrics.get(metric_id)
+        return out if isinstance(out, MetricResult) else None
+
+    def skipped(self, metric_id: str) -> Skipped | None:
+        out = self.metrics.get(metric_id)
+        return out if isinstance(out, Skipped) else None
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    title: str
+    check: Callable[[RuleInput, Rule], Iterable[Finding]]
+    metric_ids: tuple[str, ...] = ()
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.check) or ""
+
+    def finding(
+        self,
+        severity: Severity,
+        confidence: Confidence,
+        evidence: Sequence[str],
+        recommendation: Sequence[str],
+        title: str | None = None,
+    ) -> Finding:
+        return Finding(
+            rule_id=self.id,
+            title=title or self.title,
+            severity=severity,
+            confidence=confidence,
+            evidence=tuple(evidence),
+            recommendation=tuple(recommendation),
+            metric_ids=self.metric_ids,
+        )
+
+
+def pct(value: float) -> str:
+    return f"{value:.1f}%"
+
+
+def ms(ns: int | float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def us(ns: int | float) -> str:
+    return f"{ns / 1e3:,.1f} us"
+
+
+def shorten(name: str, limit: int = 100) -> str:
+    """Long C++ names in evidence lines; the full name stays in the tables."""
+    flat = " ".join(name.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+
+DOMINANT_PCT = 80.0
+MIN_PHASES = 2  # with a single phase there is nothing to compare
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """One phase takes almost all attributed GPU kernel time.
+
+    Phases come from `--phase-map` (e.g. prefill/decode); without one, the top-level NVTX
+    ranges stand in for phases. Fires (low severity: it points where to look, it is not a
+    defect) when at least two phases received kernel time and one of them holds >= 80% of
+    the attributed kernel time.
+
+    Example:
+
+        NLE105 low: Phase "decode" takes 91.0% of attributed kernel time
+        - decode: 910.000 ms of 1,000.000 ms attributed kernel time; prefill: 90.000 ms
+    """
+    res = view.metric("nvtx_attribution")
+    if res is None:
+        return
+    if res.data["phases"]:
+        rows = [(p["phase"], int(p["kernel_ns"])) for p in res.data["phases"]]
+        source = "phase map"
+    else:
+        rows = [(r["name"], int(r["inclusive_kernel_ns"])) for r in res.data["top_level"]]
+        source = "top-level NVTX ranges"
+    rows = [r for r in rows if r[1] > 0]
+    total = sum(ns for _, ns in rows)
+    if len(rows) < MIN_PHASES or total <= 0:
+        return
+    name, ns = max(rows, key=lambda r: r[1])
+    share = 100.0 * ns / total
+    if share < DOMINANT_PCT:
+        return
+    others = "; ".join(f"{shorten(n, 40)}: {ms(v)}" for n, v in sorted(rows, key=lambda r: -r[1])[1:4])
+    yield rule.finding(
+        Severity.LOW,
+        Confidence.MEDIUM if source == "phase map" else Confidence.LOW,
+        [f"{shorten(name, 60)}: {ms(ns)} of {ms(total)} kernel time attributed to {source}", f"others: {others}"],
+        [f"Optimize inside \"{shorten(name, 60)}\" first: the other phases cannot move the total much."],
+        title=f"Phase \"{shorten(name, 60)}\" takes {pct(share)} of attributed kernel time",
+    )
+
+
+RULE = Rule("NLE105", "phase-dominates", "One phase dominates kernel time", check, ("nvtx_attribution",))

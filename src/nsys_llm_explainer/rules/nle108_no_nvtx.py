@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Kernels were captured but there are no NVTX ranges to say which step launched them.
+
+    Fires when kernels exist and the NVTX table is absent or holds no ranges. Without ranges
+    the report cannot split time into prefill and decode, per-phase verdicts are impossible,
+    and steps must be guessed.
+
+    Example:
+
+        NLE108 low: No NVTX ranges: kernel time cannot be split into phases
+        - the export has no NVTX_EVENTS table (NVTX not captured)
+    """
+    if view.metric("top_kernels") is None:
+        return
+    skipped = view.skipped("nvtx_ranges")
+    if skipped is None:
+        return
+    yield rule.finding(
+        Severity.LOW,
+        Confidence.HIGH,
+        [skipped.reason],
+        [
+            "Add NVTX ranges around prefill and decode steps on the launching thread "
+            "(torch.cuda.nvtx.range_push('decode') ... range_pop()), and capture with --trace=cuda,nvtx.",
+            "Then pass a --phase-map such as {\"prefill\": [\"prefill\"], \"decode\": [\"decode\"]}.",
+        ],
+        title="No NVTX ranges: kernel time cannot be split into phases",
+    )
+
+
+RULE = Rule("NLE108", "no-nvtx", "No NVTX ranges", check, ("nvtx_ranges",))

@@ -1,0 +1,1 @@
+"""Reading inputs: opening read-only, probing the schema, loading columns, decoding ids."""

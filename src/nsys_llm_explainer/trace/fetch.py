@@ -1,0 +1,83 @@
+"""Columnar fetch: run one SELECT and return its integer columns as numpy arrays.
+
+Rows are pulled in chunks and written into preallocated arrays, so a table of millions of
+rows never exists as Python tuples all at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from nsys_llm_explainer.trace.probe import quote_ident
+
+CHUNK_ROWS = 65536
+MAX_TIMESTAMP = 1 << 62  # beyond this, sums of timestamps could overflow int64
+Progress = Callable[[str, int], None]
+
+
+def int_or(column: str, default: int = -1) -> str:
+    """SQL for an integer column that may be NULL or hold a non-integer value."""
+    col = quote_ident(column)
+    return f"(CASE WHEN typeof({col}) = 'integer' THEN {col} ELSE {default} END)"
+
+
+def is_int(column: str) -> str:
+    return f"typeof({quote_ident(column)}) = 'integer'"
+
+
+def count_rows(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0])
+
+
+def fetch_ints(
+    conn: sqlite3.Connection,
+    sql: str,
+    names: Sequence[str],
+    capacity: int,
+    params: Sequence[object] = (),
+    progress: Progress | None = None,
+    label: str = "",
+    text_names: Sequence[str] = (),
+) -> dict[str, np.ndarray]:
+    """Fetch `sql` into one int64 array per name in `names`.
+
+    The SELECT lists the integer columns first, then `text_names` columns, which come back
+    as object arrays. `capacity` is an upper bound on the row count (the table's count(*)).
+    """
+    ncols = len(names)
+    ntext = len(text_names)
+    texts: list[list[object]] = [[] for _ in text_names]
+    out = np.empty((ncols, max(capacity, 0)), dtype=np.int64)
+    cur = conn.execute(sql, params)
+    n = 0
+    while True:
+        rows = cur.fetchmany(CHUNK_ROWS)
+        if not rows:
+            break
+        k = len(rows)
+        if n + k > out.shape[1]:  # the table grew or count(*) lied: grow geometrically
+            grown = np.empty((ncols, max(2 * out.shape[1], n + k)), dtype=np.int64)
+            grown[:, :n] = out[:, :n]
+            out = grown
+        if ntext:
+            for j, col in enumerate(texts):
+                col.extend(r[ncols + j] for r in rows)
+            ints = itertools.chain.from_iterable(r[:ncols] for r in rows)
+        else:
+            ints = itertools.chain.from_iterable(rows)
+        flat = np.fromiter(ints, dtype=np.int64, count=k * ncols)
+        out[:, n : n + k] = flat.reshape(k, ncols).T
+        n += k
+        if progress is not None:
+            progress(label, n)
+    result = {name: out[i, :n] for i, name in enumerate(names)}
+    for j, name in enumerate(text_names):
+        arr = np.empty(n, dtype=object)
+        arr[:] = texts[j]
+        result[name] = arr
+    return result
+

@@ -1,0 +1,362 @@
+"""TraceData: each core table read once, as numpy columns, shared by every metric.
+
+Rows that cannot be used (NULL or non-integer required values, end < start, timestamps
+outside [0, 2^62)) are left out by the query itself and counted in a warning.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.trace import ids
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.fetch import (
+    MAX_TIMESTAMP,
+    Progress,
+    count_rows,
+    fetch_ints,
+    int_or,
+    is_int,
+)
+from nsys_llm_explainer.trace.names import StringTable, api_base_name
+from nsys_llm_explainer.trace.probe import (
+    GPU_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    NVTX_TABLE,
+    RUNTIME_TABLE,
+    STRINGS_TABLE,
+    SYNC_TABLE,
+    quote_ident,
+)
+
+T = TypeVar("T")
+NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
+
+
+class Unavailable(Exception):
+    """A table or column a metric needs is missing; the metric becomes Skipped(reason)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TraceData:
+    """Lazily loaded, cached columns of one opened export."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        schema: Schema,
+        kernel_name: str = "demangled",
+        progress: Progress | None = None,
+    ) -> None:
+        self.conn = conn
+        self.schema = schema
+        self.kernel_name_mode = kernel_name
+        self.progress = progress
+        self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"))
+        self.warnings: list[str] = []
+        self.row_counts: dict[str, int] = {}
+        self._cache: dict[str, Any] = {}
+
+    # -- generic helpers -------------------------------------------------------------
+    def cached(self, key: str, build: Callable[[], T]) -> T:
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]  # type: ignore[no-any-return]
+
+    def _require(self, table: str | None, what: str, *columns: str) -> str:
+        if table is None or table not in self.schema.tables:
+            raise Unavailable(f"the export has no {table or what} table ({what} not captured)")
+        missing = [c for c in columns if c not in self.schema.tables[table]]
+        if missing:
+            raise Unavailable(f"{table} lacks column(s) {', '.join(missing)}")
+        return table
+
+    def _load(
+        self,
+        table: str,
+        select: dict[str, str],
+        required: tuple[str, ...],
+        extra_where: str = "",
+        text: dict[str, str] | None = None,
+        interval: bool = True,
+    ) -> Columns:
+        conds = [is_int(c) for c in required]
+        if interval:
+            conds += ['"start" >= 0', '"end" >= "start"', f'"end" < {MAX_TIMESTAMP}']
+        if extra_where:
+            conds.append(extra_where)
+        text = text or {}
+        exprs = list(select.values()) + list(text.values())
+        sql = f"SELECT {', '.join(exprs)} FROM {quote_ident(table)} WHERE {' AND '.join(conds)}"
+        total = self.row_counts.setdefault(table, count_rows(self.conn, table))
+        cols = fetch_ints(
+            self.conn, sql, tuple(select), total, progress=self.progress, label=table,
+            text_names=tuple(text),
+        )
+        loaded = len(next(iter(cols.values()))) if cols else 0
+        self._note_ignored(table, total, loaded, required, extra_where)
+        return Columns(table, cols)
+
+    def _note_ignored(
+        self, table: str, total: int, loaded: int, required: tuple[str, ...], extra: str
+    ) -> None:
+        if extra:  # rows outside the filter (e.g. NVTX marks) are not damage
+            total = int(
+                self.conn.execute(
+                    f"SELECT count(*) FROM {quote_ident(table)} WHERE {extra}"
+                ).fetchone()[0]
+            )
+        ignored = total - loaded
+        if ignored > 0:
+            self.warnings.append(
+                f"{table}: {ignored} of {total} rows ignored (NULL or non-integer "
+                f"{'/'.join(required)}, end before start, or timestamps outside [0, 2^62))"
+            )
+
+    # -- tables ----------------------------------------------------------------------
+    def kernels(self) -> Columns:
+        return self.cached("kernels", self._load_kernels)
+
+    def _load_kernels(self) -> Columns:
+        table = self._require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
+        have = self.schema.tables[table]
+        name_col = KERNEL_NAME_COLUMNS.get(self.kernel_name_mode, "demangledName")
+        if name_col not in have:
+            name_col = next((c for c in KERNEL_NAME_COLUMNS.values() if c in have), "")
+        select = {
+            "start": '"start"',
+            "end": '"end"',
+            "device": "deviceId",
+            "stream": int_or("streamId") if "streamId" in have else "-1",
+            "context": int_or("contextId") if "contextId" in have else "-1",
+            "corr": int_or("correlationId") if "correlationId" in have else "-1",
+            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
+            "name_id": int_or(name_col) if name_col else "-1",
+        }
+        for col, key in (("graphNodeId", "graph_node_id"), ("graphId", "graph_id")):
+            if col in have:
+                select[key] = int_or(col)
+        cols = self._load(table, select, ("start", "end", "deviceId"))
+        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+
+    def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
+        return self.strings.resolve(np.unique(name_ids).tolist())
+
+    def runtime(self) -> Columns:
+        return self.cached("runtime", self._load_runtime)
+
+    def _load_runtime(self) -> Columns:
+        table = self._require(RUNTIME_TABLE, "CUDA API", "start", "end", "nameId")
+        have = self.schema.tables[table]
+        select = {
+            "start": '"start"',
+            "end": '"end"',
+            "gtid": int_or("globalTid") if "globalTid" in have else "-1",
+            "corr": int_or("correlationId") if "correlationId" in have else "-1",
+            "name_id": "nameId",
+        }
+        cols = self._load(table, select, ("start", "end", "nameId"))
+        uniq, inverse = np.unique(cols.name_id, return_inverse=True)
+        names = self.strings.resolve(uniq.tolist())
+        base = [api_base_name(names[int(i)]) for i in uniq]
+        base_names, base_code_of_uniq = np.unique(np.array(base, dtype=object), return_inverse=True)
+        api = base_code_of_uniq[inverse].astype(np.int64) if len(uniq) else inverse.astype(np.int64)
+        self._cache["runtime_api_names"] = [str(b) for b in base_names]
+        cols = cols.with_columns(
+            api=api, pid=ids.pids(cols.gtid), tkey=ids.thread_keys(cols.gtid)
+        )
+        return self._dedupe_runtime(cols)
+
+    def _dedupe_runtime(self, cols: Columns) -> Columns:
+        """Drop API rows recorded twice (same thread, correlation id and API).
+
+        Nsight Systems 2022.2 records some runtime calls twice, an outer row without the
+        version suffix around the inner one; keep the inner (shortest) row.
+        """
+        if len(cols) == 0:
+            return cols
+        dur = cols.end - cols.start
+        order = np.lexsort((dur, cols.api, cols.corr, cols.tkey))
+        key_cols = (cols.tkey[order], cols.corr[order], cols.api[order])
+        same = np.ones(len(order), dtype=bool)
+        same[0] = False
+        for k in key_cols:
+            same[1:] &= k[1:] == k[:-1]
+        same &= cols.corr[order] > 0
+        if not same.any():
+            return cols
+        keep = np.sort(order[~same])
+        self.warnings.append(
+            f"{RUNTIME_TABLE}: {int(same.sum())} duplicated API rows (same thread, correlation "
+            "id and API) counted once"
+        )
+        return cols.take(keep)
+
+    def runtime_api_names(self) -> list[str]:
+        self.runtime()
+        return self._cache["runtime_api_names"]  # type: ignore[no-any-return]
+
+    def nvtx(self) -> Columns:
+        return self.cached("nvtx", self._load_nvtx)
+
+    def _load_nvtx(self) -> Columns:
+        table = self._require(NVTX_TABLE, "NVTX", "start", "eventType")
+        have = self.schema.tables[table]
+        types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+        select = {
+            "start": '"start"',
+            "end": int_or("end") if "end" in have else "-1",
+            "event_type": "eventType",
+            "gtid": int_or("globalTid") if "globalTid" in have else "-1",
+            "text_id": int_or("textId") if "textId" in have else "-1",
+        }
+        text = {"text": "text"} if "text" in have else {"text": "NULL"}
+        cols = self._load(
+            table, select, ("start", "eventType"), extra_where=f"eventType IN ({types})",
+            text=text, interval=False,
+        )
+        ok = cols.start >= 0
+        if not ok.all():
+            self.warnings.append(f"{table}: {int((~ok).sum())} ranges with negative start ignored")
+            cols = cols.take(ok)
+        bad_end = (cols.end >= 0) & (cols.end < cols.start)
+        end = np.where(bad_end | (cols.end >= MAX_TIMESTAMP), -1, cols.end)
+        if bad_end.any():
+            self.warnings.append(
+                f"{table}: {int(bad_end.sum())} ranges end before they start; treated as unended"
+            )
+        names = self._nvtx_names(cols)
+        codes, uniques = pd.factorize(pd.Series(names, dtype=object), sort=False)
+        self._cache["nvtx_names"] = [str(u) for u in uniques]
+        return Columns(
+            table,
+            {
+                "start": cols.start,
+                "end": end,
+                "event_type": cols.event_type,
+                "gtid": cols.gtid,
+                "pid": ids.pids(cols.gtid),
+                "tkey": ids.thread_keys(cols.gtid),
+                "name": codes.astype(np.int64),
+            },
+        )
+
+    def _nvtx_names(self, cols: Columns) -> np.ndarray:
+        text = cols.text
+        names = np.where(pd.isna(text), None, text)
+        need = np.flatnonzero(pd.isna(text) & (cols.text_id >= 0))
+        if len(need):
+            lookup = self.strings.resolve(np.unique(cols.text_id[need]).tolist())
+            names[need] = [lookup[int(i)] for i in cols.text_id[need]]
+        still = pd.isna(names)
+        if still.any():
+            names[still] = "(unnamed range)"
+        return names
+
+    def nvtx_names(self) -> list[str]:
+        self.nvtx()
+        return self._cache["nvtx_names"]  # type: ignore[no-any-return]
+
+    def memcpy(self) -> Columns:
+        return self.cached("memcpy", self._load_memcpy)
+
+    def _load_memcpy(self) -> Columns:
+        table = self._require(MEMCPY_TABLE, "memcpy", "start", "end", "deviceId")
+        have = self.schema.tables[table]
+        select = {
+            "start": '"start"',
+            "end": '"end"',
+            "device": "deviceId",
+            "stream": int_or("streamId") if "streamId" in have else "-1",
+            "corr": int_or("correlationId") if "correlationId" in have else "-1",
+            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
+            "bytes": int_or("bytes", 0) if "bytes" in have else "0",
+            "copy_kind": int_or("copyKind") if "copyKind" in have else "-1",
+            "src_kind": int_or("srcKind") if "srcKind" in have else "-1",
+            "dst_kind": int_or("dstKind") if "dstKind" in have else "-1",
+            "src_device": int_or("srcDeviceId") if "srcDeviceId" in have else "-1",
+            "dst_device": int_or("dstDeviceId") if "dstDeviceId" in have else "-1",
+        }
+        cols = self._load(table, select, ("start", "end", "deviceId"))
+        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+
+    def memset(self) -> Columns:
+        return self.cached("memset", self._load_memset)
+
+    def _load_memset(self) -> Columns:
+        table = self._require(MEMSET_TABLE, "memset", "start", "end", "deviceId")
+        have = self.schema.tables[table]
+        select = {
+            "start": '"start"',
+            "end": '"end"',
+            "device": "deviceId",
+            "stream": int_or("streamId") if "streamId" in have else "-1",
+            "corr": int_or("correlationId") if "correlationId" in have else "-1",
+            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
+            "bytes": int_or("bytes", 0) if "bytes" in have else "0",
+            "mem_kind": int_or("memKind") if "memKind" in have else "-1",
+        }
+        cols = self._load(table, select, ("start", "end", "deviceId"))
+        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+
+    def sync(self) -> Columns:
+        return self.cached("sync", self._load_sync)
+
+    def _load_sync(self) -> Columns:
+        table = self._require(SYNC_TABLE, "synchronization", "start", "end")
+        have = self.schema.tables[table]
+        select = {
+            "start": '"start"',
+            "end": '"end"',
+            "device": int_or("deviceId") if "deviceId" in have else "-1",
+            "stream": int_or("streamId") if "streamId" in have else "-1",
+            "corr": int_or("correlationId") if "correlationId" in have else "-1",
+            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
+            "sync_type": int_or("syncType") if "syncType" in have else "-1",
+        }
+        cols = self._load(table, select, ("start", "end"))
+        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+
+    def gpus(self) -> list[GpuInfo]:
+        return self.cached("gpus", self._load_gpus)
+
+    def _load_gpus(self) -> list[GpuInfo]:
+        if not self.schema.has(GPU_TABLE, "id"):
+            return []
+        have = self.schema.tables[GPU_TABLE]
+        wanted = ["id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate"]
+        exprs = [quote_ident(c) if c in have else "NULL" for c in wanted]
+        sql = f"SELECT DISTINCT {', '.join(exprs)} FROM {GPU_TABLE} ORDER BY 1"
+        out: list[GpuInfo] = []
+        seen: set[int] = set()
+        for dev, name, sms, mem, bw, clock in self.conn.execute(sql):
+            if not isinstance(dev, int) or dev in seen:
+                continue
+            seen.add(dev)
+            out.append(
+                GpuInfo(
+                    device_id=dev,
+                    name=name if isinstance(name, str) else None,
+                    sm_count=sms if isinstance(sms, int) else None,
+                    total_memory_bytes=mem if isinstance(mem, int) else None,
+                    memory_bandwidth_bytes_per_s=bw if isinstance(bw, int) else None,
+                    clock_hz=clock if isinstance(clock, int) else None,
+                )
+            )
+        return out
+
+    def table_rows(self, table: str) -> int:
+        if table not in self.row_counts:
+            self.row_counts[table] = count_rows(self.conn, table)
+        return self.row_counts[table]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer import TOOL_NAME, __version__, deadline
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
 from nsys_llm_explainer.model import (
@@ -22,6 +24,7 @@ from nsys_llm_explainer.model import (
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
 from nsys_llm_explainer.trace import open as trace_open
+from nsys_llm_explainer.trace.capture import read_capture_info
 from nsys_llm_explainer.trace.fetch import Progress
 from nsys_llm_explainer.trace.load import TraceData, Unavailable
 from nsys_llm_explainer.trace.probe import CORE_TABLES, looks_like_nsys, probe
@@ -52,12 +55,14 @@ def open_trace(path: Path) -> tuple[sqlite3.Connection, Schema]:
 
 def run_metric(metric: Metric, ctx: Context) -> Outcome:
     try:
-        return metric.run(ctx)
+        with deadline.limit(ctx.data.conn, ctx.options.timeout_s):
+            return metric.run(ctx)
     except Unavailable as exc:
         return Skipped(metric.id, exc.reason)
     except MetricTimeout:
-        ctx.data.warnings.append(f"metric {metric.id} was stopped by --timeout")
-        return Skipped(metric.id, "stopped by --timeout before it finished")
+        limit = f"--timeout {ctx.options.timeout_s:g}s"
+        ctx.data.warnings.append(f"metric {metric.id} was stopped by {limit}; the rest of the report is complete")
+        return Skipped(metric.id, f"it was stopped by {limit} before it finished")
     except sqlite3.DatabaseError as exc:
         ctx.data.warnings.append(f"metric {metric.id}: the database could not be read ({exc})")
         return Skipped(metric.id, f"the database could not be read ({exc})")
@@ -118,8 +123,19 @@ def _trace_info(path: Path, schema: Schema, data: TraceData, metrics: dict[str, 
     )
 
 
-def _limitations(schema: Schema, info: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:
-    out = ["Process names, command lines and environment variables from the capture are never shown."]
+def _with_capture_info(conn: sqlite3.Connection, schema: Schema, info: TraceInfo) -> tuple[TraceInfo, dict[str, Any]]:
+    """Only with --include-capture-info: capture metadata (secrets redacted), process names."""
+    capture_info = read_capture_info(conn, schema, [p.pid for p in info.processes])
+    names = {p["pid"]: p["name"] for p in capture_info["processes"]}
+    processes = tuple(dataclasses.replace(p, name=names.get(p.pid)) for p in info.processes)
+    return dataclasses.replace(info, processes=processes), capture_info
+
+
+def _limitations(schema: Schema, info: TraceInfo, metrics: dict[str, Outcome], capture_info: bool = False) -> list[str]:
+    if capture_info:
+        out = ["Capture metadata is included (--include-capture-info); values of secret-looking variables and flags are redacted."]
+    else:
+        out = ["Process names, command lines and environment variables from the capture are never shown."]
     if info.window_start_ns is not None and info.window_end_ns is not None:
         window = info.window_end_ns - info.window_start_ns
         if not MIN_PLAUSIBLE_WINDOW_NS <= window <= MAX_PLAUSIBLE_WINDOW_NS:
@@ -146,14 +162,17 @@ def explain(path: Path | str, options: Options | None = None, progress: Progress
         ctx = Context(schema, data, options)
         for metric in REGISTRY:
             ctx.results[metric.id] = run_metric(metric, ctx)
+        info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
         warnings.extend(data.warnings)
         findings = apply_rules(ctx.results, options, schema, warnings)
-        info = _trace_info(path, schema, data, ctx.results)
+        capture_info = None
+        if options.include_capture_info:
+            info, capture_info = _with_capture_info(conn, schema, info)
         missing = sorted(data.strings.missing)
         if missing:
             warnings.append(f"StringIds: {len(missing)} referenced ids are missing; shown as '(unknown name) #id'")
-        limitations = _limitations(schema, info, ctx.results)
+        limitations = _limitations(schema, info, ctx.results, options.include_capture_info)
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{path}: the database could not be read ({exc}); export the capture again") from None
     finally:
@@ -165,6 +184,7 @@ def explain(path: Path | str, options: Options | None = None, progress: Progress
         warnings=tuple(dict.fromkeys(warnings)),
         limitations=tuple(limitations),
         options=options.to_json(),
+        capture_info=capture_info,
     )
 
 

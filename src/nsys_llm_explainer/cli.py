@@ -58,7 +58,7 @@ def _internal(exc: BaseException) -> typer.Exit:
 def explain(
     trace: Annotated[Path, typer.Argument(help="Nsight Systems SQLite export (nsys export --type sqlite).", show_default=False)],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory for report.md, report.json and tables/.")] = None,
-    format: Annotated[str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv.")] = "md,json,csv",
+    format: Annotated[str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv,html.")] = "md,json,csv,html",
     kernel_name: Annotated[str, typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled.")] = "demangled",
     min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="List GPU idle gaps at least this long (microseconds) in gpu_idle_gaps.csv.")] = 10.0,
     max_gaps: Annotated[int, typer.Option("--max-gaps", help="How many of the largest gaps report.json and report.md list.")] = 50,
@@ -124,6 +124,10 @@ def _options(**kw: Any) -> Options:
         raise UsageError("--nvtx-coverage-warn-threshold must be between 0 and 1")
     if kw["timeout_s"] is not None and kw["timeout_s"] <= 0:
         raise UsageError("--timeout must be > 0 seconds")
+    if kw.get("kernel_categories") is not None:
+        from nsys_llm_explainer.categories import load_table
+
+        load_table(kw["kernel_categories"])  # a bad file is a usage error before any work
     pm = kw.pop("phase_map")
     return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
 

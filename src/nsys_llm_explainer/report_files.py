@@ -8,7 +8,8 @@ from nsys_llm_explainer.api import explain, open_trace
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.progress import make_progress
-from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown, output
+from nsys_llm_explainer.render import Format, csv_writer, html, json_writer, markdown, output
+from nsys_llm_explainer.render.svg import build_plots, plot_files
 from nsys_llm_explainer.trace.load import TraceData
 from nsys_llm_explainer.trace.probe import CORE_TABLES, describe
 
@@ -18,11 +19,15 @@ def build_files(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
     for fmt in formats:
         match fmt:
             case Format.MD:
-                files["report.md"] = markdown.render(report)
+                plots, _ = build_plots(report)
+                files.update(plot_files(plots))
+                files["report.md"] = markdown.render(report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots])
             case Format.JSON:
                 files["report.json"] = json_writer.render(report)
             case Format.CSV:
                 files.update({f"tables/{name}": text for name, text in csv_writer.render(report).items()})
+            case Format.HTML:
+                files["report.html"] = html.render(report)
     return files
 
 

@@ -7,20 +7,62 @@ import pandas as pd
 
 
 def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Dense codes 0..G-1 for the distinct tuples of `columns`, and each column's value per group."""
+    """Dense codes 0..G-1 for the distinct tuples of `columns`, and each column's value per group.
+
+    Groups are numbered in order of first appearance.
+    """
     n = len(columns[0]) if columns else 0
     if n == 0:
         return np.empty(0, np.int64), [np.empty(0, np.int64) for _ in columns]
-    codes = np.zeros(n, dtype=np.int64)
-    key_uniq: np.ndarray | pd.Index = np.zeros(1)
-    for col in columns:
-        c, uniq = pd.factorize(col, sort=False)
-        # Re-densify after each column so the combined code never overflows int64.
-        codes, key_uniq = pd.factorize(codes * len(uniq) + c, sort=False)
-    first = np.zeros(len(key_uniq), dtype=np.int64)
+    key = _packed_key(columns)
+    if key is not None:
+        codes = pd.factorize(key, sort=False)[0].astype(np.int64)
+    else:
+        codes = np.zeros(n, dtype=np.int64)
+        for col in columns:
+            c, uniq = pd.factorize(col, sort=False)
+            # Re-densify after each column so the combined code never overflows int64.
+            codes, _ = pd.factorize(codes * len(uniq) + c, sort=False)
+        codes = codes.astype(np.int64)
+    ngroups = int(codes.max()) + 1
+    first = np.zeros(ngroups, dtype=np.int64)
     # First row of each group gives the group's column values.
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
-    return codes.astype(np.int64), [col[first] for col in columns]
+    return codes, [col[first] for col in columns]
+
+
+_PACK_LIMIT = 1 << 62
+
+
+def _packed_key(columns: tuple[np.ndarray, ...]) -> np.ndarray | None:
+    """All integer columns packed into one int64 key (mixed radix), or None if it won't fit."""
+    if not all(c.dtype.kind == "i" or (c.dtype.kind == "u" and c.dtype.itemsize < 8)
+               for c in columns):
+        return None
+    key: np.ndarray | None = None
+    for col in columns:
+        lo, hi = int(col.min()), int(col.max())
+        span = hi - lo + 1
+        if key is None:
+            key, total = col.astype(np.int64) - lo, span
+            continue
+        if total * span >= _PACK_LIMIT:
+            return None
+        key = key * span + (col.astype(np.int64) - lo)
+        total *= span
+    return key
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values, as np.unique(values).
+
+    numpy >= 2.3 answers a plain np.unique with a hash table that is many times slower
+    than a sort on large, high-cardinality arrays (seconds for a few million rows).
+    """
+    s = np.sort(values)
+    if len(s) < 2:
+        return s
+    return s[np.r_[True, s[1:] != s[:-1]]]
 
 
 _EXACT_FLOAT = 1 << 53

@@ -29,18 +29,25 @@ class RangeIndex:
     seg_hi: np.ndarray
 
 
-def _previous_greater(end: np.ndarray, lo: int, hi: int, strict: bool, out: np.ndarray) -> None:
-    stack: list[int] = []
-    seg = end[lo:hi].tolist()
-    for i, e in enumerate(seg):
-        if strict:
-            while stack and seg[stack[-1]] <= e:
-                stack.pop()
-        else:
-            while stack and seg[stack[-1]] < e:
-                stack.pop()
-        out[lo + i] = lo + stack[-1] if stack else -1
-        stack.append(i)
+def _previous_greater(end: np.ndarray, seg_first: np.ndarray, strict: bool) -> np.ndarray:
+    """Per position, the nearest earlier position of its segment whose end is greater
+    (strict) or greater-or-equal, else -1.
+
+    Pointer jumping instead of a per-row stack walk: every candidate that ends too early
+    is replaced by its own current candidate; everything between a position and its
+    candidate ends no later than it, so the jump never skips the answer. All positions
+    advance together, in O(log n) vectorized rounds for nested data.
+    """
+    cand = np.arange(-1, len(end) - 1, dtype=np.int64)
+    cand[seg_first] = -1
+    active = np.flatnonzero(cand >= 0)
+    while len(active):
+        c = cand[active]
+        skip = end[c] <= end[active] if strict else end[c] < end[active]
+        active = active[skip]
+        cand[active] = cand[c[skip]]
+        active = active[cand[active] >= 0]
+    return cand
 
 
 def build(nvtx: Columns) -> RangeIndex:
@@ -49,12 +56,10 @@ def build(nvtx: Columns) -> RangeIndex:
     order = rows[np.lexsort((-nvtx.end[rows], nvtx.start[rows], nvtx.tkey[rows]))]
     start, end, tkey = nvtx.start[order], nvtx.end[order], nvtx.tkey[order]
     seg_keys, seg_lo = np.unique(tkey, return_index=True)
-    seg_hi = np.r_[seg_lo[1:], len(tkey)].astype(np.int64)
-    chain = np.full(len(order), -1, dtype=np.int64)
-    parent = np.full(len(order), -1, dtype=np.int64)
-    for lo, hi in zip(seg_lo.tolist(), seg_hi.tolist(), strict=True):
-        _previous_greater(end, lo, hi, True, chain)
-        _previous_greater(end, lo, hi, False, parent)
+    # No ended range at all (every end NULL) must give zero segments, not one empty one.
+    seg_hi = np.r_[seg_lo[1:], len(tkey)].astype(np.int64)[: len(seg_lo)]
+    chain = _previous_greater(end, seg_lo, strict=True)
+    parent = _previous_greater(end, seg_lo, strict=False)
     return RangeIndex(order, start, end, tkey, chain, parent, seg_keys, seg_lo, seg_hi)
 
 
@@ -72,12 +77,13 @@ def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end:
     cand = np.full(len(q_tkey), -1, dtype=np.int64)
     qi = np.flatnonzero(known)
     # searchsorted over (tkey, start) pairs: offset starts by segment.
-    pos = np.empty(len(qi), dtype=np.int64)
-    for s in np.unique(seg_c[qi]).tolist():
-        sel = qi[seg_c[qi] == s]
+    # Queries grouped by segment with one sort, then one searchsorted per segment.
+    by_seg = qi[np.argsort(seg_c[qi], kind="stable")]
+    bounds = np.searchsorted(seg_c[by_seg], np.arange(len(index.seg_keys) + 1))
+    for s in np.flatnonzero(np.diff(bounds)).tolist():
+        sel = by_seg[bounds[s] : bounds[s + 1]]
         a, b = int(index.seg_lo[s]), int(index.seg_hi[s])
-        pos[np.searchsorted(qi, sel)] = a + np.searchsorted(index.start[a:b], q_start[sel], "right") - 1
-    cand[qi] = pos
+        cand[sel] = a + np.searchsorted(index.start[a:b], q_start[sel], "right") - 1
     active = np.flatnonzero(known & (cand >= lo) & (cand < hi))
     c = cand[active]
     while len(active):
@@ -91,20 +97,26 @@ def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end:
 
 
 def depths(index: RangeIndex) -> np.ndarray:
-    """Nesting depth of each sorted range (0 = outermost); parents precede children."""
-    depth = np.zeros(len(index.parent), dtype=np.int64)
-    parent = index.parent.tolist()
-    for i, p in enumerate(parent):
-        if p >= 0:
-            depth[i] = depth[p] + 1
+    """Nesting depth of each sorted range (0 = outermost), by pointer jumping on `parent`."""
+    parent = index.parent
+    depth = (parent >= 0).astype(np.int64)  # distance to `anc`
+    anc = parent.copy()
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        a = anc[live]
+        depth[live] += depth[a]
+        anc[live] = anc[a]
+        live = live[anc[live] >= 0]
     return depth
 
 
 def inclusive_sums(index: RangeIndex, own: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Add each range's value to all its ancestors (own -> inclusive), level by level."""
+    """Add each range's value to all its ancestors (own -> inclusive), deepest level first."""
     total = own.astype(np.int64).copy()
-    for level in range(int(depth.max(initial=0)), 0, -1):
-        idx = np.flatnonzero(depth == level)
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
+    for level in range(len(bounds) - 2, 0, -1):
+        idx = by_depth[bounds[level] : bounds[level + 1]]
         np.add.at(total, index.parent[idx], total[idx])
     return total
 
@@ -121,3 +133,30 @@ def has_same_name_ancestor(index: RangeIndex, name: np.ndarray) -> np.ndarray:
         cur[alive] = index.parent[cur[alive]]
         alive = alive[cur[alive] >= 0]
     return result
+
+
+def containers(index: RangeIndex, ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (range, container) pair for the sorted positions `ranges`, self included.
+
+    A container is a range of the same thread that starts no later and ends no earlier.
+    This is containment, not the parent tree: a range inside two crossing start/end ranges
+    has both as containers, though only one can be its parent. The containers of r are the
+    earlier positions of its segment with end >= end[r]; after each one found the walk goes
+    on just before it, and skips along `chain` past ranges that end too early (everything
+    a chain step jumps over ends no later than the range it left).
+    """
+    ranges = np.asarray(ranges, dtype=np.int64)
+    found_r, found_c = [ranges], [ranges]
+    lo = index.seg_lo[np.searchsorted(index.seg_keys, index.tkey[ranges])]
+    cur = ranges - 1
+    live = cur >= lo
+    r, cur, lo = ranges[live], cur[live], lo[live]
+    need = index.end[r]
+    while len(r):
+        hit = index.end[cur] >= need
+        found_r.append(r[hit])
+        found_c.append(cur[hit])
+        nxt = np.where(hit, cur - 1, index.chain[cur])
+        live = nxt >= lo
+        r, cur, lo, need = r[live], nxt[live], lo[live], need[live]
+    return np.concatenate(found_r), np.concatenate(found_c)

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from nsys_llm_explainer.metrics import (
+    boundness,
     gpu_idle,
+    idle_causes,
+    launch_overhead,
     launch_storm,
     nvtx_attribution,
     nvtx_ranges,
     per_process,
+    steps,
     sync,
+    timeline,
     top_kernels,
+)
+from nsys_llm_explainer.metrics import (  # GPU work (issue 4)
+    categories,
+    communication,
+    cuda_graphs,
+    fusion_candidates,
+    gpu_context,
+    memory_transfers,
 )
 from nsys_llm_explainer.metrics.base import Context, Metric
 
@@ -21,6 +34,17 @@ REGISTRY: tuple[Metric, ...] = (
     nvtx_ranges.METRIC,
     nvtx_attribution.METRIC,
     per_process.METRIC,
+    launch_overhead.METRIC,
+    boundness.METRIC,
+    idle_causes.METRIC,
+    steps.METRIC,
+    categories.METRIC,
+    memory_transfers.METRIC,
+    gpu_context.METRIC,
+    communication.METRIC,
+    cuda_graphs.METRIC,
+    fusion_candidates.METRIC,
+    timeline.METRIC,  # keep last: it summarizes the metrics above for plots
 )
 
 __all__ = ["REGISTRY", "Context", "Metric"]

@@ -3,7 +3,8 @@
 Each kernel joins its launch call on (process, correlationId) and is credited to the
 innermost NVTX range on the launching thread that encloses the launch call (latest start;
 ties: earliest end). Inclusive time of a range name counts kernels in that range or any
-range nested in it, once per kernel even when the name nests in itself.
+range nested in it (lying within it on the same thread, also across crossing start/end
+ranges), once per kernel even when the name nests in itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis.groups import distinct, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
@@ -66,6 +67,20 @@ def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> t
     return phase, phases
 
 
+def inclusive_by_name(
+    index: nvtx_tree.RangeIndex, own_ns: np.ndarray, range_name: np.ndarray, n_names: int,
+    among: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per name: kernel time of the ranges lying within a range of that name (or `among`
+    those), each range counted once per name even when the name nests in itself."""
+    rr, cc = nvtx_tree.containers(index, np.flatnonzero(own_ns > 0))
+    if among is not None:
+        rr, cc = rr[among[cc]], cc[among[cc]]
+    width = max(n_names, 1)
+    key = distinct(rr * width + range_name[cc])
+    return group_sum(own_ns[key // width], key % width, n_names)
+
+
 def run(ctx: Context) -> Outcome:
     if not ctx.options.nvtx_kernel_map:
         return METRIC.skipped("disabled by --no-nvtx-kernel-map")
@@ -82,21 +97,18 @@ def run(ctx: Context) -> Outcome:
     hit = att.range_pos >= 0
     own_ns = group_sum(k.dur[hit], att.range_pos[hit], n_ranges)
     own_count = np.bincount(att.range_pos[hit], minlength=n_ranges).astype(np.int64)
-    incl = nvtx_tree.inclusive_sums(att.index, own_ns, att.depth)
     range_name = nv.name[att.index.order]
-    nested_same = nvtx_tree.has_same_name_ancestor(att.index, range_name)
     n_names = len(names)
     per_name_ns = group_sum(own_ns, range_name, n_names)
     per_name_count = group_sum(own_count, range_name, n_names)
-    top = ~nested_same
-    per_name_incl = group_sum(incl[top], range_name[top], n_names)
+    per_name_incl = inclusive_by_name(att.index, own_ns, range_name, n_names)
     total = int(k.dur.sum())
     attributed = int(k.dur[hit].sum())
     pm = ctx.options.phase_map
     present = np.flatnonzero(np.bincount(range_name, minlength=n_names) > 0)
     frame = pd.DataFrame({
         "name": [names[i] for i in present],
-        "phase": [pm.phase_of(names[i]) if pm else None for i in present],
+        "phase": pd.Series([pm.phase_of(names[i]) if pm else None for i in present], dtype=object),
         "kernel_count": per_name_count[present],
         "kernel_ns": per_name_ns[present],
         "inclusive_kernel_ns": per_name_incl[present],
@@ -111,8 +123,7 @@ def run(ctx: Context) -> Outcome:
             sel = kphase == i
             phase_rows.append({"phase": ph, "kernel_count": int(sel.sum()), "kernel_ns": int(k.dur[sel].sum()),
                                "pct_of_kernel_time": round(100.0 * int(k.dur[sel].sum()) / total, 2) if total else 0.0})
-    roots = att.index.parent == -1
-    top_level = group_sum(incl[roots], range_name[roots], n_names)
+    top_level = inclusive_by_name(att.index, own_ns, range_name, n_names, att.index.parent == -1)
     top_idx = np.flatnonzero(top_level > 0)
     top_idx = top_idx[np.argsort(-top_level[top_idx], kind="stable")]
     data = {

@@ -47,7 +47,8 @@ def run(ctx: Context) -> Outcome:
     dur = e.end - e.start
     frame = _stats(names, e.name, dur)
     phases = phase_names(ctx, list(frame["name"]))
-    frame.insert(1, "phase", phases)
+    # dtype=object keeps "no phase" as None: pandas 3 would store it in a str column as NaN.
+    frame.insert(1, "phase", pd.Series(phases, dtype=object))
     frame = frame.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     by_pid = _stats(names, e.name, dur, e.pid)[list(BY_PID_COLUMNS)]
     by_pid = by_pid.sort_values(["pid", "total_ns"], ascending=[True, False], kind="stable")

@@ -9,6 +9,7 @@ class Format(str, Enum):
     MD = "md"
     JSON = "json"
     CSV = "csv"
+    HTML = "html"
 
     @staticmethod
     def parse(text: str) -> tuple[Format, ...]:

@@ -1,11 +1,21 @@
-"""tables/*.csv: every table a metric declares, with a header row even when empty or skipped."""
+"""tables/*.csv: every table a metric declares, with a header row even when empty or skipped.
+
+Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR;
+a kernel or range name comes from someone else's trace) get a leading apostrophe, the
+usual CSV-injection guard. Only CSV output does this; report.json keeps the exact names.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
 
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report, Table
 
 EXTENSION = ".csv"
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def tables(report: Report) -> dict[str, Table]:
@@ -19,8 +29,25 @@ def tables(report: Report) -> dict[str, Table]:
     return out
 
 
+def defuse(value: Any) -> Any:
+    """A text cell a spreadsheet would evaluate, made inert with a leading apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _defused(frame: pd.DataFrame) -> pd.DataFrame:
+    text_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+    if not text_cols:
+        return frame
+    out = frame.copy()
+    for c in text_cols:
+        out[c] = out[c].map(defuse)
+    return out
+
+
 def render_table(table: Table) -> str:
-    text: str = table.rows().to_csv(index=False, lineterminator="\n")
+    text: str = _defused(table.rows()).to_csv(index=False, lineterminator="\n")
     return text
 
 

@@ -7,7 +7,8 @@ through untouched.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jinja2
@@ -61,7 +62,23 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render(report: Report) -> str:
+def _section(env: jinja2.Environment, metric_id: str, doc: dict[str, Any], top_n: int) -> str:
+    """One metric's section; a template that fails on unusual data loses only that section."""
+    try:
+        template = env.get_template(f"metrics/{metric_id}.md.j2")
+        return template.render(m=doc["metrics"][metric_id], top_n=top_n, report=doc)
+    except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
+        if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
+            raise
+        what = escape.md(type(exc).__name__)
+        return (
+            f"_Not shown, because this section could not be rendered ({what}); "
+            "the numbers are in report.json. Please report it._\n"
+        )
+
+
+def render(report: Report, plots: Sequence[tuple[str, str]] = ()) -> str:
+    """`plots`: (title, relative path) of the SVG files written beside report.md."""
     env = environment()
     doc = report_dict(report)
     sections = []
@@ -71,7 +88,6 @@ def render(report: Report) -> str:
             continue
         body = ""
         if isinstance(outcome, MetricResult):
-            template = env.get_template(f"metrics/{metric.id}.md.j2")
-            body = template.render(m=doc["metrics"][metric.id], top_n=report.options.get("top_n", 20), report=doc)
+            body = _section(env, metric.id, doc, report.options.get("top_n", 20))
         sections.append({"id": metric.id, "title": metric.title, "outcome": doc["metrics"][metric.id], "body": Markup(body)})
-    return env.get_template("report.md.j2").render(report=doc, sections=sections)
+    return env.get_template("report.md.j2").render(report=doc, sections=sections, plots=list(plots))

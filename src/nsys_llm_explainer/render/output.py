@@ -17,27 +17,54 @@ from nsys_llm_explainer import TOOL_NAME
 from nsys_llm_explainer.errors import OutputError
 
 MARKER = "report.json"
+MD_MARKER = "report.md"
+MD_HEADING = f"# {TOOL_NAME} report"
+CHOOSE = "choose another --out"
 OUR_SUBDIRS = ("tables", "plots")
 
 
 def _is_ours(directory: Path) -> bool:
+    """Does `directory` hold a report of ours (report.json, else report.md, else only tables)?"""
     try:
         doc = json.loads((directory / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and isinstance(doc.get("tool"), dict) and doc["tool"].get("name") == TOOL_NAME
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("tool"), dict):
+        return doc["tool"].get("name") == TOOL_NAME
+    try:  # written with --format md,... but not json
+        with (directory / MD_MARKER).open(encoding="utf-8", errors="replace") as fh:
+            if fh.readline().startswith(MD_HEADING):
+                return True
+    except OSError:
+        pass
+    entries = list(directory.iterdir())  # written with --format csv only
+    return [e.name for e in entries] == ["tables"] and all(
+        f.suffix == ".csv" for f in entries[0].iterdir()
+    )
+
+
+def _existing_ancestor(path: Path) -> Path:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
 
 
 def check_target(out_dir: Path, force: bool) -> None:
     """Fail early (before any analysis) when the output cannot or must not be written."""
     if out_dir.exists() and not out_dir.is_dir():
         raise OutputError(f"{out_dir}: exists and is not a directory; choose another --out")
-    parent = out_dir.parent if not out_dir.exists() else out_dir
-    probe_dir = parent
-    while not probe_dir.exists():
-        probe_dir = probe_dir.parent
+    probe_dir = _existing_ancestor(out_dir if out_dir.exists() else out_dir.parent)
+    if not probe_dir.is_dir():
+        raise OutputError(f"{out_dir}: {probe_dir} is a file, not a directory; {CHOOSE}")
     if not os.access(probe_dir, os.W_OK | os.X_OK):
-        raise OutputError(f"{out_dir}: cannot write to {probe_dir} (permission denied); choose another --out")
+        raise OutputError(f"{out_dir}: cannot write to {probe_dir} (permission denied); {CHOOSE}")
+    try:  # access() says yes to root even on read-only mounts; creating something is the test
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out_dir.name}.probe-", dir=probe_dir))
+    except OSError as exc:
+        raise OutputError(
+            f"{out_dir}: cannot write to {probe_dir} ({exc.strerror}); {CHOOSE}"
+        ) from None
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force and not _is_ours(out_dir):
         raise OutputError(
             f"{out_dir}: is not empty and holds no previous {TOOL_NAME} report; "
@@ -52,8 +79,11 @@ def write(out_dir: Path, files: dict[str, str], force: bool = False) -> None:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the report's mode
     except OSError as exc:
-        raise OutputError(f"{out_dir}: cannot create the output directory ({exc.strerror})") from None
+        raise OutputError(
+            f"{out_dir}: cannot create the output directory ({exc.strerror}); {CHOOSE}"
+        ) from None
     try:
         for rel, text in files.items():
             target = tmp / rel
@@ -62,7 +92,7 @@ def write(out_dir: Path, files: dict[str, str], force: bool = False) -> None:
         if not out_dir.exists():
             os.rename(tmp, out_dir)
             return
-        if _is_ours(out_dir) and all(_our_file(p.relative_to(out_dir)) for p in out_dir.rglob("*") if not p.is_dir()):
+        if _is_ours(out_dir) and _only_ours(out_dir):
             _swap(tmp, out_dir)
             return
         _merge_into(tmp, out_dir, files)
@@ -73,6 +103,10 @@ def write(out_dir: Path, files: dict[str, str], force: bool = False) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _only_ours(out_dir: Path) -> bool:
+    return all(_our_file(p.relative_to(out_dir)) for p in out_dir.rglob("*") if not p.is_dir())
+
+
 def _our_file(rel: Path) -> bool:
     parts = rel.parts
     if len(parts) == 1:
@@ -80,12 +114,22 @@ def _our_file(rel: Path) -> bool:
     return len(parts) == 2 and parts[0] in OUR_SUBDIRS
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _swap(tmp: Path, out_dir: Path) -> None:
     """Replace a directory that holds only a previous report of ours with the new one."""
     old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
     os.rmdir(old)
     os.rename(out_dir, old)
-    os.rename(tmp, out_dir)
+    try:
+        os.rename(tmp, out_dir)
+    except BaseException:
+        os.rename(old, out_dir)  # interrupted between the renames: put the previous one back
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

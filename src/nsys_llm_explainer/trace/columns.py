@@ -45,3 +45,25 @@ class Columns:
     @staticmethod
     def empty(table: str, names: tuple[str, ...]) -> Columns:
         return Columns(table, {n: np.empty(0, dtype=np.int64) for n in names})
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def surely_distinct(*columns: np.ndarray) -> bool:
+    """True when no two rows agree on all `columns` (cheap exact check for the usual case).
+
+    Rows are hashed to one uint64 and the hashes sorted: distinct hashes prove distinct rows.
+    False means "maybe duplicated": the caller then runs its exact (lexsort) path.
+    """
+    n = len(columns[0]) if columns else 0
+    if n < 2:
+        return True
+    h = np.zeros(n, dtype=np.uint64)
+    for col in columns:
+        h ^= col.astype(np.int64).view(np.uint64)
+        h *= _MIX  # wraps modulo 2^64, which is what a hash wants
+        h ^= h >> np.uint64(31)
+    h.sort()
+    return not bool((h[1:] == h[:-1]).any())
+

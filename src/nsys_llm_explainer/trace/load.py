@@ -13,9 +13,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import GpuInfo, Schema
 from nsys_llm_explainer.trace import ids
-from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.clean import KERNEL_IDENTITY, clamp_sizes, drop_duplicate_rows
+from nsys_llm_explainer.trace.columns import Columns, surely_distinct
 from nsys_llm_explainer.trace.fetch import (
     MAX_TIMESTAMP,
     Progress,
@@ -38,7 +40,16 @@ from nsys_llm_explainer.trace.probe import (
 
 T = TypeVar("T")
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+UNNAMED_KERNEL = "(unnamed kernel)"
 KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
+
+
+def _first_int(*columns: str, have: tuple[str, ...]) -> str:
+    """SQL for the first of `columns` holding an integer, else -1: a NULL mangledName
+    (the column is nullable) falls back to the demangled name instead of no name."""
+    cols = [quote_ident(c) for c in dict.fromkeys(columns) if c and c in have]
+    whens = " ".join(f"WHEN typeof({c}) = 'integer' THEN {c}" for c in cols)
+    return f"(CASE {whens} ELSE -1 END)" if cols else "-1"
 
 
 class Unavailable(Exception):
@@ -71,6 +82,7 @@ class TraceData:
     # -- generic helpers -------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:
         if key not in self._cache:
+            deadline.check()  # derived phases are long numpy work that --timeout must bound
             self._cache[key] = build()
         return self._cache[key]  # type: ignore[no-any-return]
 
@@ -142,16 +154,21 @@ class TraceData:
             "context": int_or("contextId") if "contextId" in have else "-1",
             "corr": int_or("correlationId") if "correlationId" in have else "-1",
             "gpid": int_or("globalPid") if "globalPid" in have else "-1",
-            "name_id": int_or(name_col) if name_col else "-1",
+            "name_id": _first_int(name_col, *KERNEL_NAME_COLUMNS.values(), have=have),
         }
         for col, key in (("graphNodeId", "graph_node_id"), ("graphId", "graph_id")):
             if col in have:
                 select[key] = int_or(col)
         cols = self._load(table, select, ("start", "end", "deviceId"))
+        cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
-        return self.strings.resolve(np.unique(name_ids).tolist())
+        wanted = np.unique(name_ids).tolist()
+        names = self.strings.resolve(wanted)
+        # -1: no name column held an id; metrics index this dict, so every id needs an entry.
+        names.update({int(i): UNNAMED_KERNEL for i in wanted if int(i) < 0})
+        return names
 
     def runtime(self) -> Columns:
         return self.cached("runtime", self._load_runtime)
@@ -186,6 +203,9 @@ class TraceData:
         """
         if len(cols) == 0:
             return cols
+        has_corr = cols.corr > 0
+        if surely_distinct(cols.tkey[has_corr], cols.corr[has_corr], cols.api[has_corr]):
+            return cols  # the usual case; skips a four-key sort of every API row
         dur = cols.end - cols.start
         order = np.lexsort((dur, cols.api, cols.corr, cols.tkey))
         key_cols = (cols.tkey[order], cols.corr[order], cols.api[order])
@@ -289,6 +309,7 @@ class TraceData:
             "dst_device": int_or("dstDeviceId") if "dstDeviceId" in have else "-1",
         }
         cols = self._load(table, select, ("start", "end", "deviceId"))
+        cols = clamp_sizes(cols, "bytes", self.warnings, "memcpy")
         return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
 
     def memset(self) -> Columns:
@@ -308,6 +329,7 @@ class TraceData:
             "mem_kind": int_or("memKind") if "memKind" in have else "-1",
         }
         cols = self._load(table, select, ("start", "end", "deviceId"))
+        cols = clamp_sizes(cols, "bytes", self.warnings, "memset")
         return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
 
     def sync(self) -> Columns:

@@ -28,6 +28,7 @@ CORE_TABLES = (
 )
 
 LIST_TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+LIST_VIEWS_SQL = "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name"
 VERSION_KEYS = ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
 
 
@@ -60,6 +61,11 @@ def probe(conn: sqlite3.Connection) -> Schema:
                 versions[key] = value
     elif tables:
         warnings.append("no export metadata table: nsys version unknown (exports before 2022 lack it)")
+    warnings.extend(
+        f"{name} is a view, not a table: ignored (only real tables are read)"
+        for (name,) in conn.execute(LIST_VIEWS_SQL)
+        if name in NSYS_MARKERS or name in CORE_TABLES
+    )
     return Schema(
         tables=tables,
         kernel_table=kernel_table,

@@ -1,0 +1,49 @@
+# The few commands a contributor needs. Everything runs inside .venv (created on demand).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+EXAMPLE := examples/a100_vllm
+
+.PHONY: help install test lint example bench bench-large docs docs-check
+
+help:
+	@echo "make install      create $(VENV) and install the project with test extras"
+	@echo "make test         run the test suite"
+	@echo "make lint         ruff check + mypy src"
+	@echo "make example      write the synthetic example trace and its report ($(EXAMPLE)/report)"
+	@echo "make bench        benchmarks on a medium synthetic trace (bench-large: large)"
+	@echo "make docs         regenerate docs/rules.md, docs/metrics/README.md, README CLI reference"
+	@echo "make docs-check   fail when the generated docs are out of date"
+
+install:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -e '.[test]'
+
+# Installs only when the project is not installed in the virtualenv yet.
+$(BIN)/nsys-llm-explain:
+	$(MAKE) install
+
+test:
+	$(BIN)/python -m pytest
+
+lint:
+	@test -x $(BIN)/ruff -a -x $(BIN)/mypy || $(BIN)/pip install -e '.[dev]'
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy src
+
+example: $(BIN)/nsys-llm-explain
+	rm -f $(EXAMPLE)/trace.sqlite
+	$(BIN)/python $(EXAMPLE)/make_trace.py --out $(EXAMPLE)/trace.sqlite
+	$(BIN)/nsys-llm-explain $(EXAMPLE)/trace.sqlite --out $(EXAMPLE)/report --force
+
+bench: $(BIN)/nsys-llm-explain
+	$(BIN)/python benchmarks/run.py --size medium
+
+bench-large: $(BIN)/nsys-llm-explain
+	$(BIN)/python benchmarks/run.py --size large
+
+docs: $(BIN)/nsys-llm-explain
+	$(BIN)/python -m nsys_llm_explainer.docs_gen
+
+docs-check: $(BIN)/nsys-llm-explain
+	$(BIN)/python -m nsys_llm_explainer.docs_gen --check

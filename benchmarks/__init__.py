@@ -1,0 +1,1 @@
+"""Benchmark tooling: a synthetic vLLM-like trace generator (synth) and a runner (run)."""

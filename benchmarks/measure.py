@@ -1,0 +1,165 @@
+"""The three measurements of a benchmark run: fetch floor, whole CLI run, per-metric breakdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# The columns the report needs from the three big tables: the floor fetches exactly these,
+# once, with plain Python sqlite3 (no type checks, no arrays).
+FLOOR_QUERIES: dict[str, str] = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": 'SELECT start, "end", deviceId, streamId, correlationId, '
+    "globalPid, demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": 'SELECT start, "end", globalTid, correlationId, nameId '
+    "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS": 'SELECT start, "end", eventType, globalTid, text, textId FROM NVTX_EVENTS '
+    "WHERE eventType IN (59, 60)",
+}
+FETCH_ROWS = 65536
+LOADER_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "runtime": "CUPTI_ACTIVITY_KIND_RUNTIME",
+                 "nvtx": "NVTX_EVENTS"}
+
+
+def warm_cache(path: Path) -> None:
+    """Read the file once so every timed phase finds it in the OS page cache."""
+    with path.open("rb") as fh:
+        while fh.read(1 << 24):
+            pass
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    return sqlite3.connect(uri, uri=True)
+
+
+def fetch_floor(path: Path) -> dict[str, dict[str, float]]:
+    """Seconds and rows to fetch FLOOR_QUERIES, per table."""
+    out: dict[str, dict[str, float]] = {}
+    con = _connect(path)
+    try:
+        for table, sql in FLOOR_QUERIES.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            cur = con.execute(sql)
+            rows = 0
+            while batch := cur.fetchmany(FETCH_ROWS):
+                rows += len(batch)
+            out[table] = {"seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                          "rows": rows}
+    finally:
+        con.close()
+    return out
+
+
+def run_cli(path: Path, out_dir: Path) -> dict[str, Any]:
+    """The whole CLI (all metrics, all outputs) in a child process: wall time and peak RSS."""
+    cmd = [sys.executable, "-m", "nsys_llm_explainer", str(path), "--out", str(out_dir), "--quiet"]
+    log = out_dir.with_name(out_dir.name + ".log")
+    with log.open("wb") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix in other children).
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "exit_code": proc.returncode,
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mib": usage.ru_maxrss / 1024,  # Linux reports KiB
+        "log": log.read_text(encoding="utf-8", errors="replace")[-2000:],
+    }
+
+
+@contextmanager
+def _patched(obj: Any, name: str, wrapper: Callable[[Any], Any]) -> Iterator[None]:
+    original = getattr(obj, name)
+    setattr(obj, name, wrapper(original))
+    try:
+        yield
+    finally:
+        setattr(obj, name, original)
+
+
+def breakdown(path: Path) -> dict[str, Any]:
+    """In-process: CPU seconds of each table loader and each metric (loading attributed
+    separately), then the writers. explain() runs unchanged; timing wrappers are patched
+    around it. CPU time, not wall time, so that other load on the machine does not count."""
+    from contextlib import ExitStack
+
+    from nsys_llm_explainer import api, report_files
+    from nsys_llm_explainer.options import Options
+    from nsys_llm_explainer.render import Format
+    from nsys_llm_explainer.trace.load import TraceData
+
+    loads: dict[str, float] = {}
+    metrics: dict[str, float] = {}
+    loading = [0.0]  # seconds spent in loaders so far
+
+    def time_loader(name: str) -> Callable[[Any], Any]:
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def inner(self: Any, *a: Any, **k: Any) -> Any:
+                t0 = time.process_time()
+                try:
+                    return fn(self, *a, **k)
+                finally:
+                    dt = time.process_time() - t0
+                    loads[name] = loads.get(name, 0.0) + dt
+                    loading[0] += dt
+            return inner
+        return wrap
+
+    def time_metric(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(metric: Any, ctx: Any) -> Any:
+            before, t0 = loading[0], time.process_time()
+            try:
+                return fn(metric, ctx)
+            finally:
+                metrics[metric.id] = time.process_time() - t0 - (loading[0] - before)
+        return inner
+
+    with ExitStack() as stack:
+        for attr in sorted(vars(TraceData)):
+            if attr.startswith("_load_") and callable(getattr(TraceData, attr)):
+                stack.enter_context(_patched(TraceData, attr, time_loader(attr[len("_load_"):])))
+        stack.enter_context(_patched(api, "run_metric", time_metric))
+        t0 = time.process_time()
+        report = api.explain(path, Options())
+        explain_s = time.process_time() - t0
+    t0 = time.process_time()
+    files = report_files.build_files(report, tuple(Format))
+    render_s = time.process_time() - t0
+    return {
+        "explain_s": explain_s,
+        "load_s": loads,
+        "metric_s": metrics,
+        "other_s": explain_s - sum(loads.values()) - sum(metrics.values()),
+        "render_s": render_s,
+        "output_bytes": sum(len(text) for text in files.values()),
+        "statuses": {mid: getattr(o, "status", "?") for mid, o in report.metrics.items()},
+    }
+
+
+def check_totals(report_json: Path, expected: dict[str, Any]) -> list[str]:
+    """Differences between the run's report.json and the generator's sidecar (empty = ok)."""
+    metrics = json.loads(report_json.read_text(encoding="utf-8"))["metrics"]
+    problems = []
+    tk = metrics.get("top_kernels", {})
+    if tk.get("total_kernel_ns") != expected["kernel_ns"]:
+        problems.append(f"top_kernels.total_kernel_ns {tk.get('total_kernel_ns')} != "
+                        f"{expected['kernel_ns']}")
+    busy = {str(d["device_id"]): d["busy_ns"] for d in metrics.get("gpu_idle", {}).get("devices", [])}
+    if busy != expected["busy_ns"]:
+        problems.append(f"gpu_idle busy_ns {busy} != {expected['busy_ns']}")
+    att = metrics.get("nvtx_attribution", {}).get("attributed_ns")
+    if att != expected["attributed_ns"]:
+        problems.append(f"nvtx_attribution.attributed_ns {att} != {expected['attributed_ns']}")
+    return problems

@@ -1,0 +1,119 @@
+"""Benchmark the whole tool on a generated vLLM-like trace, and check its totals.
+
+    python benchmarks/run.py --size medium            # make bench
+    python benchmarks/run.py --size large             # make bench-large (5M kernels)
+    python benchmarks/run.py --compare-sizes          # medium vs large: linear growth?
+
+Times (a) the fetch floor: plain Python sqlite3 fetching once just the columns the report
+needs from the kernel, runtime and NVTX tables; (b) the whole CLI run in a child process
+(all metrics, all outputs) with its peak RSS; (c) in-process, each table loader and each
+metric. Exits 1 when the run's report.json totals differ from the generator's sidecar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import measure  # noqa: E402
+from benchmarks.report import print_comparison, print_result  # noqa: E402
+from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
+
+SIZES: dict[str, SynthConfig] = {
+    "small": SynthConfig(kernels=20_000, processes=2),
+    "medium": SynthConfig(kernels=500_000, processes=4),
+    "large": SynthConfig(kernels=5_000_000, processes=4),
+}
+# Targets from the scale issue (5M kernels on the 2-core development machine).
+TARGET_WALL_S = 60.0
+TARGET_RSS_MIB = 2048.0
+TARGET_FLOOR_RATIO = 3.0
+TARGET_GROWTH = 12.0
+
+
+def trace_for(cfg: SynthConfig, cache: Path, name: str) -> tuple[Path, dict[str, Any], bool]:
+    """The trace for `cfg` in `cache`, generated unless one with the same parameters exists."""
+    path = cache / f"{name}.sqlite"
+    side = sidecar_path(path)
+    if path.exists() and side.exists():
+        expected = json.loads(side.read_text(encoding="utf-8"))
+        if all(expected.get(k) == v for k, v in cfg.sidecar_key().items()):
+            return path, expected, True
+    return path, generate(cfg, path), False
+
+
+def bench(name: str, cfg: SynthConfig, cache: Path, breakdown: bool) -> dict[str, Any]:
+    path, expected, reused = trace_for(cfg, cache, f"bench_{name}")
+    measure.warm_cache(path)
+    floor = measure.fetch_floor(path)
+    out_dir = cache / f"report_{name}"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cli = measure.run_cli(path, out_dir)
+    problems = [f"CLI exited {cli['exit_code']}: {cli['log']}"] if cli["exit_code"] != 0 else []
+    if not problems:
+        problems = measure.check_totals(out_dir / "report.json", expected)
+    result: dict[str, Any] = {
+        "size": name,
+        "trace": str(path),
+        "trace_mib": path.stat().st_size / 2**20,
+        "reused_trace": reused,
+        "generate_s": expected.get("generate_s"),
+        "rows": expected["rows"],
+        "floor": floor,
+        "floor_s": sum(t["seconds"] for t in floor.values()),
+        "floor_cpu_s": sum(t["cpu_s"] for t in floor.values()),
+        "cli": {k: v for k, v in cli.items() if k != "log"},
+        "problems": problems,
+    }
+    result["ratio_to_floor"] = cli["wall_s"] / result["floor_s"] if result["floor_s"] else None
+    cpu_floor = result["floor_cpu_s"]
+    result["cpu_ratio_to_floor"] = cli["cpu_s"] / cpu_floor if cpu_floor else None
+    if breakdown:
+        result["breakdown"] = measure.breakdown(path)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=tuple(SIZES), default="medium")
+    ap.add_argument("--compare-sizes", action="store_true",
+                    help="run medium and large and print the time ratio (target <= 12x)")
+    ap.add_argument("--out", type=Path, help="keep traces and reports here; reuse matching traces")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--no-breakdown", action="store_true", help="skip the per-metric timings")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    a = ap.parse_args(argv)
+    names = ["medium", "large"] if a.compare_sizes else [a.size]
+    cache = a.out or Path(tempfile.mkdtemp(prefix="nle-bench-"))
+    cache.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        for name in names:
+            res = bench(name, SIZES[name], cache, breakdown=not a.no_breakdown)
+            print_result(res, TARGET_WALL_S, TARGET_RSS_MIB, TARGET_FLOOR_RATIO)
+            results.append(res)
+        if a.compare_sizes:
+            print_comparison(results[0], results[1], TARGET_GROWTH)
+    finally:
+        if a.out is None and not a.keep:
+            shutil.rmtree(cache, ignore_errors=True)
+        elif a.out is None:
+            print(f"kept {cache}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    failed = [p for r in results for p in r["problems"]]
+    for p in failed:
+        print(f"CORRECTNESS FAILURE: {p}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""--timeout: a deadline per metric, so one runaway query cannot hold the whole report.
+
+Inside SQLite the deadline is enforced by the connection's progress handler (SQLite calls it
+every PROGRESS_STEPS virtual-machine instructions and abandons the statement when it returns
+true). Long numpy phases call check() between steps. Either way the metric ends with
+MetricTimeout, which the runner turns into Skipped("stopped by --timeout ...").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from nsys_llm_explainer.errors import MetricTimeout
+
+PROGRESS_STEPS = 10_000  # SQLite VM instructions between deadline checks (a few microseconds)
+_deadline: ContextVar[float | None] = ContextVar("nsys_llm_explain_deadline", default=None)
+
+
+def expired() -> bool:
+    end = _deadline.get()
+    return end is not None and time.monotonic() > end
+
+
+def check() -> None:
+    """Raise MetricTimeout when the running metric is past its deadline (no-op otherwise)."""
+    if expired():
+        raise MetricTimeout()
+
+
+@contextmanager
+def limit(conn: sqlite3.Connection, seconds: float | None) -> Iterator[None]:
+    """Run the body under a deadline of `seconds` (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    token = _deadline.set(time.monotonic() + seconds)
+    conn.set_progress_handler(expired, PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        # SQLite reports an abandoned statement as "interrupted".
+        if expired() and "interrupt" in str(exc):
+            raise MetricTimeout() from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
+        _deadline.reset(token)

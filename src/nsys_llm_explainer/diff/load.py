@@ -1,0 +1,92 @@
+"""One side of a diff: a trace (analyzed now) or a report.json written earlier.
+
+Both become the same report.json dict, so every delta is computed from report.json data
+only and a stored baseline behaves exactly like its trace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.api import explain
+from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render.json_writer import SCHEMA_VERSION, report_dict
+
+REPORT_NAME = "report.json"
+SUPPORTED_MAJOR = SCHEMA_VERSION.split(".")[0]
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # the path the user gave
+    kind: str  # "trace" or "report"
+    doc: dict[str, Any]  # report.json content
+    role: str = "BASE"  # "BASE" or "NEW": how reasons name this side
+
+    def metric(self, metric_id: str) -> dict[str, Any] | None:
+        """The metric's report.json data when it ran, else None."""
+        m = self.doc.get("metrics", {}).get(metric_id)
+        return m if isinstance(m, dict) and m.get("status") == "ok" else None
+
+    def why_missing(self, metric_id: str) -> str:
+        m = self.doc.get("metrics", {}).get(metric_id)
+        if isinstance(m, dict) and m.get("status") == "skipped":
+            reason = m.get("reason", "no reason given")
+            return f"{metric_id} was not measured on {self.role} ({reason})"
+        return f"the {self.role} report has no {metric_id} metric"
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(64)
+    except OSError:
+        return b""  # explain() reports unreadable files with the right message
+
+
+def load_side(path: Path, options: Options, role: str = "BASE") -> Side:
+    """A report.json (or a directory holding one) is read; anything else is analyzed."""
+    if path.is_dir() and (path / REPORT_NAME).is_file():
+        return load_report(path / REPORT_NAME, role, label=str(path))
+    head = _head(path)
+    if path.suffix.lower() == ".json" or (
+        head.lstrip()[:1] == b"{" and not head.startswith(SQLITE_MAGIC)
+    ):
+        return load_report(path, role)
+    return Side(str(path), "trace", report_dict(explain(path, options)), role)
+
+
+def load_report(path: Path, role: str = "BASE", label: str | None = None) -> Side:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(
+            f"{path}: is not valid JSON ({exc}); pass a trace.sqlite or a {REPORT_NAME} "
+            f"written by {TOOL_NAME}"
+        ) from None
+    tool = doc.get("tool") if isinstance(doc, dict) else None
+    if not isinstance(tool, dict) or tool.get("name") != TOOL_NAME:
+        raise InputError(
+            f"{path}: is JSON but not a {REPORT_NAME} written by {TOOL_NAME} "
+            "(its tool.name differs); pass a trace.sqlite or one of our reports"
+        )
+    version = str(doc.get("schema_version", ""))
+    if version.split(".")[0] != SUPPORTED_MAJOR:
+        raise InputError(
+            f"{path}: report schema_version {version or '(missing)'} is not supported "
+            f"(this {TOOL_NAME} reads {SUPPORTED_MAJOR}.x); write the report again with this "
+            "version"
+        )
+    if not isinstance(doc.get("metrics"), dict) or not isinstance(doc.get("trace"), dict):
+        raise InputError(
+            f"{path}: {REPORT_NAME} lacks its metrics or trace section; write it again"
+        )
+    return Side(label or str(path), "report", doc, role)

@@ -1,0 +1,131 @@
+"""Writers for a diff: diff.md (Jinja, escaped like report.md), diff.json, tables/diff_kernels.csv,
+and the one-line verdict printed on stdout."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from markupsafe import Markup
+
+from nsys_llm_explainer.diff.compare import Diff
+from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
+from nsys_llm_explainer.model import Table
+from nsys_llm_explainer.render import fmt, markdown
+from nsys_llm_explainer.render.csv_writer import render_table
+
+MD_NAME = "diff.md"
+JSON_NAME = "diff.json"
+CSV_NAME = "tables/diff_kernels.csv"
+
+
+def signed_pct(value: object) -> str:
+    if value is None:
+        return "n/a"
+    v = float(value)  # type: ignore[arg-type]
+    return "new" if math.isinf(v) else f"{v:+.1f}%"
+
+
+def signed_dur(ns: object) -> str:
+    if ns is None:
+        return "n/a"
+    v = float(ns)  # type: ignore[arg-type]
+    return ("+" if v > 0 else "-" if v < 0 else "\u00b1") + fmt.dur(abs(v))
+
+
+def value(v: object, unit: str) -> str:
+    """A headline value in its unit (counts may be fractional once normalized)."""
+    if v is None:
+        return "n/a"
+    if unit == "ns":
+        return fmt.dur(v)
+    if unit == "fraction":
+        return fmt.pct(100.0 * float(v))  # type: ignore[arg-type]
+    f = float(v)  # type: ignore[arg-type]
+    return fmt.num(int(f)) if f.is_integer() else f"{f:,.2f}"
+
+
+def change(row: dict[str, Any]) -> str:
+    if row["delta"] is None:
+        return "n/a"
+    if row["unit"] == "fraction":
+        return f"{100.0 * row['delta']:+.1f} pp"
+    if row["unit"] == "ns":
+        diff = signed_dur(row["delta"])
+    else:
+        d = float(row["delta"])
+        diff = f"{d:+,.0f}" if d.is_integer() else f"{d:+,.2f}"
+    pct = "new" if row["delta_pct"] is None and row["delta"] else signed_pct(row["delta_pct"])
+    return f"{diff} ({pct})"
+
+
+def render_md(diff: Diff, top_n: int = 20) -> str:
+    env = markdown.environment()
+    env.filters.update(
+        spct=lambda v: Markup(signed_pct(v)),
+        sdur=lambda v: Markup(signed_dur(v)),
+        value=lambda v, unit: Markup(value(v, unit)),
+        change=lambda r: Markup(change(r)),
+        gatev=lambda v: Markup("n/a" if v is None else gate_value(v)),
+    )
+    return env.get_template("diff.md.j2").render(d=diff.doc, top_n=top_n, verdict=verdict(diff))
+
+
+def render_json(diff: Diff) -> str:
+    return json.dumps(diff.doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_csv(diff: Diff) -> str:
+    return render_table(Table("diff_kernels", KERNEL_COLUMNS, diff.kernel_rows))
+
+
+def files(diff: Diff, top_n: int = 20) -> dict[str, str]:
+    # diff.json last: output.write moves files in this order, so a complete diff.json
+    # means the rest of this diff is on disk too
+    return {
+        MD_NAME: render_md(diff, top_n),
+        CSV_NAME: render_csv(diff),
+        JSON_NAME: render_json(diff),
+    }
+
+
+def _headline_bits(doc: dict[str, Any]) -> list[str]:
+    rows = {r["id"]: r for r in doc["headline"]}
+    bits = []
+    kt = rows.get("kernel_time")
+    if kt and kt["status"] == "ok":
+        bits.append(f"kernel time {signed_pct(kt['delta_pct'])}{_suffix(doc)}")
+    if doc["steps"]["status"] == "ok":
+        worst = max(doc["steps"]["phases"], key=lambda p: p["p50_delta_pct"] or 0.0)
+        bits.append(f"step p50 {signed_pct(worst['p50_delta_pct'])} ({worst['phase']})")
+    f = doc["findings"]
+    bits.append(f"{len(f['appeared'])} new / {len(f['disappeared'])} resolved findings")
+    return bits
+
+
+def _suffix(doc: dict[str, Any]) -> str:
+    return {"per_step": " per step", "per_second": " per second", "total": ""}[doc["basis"]["kind"]]
+
+
+def verdict(diff: Diff) -> str:
+    """One line: FAIL with the tripped conditions, PASS, or DIFF when no gate was given."""
+    doc = diff.doc
+    summary = ", ".join(_headline_bits(doc))
+    conds = doc["gate"]["conditions"]
+    tripped = [c for c in conds if c["status"] == "tripped"]
+    unknown = [c["expression"] for c in conds if c["status"] == "not_evaluated"]
+    tail = f"; not evaluated: {', '.join(unknown)}" if unknown else ""
+    if tripped:
+        why = ", ".join(f"{c['expression']} (value {gate_value(c['value'])})" for c in tripped)
+        return f"FAIL: {why}; {summary}{tail}"
+    if conds:
+        if len(unknown) == len(conds):
+            return f"PASS: no condition could be evaluated; {summary}{tail}"
+        checked = f"{len(conds) - len(unknown)} of {len(conds)} conditions checked"
+        return f"PASS: {checked}, none tripped; {summary}{tail}"
+    return f"DIFF: {summary} (no --fail-on given)"
+
+
+def gate_value(v: object) -> str:
+    return v if isinstance(v, str) else f"{float(v):.2f}"  # type: ignore[arg-type]

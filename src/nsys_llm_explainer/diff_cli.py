@@ -1,0 +1,155 @@
+"""`nsys-llm-explain diff BASE NEW --out DIR`: a thin typer app over diff.diff() and its writers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.cli import EXIT_CODES_HELP, _fail, _internal
+from nsys_llm_explainer.diff import diff, gate
+from nsys_llm_explainer.diff import render as diff_render
+from nsys_llm_explainer.errors import ExitCode, ExplainError, OutputError, UsageError
+from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
+from nsys_llm_explainer.phases import PhaseMap
+from nsys_llm_explainer.render import output
+
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+diff_app = typer.Typer(
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+
+
+def _is_diff_file(rel: Path) -> bool:
+    return (len(rel.parts) == 1 and rel.name.startswith("diff.")) or (
+        len(rel.parts) == 2 and rel.parts[0] == "tables"
+    )
+
+
+def _check_out(out: Path, force: bool) -> bool:
+    """The effective --force: a directory holding only an earlier diff is replaced without it.
+    A report directory is refused, because writing there would replace the report."""
+    if not out.is_dir():
+        return force
+    held = [name for name in ("report.json", "report.md") if (out / name).exists()]
+    if held:
+        raise OutputError(
+            f"{out}: holds a report ({held[0]}); write the diff to a directory of its own"
+        )
+    files = [p.relative_to(out) for p in out.rglob("*") if not p.is_dir()]
+    return force or ((out / diff_render.JSON_NAME).is_file() and all(map(_is_diff_file, files)))
+
+
+def _append_summary(text: str) -> None:
+    target = os.environ.get(SUMMARY_ENV)
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        typer.echo(
+            f"{TOOL_NAME}: warning: cannot append to ${SUMMARY_ENV} ({exc.strerror or exc})",
+            err=True,
+        )
+
+
+@diff_app.command(epilog=EXIT_CODES_HELP)
+def diff_command(
+    base: Annotated[
+        Path,
+        typer.Argument(
+            help="Baseline: trace.sqlite, or a report.json (or its directory) written by us.",
+            show_default=False,
+        ),
+    ],
+    new: Annotated[
+        Path,
+        typer.Argument(
+            help="Candidate: trace.sqlite, or a report.json (or its directory).", show_default=False
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output directory for diff.md, diff.json and tables/diff_kernels.csv.",
+        ),
+    ] = None,
+    fail_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-on",
+            help=f"Exit {int(ExitCode.GATE)} when METRIC OP NUMBER holds, e.g. step_p50_pct>5 "
+            f"(repeatable or comma-separated). Metrics: {', '.join(gate.GATE_METRICS)}.",
+        ),
+    ] = None,
+    kernel_name: Annotated[
+        str,
+        typer.Option(
+            "--kernel-name", help="Kernel names for trace inputs: demangled, short or mangled."
+        ),
+    ] = "demangled",
+    phase_map: Annotated[
+        Path | None,
+        typer.Option("--phase-map", "--phases-json", help="Phase map JSON for trace inputs."),
+    ] = None,
+    step_range: Annotated[
+        str | None,
+        typer.Option("--step-range", help="NVTX range name that marks one step (trace inputs)."),
+    ] = None,
+    top_n: Annotated[
+        int, typer.Option("--top-n", help="Kernel rows in diff.md (CSV and JSON keep all).")
+    ] = 20,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a non-empty directory that holds no previous output of ours.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No verdict line on stdout.")
+    ] = False,
+) -> None:
+    """Compare two captures (before and after a change): deltas, findings, optional CI gate."""
+    try:
+        if out is None:
+            raise UsageError("--out DIR is required (where diff.md, diff.json and tables/ go)")
+        if kernel_name not in KERNEL_NAME_MODES:
+            raise UsageError(f"--kernel-name must be one of {', '.join(KERNEL_NAME_MODES)}")
+        if top_n < 1:
+            raise UsageError("--top-n must be >= 1")
+        conditions = gate.parse(fail_on)
+        force = _check_out(out, force)
+        output.check_target(out, force)
+        options = Options(
+            kernel_name=kernel_name,
+            step_range=step_range,
+            phase_map=PhaseMap.load(phase_map) if phase_map is not None else PhaseMap(),
+        )
+        result = diff(base, new, options, conditions)
+        files = diff_render.files(result, top_n)
+        output.write(out, files, force=force)
+        _append_summary(files[diff_render.MD_NAME])
+        if not quiet:
+            typer.echo(diff_render.verdict(result))
+    except ExplainError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        typer.echo(f"{TOOL_NAME}: interrupted; no diff was written", err=True)
+        raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
+        raise _internal(exc) from None
+    if result.doc["gate"]["tripped"]:
+        raise typer.Exit(int(ExitCode.GATE))

@@ -1,0 +1,211 @@
+"""boundness: is each process (and each NVTX phase) limited by the host or by the GPU?
+
+Two signals. Queue time (kernel start - launch call end, clamped at 0, per launch call from
+launch_pairs.py): when kernels start almost as soon as they are launched, the GPU is waiting
+for the host. GPU busy %: the union of the process's kernels and memcpy/memset intervals
+over its GPU window (first to last of them); for a phase, that union inside the phase's
+NVTX ranges over the ranges' union. Verdict:
+
+- gpu_bound: queue p50 >= GPU_QUEUE_NS (the host runs far ahead) or busy >= GPU_BUSY_PCT;
+- host_bound: queue p50 < HOST_QUEUE_NS and busy < HOST_BUSY_PCT;
+- mixed: anything between.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
+from nsys_llm_explainer.metrics.phase_scope import instance_bounds, phase_scope
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.load import Unavailable
+
+HOST_QUEUE_NS = 20_000
+GPU_QUEUE_NS = 200_000
+HOST_BUSY_PCT = 60.0
+GPU_BUSY_PCT = 85.0
+STRONG_HOST_BUSY_PCT = 40.0  # host_bound with high confidence below this busy share ...
+STRONG_IMMEDIATE_PCT = 80.0  # ... and with this share of launches starting within HOST_QUEUE_NS
+MIN_LAUNCHES = 20  # fewer measured launches: low confidence
+CONFIDENT_LAUNCHES = 100
+COLUMNS = (
+    "scope",
+    "pid",
+    "phase",
+    "launch_calls",
+    "queue_p50_ns",
+    "queue_p90_ns",
+    "immediate_start_pct",
+    "kernel_busy_pct",
+    "gpu_busy_pct",
+    "verdict",
+    "confidence",
+)
+
+
+def verdict(
+    queue_p50: int, busy_pct: float, immediate_pct: float, launches: int, matched_pct: float
+) -> tuple[str, str]:
+    """(verdict, confidence) from the numbers above; see the module docstring."""
+    if queue_p50 >= GPU_QUEUE_NS or busy_pct >= GPU_BUSY_PCT:
+        out = "gpu_bound"
+        strong = busy_pct >= GPU_BUSY_PCT and queue_p50 >= HOST_QUEUE_NS
+    elif queue_p50 < HOST_QUEUE_NS and busy_pct < HOST_BUSY_PCT:
+        out = "host_bound"
+        strong = busy_pct < STRONG_HOST_BUSY_PCT and immediate_pct >= STRONG_IMMEDIATE_PCT
+    else:
+        out, strong = "mixed", False
+    levels = ["low", "medium", "high"]
+    level = 2 if strong else 1
+    if launches < CONFIDENT_LAUNCHES or matched_pct < 50.0:
+        level -= 1
+    if launches < MIN_LAUNCHES:
+        level = 0
+    return out, levels[max(level, 0)]
+
+
+def _gpu_union(
+    ctx: Context, pid: int
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """(kernel union, kernel+copy union) of one process."""
+    k = ctx.data.kernels()
+    mine = k.pid == pid
+    starts, ends = [k.start[mine]], [k.end[mine]]
+    for loader in (ctx.data.memcpy, ctx.data.memset):
+        try:
+            c = loader()
+        except Unavailable:
+            continue
+        sel = c.pid == pid
+        starts.append(c.start[sel])
+        ends.append(c.end[sel])
+    return intervals.merge(starts[0], ends[0]), intervals.merge(
+        np.concatenate(starts), np.concatenate(ends)
+    )
+
+
+def _busy_pct(
+    union: tuple[np.ndarray, np.ndarray], ws: np.ndarray, we: np.ndarray
+) -> tuple[int, int]:
+    """(busy ns inside the windows ws/we (disjoint, sorted), window ns)."""
+    us, ue = union
+    return int(intervals.overlap_with_union(us, ue, ws, we).sum()), int((we - ws).sum())
+
+
+def _row(
+    scope: str,
+    pid: int | None,
+    phase: str | None,
+    queue: np.ndarray,
+    kbusy: tuple[int, int],
+    gbusy: tuple[int, int],
+    matched_pct: float,
+) -> dict[str, Any]:
+    p = percentiles(queue, (50, 90))
+    immediate = (
+        round(100.0 * float((queue < HOST_QUEUE_NS).sum()) / len(queue), 2) if len(queue) else 0.0
+    )
+    kpct = round(100.0 * kbusy[0] / kbusy[1], 2) if kbusy[1] else 0.0
+    gpct = round(100.0 * gbusy[0] / gbusy[1], 2) if gbusy[1] else 0.0
+    v, conf = verdict(p[50], gpct, immediate, len(queue), matched_pct)
+    return {
+        "scope": scope,
+        "pid": pid,
+        "phase": phase,
+        "launch_calls": int(len(queue)),
+        "queue_p50_ns": p[50],
+        "queue_p90_ns": p[90],
+        "immediate_start_pct": immediate,
+        "kernel_busy_pct": kpct,
+        "gpu_busy_pct": gpct,
+        "verdict": v,
+        "confidence": conf,
+    }
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    if len(ctx.data.runtime()) == 0:
+        return METRIC.skipped("the CUDA API table is empty, so queue times cannot be measured")
+    pairs = launch_pairs(ctx.data)
+    queue = pairs.queue
+    pair_pid = k.pid[pairs.kernel]
+    unions = {int(pid): _gpu_union(ctx, int(pid)) for pid in np.unique(k.pid)}
+    processes = []
+    for pid, (ku, gu) in unions.items():
+        mine = k.pid == pid
+        matched_pct = 100.0 * float((pairs.kernel_launch[mine] >= 0).sum()) / float(mine.sum())
+        w = (np.array([gu[0][0]]), np.array([gu[1][-1]]))
+        processes.append(
+            _row(
+                "process",
+                pid,
+                None,
+                queue[pair_pid == pid],
+                _busy_pct(ku, *w),
+                _busy_pct(gu, *w),
+                matched_pct,
+            )
+        )
+    processes.sort(key=lambda r: (-r["launch_calls"], r["pid"]))
+    phases, phase_source = _phase_rows(ctx, queue, pair_pid, unions)
+    data = {
+        "thresholds": {
+            "host_queue_ns": HOST_QUEUE_NS,
+            "gpu_queue_ns": GPU_QUEUE_NS,
+            "host_busy_pct": HOST_BUSY_PCT,
+            "gpu_busy_pct": GPU_BUSY_PCT,
+        },
+        "processes": processes,
+        "phase_source": phase_source,
+        "phases": phases,
+    }
+    frame = pd.DataFrame(processes + phases, columns=list(COLUMNS))
+    return MetricResult(METRIC.id, data, (Table("boundness", COLUMNS, frame),))
+
+
+def _phase_rows(
+    ctx: Context, queue: np.ndarray, pair_pid: np.ndarray, unions: dict[int, Any]
+) -> tuple[list[dict[str, Any]], str | None]:
+    scope = phase_scope(ctx)
+    if scope is None or len(scope.instances) == 0:
+        return [], None
+    pairs = launch_pairs(ctx.data)
+    kphase = scope.kernel_phase()[pairs.kernel]
+    start, end, pid = instance_bounds(ctx, scope)
+    rows = []
+    for code, name in enumerate(scope.phases):
+        sel = scope.instance_phase == code
+        if not sel.any():
+            continue
+        kb, gb = [0, 0], [0, 0]
+        for p in np.unique(pid[sel]).tolist():
+            if p not in unions:
+                continue
+            ws, we = intervals.merge(start[sel & (pid == p)], end[sel & (pid == p)])
+            for acc, union in ((kb, unions[p][0]), (gb, unions[p][1])):
+                busy, total = _busy_pct(union, ws, we)
+                acc[0] += busy
+                acc[1] += total
+        rows.append(
+            _row("phase", None, name, queue[kphase == code], (kb[0], kb[1]), (gb[0], gb[1]), 100.0)
+        )
+    return rows, scope.source
+
+
+METRIC = Metric(
+    id="boundness",
+    title="Host-bound or GPU-bound",
+    run=run,
+    tables={"boundness": COLUMNS},
+    description="Per process and phase: queue time and GPU busy share, verdict and confidence.",
+)

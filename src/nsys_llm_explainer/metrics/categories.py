@@ -1,0 +1,204 @@
+"""categories: kernel time per category (GEMM, attention, norm ...) from the ordered regex
+table in nsys_llm_explainer/categories.py, globally, per device, per process and per phase.
+
+The kernel set is exactly top_kernels' (every loaded kernel row), so shares add up to the
+same total. Names are classified once per distinct name, then mapped to kernels by code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.categories import OTHER, CategoryTable, load_table
+from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.nvtx_attribution import (
+    NO_PHASE,
+    instance_phases,
+    kernel_attribution,
+)
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.load import TraceData, Unavailable
+
+SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
+NAME_COLUMNS = ("name", "category", "rule", "calls", "total_ns", "pct_of_kernel_time")
+TOP_UNCATEGORIZED = 20
+NO_PHASE_LABEL = "(no phase)"
+
+
+@dataclass(frozen=True)
+class KernelCategories:
+    categories: list[str]  # code -> category name, "other" last
+    code: np.ndarray  # per kernel row of data.kernels()
+    name_ids: np.ndarray  # distinct name ids
+    name_code: np.ndarray  # per kernel: index into name_ids
+    name_category: np.ndarray  # per distinct name: category code
+    name_rule: np.ndarray  # per distinct name: matching rule index, -1 for none
+    names: list[str]
+
+
+def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories:
+    """Category code of every kernel (cached per table; fusion_candidates reuses it)."""
+
+    def build() -> KernelCategories:
+        k = data.kernels()
+        codes, uniq = pd.factorize(k.name_id, sort=False)
+        name_ids = np.asarray(uniq, dtype=np.int64)
+        lookup = data.kernel_names(name_ids)
+        names = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in name_ids]
+        cats, rule = table.classify(names)
+        order = table.categories()
+        code_of = {c: i for i, c in enumerate(order)}
+        name_cat = np.array([code_of[c] for c in cats], dtype=np.int64)
+        kcode = name_cat[codes] if len(codes) else np.empty(0, np.int64)
+        return KernelCategories(
+            order, kcode, name_ids, codes.astype(np.int64), name_cat, rule, names
+        )
+
+    return data.cached(f"kernel_categories:{table.source}", build)
+
+
+def _rows(
+    scope: str, scope_id: object, cats: list[str], code: np.ndarray, dur: np.ndarray
+) -> list[dict]:
+    n = len(cats)
+    count = np.bincount(code, minlength=n)
+    total = group_sum(dur, code, n)
+    all_ns = int(total.sum())
+    out = []
+    for i in np.argsort(-total, kind="stable").tolist():
+        if count[i] == 0 and cats[i] != OTHER:
+            continue
+        out.append(
+            {
+                "scope": scope,
+                "scope_id": scope_id,
+                "category": cats[i],
+                "kernel_count": int(count[i]),
+                "total_ns": int(total[i]),
+                "pct_of_scope_time": round(100.0 * int(total[i]) / all_ns, 2) if all_ns else 0.0,
+            }
+        )
+    return out
+
+
+def _breakdown(scope: str, key: np.ndarray, kc: KernelCategories, dur: np.ndarray) -> list[dict]:
+    """One entry per distinct key value: its total and category rows."""
+    out = []
+    for value in np.unique(key).tolist():
+        sel = key == value
+        rows = _rows(scope, value, kc.categories, kc.code[sel], dur[sel])
+        out.append({"id": value, "total_ns": int(dur[sel].sum()), "categories": rows})
+    return out
+
+
+def _phase_key(ctx: Context) -> tuple[np.ndarray, list[str]]:
+    att = kernel_attribution(ctx.data)
+    names = ctx.data.nvtx_names()
+    inst_phase, phases = instance_phases(ctx, att, names)
+    hit = att.range_pos >= 0
+    kphase = np.where(
+        hit, inst_phase[np.maximum(att.range_pos, 0)] if len(inst_phase) else NO_PHASE, NO_PHASE
+    )
+    labels = phases + [NO_PHASE_LABEL]
+    return np.where(kphase == NO_PHASE, len(phases), kphase), labels
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    try:
+        table = load_table(ctx.options.kernel_categories)
+    except UsageError as exc:
+        return METRIC.skipped(f"the kernel category file cannot be used ({exc.message})")
+    kc = kernel_categories(ctx.data, table)
+    total = int(k.dur.sum())
+    global_rows = _rows("all", None, kc.categories, kc.code, k.dur)
+    other_ns = next(r["total_ns"] for r in global_rows if r["category"] == OTHER)
+    by_device = _breakdown("device", k.device, kc, k.dur)
+    by_process = _breakdown("process", k.pid, kc, k.dur)
+    notes: list[str] = []
+    by_phase: list[dict] | None = None
+    if ctx.options.phase_map:
+        try:
+            key, labels = _phase_key(ctx)
+            by_phase = _breakdown("phase", key, kc, k.dur)
+            for entry in by_phase:
+                entry["id"] = labels[entry["id"]]
+                for r in entry["categories"]:
+                    r["scope_id"] = entry["id"]
+        except Unavailable as exc:
+            notes.append(f"no per-phase breakdown: {exc.reason}")
+    n_names = len(kc.names)
+    name_ns = group_sum(k.dur, kc.name_code, n_names)
+    name_calls = np.bincount(kc.name_code, minlength=n_names)
+    names = (
+        pd.DataFrame(
+            {
+                "name": kc.names,
+                "category": [kc.categories[c] for c in kc.name_category.tolist()],
+                "rule": np.where(kc.name_rule >= 0, kc.name_rule + 1, 0),
+                "calls": name_calls.astype(np.int64),
+                "total_ns": name_ns,
+                "pct_of_kernel_time": np.round(100.0 * name_ns / total, 4) if total else 0.0,
+            }
+        )
+        .sort_values(["total_ns", "name"], ascending=[False, True], kind="stable")
+        .reset_index(drop=True)
+    )
+    other = names[names["category"] == OTHER].head(TOP_UNCATEGORIZED)
+    data = {
+        "table_source": table.source,
+        "rule_count": len(table.rules),
+        "name_mode": ctx.data.kernel_name_mode,
+        "kernel_count": int(len(k)),
+        "total_kernel_ns": total,
+        "categorized_pct": round(100.0 * (total - other_ns) / total, 2) if total else 0.0,
+        "other_pct": round(100.0 * other_ns / total, 2) if total else 0.0,
+        "categories": [
+            {k_: v for k_, v in r.items() if k_ not in ("scope", "scope_id")}
+            | {"distinct_names": int((names["category"] == r["category"]).sum())}
+            for r in global_rows
+        ],
+        "by_device": [_strip(e, "device_id") for e in by_device],
+        "by_process": [_strip(e, "pid") for e in by_process],
+        "by_phase": [_strip(e, "phase") for e in by_phase] if by_phase is not None else None,
+        "top_uncategorized": other.drop(columns=["category", "rule"]).to_dict("records"),
+    }
+    scope_rows = global_rows + [
+        r for e in by_device + by_process + (by_phase or []) for r in e["categories"]
+    ]
+    tables = (
+        Table(
+            "kernel_categories",
+            SCOPE_COLUMNS,
+            pd.DataFrame(scope_rows, columns=list(SCOPE_COLUMNS)),
+        ),
+        Table("kernel_category_names", NAME_COLUMNS, names),
+    )
+    return MetricResult(METRIC.id, data, tables, tuple(notes))
+
+
+def _strip(entry: dict, id_key: str) -> dict:
+    cats = [
+        {k: v for k, v in r.items() if k not in ("scope", "scope_id")} for r in entry["categories"]
+    ]
+    return {id_key: entry["id"], "total_ns": entry["total_ns"], "categories": cats}
+
+
+METRIC = Metric(
+    id="categories",
+    title="Kernel categories",
+    run=run,
+    tables={"kernel_categories": SCOPE_COLUMNS, "kernel_category_names": NAME_COLUMNS},
+    description=(
+        "Kernel time per category (GEMM, attention, MoE, norm, ...) overall, per "
+        "device, process and phase."
+    ),
+)

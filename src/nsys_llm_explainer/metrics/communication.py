@@ -1,0 +1,155 @@
+"""communication: NCCL and custom all-reduce kernel time per device, how much of it compute
+kernels on the SAME device overlap, the exposed rest, and skew across ranks.
+
+Communication kernels are those whose name matches COMM_PATTERN (the built-in
+"communication" category rule, independent of --kernel-categories). Per device:
+comm = union of communication kernel intervals, compute = union of all other kernel
+intervals on that device, overlapped = |comm ∩ compute|, exposed = |comm| - overlapped.
+Overlap is never counted across devices: another GPU computing does not hide this one's
+communication. Skew = (max - min) / max of communication kernel time across devices (and
+across processes when there are several).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.categories import BUILTIN
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.gpu_idle import device_busy
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.load import TraceData
+
+COMM_PATTERN = next(r.pattern for r in BUILTIN if r.category == "communication")
+TOP_NAMES = 10
+DEVICE_COLUMNS = (
+    "device_id",
+    "comm_kernels",
+    "comm_kernel_ns",
+    "comm_union_ns",
+    "overlapped_ns",
+    "exposed_ns",
+    "overlap_pct",
+    "window_ns",
+    "exposed_pct_of_window",
+)
+PROCESS_COLUMNS = ("pid", "device_id", "comm_kernels", "comm_kernel_ns")
+
+
+def comm_mask(data: TraceData) -> np.ndarray:
+    """Per kernel: True for communication kernels (cached)."""
+
+    def build() -> np.ndarray:
+        k = data.kernels()
+        codes, uniq = pd.factorize(k.name_id, sort=False)
+        lookup = data.kernel_names(np.asarray(uniq))
+        rx = re.compile(COMM_PATTERN, re.IGNORECASE)
+        is_comm = np.array(
+            [rx.search(lookup.get(int(i), "")) is not None for i in uniq], dtype=bool
+        )
+        return is_comm[codes] if len(codes) else np.zeros(0, bool)
+
+    return data.cached("comm_mask", build)
+
+
+def _skew(values: list[int]) -> dict[str, object] | None:
+    if len(values) < 2:
+        return None
+    hi, lo = max(values), min(values)
+    return {"max_ns": hi, "min_ns": lo, "skew_pct": round(100.0 * (hi - lo) / hi, 2) if hi else 0.0}
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    comm = comm_mask(ctx.data)
+    busy = device_busy(ctx.data)
+    devices = []
+    for dev in np.unique(k.device).tolist():
+        mine = k.device == dev
+        c, o = mine & comm, mine & ~comm
+        cs, ce = intervals.merge(k.start[c], k.end[c])
+        os_, oe = intervals.merge(k.start[o], k.end[o])
+        union = int((ce - cs).sum())
+        overlapped = int(intervals.overlap_with_union(cs, ce, os_, oe).sum())
+        w0, w1 = busy[int(dev)].window
+        devices.append(
+            {
+                "device_id": int(dev),
+                "comm_kernels": int(c.sum()),
+                "comm_kernel_ns": int(k.dur[c].sum()),
+                "comm_union_ns": union,
+                "overlapped_ns": overlapped,
+                "exposed_ns": union - overlapped,
+                "overlap_pct": round(100.0 * overlapped / union, 2) if union else None,
+                "window_ns": w1 - w0,
+                "exposed_pct_of_window": round(100.0 * (union - overlapped) / (w1 - w0), 2)
+                if w1 > w0
+                else None,
+            }
+        )
+    idx = np.flatnonzero(comm)
+    codes, (pids, devs) = group_codes(k.pid[idx], k.device[idx])
+    g = len(pids)
+    procs = pd.DataFrame(
+        {
+            "pid": pids,
+            "device_id": devs,
+            "comm_kernels": np.bincount(codes, minlength=g),
+            "comm_kernel_ns": group_sum(k.dur[idx], codes, g),
+        },
+        columns=list(PROCESS_COLUMNS),
+    )
+    procs = procs.sort_values(["pid", "device_id"], kind="stable").reset_index(drop=True)
+    name_codes, (name_ids,) = group_codes(k.name_id[idx])
+    lookup = ctx.data.kernel_names(name_ids)
+    name_ns = group_sum(k.dur[idx], name_codes, len(name_ids))
+    name_calls = np.bincount(name_codes, minlength=len(name_ids))
+    order = np.argsort(-name_ns, kind="stable")[:TOP_NAMES]
+    active = [d for d in devices if d["comm_kernels"] > 0]
+    per_pid = procs.groupby("pid")["comm_kernel_ns"].sum()
+    data = {
+        "comm_pattern": COMM_PATTERN,
+        "comm_kernels": int(comm.sum()),
+        "comm_kernel_ns": int(k.dur[comm].sum()),
+        "pct_of_kernel_time": round(100.0 * int(k.dur[comm].sum()) / int(k.dur.sum()), 2)
+        if k.dur.sum()
+        else 0.0,
+        "exposed_ns": int(sum(d["exposed_ns"] for d in devices)),
+        "devices": devices,
+        "processes": procs.to_dict("records"),
+        "device_skew": _skew([d["comm_kernel_ns"] for d in active]),
+        "process_skew": _skew([int(v) for v in per_pid.tolist()]),
+        "top_kernels": [
+            {
+                "name": lookup.get(int(name_ids[i]), f"(unnamed kernel #{int(name_ids[i])})"),
+                "calls": int(name_calls[i]),
+                "total_ns": int(name_ns[i]),
+            }
+            for i in order.tolist()
+        ],
+    }
+    tables = (
+        Table("communication", DEVICE_COLUMNS, pd.DataFrame(devices, columns=list(DEVICE_COLUMNS))),
+        Table("communication_processes", PROCESS_COLUMNS, procs),
+    )
+    return MetricResult(METRIC.id, data, tables)
+
+
+METRIC = Metric(
+    id="communication",
+    title="Multi-GPU communication (NCCL)",
+    run=run,
+    tables={"communication": DEVICE_COLUMNS, "communication_processes": PROCESS_COLUMNS},
+    description=(
+        "Communication kernel time per device, overlap with compute on the same "
+        "device, exposed time, rank skew."
+    ),
+)

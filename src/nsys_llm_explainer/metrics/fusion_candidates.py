@@ -1,0 +1,209 @@
+"""fusion_candidates: frequent sequences of 2-8 short kernels that run back to back on the
+same (process, device, stream), which one fused kernel could replace.
+
+Kernels of one stream are sorted by start. Two neighbours are linked when both last at
+most SHORT_KERNEL_NS and the idle gap between them (next start - previous end, clipped at
+0) is at most MAX_LINK_GAP_NS. Every window of L linked kernels is one occurrence of the
+L-gram of its names; L-gram codes are built exactly from (L-1)-gram codes and the next
+name code with a hash factorization (O(n) per length, no per-kernel Python).
+
+Per chain: occurrences (overlapping windows all count), kernel time inside the windows,
+removable overhead = the sum of the gaps inside the windows (what back-to-back launches
+cost on the GPU that a fused kernel would not), and proximity = occurrences / all
+occurrences of the chain's first kernel name, so a chain that follows its first kernel
+only rarely is not over-reported. A chain whose every occurrence extends to the same
+longer chain (left or right) is dropped in favour of the longer one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_min, group_sum
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+
+SHORT_KERNEL_NS = 30_000
+MAX_LINK_GAP_NS = 50_000
+MIN_LEN, MAX_LEN = 2, 8
+MIN_OCCURRENCES = 10
+MIN_PROXIMITY = 0.05
+JSON_ROWS = 50
+CSV_ROWS = 1000
+MAX_SHARED = 0.5  # a chain sharing more of its kernels with better-ranked chains is dropped
+COLUMNS = (
+    "rank",
+    "length",
+    "occurrences",
+    "kernel_ns",
+    "removable_gap_ns",
+    "avg_gap_ns",
+    "proximity",
+    "first_kernel_count",
+    "kernels",
+)
+SEP = " -> "
+
+
+Level = tuple[
+    np.ndarray, np.ndarray, int
+]  # occurrence start positions, gram code of each, gram count
+
+
+def _grams(
+    name: np.ndarray, link: np.ndarray, dur: np.ndarray, gap: np.ndarray
+) -> tuple[list[pd.DataFrame], list[Level]]:
+    n = len(name)
+    vocab = int(name.max()) + 1 if n else 1
+    # run[i] = how many links follow i without a break (links i, i+1, ... all True).
+    breaks = np.flatnonzero(~link)
+    next_break = np.full(n, n - 1, dtype=np.int64)
+    if len(breaks):
+        pos = np.searchsorted(breaks, np.arange(n), side="left")
+        ok = pos < len(breaks)
+        next_break[ok] = breaks[pos[ok]]
+    run = next_break - np.arange(n)
+    csum = np.r_[0, np.cumsum(dur)]
+    cgap = np.r_[0, np.cumsum(gap)]
+    first_count = np.bincount(name, minlength=vocab)
+    code = name.copy()  # 1-gram codes
+    frames: list[pd.DataFrame] = []
+    levels: list[Level] = []
+    for length in range(MIN_LEN, MAX_LEN + 1):
+        p = np.flatnonzero(run >= length - 1)
+        if len(p) == 0:
+            break
+        new, uniq = pd.factorize(code[p] * vocab + name[p + length - 1], sort=False)
+        code = np.full(n, -1, dtype=np.int64)
+        code[p] = new
+        levels.append((p, new.astype(np.int64), len(uniq)))
+    for li, (p, g, ng) in enumerate(levels):
+        length = li + MIN_LEN
+        occ = np.bincount(g, minlength=ng)
+        keep = occ >= MIN_OCCURRENCES
+        subsumed = np.zeros(ng, dtype=bool)
+        if li + 1 < len(levels):
+            lp, lg, _ = levels[li + 1]
+            nxt = np.full(n, -1, dtype=np.int64)
+            nxt[lp] = lg
+            for shift in (0, 1):  # right extension starts at p; left extension at p - 1
+                q = p - shift
+                ext = np.where(q >= 0, nxt[np.maximum(q, 0)], -1)
+                subsumed |= (group_min(ext, g, ng) >= 0) & (
+                    group_min(ext, g, ng) == group_max(ext, g, ng)
+                )
+        keep &= ~subsumed
+        rep = np.full(ng, -1, dtype=np.int64)
+        rep[g[::-1]] = p[::-1]  # first occurrence of each gram
+        kern = group_sum(csum[p + length] - csum[p], g, ng)
+        gaps = group_sum(cgap[p + length - 1] - cgap[p], g, ng)
+        sel = np.flatnonzero(keep)
+        prox = occ[sel] / np.maximum(first_count[name[rep[sel]]], 1)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "length": length,
+                    "occurrences": occ[sel],
+                    "kernel_ns": kern[sel],
+                    "removable_gap_ns": gaps[sel],
+                    "proximity": np.round(prox, 4),
+                    "first_kernel_count": first_count[name[rep[sel]]],
+                    "start_pos": rep[sel],
+                    "gram": sel,
+                }
+            )
+        )
+    return frames, levels
+
+
+def _select(cand: pd.DataFrame, levels: list[Level], n: int) -> pd.DataFrame:
+    """Keep candidates in rank order unless most of their kernels belong to one kept before.
+
+    Overlapping windows of one long repeated sequence would otherwise fill the list with
+    shifted copies of the same chain.
+    """
+    sorted_levels = []
+    for p, g, ng in levels:
+        order = np.argsort(g, kind="stable")
+        sorted_levels.append((p[order], np.r_[0, np.cumsum(np.bincount(g, minlength=ng))]))
+    claimed = np.zeros(n, dtype=bool)
+    keep = []
+    for row, (length, gram) in enumerate(
+        zip(cand["length"].tolist(), cand["gram"].tolist(), strict=True)
+    ):
+        pos, bounds = sorted_levels[length - MIN_LEN]
+        starts = pos[bounds[gram] : bounds[gram + 1]]
+        cover = (starts[:, None] + np.arange(length)).ravel()
+        if claimed[cover].mean() > MAX_SHARED:
+            continue
+        claimed[cover] = True
+        keep.append(row)
+        if len(keep) >= CSV_ROWS:
+            break
+    return cand.iloc[keep]
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    skey, _ = group_codes(k.pid, k.device, k.stream)
+    order = np.lexsort((k.start, skey))
+    s, st, en, dur = skey[order], k.start[order], k.end[order], k.dur[order]
+    name_codes, name_uniq = pd.factorize(k.name_id[order], sort=False)
+    name = name_codes.astype(np.int64)
+    short = dur <= SHORT_KERNEL_NS
+    gap = np.zeros(len(s), dtype=np.int64)
+    gap[:-1] = np.clip(st[1:] - en[:-1], 0, None)
+    link = np.zeros(len(s), dtype=bool)
+    link[:-1] = (s[1:] == s[:-1]) & short[1:] & short[:-1] & (gap[:-1] <= MAX_LINK_GAP_NS)
+    frames, levels = _grams(name, link, dur, gap)
+    cand = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(cand):
+        cand = cand[cand["proximity"] >= MIN_PROXIMITY]
+        cand = cand.sort_values(
+            ["kernel_ns", "occurrences", "length"], ascending=[False, False, True], kind="stable"
+        )
+        cand = _select(cand, levels, len(name)).reset_index(drop=True)
+        ids = np.asarray(name_uniq, dtype=np.int64)
+        lookup = ctx.data.kernel_names(ids)
+        labels = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in ids]
+        cand["kernels"] = [
+            SEP.join(labels[name[p + j]] for j in range(ln))
+            for p, ln in zip(cand["start_pos"].tolist(), cand["length"].tolist(), strict=True)
+        ]
+        cand["avg_gap_ns"] = np.rint(
+            cand["removable_gap_ns"] / (cand["occurrences"] * (cand["length"] - 1))
+        ).astype(np.int64)
+        cand.insert(0, "rank", np.arange(1, len(cand) + 1))
+        cand = cand.drop(columns=["start_pos", "gram"])
+    else:
+        cand = pd.DataFrame(columns=list(COLUMNS))
+    records = cand.head(JSON_ROWS).to_dict("records")
+    for r in records:
+        r["kernels"] = r["kernels"].split(SEP)
+    data = {
+        "short_kernel_ns": SHORT_KERNEL_NS,
+        "max_link_gap_ns": MAX_LINK_GAP_NS,
+        "min_occurrences": MIN_OCCURRENCES,
+        "min_proximity": MIN_PROXIMITY,
+        "short_kernels": int(short.sum()),
+        "short_kernel_ns_total": int(dur[short].sum()),
+        "candidates_found": int(len(cand)),
+        "candidates": records,
+    }
+    return MetricResult(METRIC.id, data, (Table("fusion_candidates", COLUMNS, cand),))
+
+
+METRIC = Metric(
+    id="fusion_candidates",
+    title="Kernel fusion candidates",
+    run=run,
+    tables={"fusion_candidates": COLUMNS},
+    description=(
+        "Frequent back-to-back chains of 2-8 short kernels on one stream, with "
+        "removable launch gaps."
+    ),
+)

@@ -1,0 +1,288 @@
+"""memory_transfers: memcpy/memset by kind, pageable async copies, synchronous copies from
+the launch thread, and tiny transfers.
+
+Kinds come from ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND when the export has them
+(ENUM_SQL), else from the built-in CUPTI values below. Achieved bandwidth is bytes / busy
+time of the copies (bytes per ns = GB/s, 1 GB = 1e9 bytes).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.load import TraceData, Unavailable
+
+ENUM_SQL = {  # constant queries; the table names are fixed, never taken from the trace
+    "copy": "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
+    "mem": "SELECT id, name FROM ENUM_CUDA_MEM_KIND",
+}
+# CUPTI_ACTIVITY_MEMCPY_KIND_* and CUPTI_ACTIVITY_MEMORY_KIND_* (same numbers in every
+# export seen, 2022.4 to 2026.2) for exports without ENUM tables.
+COPY_KINDS = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+}
+PAGEABLE_KIND = 0
+MEMSET_KIND = "Memset"
+TINY_BYTES = 4096  # at this size a copy costs its fixed overhead, not its bytes
+SIZE_EDGES = (4096, 65536, 1 << 20, 16 << 20)
+SIZE_LABELS = ("<=4KiB", "4-64KiB", "64KiB-1MiB", "1-16MiB", ">16MiB")
+ISSUE_LIMIT = 50  # rows of each issue list in report.json (the CSV keeps all)
+KIND_COLUMNS = ("device_id", "kind", "count", "bytes", "time_ns", "achieved_gbps", "tiny_count")
+ISSUE_COLUMNS = ("issue", "pid", "device_id", "kind", "start_ns", "duration_ns", "bytes", "api")
+
+
+def _enum(conn: sqlite3.Connection, data: TraceData, which: str) -> dict[int, str] | None:
+    table = "ENUM_CUDA_MEMCPY_OPER" if which == "copy" else "ENUM_CUDA_MEM_KIND"
+    if table not in data.schema.tables:
+        return None
+    try:
+        rows = conn.execute(ENUM_SQL[which]).fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    return {int(i): str(v) for i, v in rows if isinstance(i, int) and isinstance(v, str)}
+
+
+def copy_kind_labels(data: TraceData) -> tuple[dict[int, str], bool]:
+    found = _enum(data.conn, data, "copy")
+    return (found, True) if found else (dict(COPY_KINDS), False)
+
+
+def pageable_codes(data: TraceData) -> set[int]:
+    found = _enum(data.conn, data, "mem")
+    if found:
+        return {i for i, n in found.items() if "PAGEABLE" in n.upper()}
+    return {PAGEABLE_KIND}
+
+
+def _size_buckets(b: np.ndarray) -> list[dict[str, Any]]:
+    idx = np.searchsorted(SIZE_EDGES, b, side="left")  # edges are inclusive upper bounds
+    counts = np.bincount(idx, minlength=len(SIZE_LABELS))
+    return [{"label": lab, "count": int(c)} for lab, c in zip(SIZE_LABELS, counts, strict=True)]
+
+
+def _launch_threads(data: TraceData) -> np.ndarray:
+    """Thread keys that launched at least one kernel."""
+    try:
+        launch = kernel_launch_index(data)
+    except Unavailable:
+        return np.empty(0, np.int64)
+    rt = data.runtime()
+    return np.unique(rt.tkey[launch[launch >= 0]])
+
+
+def _step_mask(ctx: Context, pid: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, str]:
+    """Copies that start inside a serving step of their process (steps metric), else all."""
+    steps = ctx.result("steps")
+    frame = (
+        next((t.frame for t in steps.tables if t.name == "steps"), None)
+        if steps is not None
+        else None
+    )
+    if frame is None or len(frame) == 0 or not {"pid", "start_ns", "end_ns"} <= set(frame.columns):
+        return np.ones(len(start), dtype=bool), "whole capture (no step boundaries)"
+    inside = np.zeros(len(start), dtype=bool)
+    for p, g in frame.groupby("pid", sort=False):
+        ms, me = intervals.merge(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
+        mine = np.flatnonzero(pid == int(p))
+        i = np.searchsorted(ms, start[mine], side="right") - 1
+        inside[mine] = (i >= 0) & (start[mine] < me[np.maximum(i, 0)])
+    return inside, "during steps"
+
+
+def _issue_frame(
+    issue: str, c: Columns, sel: np.ndarray, kinds: list[str], api: list[str]
+) -> pd.DataFrame:
+    idx = np.flatnonzero(sel)
+    return pd.DataFrame(
+        {
+            "issue": issue,
+            "pid": c.pid[idx],
+            "device_id": c.device[idx],
+            "kind": [kinds[i] for i in idx.tolist()],
+            "start_ns": c.start[idx],
+            "duration_ns": c.dur[idx],
+            "bytes": c.bytes[idx],
+            "api": [api[i] for i in idx.tolist()],
+        },
+        columns=list(ISSUE_COLUMNS),
+    )
+
+
+def _all_transfers(ctx: Context) -> tuple[Columns, list[str], bool]:
+    data = ctx.data
+    labels, from_enum = copy_kind_labels(data)
+    parts, kinds = [], []
+    try:
+        mc = data.memcpy()
+        parts.append(mc.with_columns(mem_kind=np.full(len(mc), -1, np.int64)))
+        kinds += [labels.get(int(v), f"kind {int(v)}") for v in mc.copy_kind.tolist()]
+    except Unavailable:
+        pass
+    try:
+        ms = data.memset()
+        n = len(ms)
+        parts.append(
+            ms.with_columns(
+                copy_kind=np.full(n, -1, np.int64),
+                src_kind=np.full(n, -1, np.int64),
+                dst_kind=np.full(n, -1, np.int64),
+            )
+        )
+        kinds += [MEMSET_KIND] * n
+    except Unavailable:
+        pass
+    if not parts:
+        raise Unavailable(
+            "the export has neither memcpy nor memset tables (CUDA memory operations not traced)"
+        )
+    names = (
+        "start",
+        "end",
+        "dur",
+        "device",
+        "pid",
+        "corr",
+        "bytes",
+        "copy_kind",
+        "src_kind",
+        "dst_kind",
+    )
+    cols = Columns("transfers", {n: np.concatenate([p[n] for p in parts]) for n in names})
+    return cols, kinds, from_enum
+
+
+def run(ctx: Context) -> Outcome:
+    c, kinds, from_enum = _all_transfers(ctx)
+    if len(c) == 0:
+        return METRIC.skipped(
+            "the memcpy and memset tables are empty: no CUDA memory operations were captured"
+        )
+    kind_arr = np.array(kinds, dtype=object)
+    kcode, kuniq = pd.factorize(kind_arr, sort=False)
+    codes, (devs, kc) = group_codes(c.device, kcode.astype(np.int64))
+    g = len(devs)
+    tiny = c.bytes <= TINY_BYTES
+    per = pd.DataFrame(
+        {
+            "device_id": devs,
+            "kind": [str(kuniq[i]) for i in kc.tolist()],
+            "count": np.bincount(codes, minlength=g),
+            "bytes": group_sum(c.bytes, codes, g),
+            "time_ns": group_sum(c.dur, codes, g),
+            "tiny_count": np.bincount(codes, weights=tiny, minlength=g).astype(np.int64),
+        }
+    )
+    per["achieved_gbps"] = np.where(
+        per["time_ns"] > 0, per["bytes"] / per["time_ns"].clip(lower=1), np.nan
+    ).round(3)
+    per = per.sort_values(
+        ["device_id", "time_ns"], ascending=[True, False], kind="stable"
+    ).reset_index(drop=True)
+    by_kind = (
+        per.groupby("kind", sort=False)[["count", "bytes", "time_ns", "tiny_count"]]
+        .sum()
+        .reset_index()
+    )
+    by_kind["achieved_gbps"] = np.where(
+        by_kind["time_ns"] > 0, by_kind["bytes"] / by_kind["time_ns"].clip(lower=1), np.nan
+    ).round(3)
+    by_kind = by_kind.sort_values(["time_ns", "kind"], ascending=[False, True], kind="stable")
+    # The API call behind each transfer, joined on (pid, correlationId).
+    notes: list[str] = []
+    api = ["" for _ in range(len(c))]
+    try:
+        rt = ctx.data.runtime()
+        call = match_calls(c.pid, c.corr, rt)
+        api_names = ctx.data.runtime_api_names()
+        has = call >= 0
+        api_code = np.where(has, rt.api[np.maximum(call, 0)], -1)
+        api = [api_names[a] if a >= 0 else "" for a in api_code.tolist()]
+        tkey = np.where(has, rt.tkey[np.maximum(call, 0)], -1)
+    except Unavailable as exc:
+        notes.append(
+            f"API calls of transfers unknown ({exc.reason}): pageable-async and "
+            "synchronous copies not checked"
+        )
+        has, tkey = np.zeros(len(c), bool), np.full(len(c), -1, np.int64)
+    api_arr = pd.Series(api, dtype=object)
+    is_async = api_arr.str.contains("Async", regex=False).to_numpy(bool)
+    is_copy_api = api_arr.str.contains("Memcpy", regex=False).to_numpy(bool)
+    pageable = np.isin(c.src_kind, list(pageable_codes(ctx.data))) | np.isin(
+        c.dst_kind, list(pageable_codes(ctx.data))
+    )
+    memcpy_rows = kind_arr != MEMSET_KIND
+    pageable_async = memcpy_rows & pageable & is_async & has
+    launchers = _launch_threads(ctx.data)
+    in_steps, step_scope = _step_mask(ctx, c.pid, c.start)
+    sync_copy = memcpy_rows & has & is_copy_api & ~is_async & np.isin(tkey, launchers) & in_steps
+    frames = [
+        _issue_frame("pageable_async", c, pageable_async, kinds, api),
+        _issue_frame("sync_on_launch_thread", c, sync_copy, kinds, api),
+    ]
+    issues = pd.concat(frames, ignore_index=True)
+    span = int(c.end.max() - c.start.min())
+    data = {
+        "kinds_from_enum": from_enum,
+        "transfer_count": int(len(c)),
+        "total_bytes": int(c.bytes.sum()),
+        "total_time_ns": int(c.dur.sum()),
+        "by_kind": by_kind.to_dict("records"),
+        "by_device": per.to_dict("records"),
+        "size_buckets": _size_buckets(c.bytes),
+        "tiny_bytes": TINY_BYTES,
+        "tiny": {
+            "count": int(tiny.sum()),
+            "time_ns": int(c.dur[tiny].sum()),
+            "bytes": int(c.bytes[tiny].sum()),
+            "per_s": round(float(tiny.sum()) * 1e9 / span, 1) if span > 0 else None,
+        },
+        "pageable_async": _summary(c, pageable_async),
+        "sync_on_launch_thread": _summary(c, sync_copy)
+        | {"scope": step_scope, "launch_threads": int(len(launchers))},
+        "issues": issues.groupby("issue", sort=False).head(ISSUE_LIMIT).to_dict("records"),
+    }
+    tables = (
+        Table("memory_transfers", KIND_COLUMNS, per),
+        Table("memory_transfer_issues", ISSUE_COLUMNS, issues),
+    )
+    return MetricResult(METRIC.id, data, tables, tuple(notes))
+
+
+def _summary(c: Columns, sel: np.ndarray) -> dict[str, int]:
+    return {
+        "count": int(sel.sum()),
+        "bytes": int(c.bytes[sel].sum()),
+        "time_ns": int(c.dur[sel].sum()),
+    }
+
+
+METRIC = Metric(
+    id="memory_transfers",
+    title="Memory transfers",
+    run=run,
+    tables={"memory_transfers": KIND_COLUMNS, "memory_transfer_issues": ISSUE_COLUMNS},
+    description=(
+        "memcpy/memset by kind and device (count, bytes, time, GB/s); pageable "
+        "async, synchronous and tiny copies."
+    ),
+)

@@ -1,0 +1,81 @@
+"""report.html: one self-contained page (inline CSS, inline SVG plots, a few lines of JS to
+sort tables). A Content-Security-Policy forbids every network fetch, so the page opens the
+same from a CI artifact, an e-mail attachment or an air-gapped machine.
+
+Jinja autoescaping is on: every value from the trace is escaped; only the SVG markup (built
+by render/svg with its own escaping) and the stylesheet pass through as Markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render import fmt
+from nsys_llm_explainer.render.html_sections import blocks
+from nsys_llm_explainer.render.json_writer import report_dict
+from nsys_llm_explainer.render.svg import build_plots
+from nsys_llm_explainer.render.svg.base import STYLE
+
+EXTENSION = ".html"
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("nsys_llm_explainer", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        dur=fmt.dur,
+        pct=fmt.pct,
+        num=fmt.num,
+        size=fmt.size,
+        basename=lambda p: PurePath(str(p)).name,
+    )
+    return env
+
+
+def _sections(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    top_n = int(report.options.get("top_n", 20))
+    out = []
+    known = {m.id: m.title for m in REGISTRY}
+    for mid, m in doc["metrics"].items():
+        out.append(
+            {
+                "id": mid,
+                "title": known.get(mid, mid),
+                "outcome": m,
+                "blocks": blocks(m, top_n) if m["status"] == "ok" else [],
+            }
+        )
+    return out
+
+
+def render(report: Report) -> str:
+    doc = report_dict(report)
+    plots, missing = build_plots(report, doc)
+    figures = [{"plot": p, "svg": Markup(p.svg(standalone=False))} for p in plots]
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            report=doc,
+            figures=figures,
+            missing=missing,
+            sections=_sections(report, doc),
+            svg_style=Markup(STYLE),
+            csp=CSP,
+        )
+    )

@@ -1,0 +1,111 @@
+"""Metric sections of report.html, built generically from each metric's report.json data.
+
+A metric's data is scalars (shown as facts), objects of scalars (facts under a heading),
+and lists of records (tables, first `top_n` rows). Values are formatted by their key's
+unit suffix (_ns durations, _pct percentages, bytes sizes), so metrics added later show up
+without a template of their own. Cells are plain text; the template escapes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsys_llm_explainer.render import fmt
+from nsys_llm_explainer.render.escape import shorten
+
+MAX_CELL = 90  # characters of a cell shown; the full text is in the cell's tooltip
+MAX_INLINE_LIST = 12
+SKIP_KEYS = ("status", "notes", "reason")
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    full: str = ""  # tooltip when the text was shortened
+    sort: float | None = None  # numeric sort key for the table sorter
+
+
+@dataclass
+class Block:
+    kind: str  # "facts" or "table"
+    title: str = ""
+    facts: list[tuple[str, Cell]] = field(default_factory=list)
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[Cell]] = field(default_factory=list)
+    total_rows: int = 0
+
+
+def label(key: str) -> str:
+    """A column or fact name: unit suffix dropped (values carry units), underscores spaced."""
+    for suffix, repl in (("_ns", ""), ("_pct", " %"), ("_bytes", "")):
+        if key.endswith(suffix) and len(key) > len(suffix):
+            key = key[: -len(suffix)] + repl
+            break
+    return key.replace("_", " ")
+
+
+def cell(key: str, value: Any) -> Cell:
+    if value is None:
+        return Cell("n/a")
+    if isinstance(value, bool):
+        return Cell("yes" if value else "no")
+    if isinstance(value, int | float):
+        return Cell(_number(key, value), sort=float(value))
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return Cell(f"{len(value):,} entries (see report.json)")
+        if len(value) > MAX_INLINE_LIST:
+            return Cell(f"{len(value):,} values (see report.json)")
+        return _text(", ".join(cell(key, v).text for v in value))
+    if isinstance(value, dict):
+        return _text("; ".join(f"{label(k)}: {cell(k, v).text}" for k, v in value.items()))
+    return _text(str(value))
+
+
+def _number(key: str, value: float) -> str:
+    if key.endswith("_ns") or key.endswith("_ns_per_step"):
+        return fmt.dur(value)
+    if key.endswith("_pct") or key.startswith("pct_"):
+        return fmt.pct(value)
+    if key.endswith("bytes"):
+        return fmt.size(value)
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return fmt.num(value)
+
+
+def _text(s: str) -> Cell:
+    short = shorten(s, MAX_CELL)
+    return Cell(short, s if short != s else "")
+
+
+def blocks(data: dict[str, Any], top_n: int, title: str = "", depth: int = 0) -> list[Block]:
+    """Facts first, then one table per list of records, then nested objects (two levels)."""
+    facts = Block("facts", title)
+    tables: list[Block] = []
+    nested: list[Block] = []
+    for key, value in data.items():
+        if key in SKIP_KEYS:
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables.append(
+                _table(label(key) if not title else f"{title}: {label(key)}", value, top_n)
+            )
+        elif (
+            isinstance(value, dict)
+            and depth < 1
+            and any(isinstance(v, list | dict) for v in value.values())
+        ):
+            nested += blocks(value, top_n, label(key), depth + 1)
+        else:
+            facts.facts.append((label(key), cell(key, value)))
+    return ([facts] if facts.facts else []) + tables + nested
+
+
+def _table(title: str, records: list[dict[str, Any]], top_n: int) -> Block:
+    keys = list(dict.fromkeys(k for r in records[:top_n] for k in r))
+    rows = [[cell(k, r.get(k)) for k in keys] for r in records[:top_n]]
+    return Block(
+        "table", title, headers=[label(k) for k in keys], rows=rows, total_rows=len(records)
+    )

@@ -1,0 +1,81 @@
+"""Plots as hand-written SVG: one builder module per plot, each reading the Report.
+
+`build_plots(report)` returns the plots that have data, and for the others the reason they
+are not drawn (the writers show it, never an empty chart)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render.json_writer import report_dict
+from nsys_llm_explainer.render.svg import gap_histogram, per_process, steps, timeline, top_kernels
+from nsys_llm_explainer.render.svg.base import Plot, PlotInput
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    title: str
+    metric_id: str  # the metric whose data the plot draws
+    build: Callable[[PlotInput], Plot | None]
+
+
+PLOTS: tuple[PlotSpec, ...] = (
+    PlotSpec("GPU timeline", "timeline", timeline.build),
+    PlotSpec("Top kernels by GPU time", "top_kernels", top_kernels.build),
+    PlotSpec("Idle-gap sizes", "gpu_idle", gap_histogram.build),
+    PlotSpec("Step latency", "steps", steps.build),
+    PlotSpec("Kernel time per process", "per_process", per_process.build),
+)
+
+
+@dataclass(frozen=True)
+class Missing:
+    title: str
+    reason: str
+
+
+def _why_missing(inp: PlotInput, spec: PlotSpec) -> str:
+    m = inp.doc["metrics"].get(spec.metric_id)
+    if m is None:
+        return f"the {spec.metric_id} metric did not run"
+    if m.get("status") == "skipped":
+        return f"{spec.metric_id} was not measured: {m['reason']}"
+    return f"{spec.metric_id} has nothing to draw on this trace"
+
+
+def build_plots(report: Report, doc: dict | None = None) -> tuple[list[Plot], list[Missing]]:
+    inp = PlotInput(doc if doc is not None else report_dict(report), report)
+    plots, missing = [], []
+    for spec in PLOTS:
+        try:
+            plot = spec.build(inp)
+        except Exception as exc:  # noqa: BLE001 - one plot's bug must not lose the report
+            if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
+                raise
+            missing.append(
+                Missing(
+                    spec.title, f"it could not be drawn ({type(exc).__name__}); please report it"
+                )
+            )
+            continue
+        if plot is not None:
+            plots.append(plot)
+        else:
+            missing.append(Missing(spec.title, _why_missing(inp, spec)))
+    return plots, missing
+
+
+def plot_files(plots: list[Plot]) -> dict[str, str]:
+    """plots/<id>.svg for each plot: standalone SVG with its own light/dark stylesheet."""
+    return {
+        f"plots/{p.id}.svg": '<?xml version="1.0" encoding="UTF-8"?>\n'
+        + p.svg(standalone=True)
+        + "\n"
+        for p in plots
+    }
+
+
+__all__ = ["PLOTS", "Missing", "Plot", "build_plots", "plot_files"]

@@ -1,0 +1,193 @@
+"""Step latency: over time (left, one mark column per pixel, not per step) and its
+distribution per phase (right: p25-p75 box, median, p90 and min-max whiskers).
+
+Reads metrics.steps: per-step rows (`steps` in report.json, else its `steps` CSV table)
+with a phase, a start and a duration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.render.fmt import dur, num
+from nsys_llm_explainer.render.svg.axis import time_axis, time_label
+from nsys_llm_explainer.render.svg.base import (
+    COLOURS,
+    Plot,
+    PlotInput,
+    fit,
+    legend,
+    line,
+    n,
+    path,
+    rect,
+    text,
+    ticks,
+)
+
+LEFT, SCATTER_W, GAP, DIST_W, RIGHT = 70, 560, 150, 300, 20
+TOP, PLOT_H = 10, 200
+MAX_PHASES = COLOURS
+MAX_MARKS = 3000  # per phase
+START_KEYS = ("start_ns", "start")
+DURATION_KEYS = ("duration_ns", "dur_ns", "latency_ns")
+
+
+def _col(frame: pd.DataFrame, keys: tuple[str, ...]) -> pd.Series | None:
+    return next((frame[k] for k in keys if k in frame.columns), None)
+
+
+def step_frame(inp: PlotInput) -> pd.DataFrame | None:
+    """phase, start_ns, duration_ns per step, or None when the report has no per-step rows."""
+    st = inp.metric("steps")
+    if st is None:
+        return None
+    rows = st.get("steps")
+    frame = pd.DataFrame(rows) if isinstance(rows, list) and rows else inp.frame("steps", "steps")
+    if frame is None or frame.empty:
+        return None
+    start, length = _col(frame, START_KEYS), _col(frame, DURATION_KEYS)
+    if start is None or length is None:
+        return None
+    phase = (
+        frame["phase"].fillna("step").astype(str)
+        if "phase" in frame.columns
+        else pd.Series("step", frame.index)
+    )
+    out = pd.DataFrame(
+        {
+            "phase": phase,
+            "start_ns": pd.to_numeric(start, errors="coerce"),
+            "duration_ns": pd.to_numeric(length, errors="coerce"),
+        }
+    ).dropna()
+    return out if not out.empty else None
+
+
+def marks(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float]]:
+    """Distinct grid cells hit by the points: a cell of `cell` px holds one mark, so the
+    count is bounded by the plot area, not the steps; the grid coarsens past MAX_MARKS."""
+    cell = 2.0
+    while True:
+        cells = np.unique(np.stack([np.floor(x / cell), np.floor(y / cell)], axis=1), axis=0)
+        if len(cells) <= MAX_MARKS:
+            return [((cx + 0.5) * cell, (cy + 0.5) * cell) for cx, cy in cells.tolist()]
+        cell *= 2
+
+
+def _scatter(frame: pd.DataFrame, phases: list[str], hi: float) -> str:
+    t0, t1 = float(frame["start_ns"].min()), float(frame["start_ns"].max())
+    span = max(t1 - t0, 1.0)
+    out = []
+    for i, ph in enumerate(phases):
+        sub = frame[frame["phase"] == ph]
+        x = LEFT + SCATTER_W * (sub["start_ns"].to_numpy(float) - t0) / span
+        y = TOP + PLOT_H - PLOT_H * sub["duration_ns"].to_numpy(float) / hi
+        d = "".join(f"M{n(cx - 1.5)},{n(cy - 1.5)}h3v3h-3z" for cx, cy in marks(x, y))
+        out.append(path(d, f"k{i}", tip=f"{ph}: {num(len(sub))} steps"))
+    axis, _ = time_axis(
+        LEFT, SCATTER_W, TOP + PLOT_H, span, caption="step start, since the first step"
+    )
+    return "".join(out) + axis
+
+
+def _distribution(stats: list[dict[str, Any]], hi: float) -> str:
+    x0 = LEFT + SCATTER_W + GAP
+    row = min(36.0, PLOT_H / max(len(stats), 1))
+    out = [line(x0, TOP + PLOT_H, x0 + DIST_W, TOP + PLOT_H)]
+    for i, s in enumerate(stats):
+        y = TOP + i * row + row / 2
+
+        def sx(v: float) -> float:
+            return x0 + DIST_W * v / hi
+
+        tip = (
+            f"{s['phase']}: {num(s['count'])} steps, median {dur(s['p50'])}, p90 {dur(s['p90'])}, "
+            f"min {dur(s['min'])}, max {dur(s['max'])}"
+        )
+        out.append(text(x0 - 8, y + 4, fit(s["phase"], GAP - 70), anchor="end", tip=tip))
+        out.append(line(sx(s["min"]), y, sx(s["max"]), y, f"dot s{i}"))
+        out.append(
+            rect(sx(s["p25"]), y - 7, max(sx(s["p75"]) - sx(s["p25"]), 3), 14, f"k{i}", tip=tip)
+        )
+        out.append(line(sx(s["p50"]), y - 9, sx(s["p50"]), y + 9, "med"))
+        out.append(line(sx(s["p90"]), y - 5, sx(s["p90"]), y + 5, f"dot s{i}"))
+    for t in ticks(0.0, hi, 4):
+        out.append(
+            text(
+                x0 + DIST_W * t / hi,
+                TOP + PLOT_H + 17,
+                time_label(t, hi / 4),
+                cls="muted",
+                anchor="middle",
+            )
+        )
+    out.append(
+        text(
+            x0 + DIST_W / 2,
+            TOP + PLOT_H + 33,
+            "step latency (box: p25-p75, bar: median)",
+            cls="muted",
+            anchor="middle",
+        )
+    )
+    return "".join(out)
+
+
+def build(inp: PlotInput) -> Plot | None:
+    frame = step_frame(inp)
+    if frame is None:
+        return None
+    totals = frame.groupby("phase")["duration_ns"].sum().sort_values(ascending=False, kind="stable")
+    phases = [str(p) for p in totals.index[:MAX_PHASES]]
+    frame = frame[frame["phase"].isin(phases)]
+    hi = float(frame["duration_ns"].max()) * 1.05 or 1.0
+    stats = []
+    for ph in phases:
+        d = frame.loc[frame["phase"] == ph, "duration_ns"].to_numpy(float)
+        q = np.percentile(d, [0, 25, 50, 75, 90, 100])
+        stats.append(
+            {
+                "phase": ph,
+                "count": len(d),
+                **dict(zip(("min", "p25", "p50", "p75", "p90", "max"), q, strict=True)),
+            }
+        )
+    body = [line(LEFT, TOP, LEFT, TOP + PLOT_H)]
+    for t in ticks(0.0, hi, 4):
+        y = TOP + PLOT_H - PLOT_H * t / hi
+        body += [
+            line(LEFT, y, LEFT + SCATTER_W, y),
+            text(LEFT - 6, y + 4, time_label(t, hi / 4), cls="muted", anchor="end"),
+        ]
+    body += [_scatter(frame, phases, hi), _distribution(stats, hi)]
+    width = LEFT + SCATTER_W + GAP + DIST_W + RIGHT
+    leg, leg_h = legend(
+        LEFT, TOP + PLOT_H + 44, [(f"k{i}", p) for i, p in enumerate(phases)], width - LEFT
+    )
+    body.append(leg)
+    summary = (
+        "Step latency over time and per phase: "
+        + "; ".join(
+            f"{s['phase']}: {num(s['count'])} steps, median {dur(s['p50'])}, "
+            f"p90 {dur(s['p90'])}, max {dur(s['max'])}"
+            for s in stats
+        )
+        + "."
+    )
+    table = tuple(
+        (s["phase"], num(s["count"]), dur(s["min"]), dur(s["p50"]), dur(s["p90"]), dur(s["max"]))
+        for s in stats
+    )
+    return Plot(
+        "steps",
+        "Step latency",
+        summary,
+        width,
+        int(TOP + PLOT_H + 44 + leg_h + 6),
+        "".join(body),
+        ("Phase", "Steps", "Min", "Median", "p90", "Max"),
+        table,
+    )

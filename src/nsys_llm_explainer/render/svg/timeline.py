@@ -1,0 +1,175 @@
+"""GPU timeline: per device a busy/idle strip over the binned kernel window, idle bins
+coloured by cause when known, NVTX bands above. Drawn from metrics.timeline only, with a
+constant number of elements per device (paths, not one shape per bin or kernel)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer.render.fmt import dur, pct
+from nsys_llm_explainer.render.svg.axis import time_axis
+from nsys_llm_explainer.render.svg.base import (
+    COLOURS,
+    Plot,
+    PlotInput,
+    fit,
+    legend,
+    n,
+    path,
+    rect,
+    text,
+)
+
+LEFT, PLOT_W, RIGHT = 130, 1000, 20
+WIDTH = LEFT + PLOT_W + RIGHT
+BAND_H, BAND_GAP = 12, 4
+ROW_H, ROW_GAP = 40, 14
+MIN_BUSY_PX = 2.0
+SEGMENTS = 20  # rows of the data table that stands in for the picture
+# Fixed colours for the idle causes of metrics/idle_sweep.py, so a cause keeps its colour.
+CAUSE_CLASS = {
+    "sync_wait": "k4",
+    "memcpy": "k1",
+    "launch_bound": "k0",
+    "host_other": "k5",
+    "capture_edge": "k7",
+}
+CAUSE_LABEL = {
+    "sync_wait": "waiting on a sync",
+    "memcpy": "copies",
+    "launch_bound": "launch-bound",
+    "host_other": "host busy elsewhere",
+    "capture_edge": "capture edge",
+}
+
+
+def runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    d = np.diff(np.r_[0, mask.astype(np.int8), 0])
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
+
+
+def run_rects(spans: list[tuple[int, int]], scale: float, y: float, h: float) -> str:
+    """Path data for one rectangle per run of bins."""
+    return "".join(
+        f"M{n(LEFT + a * scale)},{n(y)}h{n((b - a) * scale)}v{n(h)}h{n(-(b - a) * scale)}z"
+        for a, b in spans
+    )
+
+
+def busy_outline(busy: np.ndarray, scale: float, top: float) -> str:
+    """A step outline of busy share (0..100) rising from the strip's bottom edge."""
+    bottom = top + ROW_H
+    # A bin with any kernel keeps at least MIN_BUSY_PX, so short bursts stay visible.
+    h = ROW_H * np.nan_to_num(busy) / 100.0
+    ys = bottom - np.where(busy > 0, np.maximum(h, MIN_BUSY_PX), 0.0)
+    change = np.flatnonzero(np.r_[True, np.abs(np.diff(ys)) >= 0.05])
+    ends = np.r_[change[1:], len(ys)]
+    parts = [f"M{n(LEFT)},{n(bottom)}"]
+    parts += [
+        f"V{n(ys[a])}H{n(LEFT + b * scale)}"
+        for a, b in zip(change.tolist(), ends.tolist(), strict=True)
+    ]
+    return "".join(parts) + f"V{n(bottom)}Z"
+
+
+def cause_classes(causes: list[str]) -> list[str]:
+    return [CAUSE_CLASS.get(c, f"k{i % COLOURS}") for i, c in enumerate(causes)]
+
+
+def _device_row(
+    dev: dict[str, Any], causes: list[str], top: float, scale: float, busy_label: str
+) -> str:
+    raw = dev["busy_pct"]
+    inside = np.array([v is not None for v in raw])
+    busy = np.array([0.0 if v is None else v for v in raw])
+    out = [rect(LEFT, top, PLOT_W, ROW_H, "out", tip="outside this GPU's kernel window")]
+    out.append(
+        path(run_rects(runs(inside), scale, top, ROW_H), "idle", tip="idle (no kernel running)")
+    )
+    if dev.get("idle_cause") is not None:
+        codes = np.array(dev["idle_cause"])
+        for i, cls in enumerate(cause_classes(causes)):
+            spans = runs(inside & (codes == i))
+            label = CAUSE_LABEL.get(causes[i], causes[i])
+            out.append(path(run_rects(spans, scale, top, ROW_H), cls, tip=f"idle, mostly {label}"))
+    out.append(path(busy_outline(busy, scale, top), "busy", tip="busy share of each bin"))
+    out.append(text(8, top + 16, f"GPU {dev['device_id']}"))
+    out.append(text(8, top + 32, busy_label, cls="muted"))
+    return "".join(out)
+
+
+def segment_rows(tl: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """Busy share per 1/SEGMENTS of the window and device: the plot as a table."""
+    bins = tl["bins"]
+    edges = np.linspace(0, bins, min(SEGMENTS, bins) + 1).round().astype(int)
+    span = tl["window_end_ns"] - tl["window_start_ns"]
+    headers = ("Time since first kernel", *(f"GPU {d['device_id']} busy" for d in tl["devices"]))
+    rows = []
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        cells = [f"{dur(span * a / bins)} to {dur(span * b / bins)}"]
+        for d in tl["devices"]:
+            seg = [v or 0.0 for v in d["busy_pct"][a:b]]
+            cells.append(pct(sum(seg) / len(seg)) if seg else "n/a")
+        rows.append(tuple(cells))
+    return headers, tuple(rows)
+
+
+def build(inp: PlotInput) -> Plot | None:
+    tl = inp.metric("timeline")
+    if tl is None or not tl["devices"]:
+        return None
+    idle = {d["device_id"]: d for d in (inp.metric("gpu_idle") or {}).get("devices", [])}
+    bins, span = tl["bins"], tl["window_end_ns"] - tl["window_start_ns"]
+    scale = PLOT_W / bins
+    body: list[str] = []
+    y = 8.0
+    for band in tl["bands"]:
+        cls = "band"
+        tip = f"NVTX {band['name']}: {dur(band['covered_ns'])}"
+        body.append(
+            path(run_rects([tuple(r) for r in band["runs"]], scale, y, BAND_H), cls, tip=tip)
+        )
+        body.append(text(8, y + BAND_H - 2, fit(band["name"], LEFT - 14), tip=tip))
+        y += BAND_H + BAND_GAP
+    y += 6 if tl["bands"] else 0
+    causes = tl["causes"]
+    summary_parts = []
+    for dev in tl["devices"]:
+        info = idle.get(dev["device_id"])
+        busy_pct = (
+            (100.0 - info["idle_pct"])
+            if info
+            else float(np.mean([v or 0 for v in dev["busy_pct"]]))
+        )
+        body.append(_device_row(dev, causes, y, scale, f"busy {pct(busy_pct)}"))
+        summary_parts.append(f"GPU {dev['device_id']} busy {pct(busy_pct)} of its kernel window")
+        y += ROW_H + ROW_GAP
+    axis, axis_h = time_axis(LEFT, PLOT_W, y - ROW_GAP + 4, span)
+    body.append(axis)
+    y += axis_h
+    items = [
+        ("busy", "kernel running"),
+        ("idle", "idle"),
+        ("out", "outside the GPU's kernel window"),
+    ]
+    seen = {c for d in tl["devices"] for c in (d.get("idle_cause") or [])}
+    items += [
+        (cls, f"idle: {CAUSE_LABEL.get(c, c)}")
+        for i, (c, cls) in enumerate(zip(causes, cause_classes(causes), strict=True))
+        if i in seen
+    ]
+    leg, leg_h = legend(LEFT, y, items, PLOT_W)
+    body.append(leg)
+    bands = ", ".join(b["name"] for b in tl["bands"])
+    summary = (
+        f"GPU activity over the {dur(span)} kernel window in {bins} bins of {dur(tl['bin_ns'])}: "
+        + "; ".join(summary_parts)
+        + "."
+        + (f" NVTX bands above the strips: {bands}." if bands else "")
+    )
+    headers, rows = segment_rows(tl)
+    return Plot(
+        "timeline", "GPU timeline", summary, WIDTH, int(y + leg_h + 6), "".join(body), headers, rows
+    )

@@ -1,0 +1,107 @@
+"""Top kernels by total time: horizontal bars, coloured by kernel category when the
+categories metric ran (its kernel_category_names table maps each name to a category).
+Rows of metrics.top_kernels are per (name, device); the plot sums a name over devices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from nsys_llm_explainer.render.fmt import dur, num, pct
+from nsys_llm_explainer.render.svg.bars import Bar, hbars
+from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, legend
+
+TOP = 15
+LABEL_W, BAR_W, VALUE_W = 400, 440, 150
+OTHER_CLASS = f"k{COLOURS - 1}"
+
+
+def category_classes(inp: PlotInput) -> tuple[dict[str, str], dict[str, str]]:
+    """name -> category, and category -> colour class (largest categories first; other grey)."""
+    names = inp.frame("categories", "kernel_category_names")
+    cats = inp.metric("categories")
+    if names is None or cats is None:
+        return {}, {}
+    order = [c["category"] for c in cats.get("categories", []) if c["category"] != "other"]
+    classes = {c: f"k{i}" for i, c in enumerate(order[: COLOURS - 1])}
+    return dict(zip(names["name"].astype(str), names["category"].astype(str), strict=True)), classes
+
+
+def by_name(tk: dict[str, Any]) -> list[dict[str, Any]]:
+    """The TOP names by total time over all devices, with their devices."""
+    frame = pd.DataFrame(tk["kernels"], columns=["name", "device_id", "calls", "total_ns"])
+    grouped = frame.groupby("name", sort=False).agg(
+        calls=("calls", "sum"),
+        total_ns=("total_ns", "sum"),
+        devices=("device_id", lambda d: sorted(int(x) for x in d)),
+    )
+    grouped = grouped.reset_index().sort_values(
+        ["total_ns", "name"], ascending=[False, True], kind="stable"
+    )
+    total = tk["total_kernel_ns"]
+    rows = grouped.head(TOP).to_dict("records")
+    for r in rows:
+        r["pct"] = 100.0 * r["total_ns"] / total if total else 0.0
+    return rows
+
+
+def build(inp: PlotInput) -> Plot | None:
+    tk = inp.metric("top_kernels")
+    if tk is None or not tk["kernels"]:
+        return None
+    rows = by_name(tk)
+    category, classes = category_classes(inp)
+    bars = []
+    for r in rows:
+        cat = category.get(r["name"])
+        gpus = ", ".join(str(d) for d in r["devices"])
+        tip = f"{r['name']}: {dur(r['total_ns'])} in {num(r['calls'])} calls on GPU {gpus}"
+        cls = classes.get(cat or "", OTHER_CLASS) if category else "busy"
+        bars.append(
+            Bar(
+                r["name"],
+                float(r["total_ns"]),
+                f"{dur(r['total_ns'])} · {pct(r['pct'])}",
+                cls,
+                tip + (f" ({cat})" if cat else ""),
+            )
+        )
+    body, h = hbars(bars, 8, LABEL_W, BAR_W)
+    height = 8 + h + 8
+    if category:
+        used = list(dict.fromkeys(category.get(r["name"], "other") for r in rows))
+        leg, leg_h = legend(
+            LABEL_W, height, [(classes.get(c, OTHER_CLASS), c) for c in used], BAR_W + VALUE_W
+        )
+        body += leg
+        height += leg_h
+    shown = sum(r["total_ns"] for r in rows)
+    summary = (
+        f"The {len(rows)} kernels with the most GPU time (summed over devices) "
+        f"take {dur(shown)} of "
+        f"{dur(tk['total_kernel_ns'])} kernel time; the first is {rows[0]['name']} "
+        f"with {pct(rows[0]['pct'])}."
+    )
+    headers = ("Kernel", "Devices", "Calls", "Total", "Share", "Category")
+    table = tuple(
+        (
+            r["name"],
+            " ".join(str(d) for d in r["devices"]),
+            num(r["calls"]),
+            dur(r["total_ns"]),
+            pct(r["pct"]),
+            category.get(r["name"], "n/a"),
+        )
+        for r in rows
+    )
+    return Plot(
+        "top_kernels",
+        "Top kernels by GPU time",
+        summary,
+        LABEL_W + BAR_W + VALUE_W,
+        int(height + 6),
+        body,
+        headers,
+        table,
+    )

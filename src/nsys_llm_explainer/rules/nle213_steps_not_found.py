@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput
+
+NOT_FOUND_PREFIX = "no steps found"
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Serving steps could not be found, or only with low confidence.
+
+    Fires (low) when the steps metric was skipped because no NVTX step ranges were named and
+    no repeating pattern was found, or when automatic detection succeeded with low confidence.
+    Step timing is the per-token view of an LLM server; naming the step range fixes it.
+
+    Example:
+
+        NLE213 low: Steps were not identified
+        - no steps found: no phase map or --step-range, and neither a repeating launch sequence ...
+    """
+    skipped = view.skipped("steps")
+    res = view.metric("steps")
+    if skipped is not None and skipped.reason.startswith(NOT_FOUND_PREFIX):
+        evidence = [skipped.reason]
+        title = "Steps were not identified"
+    elif res is not None and res.data["confidence"] == "low":
+        evidence = [f"automatic detection ({res.data['method']}): {res.data['detail']}"]
+        title = "Steps were identified with low confidence"
+    else:
+        return
+    yield rule.finding(
+        Severity.LOW,
+        Confidence.HIGH,
+        evidence,
+        [
+            "Wrap each serving step in an NVTX range (torch.cuda.nvtx.range('decode_step')) and "
+            "pass "
+            "--step-range decode_step, or map range names to phases with --phase-map."
+        ],
+        title=title,
+    )
+
+
+RULE = Rule("NLE213", "steps-not-found", "Steps not identified", check, ("steps",))

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
+
+MIN_COUNT = 10
+HIGH_TIME_NS = 10_000_000
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Synchronous copies are issued from a thread that launches kernels.
+
+    Counts memcpy rows whose API call (cudaMemcpy, cuMemcpyDtoH ... any Memcpy API without
+    Async) ran on a thread that also launched kernels, during serving steps when the steps
+    metric found them (else over the whole capture). Each one stalls the launch queue until
+    the GPU drains. Fires from 10 copies; high from 10 ms of copy time.
+
+    Example:
+
+        NLE305 medium: 240 synchronous copies on the kernel-launching thread
+        - 240 copies, 2.400 ms of copy time, during steps
+    """
+    res = view.metric("memory_transfers")
+    if res is None:
+        return
+    s = res.data["sync_on_launch_thread"]
+    if s["count"] < MIN_COUNT:
+        return
+    yield rule.finding(
+        Severity.HIGH if s["time_ns"] >= HIGH_TIME_NS else Severity.MEDIUM,
+        Confidence.MEDIUM,
+        [f"{s['count']:,} copies, {ms(s['time_ns'])} of copy time, {s['scope']}"],
+        [
+            "Replace .item()/.cpu()/.tolist() in the step loop with non_blocking copies "
+            "into pinned "
+            "buffers, read after an event, or move them off the launch thread."
+        ],
+        title=f"{s['count']:,} synchronous copies on the kernel-launching thread",
+    )
+
+
+RULE = Rule(
+    "NLE305",
+    "sync-copy-on-launch-thread",
+    "Synchronous copies on the launch thread",
+    check,
+    ("memory_transfers",),
+)

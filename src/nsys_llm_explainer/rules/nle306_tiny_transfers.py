@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+
+MIN_COUNT = 500
+MIN_SHARE_PCT = 50.0  # tiny transfers as a share of all transfers
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Many tiny memory transfers (at most 4 KiB each).
+
+    Fires (low) when at least 500 transfers of at most 4 KiB make up at least half of all
+    memcpy/memset operations: each costs a fixed API and DMA setup that dwarfs its bytes.
+
+    Example:
+
+        NLE306 low: 12,000 tiny transfers (<= 4 KiB)
+        - 12,000 of 12,400 transfers (96.8%), 48.000 ms, 1,200.0 per second
+    """
+    res = view.metric("memory_transfers")
+    if res is None:
+        return
+    t, total = res.data["tiny"], res.data["transfer_count"]
+    share = 100.0 * t["count"] / total if total else 0.0
+    if t["count"] < MIN_COUNT or share < MIN_SHARE_PCT:
+        return
+    rate = f", {t['per_s']:,.1f} per second" if t["per_s"] is not None else ""
+    yield rule.finding(
+        Severity.LOW,
+        Confidence.HIGH,
+        [f"{t['count']:,} of {total:,} transfers ({pct(share)}), {ms(t['time_ns'])}{rate}"],
+        [
+            "Batch small host-device transfers into one pinned buffer per step, or keep the values "
+            "on the GPU."
+        ],
+        title=f"{t['count']:,} tiny transfers (<= {res.data['tiny_bytes']:,} bytes)",
+    )
+
+
+RULE = Rule("NLE306", "tiny-transfers", "Many tiny memory transfers", check, ("memory_transfers",))

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+
+LOW_PCT = 25.0  # achieved / PCIe peak per direction
+MIN_TIME_NS = 10_000_000  # only copies that add up to 10 ms matter
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Large host-device copies reach less than 25% of the PCIe bandwidth.
+
+    Uses gpu_context's achieved bandwidth of copies of at least 1 MiB (Host-to-Device and
+    Device-to-Host) against the PCIe bandwidth per direction from the built-in table, when
+    those copies add up to >= 10 ms. Typical causes: pageable host memory, a PCIe link
+    running narrower or slower than x16, or a bad NUMA placement.
+
+    Example:
+
+        NLE311 medium: Host-to-Device copies on GPU 0 reach 12.0% of PCIe bandwidth
+        - 7.7 GB/s achieved vs 64.0 GB/s per direction over 250.000 ms of copies
+    """
+    res = view.metric("gpu_context")
+    if res is None:
+        return
+    for c in res.data["copy_bandwidth"]:
+        if c["kind"] == "Device-to-Device" or c["pct_of_reference"] is None:
+            continue
+        if c["pct_of_reference"] >= LOW_PCT or c["time_ns"] < MIN_TIME_NS:
+            continue
+        yield rule.finding(
+            Severity.MEDIUM,
+            Confidence.MEDIUM,
+            [
+                f"{c['achieved_gbps']:,.1f} GB/s achieved vs {c['reference_gbps']:,.1f} GB/s "
+                "per direction "
+                f"over {ms(c['time_ns'])} of copies"
+            ],
+            [
+                "Pin host memory; check the link with nvidia-smi -q (PCIe generation and "
+                "width) and "
+                "the process's NUMA placement."
+            ],
+            title=(
+                f"{c['kind']} copies on GPU {c['device_id']} reach "
+                f"{pct(c['pct_of_reference'])} of PCIe bandwidth"
+            ),
+        )
+
+
+RULE = Rule(
+    "NLE311",
+    "slow-host-copies",
+    "Host-device copies far below PCIe bandwidth",
+    check,
+    ("gpu_context",),
+)

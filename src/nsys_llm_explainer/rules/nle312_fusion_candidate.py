@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+
+MIN_OCCURRENCES = 50
+MIN_PROXIMITY = 0.3
+MIN_KERNEL_NS = 1_000_000  # the chain's kernels take at least 1 ms in total
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """A chain of short kernels repeats often enough to be worth one fused kernel.
+
+    Takes the best-ranked fusion candidate that occurs >= 50 times, follows its first kernel
+    in >= 30% of that kernel's occurrences (proximity) and holds >= 1 ms of kernel time.
+    Fusing it removes the chain's launches, the idle gaps inside it (removable_gap_ns) and
+    the intermediate tensors' round trips through memory.
+
+    Example:
+
+        NLE312 low: A chain of 6 short kernels repeats 112 times
+        - pow -> mean -> add -> rsqrt -> mul -> mul (an unfused RMSNorm)
+        - 2.101 ms of kernel time, 0.733 ms of gaps inside, proximity 46.7%
+    """
+    res = view.metric("fusion_candidates")
+    if res is None:
+        return
+    for c in res.data["candidates"]:
+        if (
+            c["occurrences"] < MIN_OCCURRENCES
+            or c["proximity"] < MIN_PROXIMITY
+            or c["kernel_ns"] < MIN_KERNEL_NS
+        ):
+            continue
+        yield rule.finding(
+            Severity.LOW,
+            Confidence.MEDIUM,
+            [
+                " -> ".join(shorten(k, 50) for k in c["kernels"]),
+                f"{ms(c['kernel_ns'])} of kernel time, {ms(c['removable_gap_ns'])} of gaps inside, "
+                f"proximity {pct(100 * c['proximity'])}",
+            ],
+            [
+                "Fuse the chain (torch.compile, a fused kernel from vLLM/FlashInfer/Apex, "
+                "or a custom "
+                "Triton kernel); fusion_candidates.csv lists the other chains."
+            ],
+            title=f"A chain of {c['length']} short kernels repeats {c['occurrences']:,} times",
+        )
+        return
+
+
+RULE = Rule(
+    "NLE312", "fusion-candidate", "Frequent chain of short kernels", check, ("fusion_candidates",)
+)

@@ -1,0 +1,52 @@
+"""Repairs for damaged-but-readable tables, each announced in a warning with a row count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsys_llm_explainer.trace.columns import Columns, surely_distinct
+
+# One stream runs one kernel at a time, so two rows agreeing on all of these are one kernel
+# written twice (a merged or re-exported capture), not two kernels.
+KERNEL_IDENTITY = ("device", "stream", "start", "end", "corr", "gpid")
+MAX_BYTES = (1 << 48) - 1  # 256 TiB in one copy: far beyond any device, far below int64 sums
+
+
+def drop_duplicate_rows(
+    cols: Columns, keys: tuple[str, ...], warnings: list[str], what: str
+) -> Columns:
+    """Keep the first of rows equal on `keys`; warn with how many were dropped."""
+    if len(cols) < 2 or surely_distinct(*(cols[k] for k in keys)):
+        return cols
+    order = np.lexsort(tuple(cols[k] for k in reversed(keys)))
+    same = np.ones(len(order) - 1, dtype=bool)
+    for k in keys:
+        v = cols[k][order]
+        same &= v[1:] == v[:-1]
+    if not same.any():
+        return cols
+    dup = np.zeros(len(order), dtype=bool)
+    dup[1:] = same
+    keep = np.sort(order[~dup])
+    warnings.append(
+        f"{cols.table}: {int(dup.sum())} duplicated {what} rows "
+        f"(same {', '.join(keys)}) counted once"
+    )
+    return cols.take(keep)
+
+
+def clamp_sizes(cols: Columns, column: str, warnings: list[str], what: str) -> Columns:
+    """Byte counts that cannot be real (negative, or beyond MAX_BYTES) become 0 (unknown).
+
+    Left as they are, one such row makes every byte total and bandwidth meaningless, and a
+    few of them overflow int64 sums.
+    """
+    values = cols[column]
+    bad = (values < 0) | (values > MAX_BYTES)
+    if not bad.any():
+        return cols
+    warnings.append(
+        f"{cols.table}: {int(bad.sum())} {what} rows with impossible byte counts (negative or "
+        f"above 2^{MAX_BYTES.bit_length()}) counted as 0 bytes"
+    )
+    return cols.with_columns(**{column: np.where(bad, 0, values)})

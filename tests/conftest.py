@@ -1,0 +1,92 @@
+"""Shared test fixtures: synthetic traces in tmp_path, the real shared exports, the CLI."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from nsys_llm_explainer.api import explain
+from nsys_llm_explainer.cli import app
+from nsys_llm_explainer.model import MetricResult, Report, Skipped
+from nsys_llm_explainer.options import Options
+from tests.fixtures.builder import TraceBuilder
+
+# The real exports live beside the project, never inside it (see traces/README.md).
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+NSYS_TRACES = SHARED_TRACES / "nsys"
+# The generations every metric test runs against: oldest, middle, newest DDL.
+GENERATIONS = ("2022.2", "2024.6", "2026.2")
+# The metrics of the core report (later issues register more after them).
+CORE_METRICS = ("top_kernels", "launch_storm", "sync", "gpu_idle", "nvtx_ranges",
+                "nvtx_attribution", "per_process")
+
+
+def nsys_trace_files() -> list[Path]:
+    """The shared Nsight Systems exports, or [] when this checkout has none beside it."""
+    return sorted(NSYS_TRACES.glob("*.sqlite")) if NSYS_TRACES.is_dir() else []
+
+
+def require_nsys_traces() -> list[Path]:
+    files = nsys_trace_files()
+    if not files:
+        pytest.skip(f"shared real traces not found at {NSYS_TRACES} (a clone outside /work)")
+    return files
+
+
+def analyze(path: Path, **options: Any) -> Report:
+    """explain() with Options built from keyword arguments."""
+    return explain(path, Options(**options))
+
+
+def ok(report: Report, metric_id: str) -> dict[str, Any]:
+    """The data of a metric that must have run."""
+    outcome = report.metrics[metric_id]
+    reason = getattr(outcome, "reason", "")
+    assert isinstance(outcome, MetricResult), f"{metric_id} skipped: {reason}"
+    return outcome.data
+
+
+def skipped(report: Report, metric_id: str) -> str:
+    """The reason of a metric that must have been skipped."""
+    outcome = report.metrics[metric_id]
+    assert isinstance(outcome, Skipped), f"{metric_id} ran but should have been skipped"
+    return outcome.reason
+
+
+def table(report: Report, metric_id: str, name: str) -> Any:
+    """A metric's CSV table as a DataFrame."""
+    outcome = report.metrics[metric_id]
+    assert isinstance(outcome, MetricResult)
+    return next(t for t in outcome.tables if t.name == name).rows()
+
+
+@pytest.fixture
+def build(tmp_path: Path) -> Callable[[TraceBuilder], Path]:
+    """Write a TraceBuilder's export into tmp_path and return its path."""
+    counter = itertools.count()
+
+    def write(builder: TraceBuilder, name: str | None = None) -> Path:
+        return builder.write(tmp_path / (name or f"trace{next(counter)}.sqlite"))
+
+    return write
+
+
+@dataclass(frozen=True)
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str | Path) -> CliResult:
+    """Invoke the typer app in-process; stdout and stderr are kept apart."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return CliResult(result.exit_code, result.stdout, result.stderr)

@@ -1,0 +1,150 @@
+"""NLE301-NLE312: each rule fires on a triggering metric result and stays quiet otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nsys_llm_explainer.model import MetricResult, Severity
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.rules import RULES, RuleInput
+
+MINE = [r for r in RULES if r.id.startswith("NLE3")]
+
+
+def view(metric_id: str, data: dict[str, Any]) -> RuleInput:
+    return RuleInput({metric_id: MetricResult(metric_id, data)}, Options(), None)  # type: ignore[arg-type]
+
+
+def rule(rid: str):
+    return next(r for r in RULES if r.id == rid)
+
+
+def cats(**pcts: float) -> dict[str, Any]:
+    rows = [
+        {
+            "category": c,
+            "kernel_count": 10,
+            "total_ns": int(p * 1000),
+            "pct_of_scope_time": p,
+            "distinct_names": 1,
+        }
+        for c, p in pcts.items()
+    ]
+    return {
+        "categories": rows,
+        "total_kernel_ns": 100_000,
+        "other_pct": pcts.get("other", 0.0),
+        "table_source": "built-in",
+        "top_uncategorized": [{"name": "k", "total_ns": 5, "calls": 1}],
+    }
+
+
+def mem(pageable=(0, 0), sync=(0, 0), tiny=0, total=1000) -> dict[str, Any]:
+    return {
+        "pageable_async": {"count": pageable[0], "bytes": 10, "time_ns": pageable[1]},
+        "sync_on_launch_thread": {
+            "count": sync[0],
+            "bytes": 10,
+            "time_ns": sync[1],
+            "scope": "during steps",
+        },
+        "tiny": {"count": tiny, "time_ns": 5, "bytes": 5, "per_s": 1.0},
+        "transfer_count": total,
+        "tiny_bytes": 4096,
+    }
+
+
+def comm(exposed_pct: float, skew: float) -> dict[str, Any]:
+    dev = {
+        "device_id": 0,
+        "exposed_pct_of_window": exposed_pct,
+        "exposed_ns": 5,
+        "comm_union_ns": 9,
+        "overlap_pct": 10.0,
+    }
+    s = {"max_ns": 5_000_000, "min_ns": 1_000_000, "skew_pct": skew}
+    return {"devices": [dev], "device_skew": s, "process_skew": None}
+
+
+def ctx_gpu(known: bool, pct: float) -> dict[str, Any]:
+    return {
+        "gpus": [{"device_id": 0, "name": "NVIDIA X", "active": True, "known": known}],
+        "copy_bandwidth": [
+            {
+                "device_id": 0,
+                "kind": "Host-to-Device",
+                "pct_of_reference": pct,
+                "time_ns": 50_000_000,
+                "achieved_gbps": 5.0,
+                "reference_gbps": 64.0,
+            }
+        ],
+    }
+
+
+def fusion(occ: int, prox: float) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {
+                "occurrences": occ,
+                "proximity": prox,
+                "kernel_ns": 5_000_000,
+                "length": 3,
+                "kernels": ["a", "b", "c"],
+                "removable_gap_ns": 10,
+            }
+        ]
+    }
+
+
+CASES = [
+    ("NLE301", "categories", cats(gemm=50, other=50), cats(gemm=90, other=10)),
+    ("NLE302", "categories", cats(activation_elementwise=30, memory=20), cats(gemm=80, memory=20)),
+    ("NLE303", "categories", cats(sampling=12), cats(sampling=3)),
+    ("NLE304", "memory_transfers", mem(pageable=(3, 20_000_000)), mem()),
+    ("NLE305", "memory_transfers", mem(sync=(20, 1_000)), mem(sync=(9, 1_000))),
+    ("NLE306", "memory_transfers", mem(tiny=900), mem(tiny=900, total=5000)),
+    ("NLE307", "communication", comm(30.0, 0.0), comm(5.0, 0.0)),
+    ("NLE308", "communication", comm(0.0, 80.0), comm(0.0, 10.0)),
+    (
+        "NLE309",
+        "cuda_graphs",
+        {
+            "traced_whole": True,
+            "graph_launches": 4,
+            "node_kernels": 0,
+            "trace_mode": "graph",
+            "fix_flag": "--cuda-graph-trace=node",
+        },
+        {"traced_whole": False},
+    ),
+    ("NLE310", "gpu_context", ctx_gpu(False, 90.0), ctx_gpu(True, 90.0)),
+    ("NLE311", "gpu_context", ctx_gpu(True, 8.0), ctx_gpu(True, 90.0)),
+    ("NLE312", "fusion_candidates", fusion(100, 0.9), fusion(100, 0.1)),
+]
+
+
+def test_every_issue4_rule_has_a_case_and_docs():
+    assert sorted(c[0] for c in CASES) == sorted(r.id for r in MINE)
+    for r in MINE:
+        assert "Example:" in r.doc and r.id in r.doc, r.id
+
+
+@pytest.mark.parametrize("rid, metric, fires, quiet", CASES)
+def test_rule_fires_and_stays_quiet(rid, metric, fires, quiet):
+    found = list(rule(rid).check(view(metric, fires), rule(rid)))
+    assert found and all(f.rule_id == rid for f in found)
+    assert all(f.evidence and f.recommendation for f in found)
+    assert list(rule(rid).check(view(metric, quiet), rule(rid))) == []
+    assert list(rule(rid).check(RuleInput({}, Options(), None), rule(rid))) == []  # type: ignore[arg-type]
+
+
+def test_pageable_severity_steps():
+    r = rule("NLE304")
+    sev = [
+        next(iter(r.check(view("memory_transfers", mem(pageable=(1, t))), r))).severity
+        for t in (500, 2_000_000, 20_000_000)
+    ]
+    assert sev == [Severity.LOW, Severity.MEDIUM, Severity.HIGH]

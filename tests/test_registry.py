@@ -1,0 +1,102 @@
+"""Registry checks over all members at once: every metric has its schema fragment, template
+and docs page; every rule has a unique, well-formed id and a documented docstring."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from nsys_llm_explainer.metrics import REGISTRY, Metric
+from nsys_llm_explainer.rules import RULES, Rule
+from nsys_llm_explainer.schema import fragment_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "metrics"
+RULE_ID = re.compile(r"^NLE\d{3}$")
+METRIC_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+METRIC_IDS = [m.id for m in REGISTRY]
+RULE_IDS = [r.id for r in RULES]
+
+
+def test_metric_ids_unique_and_well_formed() -> None:
+    assert len(METRIC_IDS) == len(set(METRIC_IDS)), METRIC_IDS
+    assert all(METRIC_ID.match(m) for m in METRIC_IDS), METRIC_IDS
+
+
+def test_csv_stems_unique_across_metrics() -> None:
+    stems = [stem for m in REGISTRY for stem in m.tables]
+    assert len(stems) == len(set(stems)), sorted(s for s in stems if stems.count(s) > 1)
+
+
+@pytest.mark.parametrize("metric_id", METRIC_IDS)
+def test_metric_has_fragment(metric_id: str) -> None:
+    assert metric_id in fragment_ids(), (
+        f"missing src/nsys_llm_explainer/schema/metrics/{metric_id}.json"
+    )
+
+
+@pytest.mark.parametrize("metric_id", METRIC_IDS)
+def test_metric_has_template(metric_id: str) -> None:
+    template = resources.files("nsys_llm_explainer").joinpath(
+        "templates", "metrics", f"{metric_id}.md.j2"
+    )
+    assert template.is_file(), f"missing templates/metrics/{metric_id}.md.j2"
+
+
+@pytest.mark.parametrize("metric_id", METRIC_IDS)
+def test_metric_has_docs_page(metric_id: str) -> None:
+    page = DOCS / f"{metric_id}.md"
+    assert page.is_file(), f"missing docs/metrics/{metric_id}.md"
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# "), "a docs page starts with a title"
+    assert metric_id in text.splitlines()[0], "the title names the metric id"
+
+
+@pytest.mark.parametrize("metric", REGISTRY, ids=lambda m: m.id)
+def test_metric_declares_title_and_description(metric: Metric) -> None:
+    assert metric.title.strip()
+    assert metric.description.strip()
+    for stem, columns in metric.tables.items():
+        assert re.match(r"^[a-z][a-z0-9_]*$", stem), stem
+        assert columns and len(columns) == len(set(columns)), (stem, columns)
+
+
+def test_rule_ids_unique() -> None:
+    assert len(RULE_IDS) == len(set(RULE_IDS)), RULE_IDS
+    names = [r.name for r in RULES]
+    assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_rule_well_formed(rule: Rule) -> None:
+    rid = rule.id
+    assert RULE_ID.match(rid), f"{rid} does not match NLE\\d{{3}}"
+    assert re.match(r"^[a-z][a-z0-9-]*$", rule.name), rule.name
+    assert rule.title.strip()
+    unknown = set(rule.metric_ids) - set(METRIC_IDS)
+    assert rule.metric_ids and not unknown, f"{rid} reads unknown metrics {unknown}"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_rule_docstring_has_example(rule: Rule) -> None:
+    doc: str = rule.doc
+    rid: str = rule.id
+    assert doc, f"{rid}: check() has no docstring (it is the rule's documentation page)"
+    lines = doc.splitlines()
+    assert lines[0].strip() and not lines[0].startswith(" "), "a one-line summary comes first"
+    assert "Example:" in [line.strip() for line in lines], f"{rid}: no 'Example:' block"
+    after = lines[[line.strip() for line in lines].index("Example:") + 1 :]
+    example = [line for line in after if line.strip()]
+    assert example and all(line.startswith("    ") for line in example), (
+        f"{rid}: the example must be indented"
+    )
+    assert any(rid in line for line in example), f"{rid}: the example shows output of this rule"
+
+
+def test_rules_module_names_match_ids() -> None:
+    for rule in RULES:
+        module = rule.check.__module__.rsplit(".", 1)[-1]
+        assert module.startswith(rule.id.lower() + "_"), f"{rule.id} lives in {module}"

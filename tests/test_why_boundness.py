@@ -1,0 +1,68 @@
+"""boundness: host-bound, GPU-bound and mixed processes from queue time and GPU busy share."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from nsys_llm_explainer.metrics.boundness import verdict
+from nsys_llm_explainer.schema import load_fragment
+from tests.conftest import GENERATIONS, analyze, ok
+from tests.fixtures.builder import TraceBuilder
+
+
+def two_processes(version: str) -> TraceBuilder:
+    b = TraceBuilder(version)
+    # pid 100 (device 0): 150 tiny kernels starting 5 ns after their launch returns, 1 us apart:
+    # busy 100 ns of every 1000 -> host-bound.
+    for i in range(150):
+        t = i * 1_000
+        b.runtime(t, t + 50, pid=100, corr=i + 1)
+        b.kernel(t + 55, t + 155, pid=100, corr=i + 1, device=0, name="tiny")
+    # pid 200 (device 1): 150 launches up front, kernels back to back: queue grows, busy 100%.
+    for i in range(150):
+        b.runtime(i * 100, i * 100 + 50, pid=200, corr=i + 1)
+        b.kernel(
+            300_000 + i * 10_000,
+            300_000 + (i + 1) * 10_000,
+            pid=200,
+            corr=i + 1,
+            device=1,
+            name="big",
+        )
+    return b
+
+
+@pytest.mark.parametrize("version", GENERATIONS)
+def test_host_and_gpu_bound_processes(version, build):
+    report = analyze(build(two_processes(version)))
+    d = ok(report, "boundness")
+    jsonschema.validate(d, load_fragment("boundness"))
+    procs = {p["pid"]: p for p in d["processes"]}
+    host = procs[100]
+    assert (host["verdict"], host["confidence"], host["queue_p50_ns"]) == ("host_bound", "high", 5)
+    assert host["immediate_start_pct"] == 100.0
+    assert host["gpu_busy_pct"] == pytest.approx(round(100 * 150 * 100 / (149 * 1_000 + 100), 2))
+    gpu = procs[200]
+    assert (gpu["verdict"], gpu["confidence"], gpu["gpu_busy_pct"]) == ("gpu_bound", "high", 100.0)
+    assert gpu["queue_p50_ns"] > 1_000_000
+    assert d["phases"] == [] and d["phase_source"] is None
+    ids = {f.rule_id for f in report.findings}
+    assert {"NLE205", "NLE206"} <= ids
+
+
+@pytest.mark.parametrize(
+    ("queue", "busy", "immediate", "launches", "matched", "expected"),
+    [
+        (1_000, 30.0, 90.0, 500, 100.0, ("host_bound", "high")),
+        (1_000, 50.0, 90.0, 500, 100.0, ("host_bound", "medium")),
+        (1_000, 30.0, 90.0, 50, 100.0, ("host_bound", "medium")),
+        (1_000, 30.0, 90.0, 10, 100.0, ("host_bound", "low")),
+        (500_000, 20.0, 0.0, 500, 100.0, ("gpu_bound", "medium")),
+        (50_000, 90.0, 0.0, 500, 40.0, ("gpu_bound", "medium")),
+        (50_000, 70.0, 10.0, 500, 100.0, ("mixed", "medium")),
+        (1_000, 70.0, 99.0, 500, 100.0, ("mixed", "medium")),
+    ],
+)
+def test_verdict_table(queue, busy, immediate, launches, matched, expected):
+    assert verdict(queue, busy, immediate, launches, matched) == expected

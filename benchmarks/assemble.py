@@ -107,12 +107,13 @@ def _pieces(b: TraceBuilder, rows: Rows) -> dict[str, list[dict[str, np.ndarray]
             "start": es[:, t.pushes].ravel(), "end": ee[:, t.pops].ravel(),
             "text_id": tile(np.array([b.string(n) if r else -1
                                       for n, r in zip(t.range_name, reg, strict=True)])),
-            "text": tile(np.array([None if r else n for n, r in zip(t.range_name, reg, strict=True)],
-                                  dtype=object)),
+            "text": tile(np.array(
+                [None if r else n for n, r in zip(t.range_name, reg, strict=True)], dtype=object)),
         })
         h2d = t.ev[t.op_event[cix]] == Ev.H2D
         out["mc"].append({
-            "start": os_[:, cix].ravel(), "end": oe[:, cix].ravel(), "corr": op_corr[:, cix].ravel(),
+            "start": os_[:, cix].ravel(), "end": oe[:, cix].ravel(),
+            "corr": op_corr[:, cix].ravel(),
             "kind": tile(np.where(h2d, COPY_H2D, COPY_D2H)),
             "bytes": tile(np.where(h2d, cat.H2D_BYTES, cat.D2H_BYTES)),
             "src": tile(np.where(h2d, MEM_PINNED, MEM_DEVICE)),

@@ -29,7 +29,8 @@ KERNELS: dict[str, KernelKind] = {
     for k in (
         KernelKind(
             "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, "
-            "unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, "
+            "unsigned int, 2, 2, -2, true>("
+            "at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, "
             "at::cuda::detail::TensorInfo<c10::BFloat16 const, unsigned int>, "
             "at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, "
             "unsigned int, long)", 3_000, 8.0, 1024, 128, 32),
@@ -82,9 +83,8 @@ KERNELS: dict[str, KernelKind] = {
             "at::native::ArgMaxOps<float>, unsigned int, long, 4> >(at::native::ReduceOp<float, "
             "at::native::ArgMaxOps<float>, unsigned int, long, 4>)", 5_000, 1.0, 8, 512, 32),
         KernelKind(
-            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
-            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, "
-            "at::detail::Array<char*, 1>)", 2_000, 1.0, 4, 128, 16),
+            "void vllm::copy_blocks_kernel<c10::BFloat16>(long*, long*, long const*, int)",
+            18_000, 1.0, 64, 1024, 32),
         KernelKind(
             "void vllm::advance_step_flashattn_kernel<256, 16>(int, int, int, long*, long const*, "
             "int*, long*, int const*, long, int const*)", 2_400, 1.0, 1, 256, 24),
@@ -120,7 +120,7 @@ GATE_UP = kernel("ampere_bf16_s16816gemm")
 SILU = kernel("act_and_mul_kernel")
 SOFTMAX = kernel("cunn_SoftMaxForward")
 ARGMAX = kernel("ArgMaxOps")
-FILL = kernel("FillFunctor")
+COPY_BLOCKS = kernel("copy_blocks_kernel")  # KV-cache block copies, on a side stream
 ADVANCE = kernel("advance_step_flashattn")
 
 PREFILL_ATTN_NS = 180_000  # FlashAttention over a whole prompt

@@ -156,7 +156,8 @@ def check_totals(report_json: Path, expected: dict[str, Any]) -> list[str]:
     if tk.get("total_kernel_ns") != expected["kernel_ns"]:
         problems.append(f"top_kernels.total_kernel_ns {tk.get('total_kernel_ns')} != "
                         f"{expected['kernel_ns']}")
-    busy = {str(d["device_id"]): d["busy_ns"] for d in metrics.get("gpu_idle", {}).get("devices", [])}
+    devices = metrics.get("gpu_idle", {}).get("devices", [])
+    busy = {str(d["device_id"]): d["busy_ns"] for d in devices}
     if busy != expected["busy_ns"]:
         problems.append(f"gpu_idle busy_ns {busy} != {expected['busy_ns']}")
     att = metrics.get("nvtx_attribution", {}).get("attributed_ns")

@@ -27,8 +27,8 @@ def print_result(r: dict[str, Any], wall_t: float, rss_t: float, ratio_t: float)
     print("   rows: " + ", ".join(f"{SHORT.get(t, t)} {n:,}" for t, n in rows.items()))
     print("\n   fetch floor (plain sqlite3, needed columns)      wall      cpu")
     for table, f in r["floor"].items():
-        print(f"     {SHORT[table]:<8} {f['rows']:>10,} rows {f['seconds']:8.2f} s {f['cpu_s']:6.2f} s "
-              f"{_rate(f['rows'], f['seconds'])}")
+        print(f"     {SHORT[table]:<8} {f['rows']:>10,} rows {f['seconds']:8.2f} s "
+              f"{f['cpu_s']:6.2f} s {_rate(f['rows'], f['seconds'])}")
     print(f"     {'total':<8} {'':>15} {r['floor_s']:8.2f} s {r['floor_cpu_s']:6.2f} s")
     cli = r["cli"]
     ratio = r["ratio_to_floor"] or 0.0
@@ -55,7 +55,8 @@ def print_result(r: dict[str, Any], wall_t: float, rss_t: float, ratio_t: float)
             print(f"     load {name:<22} {s:8.2f} s{extra}")
         for mid, s in sorted(bd["metric_s"].items(), key=lambda kv: -kv[1]):
             status = bd["statuses"].get(mid, "?")
-            print(f"     metric {mid:<20} {s:8.2f} s{'' if status == 'ok' else '  (' + status + ')'}")
+            note = "" if status == "ok" else f"  ({status})"
+            print(f"     metric {mid:<20} {s:8.2f} s{note}")
         print(f"     {'rules, trace info, rest':<27} {bd['other_s']:8.2f} s")
     print("\n   correctness (report.json vs generator sidecar): "
           + ("ok" if not r["problems"] else "FAILED: " + "; ".join(r["problems"])))

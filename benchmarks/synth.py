@@ -34,7 +34,7 @@ from benchmarks.timeline import Template, compile_template, simulate_step, step_
 from benchmarks.writer import insert_arrays  # noqa: E402
 from tests.fixtures.builder import TraceBuilder  # noqa: E402
 
-GENERATOR_VERSION = 1  # bump when the output for a given config changes (invalidates caches)
+GENERATOR_VERSION = 2  # bump when the output for a given config changes (invalidates caches)
 PID_BASE = 41_230
 PID_STRIDE = 117
 T0_NS = 1_000_000_000
@@ -95,8 +95,9 @@ def simulate_process(cfg: SynthConfig, p: int, pre: Template, dec: Template, ste
     return rows
 
 
-def generate(cfg: SynthConfig, path: Path) -> dict[str, object]:
-    """Write the export at `path` (replacing it) and its sidecar; return the sidecar."""
+def generate(cfg: SynthConfig, path: Path, sidecar: bool = True) -> dict[str, object]:
+    """Write the export at `path` (replacing it) and, unless told not to, its sidecar
+    JSON of expected totals; return those totals."""
     t0 = time.perf_counter()
     pre, dec = _templates(cfg)
     steps = steps_for(cfg, pre, dec)
@@ -106,7 +107,8 @@ def generate(cfg: SynthConfig, path: Path) -> dict[str, object]:
         b.process(pid, "python3")
         b.thread_name(pid, pid, f"VllmWorker-{p}" if cfg.processes > 1 else "python3")
         b.gpu(p, name=cfg.gpu_name, sm_count=132 if "H100" in cfg.gpu_name else 108)
-    tables = assemble(b, cfg, [simulate_process(cfg, p, pre, dec, steps) for p in range(cfg.processes)])
+    procs = [simulate_process(cfg, p, pre, dec, steps) for p in range(cfg.processes)]
+    tables = assemble(b, cfg, procs)
     tmp = path.with_name(path.name + ".partial")
     tmp.unlink(missing_ok=True)
     b.write(tmp)
@@ -121,7 +123,8 @@ def generate(cfg: SynthConfig, path: Path) -> dict[str, object]:
     os.replace(tmp, path)
     expected = {**cfg.sidecar_key(), "steps_per_process": steps, "rows": counts,
                 **tables.expected, "generate_s": round(time.perf_counter() - t0, 2)}
-    sidecar_path(path).write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
+    if sidecar:
+        sidecar_path(path).write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
     return expected
 
 

@@ -72,12 +72,13 @@ def step_events(
             layer = [(Ev.PUSH, f"layer_{i}"), *layer, (Ev.POP, None)]
         body.append(layer)  # type: ignore[arg-type]
     body += [cat.ADD_RMS, cat.GATE_UP]  # final norm, lm_head
-    out = [(Ev.PUSH, "prefill" if prefill else "decode_step"), (Ev.H2D, None),
-           (Ev.LAUNCH, (cat.FILL, SIDE_STREAM))]
+    out = [(Ev.PUSH, "prefill" if prefill else "decode_step"), (Ev.H2D, None)]
     if graph:
-        out.append((Ev.GRAPH, body))
+        out += [(Ev.LAUNCH, (cat.COPY_BLOCKS, SIDE_STREAM)), (Ev.GRAPH, body)]
     else:
-        for item in body:
+        # The side-stream copy runs alongside the first layers: kernels overlap on the GPU.
+        out += [(Ev.LAUNCH, body[0]), (Ev.LAUNCH, (cat.COPY_BLOCKS, SIDE_STREAM))]
+        for item in body[1:]:
             out += item if isinstance(item, list) else [(Ev.LAUNCH, item)]
     out += [(Ev.PUSH, "sample"), (Ev.LAUNCH, cat.SOFTMAX), (Ev.LAUNCH, cat.ARGMAX), (Ev.POP, None),
             (Ev.D2H, None), (Ev.SYNC, None), (Ev.POP, None),

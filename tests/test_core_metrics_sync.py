@@ -69,7 +69,9 @@ def test_global_totals_and_table(version, build):
     assert data["blocking_calls"] == 7
     assert data["blocking_ns"] == 3_000 + 1_200 + 2_000 + 100 + 300 + 1_000
     assert data["api_window_ns"] == 10_800 - 1_000
-    assert data["blocking_pct_of_window"] == round(100 * 7_600 / 9_800, 2)
+    # pid 200's [1000, 2000] lies inside pid 100's [1000, 4000]: the wall-clock union is 6,600.
+    assert data["blocking_wall_ns"] == 6_600
+    assert data["blocking_pct_of_window"] == round(100 * 6_600 / 9_800, 2)
     calls = [(c["api"], c["calls"], c["total_ns"], c["avg_ns"], c["blocking"])
              for c in data["calls"]]
     assert calls == [
@@ -96,6 +98,7 @@ def test_per_process(version, build):
     assert procs[100]["blocking_calls"] == 6
     assert procs[100]["blocking_ns"] == 6_600
     assert procs[100]["api_window_ns"] == 9_800
+    assert procs[100]["blocking_wall_ns"] == 6_600
     assert procs[100]["blocking_pct_of_window"] == round(100 * 6_600 / 9_800, 2)
     assert procs[200]["blocking_calls"] == 1
     assert procs[200]["blocking_ns"] == 1_000

@@ -3,6 +3,7 @@ the ones CI runs, and each core metric page names every key of its report.json e
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -57,6 +58,21 @@ def test_cli_help_is_stable_across_terminal_widths(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("COLUMNS", "250")
     assert docs_gen.cli_reference() == narrow
     assert "--out" in narrow and "Exit codes" in narrow
+
+
+def test_readme_help_is_what_the_program_prints() -> None:
+    env = {**os.environ, "COLUMNS": str(docs_gen.HELP_WIDTH)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsys_llm_explainer", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    )
+    printed = "\n".join(line.rstrip() for line in proc.stdout.strip().splitlines())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"$ nsys-llm-explain --help\n{printed}\n" in readme
 
 
 def test_rule_catalog_lists_every_rule() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer import cli
-from nsys_llm_explainer.render import escape
+from nsys_llm_explainer.render import Format, escape
 from nsys_llm_explainer.render.csv_writer import defuse
 from tests.fixtures.builder import TraceBuilder
 
@@ -26,7 +26,7 @@ HOSTILE = [
     "www.evil.example and https://evil.example",
     "line1\r\nline2\u2028line3",
     "**bold** _it_ ~~strike~~ \\ &lt;b&gt;",
-    "=HYPERLINK(\"http://evil.example\",\"x\")",
+    '=HYPERLINK("http://evil.example","x")',
     "+1-2",
     "-cmd|' /C calc'!A0",
     "@SUM(A1:A2)",
@@ -103,10 +103,20 @@ def test_csv_cells_are_not_formulas(report_dir: Path) -> None:
     assert not any(n[:1] in "=+-@" for n in names)
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("=1+1", "'=1+1"), ("+x", "'+x"), ("-x", "'-x"), ("@x", "'@x"), ("\tx", "'\tx"),
-    ("x=1", "x=1"), ("", ""), (-5, -5), (None, None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("=1+1", "'=1+1"),
+        ("+x", "'+x"),
+        ("-x", "'-x"),
+        ("@x", "'@x"),
+        ("\tx", "'\tx"),
+        ("x=1", "x=1"),
+        ("", ""),
+        (-5, -5),
+        (None, None),
+    ],
+)
 def test_defuse(value: object, expected: object) -> None:
     assert defuse(value) == expected
 
@@ -127,3 +137,14 @@ def test_long_name_is_shortened_in_markdown(tmp_path: Path) -> None:
     trace = b.write(tmp_path / "t.sqlite")
     assert cli.run([str(trace), "--out", str(tmp_path / "out"), "-q"]) == 0
     assert (tmp_path / "out" / "report.md").stat().st_size < 200_000
+
+
+def test_html_report_has_no_live_markup(tmp_path: Path) -> None:
+    if "html" not in {f.value for f in Format}:
+        pytest.skip("the HTML writer is not there yet")
+    trace = hostile_trace(tmp_path)
+    out = tmp_path / "out"
+    assert cli.run([str(trace), "--out", str(out), "-q", "--format", "html"]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "forged" in page
+    assert not re.search(r"<script>alert|<img src=x|href=\"http://evil", page, re.IGNORECASE)

@@ -27,11 +27,24 @@ EDGE = st.sampled_from([None, -1, 0, 2**62, INT64_MAX, -(2**63), "text", 1.5, b"
 SMALL = st.one_of(st.integers(0, 3), st.integers(0, 3), EDGE)
 TIME = st.one_of(st.integers(0, 50_000), st.integers(0, 50_000), st.integers(0, 50_000), EDGE)
 DUR = st.one_of(st.integers(0, 5_000), st.integers(0, 5_000), EDGE)
-NAMES = ["gemm", "relu", "cudaLaunchKernel_v7000", "cudaDeviceSynchronize_v3020", "cudaMemcpyAsync",
-         "nccl:all_reduce", "forward", "# h | `x` <b>", "INVALID-UTF8", ""]
+NAMES = [
+    "gemm",
+    "relu",
+    "cudaLaunchKernel_v7000",
+    "cudaDeviceSynchronize_v3020",
+    "cudaMemcpyAsync",
+    "nccl:all_reduce",
+    "forward",
+    "# h | `x` <b>",
+    "INVALID-UTF8",
+    "",
+]
 NAME_ID = st.one_of(st.integers(1, len(NAMES)), st.sampled_from([None, 999, -5, "x"]))
-TEXT = st.one_of(st.none(), st.sampled_from(NAMES),
-                 st.text(st.characters(blacklist_categories=("Cs",)), max_size=12))
+TEXT = st.one_of(
+    st.none(),
+    st.sampled_from(NAMES),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+)
 GPID = st.one_of(st.sampled_from([gpid(100), gpid(200), gpid(100, vm=0)]), EDGE)
 GTID = st.one_of(st.sampled_from([gtid(100, 100), gtid(100, 101), gtid(200, 200)]), EDGE)
 
@@ -39,18 +52,50 @@ KERNEL, RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTI
 MEMCPY, SYNC = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 # table -> {column: strategy}; start and end come from TIME and DUR.
 COLUMNS: dict[str, dict[str, Any]] = {
-    KERNEL: {"deviceId": SMALL, "streamId": SMALL, "contextId": SMALL, "correlationId": SMALL,
-             "globalPid": GPID, "demangledName": NAME_ID, "shortName": NAME_ID, "graphId": SMALL},
+    KERNEL: {
+        "deviceId": SMALL,
+        "streamId": SMALL,
+        "contextId": SMALL,
+        "correlationId": SMALL,
+        "globalPid": GPID,
+        "demangledName": NAME_ID,
+        "shortName": NAME_ID,
+        "graphId": SMALL,
+    },
     RUNTIME: {"globalTid": GTID, "correlationId": SMALL, "nameId": NAME_ID},
-    NVTX: {"eventType": st.sampled_from([59, 60, 34, None, "x"]), "text": TEXT, "textId": NAME_ID,
-           "globalTid": GTID},
-    MEMCPY: {"deviceId": SMALL, "streamId": SMALL, "correlationId": SMALL, "globalPid": GPID,
-             "bytes": st.one_of(st.integers(0, 2**40), EDGE), "copyKind": st.sampled_from([1, 2, 8, 10, None])},
-    SYNC: {"deviceId": SMALL, "streamId": SMALL, "correlationId": SMALL, "globalPid": GPID,
-           "syncType": st.sampled_from([1, 2, 3, 4, None])},
+    NVTX: {
+        "eventType": st.sampled_from([59, 60, 34, None, "x"]),
+        "text": TEXT,
+        "textId": NAME_ID,
+        "globalTid": GTID,
+    },
+    MEMCPY: {
+        "deviceId": SMALL,
+        "streamId": SMALL,
+        "correlationId": SMALL,
+        "globalPid": GPID,
+        "bytes": st.one_of(st.integers(0, 2**40), EDGE),
+        "copyKind": st.sampled_from([1, 2, 8, 10, None]),
+    },
+    SYNC: {
+        "deviceId": SMALL,
+        "streamId": SMALL,
+        "correlationId": SMALL,
+        "globalPid": GPID,
+        "syncType": st.sampled_from([1, 2, 3, 4, None]),
+    },
 }
-OPTIONAL = (KERNEL, RUNTIME, NVTX, MEMCPY, SYNC, "StringIds", "TARGET_INFO_GPU", "PROCESSES",
-            "CUPTI_ACTIVITY_KIND_MEMSET")
+OPTIONAL = (
+    KERNEL,
+    RUNTIME,
+    NVTX,
+    MEMCPY,
+    SYNC,
+    "StringIds",
+    "TARGET_INFO_GPU",
+    "PROCESSES",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
 
 
 @st.composite
@@ -60,9 +105,15 @@ def table_rows(draw: st.DrawFn, table: str) -> tuple[list[str], list[tuple]]:
     rows = []
     for _ in range(draw(st.integers(0, 12))):
         start, dur = draw(TIME), draw(DUR)
-        end = max(min(start + dur, INT64_MAX), -INT64_MAX - 1) if isinstance(start, int) and isinstance(dur, int) else dur
+        end = (
+            max(min(start + dur, INT64_MAX), -INT64_MAX - 1)
+            if isinstance(start, int) and isinstance(dur, int)
+            else dur
+        )
         times = {"start": start, "end": end}
-        rows.append(tuple(times[c] for c in keep_time) + tuple(draw(COLUMNS[table][c]) for c in cols))
+        rows.append(
+            tuple(times[c] for c in keep_time) + tuple(draw(COLUMNS[table][c]) for c in cols)
+        )
     if rows and draw(st.booleans()):
         rows.append(rows[0])  # a duplicated row
     return list(keep_time) + cols, rows
@@ -88,7 +139,9 @@ def write(spec: dict[str, Any], path: Path) -> Path:
     con = sqlite3.connect(path, isolation_level=None)
     have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "StringIds" in have:  # bytes that are not UTF-8, as some real exports hold
-        con.execute("UPDATE StringIds SET value = CAST(x'ff41fe' AS TEXT) WHERE value = 'INVALID-UTF8'")
+        con.execute(
+            "UPDATE StringIds SET value = CAST(x'ff41fe' AS TEXT) WHERE value = 'INVALID-UTF8'"
+        )
     for table, (cols, rows) in spec["tables"].items():
         if table not in have:
             continue
@@ -125,8 +178,14 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
         return []
     have = set(schema.fragment_ids())
     unfinished = [m for m in doc["metrics"] if m not in have]  # metrics still being written
-    return [e for e in schema.errors(doc)
-            if not (e.startswith("metrics: Additional properties") and any(f"'{m}'" in e for m in unfinished))]
+    return [
+        e
+        for e in schema.errors(doc)
+        if not (
+            e.startswith("metrics: Additional properties")
+            and any(f"'{m}'" in e for m in unfinished)
+        )
+    ]
 
 
 def check_invariants(doc: dict[str, Any]) -> None:
@@ -147,8 +206,12 @@ def check_invariants(doc: dict[str, Any]) -> None:
         assert all(k["min_ns"] <= k["p50_ns"] <= k["max_ns"] for k in tk["kernels"])
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=FUZZ_EXAMPLES <= 40,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=FUZZ_EXAMPLES,
+    deadline=None,
+    derandomize=FUZZ_EXAMPLES <= 40,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(spec=databases())
 def test_fuzz_cli(spec: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as d:

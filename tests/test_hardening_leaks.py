@@ -55,8 +55,12 @@ def metadata_values(path: Path) -> tuple[set[str], set[str]]:
 
 def spellings(value: str) -> set[str]:
     """How a value would look in each output: raw (CSV), Markdown-escaped, JSON-escaped."""
-    return {value, escape.md(value), json.dumps(value, ensure_ascii=False)[1:-1],
-            value.replace('"', '""')}
+    return {
+        value,
+        escape.md(value),
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        value.replace('"', '""'),
+    }
 
 
 def leaks(out: Path, secrets: set[str]) -> list[tuple[str, str]]:
@@ -71,7 +75,9 @@ def run(*argv: str | Path) -> int:
     return cli.run([str(a) for a in argv])
 
 
-@pytest.mark.parametrize("trace", nsys_trace_files() or [None], ids=lambda p: p.stem if p else "none")
+@pytest.mark.parametrize(
+    "trace", nsys_trace_files() or [None], ids=lambda p: p.stem if p else "none"
+)
 def test_real_traces_leak_nothing(trace: Path | None, tmp_path: Path) -> None:
     if trace is None:
         pytest.skip("shared real traces not found beside the project (a clone outside /work)")
@@ -84,7 +90,9 @@ def test_real_traces_leak_nothing(trace: Path | None, tmp_path: Path) -> None:
     assert leaks(tmp_path / "out", secrets) == []
 
 
-@pytest.mark.parametrize("trace", nsys_trace_files() or [None], ids=lambda p: p.stem if p else "none")
+@pytest.mark.parametrize(
+    "trace", nsys_trace_files() or [None], ids=lambda p: p.stem if p else "none"
+)
 def test_real_traces_capture_info_redacts(trace: Path | None, tmp_path: Path) -> None:
     if trace is None:
         pytest.skip("shared real traces not found beside the project (a clone outside /work)")
@@ -114,15 +122,23 @@ PLAIN_ENV = {"WORKDIR_HINT": "/home/alice/project-x", "CUDA_VISIBLE_DEVICES": "0
 
 
 def capture_trace(d: Path) -> Path:
-    meta = [("DEVICE_DISPLAY_NAME", "alice-workstation.corp.example"),
-            ("PROCESS_0:COMMAND", "python3"),
-            ("PROCESS_0:ARGUMENT_0", "serve.py"),
-            ("PROCESS_0:ARGUMENT_1", "--hf-token=hf_cmdline_secret_1"),
-            ("PROCESS_0:ARGUMENT_2", "--api-key"),
-            ("PROCESS_0:ARGUMENT_3", "sk-cmdline-secret-2"),
-            ("PROCESS_0:WORKING_DIR", "/home/alice/private-dir"),
-            ("PROCESS_0:ENVIRONMENT_VARIABLE", 'DATABASE_URL="postgres://alice:dbpass9876@db.internal/x"')]
-    meta += [("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in {**SECRET_ENV, **PLAIN_ENV}.items()]
+    meta = [
+        ("DEVICE_DISPLAY_NAME", "alice-workstation.corp.example"),
+        ("PROCESS_0:COMMAND", "python3"),
+        ("PROCESS_0:ARGUMENT_0", "serve.py"),
+        ("PROCESS_0:ARGUMENT_1", "--hf-token=hf_cmdline_secret_1"),
+        ("PROCESS_0:ARGUMENT_2", "--api-key"),
+        ("PROCESS_0:ARGUMENT_3", "sk-cmdline-secret-2"),
+        ("PROCESS_0:WORKING_DIR", "/home/alice/private-dir"),
+        (
+            "PROCESS_0:ENVIRONMENT_VARIABLE",
+            'DATABASE_URL="postgres://alice:dbpass9876@db.internal/x"',
+        ),
+    ]
+    meta += [
+        ("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"')
+        for k, v in {**SECRET_ENV, **PLAIN_ENV}.items()
+    ]
     b = TraceBuilder("2024.6", capture_meta=meta)
     b.process(100, name="vllm-engine-core")
     b.thread_name(100, 100, "alice-worker-thread")
@@ -164,18 +180,38 @@ def test_capture_info_included_and_redacted(tmp_path: Path) -> None:
     assert "vllm-engine-core" in md and escape.md("/home/alice/project-x") in md
 
 
-@pytest.mark.parametrize("name", ["GITHUB_TOKEN", "api_key", "Secret", "PGPASSWORD", "AWS_CREDENTIAL",
-                                  "HTTP_AUTHORIZATION", "ssh_passphrase", "--auth-token"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GITHUB_TOKEN",
+        "api_key",
+        "Secret",
+        "PGPASSWORD",
+        "AWS_CREDENTIAL",
+        "HTTP_AUTHORIZATION",
+        "ssh_passphrase",
+        "--auth-token",
+    ],
+)
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"])
+@pytest.mark.parametrize(
+    "name", ["PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"]
+)
 def test_plain_names(name: str) -> None:
     assert not is_secret_name(name)
 
 
 def test_redact_arguments_forms() -> None:
     args = ["--token", "abc", "--x=1", "TOKEN=zzz", "-p", "--password=", "https://u:pw@h/"]
-    assert redact_arguments(args) == ["--token", REDACTED, "--x=1", f"TOKEN={REDACTED}", "-p",
-                                      f"--password={REDACTED}", f"https://u:{REDACTED}@h/"]
+    assert redact_arguments(args) == [
+        "--token",
+        REDACTED,
+        "--x=1",
+        f"TOKEN={REDACTED}",
+        "-p",
+        f"--password={REDACTED}",
+        f"https://u:{REDACTED}@h/",
+    ]

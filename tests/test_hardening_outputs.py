@@ -40,8 +40,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str
 
 
 def digest(d: Path) -> dict[str, str]:
-    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(d.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(d.rglob("*"))
+        if p.is_file()
+    }
 
 
 def leftovers(parent: Path) -> list[str]:
@@ -61,10 +64,12 @@ def boom(exc: BaseException, at: int = 2):  # noqa: ANN201 - a Path.write_text s
     return write_text
 
 
-@pytest.mark.parametrize("exc, code", [(KeyboardInterrupt(), 130),
-                                       (OSError(errno.ENOSPC, "No space left on device"), 4)])
-def test_crash_without_previous_report_leaves_none(trace: Path, tmp_path: Path, capsys, monkeypatch,
-                                                   exc: BaseException, code: int) -> None:
+@pytest.mark.parametrize(
+    "exc, code", [(KeyboardInterrupt(), 130), (OSError(errno.ENOSPC, "No space left on device"), 4)]
+)
+def test_crash_without_previous_report_leaves_none(
+    trace: Path, tmp_path: Path, capsys, monkeypatch, exc: BaseException, code: int
+) -> None:
     monkeypatch.setattr(Path, "write_text", boom(exc))
     rc, err = run(capsys, trace, "--out", tmp_path / "out", "-q")
     assert rc == code and len(err.splitlines()) == 1, err
@@ -73,8 +78,9 @@ def test_crash_without_previous_report_leaves_none(trace: Path, tmp_path: Path, 
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), OSError(errno.EIO, "I/O error")])
-def test_crash_keeps_previous_report(trace: Path, tmp_path: Path, capsys, monkeypatch,
-                                     exc: BaseException) -> None:
+def test_crash_keeps_previous_report(
+    trace: Path, tmp_path: Path, capsys, monkeypatch, exc: BaseException
+) -> None:
     out = tmp_path / "out"
     assert run(capsys, trace, "--out", out, "-q")[0] == 0
     before = digest(out)
@@ -84,8 +90,9 @@ def test_crash_keeps_previous_report(trace: Path, tmp_path: Path, capsys, monkey
     assert leftovers(tmp_path) == []
 
 
-def test_interrupt_between_renames_restores_previous(trace: Path, tmp_path: Path, capsys,
-                                                     monkeypatch) -> None:
+def test_interrupt_between_renames_restores_previous(
+    trace: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     out = tmp_path / "out"
     assert run(capsys, trace, "--out", out, "-q")[0] == 0
     before = digest(out)
@@ -103,8 +110,9 @@ def test_interrupt_between_renames_restores_previous(trace: Path, tmp_path: Path
     assert leftovers(tmp_path) == []
 
 
-def test_interrupt_during_analysis_creates_nothing(trace: Path, tmp_path: Path, capsys,
-                                                   monkeypatch) -> None:
+def test_interrupt_during_analysis_creates_nothing(
+    trace: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     def interrupted(*a: object, **kw: object) -> None:
         raise KeyboardInterrupt
 

@@ -104,16 +104,21 @@ def test_wal_without_wal_file_creates_nothing(tmp_path: Path, private_tmp: Path)
 
 @pytest.fixture
 def writer(trace: Path, request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(trace), request.param],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(trace), request.param],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     yield proc
     proc.communicate("", timeout=30)
 
 
 @pytest.mark.parametrize("writer", ["EXCLUSIVE"], indirect=True)
-def test_write_locked_database(trace: Path, tmp_path: Path, writer: subprocess.Popen[str],
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_write_locked_database(
+    trace: Path, tmp_path: Path, writer: subprocess.Popen[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     before = listing(trace.parent)
     t0 = time.monotonic()
     code = cli.run([str(trace), "--out", str(tmp_path / "out"), "-q"])
@@ -150,8 +155,13 @@ def slow_numpy(ctx: Context) -> Skipped:
 
 
 @pytest.mark.parametrize("body", [runaway, slow_numpy], ids=["sql", "numpy"])
-def test_timeout_stops_one_metric(trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: pytest.CaptureFixture[str], body: object) -> None:
+def test_timeout_stops_one_metric(
+    trace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    body: object,
+) -> None:
     patched = tuple(dataclasses.replace(m, run=body) if m.id == "sync" else m for m in REGISTRY)
     monkeypatch.setattr(api, "REGISTRY", patched)
     t0 = time.monotonic()
@@ -159,8 +169,10 @@ def test_timeout_stops_one_metric(trace: Path, tmp_path: Path, monkeypatch: pyte
     assert time.monotonic() - t0 < 20
     assert code == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
-    assert doc["metrics"]["sync"] == {"status": "skipped",
-                                      "reason": "it was stopped by --timeout 0.2s before it finished"}
+    assert doc["metrics"]["sync"] == {
+        "status": "skipped",
+        "reason": "it was stopped by --timeout 0.2s before it finished",
+    }
     assert any(w.startswith("metric sync was stopped by --timeout 0.2s") for w in doc["warnings"])
     assert doc["metrics"]["top_kernels"]["status"] == "ok"
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
@@ -170,21 +182,49 @@ def test_timeout_stops_one_metric(trace: Path, tmp_path: Path, monkeypatch: pyte
 def big_trace(path: Path, n: int = 100_000) -> Path:
     b = TraceBuilder("2024.6")
     b.process(100)
-    b.bulk(h.RUNTIME, ("start", "end", "globalTid", "correlationId", "nameId"),
-           ((i * 1000, i * 1000 + 50, b.gtid(100, 100), i + 1, b.string("cudaLaunchKernel_v7000"))
-            for i in range(n)))
-    b.bulk(h.KERNEL, ("start", "end", "deviceId", "streamId", "correlationId", "globalPid",
-                      "demangledName", "shortName"),
-           ((i * 1000 + 100, i * 1000 + 600, 0, 7, i + 1, b.gpid(100), b.string(f"k{i % 50}"),
-             b.string(f"k{i % 50}")) for i in range(n)))
+    b.bulk(
+        h.RUNTIME,
+        ("start", "end", "globalTid", "correlationId", "nameId"),
+        (
+            (i * 1000, i * 1000 + 50, b.gtid(100, 100), i + 1, b.string("cudaLaunchKernel_v7000"))
+            for i in range(n)
+        ),
+    )
+    b.bulk(
+        h.KERNEL,
+        (
+            "start",
+            "end",
+            "deviceId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "demangledName",
+            "shortName",
+        ),
+        (
+            (
+                i * 1000 + 100,
+                i * 1000 + 600,
+                0,
+                7,
+                i + 1,
+                b.gpid(100),
+                b.string(f"k{i % 50}"),
+                b.string(f"k{i % 50}"),
+            )
+            for i in range(n)
+        ),
+    )
     return b.write(path)
 
 
 def test_tiny_timeout_on_large_trace(tmp_path: Path) -> None:
     trace = big_trace(tmp_path / "big.sqlite")
     report = explain(trace, Options(timeout_s=1e-4))
-    stopped = [m for m, o in report.metrics.items()
-               if isinstance(o, Skipped) and "--timeout" in o.reason]
+    stopped = [
+        m for m, o in report.metrics.items() if isinstance(o, Skipped) and "--timeout" in o.reason
+    ]
     assert "top_kernels" in stopped and "launch_storm" in stopped
     assert report.trace.window_start_ns == 0  # the rest of the report is still there
     assert report.trace.window_end_ns == (100_000 - 1) * 1000 + 600
@@ -193,3 +233,51 @@ def test_tiny_timeout_on_large_trace(tmp_path: Path) -> None:
 def test_input_error_for_unreadable_schema(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="damaged"):
         api.open_trace(h.corrupt_schema_page(tmp_path))
+
+
+READ_ONLY_ACTIONS = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_PRAGMA,
+    sqlite3.SQLITE_RECURSIVE,
+}
+ALLOWED_PRAGMAS = {"table_info", "query_only", "trusted_schema"}
+
+
+@pytest.mark.parametrize(
+    "build",
+    [h.good, h.view_named_kernel, h.trigger_named_kernel, h.hostile_identifiers],
+    ids=lambda f: f.__name__,
+)
+def test_every_statement_reads_real_tables_only(
+    build: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An authorizer on the tool's connection sees every table each statement touches."""
+    seen: list[tuple[int, str | None, str | None]] = []
+    through: set[str | None] = set()  # the view or trigger responsible for an access
+    real_connect = api.trace_open.connect_readonly
+
+    def audited(path: Path) -> sqlite3.Connection:
+        conn = real_connect(path)
+
+        def authorize(
+            action: int, a: str | None, b: str | None, db: object, via: str | None
+        ) -> int:
+            seen.append((action, a, b))
+            through.add(via)
+            return sqlite3.SQLITE_OK
+
+        conn.set_authorizer(authorize)
+        return conn
+
+    monkeypatch.setattr(api.trace_open, "connect_readonly", audited)
+    trace = build(tmp_path)  # type: ignore[operator]
+    explain(trace, Options(include_capture_info=True))
+    con = sqlite3.connect(trace)
+    real = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    con.close()
+    assert seen and through == {None}
+    assert {a for a, _, _ in seen} <= READ_ONLY_ACTIONS
+    assert {t for a, t, _ in seen if a == sqlite3.SQLITE_READ} <= real | {"sqlite_master"}
+    assert {p.lower() for a, p, _ in seen if a == sqlite3.SQLITE_PRAGMA} <= ALLOWED_PRAGMAS

@@ -29,7 +29,6 @@ from nsys_llm_explainer.trace.fetch import Progress
 from nsys_llm_explainer.trace.load import TraceData, Unavailable
 from nsys_llm_explainer.trace.probe import CORE_TABLES, looks_like_nsys, probe
 
-SCHEMA_VERSION = "1.0"
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
 MAX_PLAUSIBLE_WINDOW_NS = 30 * 24 * 3600 * 10**9
 
@@ -188,4 +187,4 @@ def explain(path: Path | str, options: Options | None = None, progress: Progress
     )
 
 
-__all__ = ["SCHEMA_VERSION", "explain"]
+__all__ = ["explain", "open_trace"]

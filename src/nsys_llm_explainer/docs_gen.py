@@ -32,8 +32,10 @@ EXAMPLE_MARK = "Example:"
 def command_help(app: typer.Typer, prog: str) -> str:
     """--help of a typer app as plain text, independent of the terminal it runs in."""
     command = typer.main.get_command(app)
-    ctx = command.context_class(
-        command, info_name=prog, terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH
+    # make_context applies the app's context_settings (help option names, widths); the
+    # explicit widths override the terminal's.
+    ctx = command.make_context(
+        prog, [], resilient_parsing=True, terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH
     )
     text: str = command.get_help(ctx)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"

@@ -69,23 +69,23 @@ def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end:
     if len(q_tkey) == 0 or len(index.order) == 0:
         return result
     seg = np.searchsorted(index.seg_keys, q_tkey)
-    seg_c = np.minimum(seg, len(index.seg_keys) - 1)
-    known = index.seg_keys[seg_c] == q_tkey
-    lo = index.seg_lo[seg_c]
-    hi = index.seg_hi[seg_c]
-    # Within the thread's segment: last range starting at or before the query start.
-    cand = np.full(len(q_tkey), -1, dtype=np.int64)
-    qi = np.flatnonzero(known)
-    # searchsorted over (tkey, start) pairs: offset starts by segment.
-    # Queries grouped by segment with one sort, then one searchsorted per segment.
-    by_seg = qi[np.argsort(seg_c[qi], kind="stable")]
-    bounds = np.searchsorted(seg_c[by_seg], np.arange(len(index.seg_keys) + 1))
+    np.minimum(seg, len(index.seg_keys) - 1, out=seg)
+    qi = np.flatnonzero(index.seg_keys[seg] == q_tkey)  # queries on threads with ranges
+    seg = seg[qi]
+    # Queries grouped by segment with one sort, then one searchsorted per segment: within
+    # the thread's segment, the last range starting at or before the query start.
+    by_seg = np.argsort(seg, kind="stable")
+    qi, seg = qi[by_seg], seg[by_seg]
+    del by_seg
+    bounds = np.searchsorted(seg, np.arange(len(index.seg_keys) + 1))
+    cand = np.empty(len(qi), dtype=np.int64)
     for s in np.flatnonzero(np.diff(bounds)).tolist():
-        sel = by_seg[bounds[s] : bounds[s + 1]]
+        sel = slice(int(bounds[s]), int(bounds[s + 1]))
         a, b = int(index.seg_lo[s]), int(index.seg_hi[s])
-        cand[sel] = a + np.searchsorted(index.start[a:b], q_start[sel], "right") - 1
-    active = np.flatnonzero(known & (cand >= lo) & (cand < hi))
-    c = cand[active]
+        cand[sel] = a + np.searchsorted(index.start[a:b], q_start[qi[sel]], "right") - 1
+    found = cand >= index.seg_lo[seg]  # some range of the thread starts early enough
+    active, c = qi[found], cand[found]
+    del qi, seg, cand, found
     while len(active):
         good = index.end[c] >= q_end[active]
         result[active[good]] = c[good]

@@ -64,6 +64,7 @@ def _grams(
         pos = np.searchsorted(breaks, np.arange(n), side="left")
         ok = pos < len(breaks)
         next_break[ok] = breaks[pos[ok]]
+        del pos, ok  # kernel-sized temporaries would otherwise live through every level
     run = next_break - np.arange(n)
     csum = np.r_[0, np.cumsum(dur)]
     cgap = np.r_[0, np.cumsum(gap)]
@@ -78,7 +79,10 @@ def _grams(
         new, uniq = pd.factorize(code[p] * vocab + name[p + length - 1], sort=False)
         code = np.full(n, -1, dtype=np.int64)
         code[p] = new
-        levels.append((p, new.astype(np.int64), len(uniq)))
+        # Positions and codes fit in int32 below 2^31 kernels: the seven levels stay in
+        # memory together, so halving them matters at millions of kernels.
+        small = np.int32 if n < 2**31 else np.int64
+        levels.append((p.astype(small), new.astype(small), len(uniq)))
     for li, (p, g, ng) in enumerate(levels):
         length = li + MIN_LEN
         occ = np.bincount(g, minlength=ng)
@@ -91,9 +95,8 @@ def _grams(
             for shift in (0, 1):  # right extension starts at p; left extension at p - 1
                 q = p - shift
                 ext = np.where(q >= 0, nxt[np.maximum(q, 0)], -1)
-                subsumed |= (group_min(ext, g, ng) >= 0) & (
-                    group_min(ext, g, ng) == group_max(ext, g, ng)
-                )
+                lo, hi = group_min(ext, g, ng), group_max(ext, g, ng)
+                subsumed |= (lo >= 0) & (lo == hi)
         keep &= ~subsumed
         rep = np.full(ng, -1, dtype=np.int64)
         rep[g[::-1]] = p[::-1]  # first occurrence of each gram
@@ -159,6 +162,7 @@ def run(ctx: Context) -> Outcome:
     gap[:-1] = np.clip(st[1:] - en[:-1], 0, None)
     link = np.zeros(len(s), dtype=bool)
     link[:-1] = (s[1:] == s[:-1]) & short[1:] & short[:-1] & (gap[:-1] <= MAX_LINK_GAP_NS)
+    del skey, order, s, st, en, name_codes  # millions of rows each; _grams needs the memory
     frames, levels = _grams(name, link, dur, gap)
     cand = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(cand):

@@ -9,6 +9,9 @@ from nsys_llm_explainer.trace.columns import Columns, surely_distinct
 # One stream runs one kernel at a time, so two rows agreeing on all of these are one kernel
 # written twice (a merged or re-exported capture), not two kernels.
 KERNEL_IDENTITY = ("device", "stream", "start", "end", "corr", "gpid")
+# Summed durations beyond this leave too little headroom below int64 for the sums metrics
+# take (nested NVTX inclusive sums count a kernel once per enclosing level).
+MAX_TOTAL_DURATION_NS = float(1 << 56)
 MAX_BYTES = (1 << 48) - 1  # 256 TiB in one copy: far beyond any device, far below int64 sums
 
 
@@ -50,3 +53,22 @@ def clamp_sizes(cols: Columns, column: str, warnings: list[str], what: str) -> C
         f"above 2^{MAX_BYTES.bit_length()}) counted as 0 bytes"
     )
     return cols.with_columns(**{column: np.where(bad, 0, values)})
+
+
+def total_duration_problem(table: str, cols: dict[str, np.ndarray]) -> str | None:
+    """Why a table's durations cannot be added up in int64, or None when they can.
+
+    Every kept row lies in [0, 2^62), yet a handful of rows spanning most of that range
+    already overflow a sum and would print as negative totals. Real exports stay far
+    below MAX_TOTAL_DURATION_NS (summed over all rows), so past it the file is damaged or
+    its times are not nanoseconds: the table is not used rather than wrongly added up.
+    """
+    if "start" not in cols or "end" not in cols or len(cols["start"]) == 0:
+        return None
+    total = float(np.sum(cols["end"] - cols["start"], dtype=np.float64))
+    if total < MAX_TOTAL_DURATION_NS:
+        return None
+    return (
+        f"{table}: its durations add up to more than 2^56 ns (2.3 years), so the times are "
+        "not nanoseconds or the file is damaged"
+    )

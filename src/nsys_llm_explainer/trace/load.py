@@ -16,7 +16,12 @@ import pandas as pd
 from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import GpuInfo, Schema
 from nsys_llm_explainer.trace import ids
-from nsys_llm_explainer.trace.clean import KERNEL_IDENTITY, clamp_sizes, drop_duplicate_rows
+from nsys_llm_explainer.trace.clean import (
+    KERNEL_IDENTITY,
+    clamp_sizes,
+    drop_duplicate_rows,
+    total_duration_problem,
+)
 from nsys_llm_explainer.trace.columns import Columns, surely_distinct
 from nsys_llm_explainer.trace.fetch import (
     MAX_TIMESTAMP,
@@ -40,6 +45,7 @@ from nsys_llm_explainer.trace.probe import (
 
 T = TypeVar("T")
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
+MAX_DEVICE_ID = 65535
 UNNAMED_KERNEL = "(unnamed kernel)"
 KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
 
@@ -106,6 +112,8 @@ class TraceData:
         conds = [is_int(c) for c in required]
         if interval:
             conds += ['"start" >= 0', '"end" >= "start"', f'"end" < {MAX_TIMESTAMP}']
+        if "deviceId" in required:  # CUDA device ordinals are small; anything else is damage
+            conds.append(f'"deviceId" BETWEEN 0 AND {MAX_DEVICE_ID}')
         if extra_where:
             conds.append(extra_where)
         text = text or {}
@@ -118,6 +126,9 @@ class TraceData:
         )
         loaded = len(next(iter(cols.values()))) if cols else 0
         self._note_ignored(table, total, loaded, required, extra_where)
+        problem = total_duration_problem(table, cols) if interval else None
+        if problem:
+            raise Unavailable(problem)
         return Columns(table, cols)
 
     def _note_ignored(
@@ -133,7 +144,8 @@ class TraceData:
         if ignored > 0:
             self.warnings.append(
                 f"{table}: {ignored} of {total} rows ignored (NULL or non-integer "
-                f"{'/'.join(required)}, end before start, or timestamps outside [0, 2^62))"
+                f"{'/'.join(required)}, end before start, timestamps outside [0, 2^62)"
+                f"{', deviceId outside [0, 65535]' if 'deviceId' in required else ''})"
             )
 
     # -- tables ----------------------------------------------------------------------
@@ -256,6 +268,10 @@ class TraceData:
             self.warnings.append(
                 f"{table}: {int(bad_end.sum())} ranges end before they start; treated as unended"
             )
+        ended = end >= 0
+        problem = total_duration_problem(table, {"start": cols.start[ended], "end": end[ended]})
+        if problem:
+            raise Unavailable(problem)
         names = self._nvtx_names(cols)
         codes, uniques = pd.factorize(pd.Series(names, dtype=object), sort=False)
         self._cache["nvtx_names"] = [str(u) for u in uniques]

@@ -28,8 +28,9 @@ class StringTable:
         self.missing: set[int] = set()
 
     def resolve(self, ids: Iterable[int]) -> dict[int, str]:
-        wanted = {int(i) for i in ids if int(i) >= 0}
-        todo = sorted(wanted - self._cache.keys() - self.missing)
+        wanted = {int(i) for i in ids}
+        # Negative ids are "no name" (or damage): answered without a lookup, never missing.
+        todo = sorted(i for i in wanted - self._cache.keys() - self.missing if i >= 0)
         if todo and self._available:
             for i in range(0, len(todo), _LOOKUP_CHUNK):
                 chunk = todo[i : i + _LOOKUP_CHUNK]

@@ -1,7 +1,7 @@
 """What every plot shares: the Plot record, escaping, number formatting, the stylesheet.
 
-Plots are hand-written SVG strings: no plotting library (matplotlib alone is ~40 MB with
-its dependencies and writes one element per data point), and the output is small, stable
+Plots are hand-written SVG strings: no plotting library (matplotlib and its dependencies are
+tens of MB installed and write one element per data point); the output is small, stable
 and readable in a diff. Every string from the trace goes through `esc`; coordinates go
 through `n` so they are short and never NaN.
 """

@@ -31,9 +31,9 @@ SEGMENTS = 20  # rows of the data table that stands in for the picture
 # Fixed colours for the idle causes of metrics/idle_sweep.py, so a cause keeps its colour.
 CAUSE_CLASS = {
     "sync_wait": "k4",
-    "memcpy": "k1",
+    "memcpy": "k2",
     "launch_bound": "k0",
-    "host_other": "k5",
+    "host_other": "k3",
     "capture_edge": "k7",
 }
 CAUSE_LABEL = {

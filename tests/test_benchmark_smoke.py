@@ -1,0 +1,121 @@
+"""Smoke run of the benchmark generator and runner (seconds), so they keep working.
+
+The generator's recorded totals are checked against a deliberately simple reference
+computed straight from the written SQLite file, and the runner's correctness check is
+shown to fail when the totals disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import measure, run  # noqa: E402
+from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
+
+TINY = SynthConfig(kernels=2_000, processes=2, layers=3, prefill_every=4, seed=3)
+
+
+def _rows(path: Path, sql: str) -> list[tuple]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _union_length(intervals: list[tuple[int, int]]) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            total += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (0 if cur_e is None else cur_e - cur_s)
+
+
+def _reference(path: Path) -> dict:
+    kernels = _rows(path, 'SELECT start, "end", deviceId, correlationId, globalPid FROM '
+                          "CUPTI_ACTIVITY_KIND_KERNEL")
+    calls = _rows(path, 'SELECT start, "end", globalTid, correlationId FROM '
+                        "CUPTI_ACTIVITY_KIND_RUNTIME")
+    ranges = _rows(path, 'SELECT start, "end", globalTid FROM NVTX_EVENTS WHERE eventType = 59')
+    launch = {((gtid >> 24) & 0xFFFFFF, corr): (s, e, gtid) for s, e, gtid, corr in calls}
+    by_thread: dict[int, list[tuple[int, int]]] = {}
+    for s, e, gtid in ranges:
+        by_thread.setdefault(gtid, []).append((s, e))
+    devices: dict[int, list[tuple[int, int]]] = {}
+    attributed = 0
+    for s, e, dev, corr, gpid in kernels:
+        devices.setdefault(dev, []).append((s, e))
+        call = launch.get(((gpid >> 24) & 0xFFFFFF, corr))
+        if call and any(rs <= call[0] and call[1] <= re
+                        for rs, re in by_thread.get(call[2], [])):
+            attributed += e - s
+    return {
+        "kernel_ns": sum(e - s for s, e, *_ in kernels),
+        "busy_ns": {str(d): _union_length(iv) for d, iv in devices.items()},
+        "attributed_ns": attributed,
+    }
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_generator_totals_match_a_simple_reference(tmp_path: Path, graph: bool) -> None:
+    cfg = SynthConfig(**{**TINY.__dict__, "graph": graph})
+    path = tmp_path / "t.sqlite"
+    expected = generate(cfg, path)
+    ref = _reference(path)
+    assert expected["kernel_ns"] == ref["kernel_ns"]
+    assert expected["busy_ns"] == ref["busy_ns"]
+    assert expected["attributed_ns"] == ref["attributed_ns"]
+    # Some kernels launch outside every range, and the side stream overlaps the main one.
+    assert 0 < expected["attributed_ns"] < expected["kernel_ns"]
+    assert sum(expected["busy_ns"].values()) < expected["kernel_ns"]
+    assert json.loads(sidecar_path(path).read_text())["kernel_ns"] == ref["kernel_ns"]
+
+
+def test_generator_shape(tmp_path: Path) -> None:
+    path = tmp_path / "g.sqlite"
+    generate(SynthConfig(**{**TINY.__dict__, "graph": True}), path)
+    # Correlation ids count per process, so they collide across the two processes.
+    shared = _rows(path, "SELECT count(*) FROM (SELECT correlationId FROM "
+                         "CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY correlationId "
+                         "HAVING count(DISTINCT globalTid) > 1)")[0][0]
+    assert shared > 0
+    graph_kernels = _rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                "WHERE graphNodeId IS NOT NULL")[0][0]
+    graph_calls = _rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+                              "StringIds s ON s.id = r.nameId "
+                              "WHERE s.value LIKE 'cudaGraphLaunch%'")[0][0]
+    assert graph_calls > 0 and graph_kernels > 10 * graph_calls
+    syncs = _rows(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")[0][0]
+    copies = _rows(path, "SELECT count(DISTINCT copyKind) FROM CUPTI_ACTIVITY_KIND_MEMCPY")[0][0]
+    assert syncs > 0 and copies == 2
+
+
+def test_runner_small_size_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run.main(["--size", "small", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "correctness (report.json vs generator sidecar): ok" in out
+    assert "metric top_kernels" in out and "fetch floor" in out
+
+
+def test_runner_fails_on_wrong_totals(tmp_path: Path) -> None:
+    path = tmp_path / "bench_small.sqlite"
+    generate(run.SIZES["small"], path)
+    side = sidecar_path(path)
+    expected = json.loads(side.read_text())
+    expected["attributed_ns"] += 1
+    side.write_text(json.dumps(expected))
+    # The parameters still match, so the runner reuses the trace and must flag the total.
+    assert run.main(["--size", "small", "--out", str(tmp_path), "--no-breakdown"]) == 1
+    problems = measure.check_totals(tmp_path / "report_small" / "report.json", expected)
+    assert problems and "attributed_ns" in problems[0]

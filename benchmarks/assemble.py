@@ -14,6 +14,7 @@ import numpy as np
 from benchmarks import catalog as cat
 from benchmarks.catalog import Ev
 from benchmarks.timeline import MAIN_STREAM, StepOut, Template
+from benchmarks.writer import Value
 from tests.fixtures.builder import TraceBuilder, gpid, gtid
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class Rows:
 
 @dataclass
 class Tables:
-    items: dict[str, tuple[dict[str, object], frozenset[str]]] = field(default_factory=dict)
+    items: dict[str, tuple[dict[str, Value], frozenset[str]]] = field(default_factory=dict)
     expected: dict[str, object] = field(default_factory=dict)
 
 

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     totals = generate(CONFIG, args.out, sidecar=False)
     rows = totals["rows"]
+    assert isinstance(rows, dict)
     print(f"wrote {args.out} (synthetic): {rows['CUPTI_ACTIVITY_KIND_KERNEL']:,} kernels, "
           f"{rows['NVTX_EVENTS']:,} NVTX ranges")
     return 0

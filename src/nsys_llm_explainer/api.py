@@ -7,9 +7,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer import TOOL_NAME, __version__, deadline
+from nsys_llm_explainer import TOOL_NAME, deadline
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
+from nsys_llm_explainer.metrics.lifetimes import release_plan
 from nsys_llm_explainer.model import (
     Finding,
     GpuInfo,
@@ -41,7 +42,9 @@ def open_trace(path: Path) -> tuple[sqlite3.Connection, Schema]:
         schema = probe(conn)
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise InputError(f"{path}: cannot read its schema ({exc}); export the capture again") from None
+        raise InputError(
+            f"{path}: cannot read its schema ({exc}); export the capture again"
+        ) from None
     if not looks_like_nsys(schema):
         conn.close()
         what = "has no tables" if not schema.tables else "has none of the Nsight Systems tables"
@@ -60,7 +63,9 @@ def run_metric(metric: Metric, ctx: Context) -> Outcome:
         return Skipped(metric.id, exc.reason)
     except MetricTimeout:
         limit = f"--timeout {ctx.options.timeout_s:g}s"
-        ctx.data.warnings.append(f"metric {metric.id} was stopped by {limit}; the rest of the report is complete")
+        ctx.data.warnings.append(
+            f"metric {metric.id} was stopped by {limit}; the rest of the report is complete"
+        )
         return Skipped(metric.id, f"it was stopped by {limit} before it finished")
     except sqlite3.DatabaseError as exc:
         ctx.data.warnings.append(f"metric {metric.id}: the database could not be read ({exc})")
@@ -73,7 +78,9 @@ def run_metric(metric: Metric, ctx: Context) -> Outcome:
         return Skipped(metric.id, f"internal error ({type(exc).__name__}); see warnings")
 
 
-def apply_rules(metrics: dict[str, Outcome], options: Options, schema: Schema, warnings: list[str]) -> tuple[Finding, ...]:
+def apply_rules(
+    metrics: dict[str, Outcome], options: Options, schema: Schema, warnings: list[str]
+) -> tuple[Finding, ...]:
     view = RuleInput(metrics, options, schema)
     findings: list[Finding] = []
     for rule in RULES:
@@ -84,30 +91,36 @@ def apply_rules(metrics: dict[str, Outcome], options: Options, schema: Schema, w
         try:
             findings.extend(rule.check(view, rule))
         except Exception as exc:  # noqa: BLE001
-            warnings.append(f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})")
+            warnings.append(
+                f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})"
+            )
     order = {rid: i for i, rid in enumerate(r.id for r in RULES)}
     return tuple(sorted(findings, key=lambda f: (f.severity.rank, order.get(f.rule_id, 0))))
 
 
-def _trace_info(path: Path, schema: Schema, data: TraceData, metrics: dict[str, Outcome]) -> TraceInfo:
+def _trace_info(
+    path: Path, schema: Schema, data: TraceData, metrics: dict[str, Outcome]
+) -> TraceInfo:
     gpus = {g.device_id: g for g in data.gpus()}
     starts, ends = [], []
-    for loader in (data.kernels, data.runtime):
+    for table in ("kernels", "runtime"):
         try:
-            cols = loader()
+            span = data.span(table)
         except Unavailable:
             continue
-        if len(cols):
-            starts.append(int(cols.start.min()))
-            ends.append(int(cols.end.max()))
+        if span is not None:
+            starts.append(span[0])
+            ends.append(span[1])
     tk = metrics.get("top_kernels")
     if isinstance(tk, MetricResult):
         for dev in tk.data["devices"]:
             gpus.setdefault(dev, GpuInfo(device_id=dev, name=None))
     pp = metrics.get("per_process")
-    processes = ()
+    processes: tuple[ProcessInfo, ...] = ()
     if isinstance(pp, MetricResult):
-        processes = tuple(ProcessInfo(pid=p["pid"], kernel_count=p["kernel_count"]) for p in pp.data["processes"])
+        processes = tuple(
+            ProcessInfo(pid=p["pid"], kernel_count=p["kernel_count"]) for p in pp.data["processes"]
+        )
     tables = {t: data.table_rows(t) for t in CORE_TABLES if t in schema.tables}
     return TraceInfo(
         path=str(path),
@@ -122,7 +135,9 @@ def _trace_info(path: Path, schema: Schema, data: TraceData, metrics: dict[str, 
     )
 
 
-def _with_capture_info(conn: sqlite3.Connection, schema: Schema, info: TraceInfo) -> tuple[TraceInfo, dict[str, Any]]:
+def _with_capture_info(
+    conn: sqlite3.Connection, schema: Schema, info: TraceInfo
+) -> tuple[TraceInfo, dict[str, Any]]:
     """Only with --include-capture-info: capture metadata (secrets redacted), process names."""
     capture_info = read_capture_info(conn, schema, [p.pid for p in info.processes])
     names = {p["pid"]: p["name"] for p in capture_info["processes"]}
@@ -130,15 +145,24 @@ def _with_capture_info(conn: sqlite3.Connection, schema: Schema, info: TraceInfo
     return dataclasses.replace(info, processes=processes), capture_info
 
 
-def _limitations(schema: Schema, info: TraceInfo, metrics: dict[str, Outcome], capture_info: bool = False) -> list[str]:
+def _limitations(
+    schema: Schema, info: TraceInfo, metrics: dict[str, Outcome], capture_info: bool = False
+) -> list[str]:
     if capture_info:
-        out = ["Capture metadata is included (--include-capture-info); values of secret-looking variables and flags are redacted."]
+        out = [
+            "Capture metadata is included (--include-capture-info); values of secret-looking variables and "
+            "flags are redacted."
+        ]
     else:
-        out = ["Process names, command lines and environment variables from the capture are never shown."]
+        out = [
+            "Process names, command lines and environment variables from the capture are never shown."
+        ]
     if info.window_start_ns is not None and info.window_end_ns is not None:
         window = info.window_end_ns - info.window_start_ns
         if not MIN_PLAUSIBLE_WINDOW_NS <= window <= MAX_PLAUSIBLE_WINDOW_NS:
-            out.append(f"The captured window is {window} time units long: timestamps may not be nanoseconds.")
+            out.append(
+                f"The captured window is {window} time units long: timestamps may not be nanoseconds."
+            )
     if not any(g.name for g in info.gpus):
         out.append("No TARGET_INFO_GPU rows: GPU models are unknown.")
     for mid, outcome in metrics.items():
@@ -151,7 +175,9 @@ def _limitations(schema: Schema, info: TraceInfo, metrics: dict[str, Outcome], c
     return out
 
 
-def explain(path: Path | str, options: Options | None = None, progress: Progress | None = None) -> Report:
+def explain(
+    path: Path | str, options: Options | None = None, progress: Progress | None = None
+) -> Report:
     """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs."""
     path = Path(path)
     options = options or Options()
@@ -159,8 +185,10 @@ def explain(path: Path | str, options: Options | None = None, progress: Progress
     try:
         data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
         ctx = Context(schema, data, options)
+        releases = release_plan(m.id for m in REGISTRY)
         for metric in REGISTRY:
             ctx.results[metric.id] = run_metric(metric, ctx)
+            data.release(*releases.get(metric.id, ()))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
         warnings.extend(data.warnings)
@@ -170,10 +198,14 @@ def explain(path: Path | str, options: Options | None = None, progress: Progress
             info, capture_info = _with_capture_info(conn, schema, info)
         missing = sorted(data.strings.missing)
         if missing:
-            warnings.append(f"StringIds: {len(missing)} referenced ids are missing; shown as '(unknown name) #id'")
+            warnings.append(
+                f"StringIds: {len(missing)} referenced ids are missing; shown as '(unknown name) #id'"
+            )
         limitations = _limitations(schema, info, ctx.results, options.include_capture_info)
     except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path}: the database could not be read ({exc}); export the capture again") from None
+        raise InputError(
+            f"{path}: the database could not be read ({exc}); export the capture again"
+        ) from None
     finally:
         conn.close()
     return Report(

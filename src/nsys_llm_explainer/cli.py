@@ -15,7 +15,7 @@ from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import Format
 from nsys_llm_explainer.render.output import check_target
-from nsys_llm_explainer.report_files import build_files, summary_lines, write_report
+from nsys_llm_explainer.report_files import summary_lines, write_report
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
@@ -56,25 +56,106 @@ def _internal(exc: BaseException) -> typer.Exit:
 
 @app.command(epilog=EXIT_CODES_HELP)
 def explain(
-    trace: Annotated[Path, typer.Argument(help="Nsight Systems SQLite export (nsys export --type sqlite).", show_default=False)],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory for report.md, report.json and tables/.")] = None,
-    format: Annotated[str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv,html.")] = "md,json,csv,html",
-    kernel_name: Annotated[str, typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled.")] = "demangled",
-    min_gap_us: Annotated[float, typer.Option("--min-gap-us", help="List GPU idle gaps at least this long (microseconds) in gpu_idle_gaps.csv.")] = 10.0,
-    max_gaps: Annotated[int, typer.Option("--max-gaps", help="How many of the largest gaps report.json and report.md list.")] = 50,
-    top_n: Annotated[int, typer.Option("--top-n", help="Rows per table in report.md (CSV and JSON keep all).")] = 20,
-    phase_map: Annotated[Path | None, typer.Option("--phase-map", "--phases-json", help="JSON file mapping phases to NVTX name patterns (substring, or re:regex).")] = None,
-    nvtx_coverage_warn_threshold: Annotated[float, typer.Option("--nvtx-coverage-warn-threshold", help="Warn when NVTX ranges cover less than this fraction of kernel time.")] = 0.7,
-    no_nvtx_kernel_map: Annotated[bool, typer.Option("--no-nvtx-kernel-map", help="Skip NVTX -> kernel attribution.")] = False,
-    select: Annotated[list[str] | None, typer.Option("--select", help="Only these rule ids (or prefixes), comma-separated.")] = None,
-    ignore: Annotated[list[str] | None, typer.Option("--ignore", help="Skip these rule ids (or prefixes), comma-separated.")] = None,
-    print_schema: Annotated[bool, typer.Option("--print-schema", help="Print the tables and columns found, then exit.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory that holds no previous report (other files are kept).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary on stdout, no progress on stderr.")] = False,
-    include_capture_info: Annotated[bool, typer.Option("--include-capture-info", help="Add capture metadata (secrets redacted) to the report.")] = False,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop any single metric after this many seconds (default: no limit).")] = None,
-    step_range: Annotated[str | None, typer.Option("--step-range", help="NVTX range name that marks one serving step (default: phase map, else automatic).")] = None,
-    kernel_categories: Annotated[Path | None, typer.Option("--kernel-categories", help="JSON file extending or overriding the kernel category table.")] = None,
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            help="Nsight Systems SQLite export (nsys export --type sqlite).", show_default=False
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Output directory for report.md, report.json and tables/."
+        ),
+    ] = None,
+    format: Annotated[
+        str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv,html.")
+    ] = "md,json,csv,html",
+    kernel_name: Annotated[
+        str,
+        typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled."),
+    ] = "demangled",
+    min_gap_us: Annotated[
+        float,
+        typer.Option(
+            "--min-gap-us",
+            help="List GPU idle gaps at least this long (microseconds) in gpu_idle_gaps.csv.",
+        ),
+    ] = 10.0,
+    max_gaps: Annotated[
+        int,
+        typer.Option(
+            "--max-gaps", help="How many of the largest gaps report.json and report.md list."
+        ),
+    ] = 50,
+    top_n: Annotated[
+        int, typer.Option("--top-n", help="Rows per table in report.md (CSV and JSON keep all).")
+    ] = 20,
+    phase_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--phase-map",
+            "--phases-json",
+            help="JSON file mapping phases to NVTX name patterns (substring, or re:regex).",
+        ),
+    ] = None,
+    nvtx_coverage_warn_threshold: Annotated[
+        float,
+        typer.Option(
+            "--nvtx-coverage-warn-threshold",
+            help="Warn when NVTX ranges cover less than this fraction of kernel time.",
+        ),
+    ] = 0.7,
+    no_nvtx_kernel_map: Annotated[
+        bool, typer.Option("--no-nvtx-kernel-map", help="Skip NVTX -> kernel attribution.")
+    ] = False,
+    select: Annotated[
+        list[str] | None,
+        typer.Option("--select", help="Only these rule ids (or prefixes), comma-separated."),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option("--ignore", help="Skip these rule ids (or prefixes), comma-separated."),
+    ] = None,
+    print_schema: Annotated[
+        bool, typer.Option("--print-schema", help="Print the tables and columns found, then exit.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a non-empty directory that holds no previous report (other files are kept).",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No summary on stdout, no progress on stderr.")
+    ] = False,
+    include_capture_info: Annotated[
+        bool,
+        typer.Option(
+            "--include-capture-info", help="Add capture metadata (secrets redacted) to the report."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", help="Stop any single metric after this many seconds (default: no limit)."
+        ),
+    ] = None,
+    step_range: Annotated[
+        str | None,
+        typer.Option(
+            "--step-range",
+            help="NVTX range name that marks one serving step (default: phase map, else automatic).",
+        ),
+    ] = None,
+    kernel_categories: Annotated[
+        Path | None,
+        typer.Option(
+            "--kernel-categories",
+            help="JSON file extending or overriding the kernel category table.",
+        ),
+    ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     """Explain an Nsight Systems SQLite export of LLM inference: findings, report.md, report.json, CSV tables."""
@@ -90,10 +171,18 @@ def explain(
         if out is None:
             raise UsageError("--out DIR is required (where report.md, report.json and tables/ go)")
         options = _options(
-            kernel_name=kernel_name, min_gap_us=min_gap_us, max_gaps=max_gaps, top_n=top_n,
-            phase_map=phase_map, nvtx_coverage_warn_threshold=nvtx_coverage_warn_threshold,
-            nvtx_kernel_map=not no_nvtx_kernel_map, select=_split_ids(select), ignore=_split_ids(ignore),
-            include_capture_info=include_capture_info, timeout_s=timeout, step_range=step_range,
+            kernel_name=kernel_name,
+            min_gap_us=min_gap_us,
+            max_gaps=max_gaps,
+            top_n=top_n,
+            phase_map=phase_map,
+            nvtx_coverage_warn_threshold=nvtx_coverage_warn_threshold,
+            nvtx_kernel_map=not no_nvtx_kernel_map,
+            select=_split_ids(select),
+            ignore=_split_ids(ignore),
+            include_capture_info=include_capture_info,
+            timeout_s=timeout,
+            step_range=step_range,
             kernel_categories=str(kernel_categories) if kernel_categories is not None else None,
         )
         formats = Format.parse(format)
@@ -158,7 +247,9 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - click usage errors arrive here
         if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
             return _usage_error(exc)
-        typer.echo(f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (please report it)", err=True)
+        typer.echo(
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (please report it)", err=True
+        )
         return int(ExitCode.INTERNAL)
     return int(rv) if isinstance(rv, int) else 0
 

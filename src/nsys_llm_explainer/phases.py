@@ -47,11 +47,17 @@ class PhaseMap:
             for phase, pats in obj.items():
                 items = [pats] if isinstance(pats, str) else pats
                 if not isinstance(items, list) or not all(isinstance(p, str) for p in items):
-                    raise UsageError(f"{source}: phase {phase!r} must map to a string or list of strings")
+                    raise UsageError(
+                        f"{source}: phase {phase!r} must map to a string or list of strings"
+                    )
                 pairs += [(str(phase), p) for p in items]
         elif isinstance(obj, list):
             for item in obj:
-                if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+                if not (
+                    isinstance(item, list)
+                    and len(item) == 2
+                    and all(isinstance(x, str) for x in item)
+                ):
                     raise UsageError(f"{source}: expected [phase, pattern] pairs")
                 pairs.append((item[0], item[1]))
         else:

@@ -21,18 +21,27 @@ def build_files(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
             case Format.MD:
                 plots, _ = build_plots(report)
                 files.update(plot_files(plots))
-                files["report.md"] = markdown.render(report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots])
+                files["report.md"] = markdown.render(
+                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots]
+                )
             case Format.JSON:
                 files["report.json"] = json_writer.render(report)
             case Format.CSV:
-                files.update({f"tables/{name}": text for name, text in csv_writer.render(report).items()})
+                files.update(
+                    {f"tables/{name}": text for name, text in csv_writer.render(report).items()}
+                )
             case Format.HTML:
                 files["report.html"] = html.render(report)
     return files
 
 
 def write_report(
-    trace: Path, out: Path, options: Options, formats: tuple[Format, ...], force: bool = False, quiet: bool = False
+    trace: Path,
+    out: Path,
+    options: Options,
+    formats: tuple[Format, ...],
+    force: bool = False,
+    quiet: bool = False,
 ) -> Report:
     progress = make_progress(enabled=not quiet)
     try:

@@ -6,9 +6,9 @@ id alone pairs kernels with other processes' calls.
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from nsys_llm_explainer.trace.columns import Columns
 

@@ -54,6 +54,9 @@ def group_percentiles(
     """Percentiles of `values` within each group code 0..ngroups-1 (empty groups -> 0)."""
     if len(values) == 0:
         return {p: np.zeros(ngroups, dtype=np.int64) for p in ps}
+    if ngroups == 1:  # a partial sort around the needed ranks is enough
+        one = percentiles(values, ps)
+        return {p: np.array([one[p]], dtype=np.int64) for p in ps}
     v = _sorted_within_groups(values, groups, ngroups)
     counts = np.bincount(groups, minlength=ngroups) if ngroups > 1 else np.array([len(values)])
     offsets = np.r_[0, np.cumsum(counts)[:-1]]

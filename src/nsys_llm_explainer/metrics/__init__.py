@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from nsys_llm_explainer.metrics import (
     boundness,
+    categories,
+    communication,
+    cuda_graphs,
+    fusion_candidates,
+    gpu_context,
     gpu_idle,
     idle_causes,
     launch_overhead,
     launch_storm,
+    memory_transfers,
     nvtx_attribution,
     nvtx_ranges,
     per_process,
@@ -15,14 +21,6 @@ from nsys_llm_explainer.metrics import (
     sync,
     timeline,
     top_kernels,
-)
-from nsys_llm_explainer.metrics import (  # GPU work (issue 4)
-    categories,
-    communication,
-    cuda_graphs,
-    fusion_candidates,
-    gpu_context,
-    memory_transfers,
 )
 from nsys_llm_explainer.metrics.base import Context, Metric
 

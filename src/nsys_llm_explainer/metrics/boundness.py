@@ -157,6 +157,9 @@ def run(ctx: Context) -> Outcome:
             )
         )
     processes.sort(key=lambda r: (-r["launch_calls"], r["pid"]))
+    for r in processes:  # pid -1: the export has no usable globalPid; null means unknown
+        if r["pid"] < 0:
+            r["pid"] = None
     phases, phase_source = _phase_rows(ctx, queue, pair_pid, unions)
     data = {
         "thresholds": {

@@ -13,6 +13,7 @@ across processes when there are several).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -71,7 +72,7 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(NO_KERNELS)
     comm = comm_mask(ctx.data)
     busy = device_busy(ctx.data)
-    devices = []
+    devices: list[dict[str, Any]] = []
     for dev in np.unique(k.device).tolist():
         mine = k.device == dev
         c, o = mine & comm, mine & ~comm

@@ -35,10 +35,17 @@ PROCESS_COLUMNS = (
 KERNEL_COLUMNS = ("name", "launch_calls", "kernel_ns", *STAT_KEYS)
 
 
-def grouped_stats(p: LaunchPairs, codes: np.ndarray, ngroups: int) -> list[dict[str, int]]:
+def measures(p: LaunchPairs) -> dict[str, np.ndarray]:
+    """Per pair: API time, queue and latency (clamped), keyed as in MEASURES."""
+    return {"api": p.api_ns, "queue": p.queue, "latency": p.latency}
+
+
+def grouped_stats(
+    values_of: dict[str, np.ndarray], codes: np.ndarray, ngroups: int
+) -> list[dict[str, int]]:
     """p50/p90/p99/max/total of API time, queue and latency per group code (one sort each)."""
     cols: dict[str, np.ndarray] = {}
-    for measure, values in (("api", p.api_ns), ("queue", p.queue), ("latency", p.latency)):
+    for measure, values in values_of.items():
         pct = group_percentiles(values, codes, ngroups, PERCENTILES)
         for q in PERCENTILES:
             cols[f"{measure}_p{q}_ns"] = pct[q]
@@ -62,8 +69,9 @@ def run(ctx: Context) -> Outcome:
     api_codes, api_counts = np.unique(rt.api[is_launch[rt.api]], return_counts=True)
     without = p.kernel_launch < 0
     n_pairs = len(p.call)
+    values_of = measures(p)
     glob = (
-        grouped_stats(p, np.zeros(n_pairs, np.int64), 1)[0]
+        grouped_stats(values_of, np.zeros(n_pairs, np.int64), 1)[0]
         if n_pairs
         else dict.fromkeys(STAT_KEYS, 0)
     )
@@ -71,7 +79,7 @@ def run(ctx: Context) -> Outcome:
     pair_pid = k.pid[p.kernel]
     pids = np.unique(k.pid)
     pid_code = np.searchsorted(pids, pair_pid)
-    per_pid = grouped_stats(p, pid_code, len(pids))
+    per_pid = grouped_stats(values_of, pid_code, len(pids))
     kcode = np.searchsorted(pids, k.pid)
     kernels = np.bincount(kcode, minlength=len(pids))
     missing = np.bincount(kcode[without], minlength=len(pids))
@@ -89,8 +97,12 @@ def run(ctx: Context) -> Outcome:
         for i, pid in enumerate(pids.tolist())
     ]
     processes.sort(key=lambda r: (-r["latency_total_ns"], r["pid"]))
-    top = _top_kernels(ctx, p)
+    del pair_pid, pid_code, kcode  # kernel-sized; the top-kernel stats below need the room
+    top = _top_kernels(ctx, p, values_of)
     n_without = int(without.sum())
+    skew_clamped = int((p.latency_raw < 0).sum())
+    early = int((p.queue_raw < 0).sum())
+    del values_of
     data: dict[str, Any] = {
         "launch_apis": [
             {"api": names[int(a)], "calls": int(c)}
@@ -103,8 +115,8 @@ def run(ctx: Context) -> Outcome:
         "kernels_joined_to_other_api": int(p.non_launch_match.sum()),
         "launch_calls": int(n_pairs),
         "graph_launch_calls": int(p.graph.sum()),
-        "skew_clamped": int((p.latency_raw < 0).sum()),
-        "started_before_call_returned": int((p.queue_raw < 0).sum()),
+        "skew_clamped": skew_clamped,
+        "started_before_call_returned": early,
         "tklqt_ns": int(glob["latency_total_ns"]),
         "global": glob,
         "processes": processes,
@@ -132,7 +144,7 @@ def run(ctx: Context) -> Outcome:
     return MetricResult(METRIC.id, data, tables, tuple(notes))
 
 
-def _top_kernels(ctx: Context, p: LaunchPairs) -> pd.DataFrame:
+def _top_kernels(ctx: Context, p: LaunchPairs, values_of: dict[str, np.ndarray]) -> pd.DataFrame:
     """Launch figures for the kernel names with the most kernel time (top_n of them)."""
     k = ctx.data.kernels()
     if len(p.call) == 0:
@@ -142,10 +154,13 @@ def _top_kernels(ctx: Context, p: LaunchPairs) -> pd.DataFrame:
     chosen = np.argsort(-total, kind="stable")[: ctx.options.top_n]
     rank = np.full(len(name_ids), -1, dtype=np.int64)
     rank[chosen] = np.arange(len(chosen))
+    # Pairs of other kernels go to one extra group, dropped below: cheaper in memory than
+    # copying the selected pairs' values.
     pair_rank = rank[codes[p.kernel]]
-    sel = pair_rank >= 0
-    stats = grouped_stats(p.subset(sel), pair_rank[sel], len(chosen))
-    calls = np.bincount(pair_rank[sel], minlength=len(chosen))
+    del codes
+    pair_rank[pair_rank < 0] = len(chosen)
+    stats = grouped_stats(values_of, pair_rank, len(chosen) + 1)[: len(chosen)]
+    calls = np.bincount(pair_rank, minlength=len(chosen) + 1)[: len(chosen)]
     lookup = ctx.data.kernel_names(name_ids[chosen])
     rows = [
         {

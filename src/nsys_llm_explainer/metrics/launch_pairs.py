@@ -39,9 +39,12 @@ class LaunchPairs:
     kernel: np.ndarray  # per pair: index of the first kernel it started
     kernels_per_call: np.ndarray  # per pair: how many kernels share the call
     graph: np.ndarray  # per pair: the call is a graph launch
-    api_ns: np.ndarray  # call end - call start
-    latency_raw: np.ndarray  # kernel start - call start (may be negative under clock skew)
-    queue_raw: np.ndarray  # kernel start - call end (negative: started before the call returned)
+    # Whole columns (kernel start, call start, call end): the per-pair times below are
+    # gathered from them on use, so the cached pairs do not hold three more arrays of
+    # millions of rows through every later metric.
+    kernel_start: np.ndarray
+    call_start: np.ndarray
+    call_end: np.ndarray
 
     def subset(self, sel: np.ndarray) -> LaunchPairs:
         """The pairs selected by `sel` (per-kernel arrays are kept whole)."""
@@ -52,10 +55,25 @@ class LaunchPairs:
             self.kernel[sel],
             self.kernels_per_call[sel],
             self.graph[sel],
-            self.api_ns[sel],
-            self.latency_raw[sel],
-            self.queue_raw[sel],
+            self.kernel_start,
+            self.call_start,
+            self.call_end,
         )
+
+    @property
+    def api_ns(self) -> np.ndarray:
+        """call end - call start"""
+        return self.call_end[self.call] - self.call_start[self.call]
+
+    @property
+    def latency_raw(self) -> np.ndarray:
+        """kernel start - call start (may be negative under clock skew)"""
+        return self.kernel_start[self.kernel] - self.call_start[self.call]
+
+    @property
+    def queue_raw(self) -> np.ndarray:
+        """kernel start - call end (negative: started before the call returned)"""
+        return self.kernel_start[self.kernel] - self.call_end[self.call]
 
     @property
     def latency(self) -> np.ndarray:
@@ -100,9 +118,9 @@ def launch_pairs(data: TraceData) -> LaunchPairs:
             kernel=kern,
             kernels_per_call=counts,
             graph=is_graph[rt.api[call]] if len(call) else np.zeros(0, bool),
-            api_ns=rt.end[call] - rt.start[call],
-            latency_raw=k.start[kern] - rt.start[call],
-            queue_raw=k.start[kern] - rt.end[call],
+            kernel_start=k.start,
+            call_start=rt.start,
+            call_end=rt.end,
         )
 
     return data.cached("launch_pairs", build)

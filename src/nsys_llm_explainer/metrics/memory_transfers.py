@@ -212,6 +212,8 @@ def run(ctx: Context) -> Outcome:
     api = ["" for _ in range(len(c))]
     try:
         rt = ctx.data.runtime()
+        if len(rt) == 0:  # rt.api[...] below cannot index an empty table
+            raise Unavailable("the CUDA API table is empty")
         call = match_calls(c.pid, c.corr, rt)
         api_names = ctx.data.runtime_api_names()
         has = call >= 0

@@ -66,7 +66,7 @@ def run(ctx: Context) -> Outcome:
         "ranges": frame.to_dict("records"),
         "phases": phase_rows,
     }
-    notes = ()
+    notes: tuple[str, ...] = ()
     if data["unended_count"]:
         notes = (f"{data['unended_count']} ranges have no end (NULL end) and are excluded",)
     return MetricResult(METRIC.id, data, (Table("nvtx_ranges", COLUMNS, frame),

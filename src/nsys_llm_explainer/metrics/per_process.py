@@ -63,7 +63,7 @@ def run(ctx: Context) -> Outcome:
         nvtx_counts = {int(a): int(b) for a, b in zip(u, c, strict=True)}
     except Exception:  # noqa: BLE001 - NVTX is optional here; its own metric reports why
         nvtx_counts = {}
-    processes = []
+    processes: list[dict[str, Any]] = []
     for pid in np.unique(k.pid).tolist():
         rows = k.pid == pid
         ns = int(k.dur[rows].sum())

@@ -173,7 +173,7 @@ def run(ctx: Context) -> Outcome:
         "phases": phases,
         "outliers": explain_outliers(ctx, top, kernel_step),
     }
-    notes = ()
+    notes: tuple[str, ...] = ()
     if info["confidence"] == "low":
         notes = (
             "steps were detected automatically with low confidence; pass --step-range or a phase "

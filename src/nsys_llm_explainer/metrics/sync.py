@@ -66,7 +66,8 @@ def _table(api_names: list[str], api: np.ndarray, dur: np.ndarray, kind: np.ndar
     })
     if keys:
         frame.insert(0, "pid", cols[0].astype(np.int64))
-    return frame.sort_values(["blocking", "total_ns", "api"], ascending=[False, False, True], kind="stable").reset_index(drop=True)
+    frame = frame.sort_values(["blocking", "total_ns", "api"], ascending=[False, False, True], kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def run(ctx: Context) -> Outcome:

@@ -39,7 +39,8 @@ def kernel_table(names: list[str], devices: np.ndarray, dur: np.ndarray, codes: 
             "pct_of_kernel_time": np.round(100.0 * total / all_ns, 4) if all_ns else 0.0,
         }
     )
-    return frame.sort_values(["total_ns", "name", "device_id"], ascending=[False, True, True], kind="stable").reset_index(drop=True)
+    frame = frame.sort_values(["total_ns", "name", "device_id"], ascending=[False, True, True], kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def run(ctx: Context) -> Outcome:

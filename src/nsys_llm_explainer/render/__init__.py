@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     MD = "md"
     JSON = "json"
     CSV = "csv"
@@ -23,7 +23,9 @@ class Format(str, Enum):
                 out.append(Format(part))
             except ValueError:
                 valid = ", ".join(f.value for f in Format)
-                raise UsageError(f"--format: unknown format {part!r} (choose from {valid})") from None
+                raise UsageError(
+                    f"--format: unknown format {part!r} (choose from {valid})"
+                ) from None
         if not out:
             raise UsageError("--format: no format given")
         return tuple(dict.fromkeys(out))

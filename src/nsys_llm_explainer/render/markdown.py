@@ -89,5 +89,12 @@ def render(report: Report, plots: Sequence[tuple[str, str]] = ()) -> str:
         body = ""
         if isinstance(outcome, MetricResult):
             body = _section(env, metric.id, doc, report.options.get("top_n", 20))
-        sections.append({"id": metric.id, "title": metric.title, "outcome": doc["metrics"][metric.id], "body": Markup(body)})
+        sections.append(
+            {
+                "id": metric.id,
+                "title": metric.title,
+                "outcome": doc["metrics"][metric.id],
+                "body": Markup(body),
+            }
+        )
     return env.get_template("report.md.j2").render(report=doc, sections=sections, plots=list(plots))

@@ -25,8 +25,6 @@ from nsys_llm_explainer.rules import (
     nle211_idle_capture_edge,
     nle212_slow_steps,
     nle213_steps_not_found,
-)
-from nsys_llm_explainer.rules import (  # GPU work (issue 4)
     nle301_uncategorized_kernels,
     nle302_small_op_heavy,
     nle303_sampling_heavy,

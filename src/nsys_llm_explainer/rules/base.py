@@ -10,7 +10,15 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from nsys_llm_explainer.model import Confidence, Finding, MetricResult, Outcome, Schema, Severity, Skipped
+from nsys_llm_explainer.model import (
+    Confidence,
+    Finding,
+    MetricResult,
+    Outcome,
+    Schema,
+    Severity,
+    Skipped,
+)
 from nsys_llm_explainer.options import Options
 
 

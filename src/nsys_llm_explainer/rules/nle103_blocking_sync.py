@@ -33,10 +33,14 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         share = float(p["blocking_pct_of_window"])
         if share < MEDIUM_PCT or p["blocking_calls"] < MIN_CALLS:
             continue
-        evidence = [f"process {p['pid']}: {p['blocking_calls']:,} blocking calls, {ms(p['blocking_ns'])} "
-                    f"of a {ms(p['api_window_ns'])} CUDA API window"]
+        evidence = [
+            f"process {p['pid']}: {p['blocking_calls']:,} blocking calls, {ms(p['blocking_ns'])} "
+            f"of a {ms(p['api_window_ns'])} CUDA API window"
+        ]
         if top is not None:
-            evidence.append(f"largest blocking API overall: {top['api']} ({top['calls']:,} calls, {ms(top['total_ns'])})")
+            evidence.append(
+                f"largest blocking API overall: {top['api']} ({top['calls']:,} calls, {ms(top['total_ns'])})"
+            )
         yield rule.finding(
             Severity.HIGH if share >= HIGH_PCT else Severity.MEDIUM,
             Confidence.HIGH,

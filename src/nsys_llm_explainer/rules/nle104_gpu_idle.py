@@ -47,7 +47,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if covered >= COPIES_EXPLAIN_PCT:
             severity = Severity.MEDIUM if severity is Severity.HIGH else Severity.LOW
             evidence.append("most of this idle time is data transfer, not a starving GPU")
-            recs.insert(0, "Overlap copies with compute (separate streams, pinned memory) or avoid them.")
+            recs.insert(
+                0, "Overlap copies with compute (separate streams, pinned memory) or avoid them."
+            )
         yield rule.finding(
             severity,
             Confidence.HIGH,

@@ -39,14 +39,23 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     share = 100.0 * ns / total
     if share < DOMINANT_PCT:
         return
-    others = "; ".join(f"{shorten(n, 40)}: {ms(v)}" for n, v in sorted(rows, key=lambda r: -r[1])[1:4])
+    others = "; ".join(
+        f"{shorten(n, 40)}: {ms(v)}" for n, v in sorted(rows, key=lambda r: -r[1])[1:4]
+    )
     yield rule.finding(
         Severity.LOW,
         Confidence.MEDIUM if source == "phase map" else Confidence.LOW,
-        [f"{shorten(name, 60)}: {ms(ns)} of {ms(total)} kernel time attributed to {source}", f"others: {others}"],
-        [f"Optimize inside \"{shorten(name, 60)}\" first: the other phases cannot move the total much."],
-        title=f"Phase \"{shorten(name, 60)}\" takes {pct(share)} of attributed kernel time",
+        [
+            f"{shorten(name, 60)}: {ms(ns)} of {ms(total)} kernel time attributed to {source}",
+            f"others: {others}",
+        ],
+        [
+            f'Optimize inside "{shorten(name, 60)}" first: the other phases cannot move the total much.'
+        ],
+        title=f'Phase "{shorten(name, 60)}" takes {pct(share)} of attributed kernel time',
     )
 
 
-RULE = Rule("NLE105", "phase-dominates", "One phase dominates kernel time", check, ("nvtx_attribution",))
+RULE = Rule(
+    "NLE105", "phase-dominates", "One phase dominates kernel time", check, ("nvtx_attribution",)
+)

@@ -46,4 +46,6 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     )
 
 
-RULE = Rule("NLE106", "low-nvtx-coverage", "Low NVTX coverage of kernel time", check, ("nvtx_attribution",))
+RULE = Rule(
+    "NLE106", "low-nvtx-coverage", "Low NVTX coverage of kernel time", check, ("nvtx_attribution",)
+)

@@ -31,9 +31,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         Severity.HIGH,
         Confidence.HIGH,
         [skipped.reason],
-        [f"Capture again with CUDA tracing on: {CAPTURE_RECIPE}",
-         "Make sure the capture window covers steady-state inference (--delay/--duration, or "
-         "cudaProfilerStart/Stop with --capture-range=cudaProfilerApi)."],
+        [
+            f"Capture again with CUDA tracing on: {CAPTURE_RECIPE}",
+            "Make sure the capture window covers steady-state inference (--delay/--duration, or "
+            "cudaProfilerStart/Stop with --capture-range=cudaProfilerApi).",
+        ],
     )
 
 

@@ -30,7 +30,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         [
             "Add NVTX ranges around prefill and decode steps on the launching thread "
             "(torch.cuda.nvtx.range_push('decode') ... range_pop()), and capture with --trace=cuda,nvtx.",
-            "Then pass a --phase-map such as {\"prefill\": [\"prefill\"], \"decode\": [\"decode\"]}.",
+            'Then pass a --phase-map such as {"prefill": ["prefill"], "decode": ["decode"]}.',
         ],
         title="No NVTX ranges: kernel time cannot be split into phases",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -51,7 +52,10 @@ def fetch_ints(
     ncols = len(names)
     ntext = len(text_names)
     texts: list[list[object]] = [[] for _ in text_names]
-    out = np.empty((ncols, max(capacity, 0)), dtype=np.int64)
+    # One array per column (not one 2-D block) so a caller can drop a column it no longer
+    # needs and get its memory back.
+    out = [np.empty(max(capacity, 0), dtype=np.int64) for _ in names]
+    int_part = itemgetter(slice(0, ncols))
     cur = conn.execute(sql, params)
     n = 0
     while True:
@@ -59,22 +63,26 @@ def fetch_ints(
         if not rows:
             break
         k = len(rows)
-        if n + k > out.shape[1]:  # the table grew or count(*) lied: grow geometrically
-            grown = np.empty((ncols, max(2 * out.shape[1], n + k)), dtype=np.int64)
-            grown[:, :n] = out[:, :n]
+        size = len(out[0]) if out else 0
+        if n + k > size:  # the table grew or count(*) lied: grow geometrically
+            grown = [np.empty(max(2 * size, n + k), dtype=np.int64) for _ in names]
+            for g, o in zip(grown, out, strict=True):
+                g[:n] = o[:n]
             out = grown
         if ntext:
+            # itemgetter maps run in C: no per-row Python generator or zip(*rows).
             for j, col in enumerate(texts):
-                col.extend(r[ncols + j] for r in rows)
-            ints = itertools.chain.from_iterable(r[:ncols] for r in rows)
+                col.extend(map(itemgetter(ncols + j), rows))
+            ints = itertools.chain.from_iterable(map(int_part, rows))
         else:
             ints = itertools.chain.from_iterable(rows)
         flat = np.fromiter(ints, dtype=np.int64, count=k * ncols)
-        out[:, n : n + k] = flat.reshape(k, ncols).T
+        for i, col in enumerate(out):
+            col[n : n + k] = flat[i::ncols]
         n += k
         if progress is not None:
             progress(label, n)
-    result = {name: out[i, :n] for i, name in enumerate(names)}
+    result = {name: out[i][:n] for i, name in enumerate(names)}
     for j, name in enumerate(text_names):
         arr = np.empty(n, dtype=object)
         arr[:] = texts[j]

@@ -58,6 +58,19 @@ def _first_int(*columns: str, have: tuple[str, ...]) -> str:
     return f"(CASE {whens} ELSE -1 END)" if cols else "-1"
 
 
+def _decode_distinct(raw: np.ndarray) -> np.ndarray:
+    """bytes/None per row -> str/None per row, decoding each distinct value once.
+
+    Invalid UTF-8 (real exports have it) is replaced, never raised, as open.py does."""
+    codes, uniq = pd.factorize(raw, sort=False)  # None -> -1
+    decoded = [u.decode("utf-8", "replace") if isinstance(u, bytes) else str(u) for u in uniq]
+    return np.array([*decoded, None], dtype=object)[codes]  # -1 picks the trailing None
+
+
+def _span(cols: Columns) -> tuple[int, int] | None:
+    return (int(cols.start.min()), int(cols.end.max())) if len(cols) else None
+
+
 class Unavailable(Exception):
     """A table or column a metric needs is missing; the metric becomes Skipped(reason)."""
 
@@ -84,6 +97,7 @@ class TraceData:
         self.warnings: list[str] = []
         self.row_counts: dict[str, int] = {}
         self._cache: dict[str, Any] = {}
+        self._spans: dict[str, tuple[int, int] | None] = {}
 
     # -- generic helpers -------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:
@@ -91,6 +105,26 @@ class TraceData:
             deadline.check()  # derived phases are long numpy work that --timeout must bound
             self._cache[key] = build()
         return self._cache[key]  # type: ignore[no-any-return]
+
+    def release(self, *keys: str) -> None:
+        """Drop cached results no later reader needs (a later call rebuilds them).
+
+        A key ending in ":" drops every key with that prefix. Tables keep their time span,
+        which the trace summary reads after all metrics have run.
+        """
+        for key in keys:
+            for k in [k for k in self._cache if k == key or (key.endswith(":") and k.startswith(key))]:
+                value = self._cache.pop(k)
+                if isinstance(value, Columns) and k not in self._spans:
+                    self._spans[k] = _span(value)
+
+    def span(self, table_key: str) -> tuple[int, int] | None:
+        """(min start, max end) of a loaded table ("kernels", "runtime"), None when empty.
+
+        Raises Unavailable like the table's loader."""
+        if table_key not in self._spans:
+            self._spans[table_key] = _span(getattr(self, table_key)())
+        return self._spans[table_key]
 
     def _require(self, table: str | None, what: str, *columns: str) -> str:
         if table is None or table not in self.schema.tables:
@@ -163,7 +197,6 @@ class TraceData:
             "end": '"end"',
             "device": "deviceId",
             "stream": int_or("streamId") if "streamId" in have else "-1",
-            "context": int_or("contextId") if "contextId" in have else "-1",
             "corr": int_or("correlationId") if "correlationId" in have else "-1",
             "gpid": int_or("globalPid") if "globalPid" in have else "-1",
             "name_id": _first_int(name_col, *KERNEL_NAME_COLUMNS.values(), have=have),
@@ -196,15 +229,20 @@ class TraceData:
             "name_id": "nameId",
         }
         cols = self._load(table, select, ("start", "end", "nameId"))
-        uniq, inverse = np.unique(cols.name_id, return_inverse=True)
+        # A hash factorization of millions of rows with a few dozen distinct APIs is much
+        # cheaper than np.unique's sort; the codes are re-sorted by name below anyway.
+        inverse, uniq = pd.factorize(cols.name_id, sort=False)
         names = self.strings.resolve(uniq.tolist())
         base = [api_base_name(names[int(i)]) for i in uniq]
         base_names, base_code_of_uniq = np.unique(np.array(base, dtype=object), return_inverse=True)
         api = base_code_of_uniq[inverse].astype(np.int64) if len(uniq) else inverse.astype(np.int64)
         self._cache["runtime_api_names"] = [str(b) for b in base_names]
-        cols = cols.with_columns(
-            api=api, pid=ids.pids(cols.gtid), tkey=ids.thread_keys(cols.gtid)
-        )
+        # globalTid and nameId are only read through pid/tkey and api: not kept, to save
+        # two columns of millions of rows.
+        cols = Columns(table, {
+            "start": cols.start, "end": cols.end, "corr": cols.corr, "api": api,
+            "pid": ids.pids(cols.gtid), "tkey": ids.thread_keys(cols.gtid),
+        })
         return self._dedupe_runtime(cols)
 
     def _dedupe_runtime(self, cols: Columns) -> Columns:
@@ -253,7 +291,9 @@ class TraceData:
             "gtid": int_or("globalTid") if "globalTid" in have else "-1",
             "text_id": int_or("textId") if "textId" in have else "-1",
         }
-        text = {"text": "text"} if "text" in have else {"text": "NULL"}
+        # As bytes: decoding once per distinct name (below) instead of once per row through
+        # the connection's Python text_factory is most of the NVTX load time.
+        text = {"text": "CAST(text AS BLOB)"} if "text" in have else {"text": "NULL"}
         cols = self._load(
             table, select, ("start", "eventType"), extra_where=f"eventType IN ({types})",
             text=text, interval=False,
@@ -281,7 +321,6 @@ class TraceData:
                 "start": cols.start,
                 "end": end,
                 "event_type": cols.event_type,
-                "gtid": cols.gtid,
                 "pid": ids.pids(cols.gtid),
                 "tkey": ids.thread_keys(cols.gtid),
                 "name": codes.astype(np.int64),
@@ -289,7 +328,7 @@ class TraceData:
         )
 
     def _nvtx_names(self, cols: Columns) -> np.ndarray:
-        text = cols.text
+        text = _decode_distinct(cols.text)
         names = np.where(pd.isna(text), None, text)
         need = np.flatnonzero(pd.isna(text) & (cols.text_id >= 0))
         if len(need):

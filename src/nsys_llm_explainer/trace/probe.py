@@ -19,12 +19,26 @@ CAPTURE_META_TABLE = "META_DATA_CAPTURE"
 
 # Tables whose presence marks a file as an Nsight Systems export.
 NSYS_MARKERS = (
-    *KERNEL_TABLES, RUNTIME_TABLE, NVTX_TABLE, STRINGS_TABLE, GPU_TABLE, *META_TABLES,
-    "TARGET_INFO_SESSION_START_TIME", "ThreadNames", "ProcessStreams",
+    *KERNEL_TABLES,
+    RUNTIME_TABLE,
+    NVTX_TABLE,
+    STRINGS_TABLE,
+    GPU_TABLE,
+    *META_TABLES,
+    "TARGET_INFO_SESSION_START_TIME",
+    "ThreadNames",
+    "ProcessStreams",
 )
 CORE_TABLES = (
-    *KERNEL_TABLES, RUNTIME_TABLE, NVTX_TABLE, STRINGS_TABLE, MEMCPY_TABLE, MEMSET_TABLE,
-    SYNC_TABLE, GPU_TABLE, *META_TABLES,
+    *KERNEL_TABLES,
+    RUNTIME_TABLE,
+    NVTX_TABLE,
+    STRINGS_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    SYNC_TABLE,
+    GPU_TABLE,
+    *META_TABLES,
 )
 
 LIST_TABLES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
@@ -52,15 +66,14 @@ def probe(conn: sqlite3.Connection) -> Schema:
     if meta_table is not None and {"name", "value"} <= set(tables[meta_table]):
         # Only the two version rows are read: the other rows hold host and user names.
         placeholders = ",".join("?" for _ in VERSION_KEYS)
-        sql = (
-            f"SELECT name, value FROM {quote_ident(meta_table)} "
-            f"WHERE name IN ({placeholders})"
-        )
+        sql = f"SELECT name, value FROM {quote_ident(meta_table)} WHERE name IN ({placeholders})"
         for key, value in conn.execute(sql, VERSION_KEYS):
             if isinstance(value, str):
                 versions[key] = value
     elif tables:
-        warnings.append("no export metadata table: nsys version unknown (exports before 2022 lack it)")
+        warnings.append(
+            "no export metadata table: nsys version unknown (exports before 2022 lack it)"
+        )
     warnings.extend(
         f"{name} is a view, not a table: ignored (only real tables are read)"
         for (name,) in conn.execute(LIST_VIEWS_SQL)

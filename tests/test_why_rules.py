@@ -181,5 +181,10 @@ def test_steps_not_found_fires_on_the_skip_reason():
 def test_capture_edge_is_always_low():
     (f,) = fire("NLE211", TRIGGERS["NLE211"])
     assert f.severity.value == "low"
+    # Severity bands follow NLE104: 30% of the 1 ms window is medium, 45% high, 10% low.
     (g,) = fire("NLE210", TRIGGERS["NLE210"])
-    assert g.severity.value == "high"
+    assert g.severity.value == "medium"
+    (h,) = fire("NLE210", with_changes("idle_causes", causes(host_other=450_000, memcpy=1_000)))
+    assert h.severity.value == "high"
+    (i,) = fire("NLE210", with_changes("idle_causes", causes(host_other=100_000, memcpy=1_000)))
+    assert i.severity.value == "low"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis.groups import factorize, group_sum
 from nsys_llm_explainer.categories import OTHER, CategoryTable, load_table
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
@@ -47,7 +47,7 @@ def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories
 
     def build() -> KernelCategories:
         k = data.kernels()
-        codes, uniq = pd.factorize(k.name_id, sort=False)
+        codes, uniq = factorize(k.name_id)
         name_ids = np.asarray(uniq, dtype=np.int64)
         lookup = data.kernel_names(name_ids)
         names = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in name_ids]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.groups import factorize, group_codes, group_sum
 from nsys_llm_explainer.categories import BUILTIN
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import device_busy
@@ -48,7 +48,7 @@ def comm_mask(data: TraceData) -> np.ndarray:
 
     def build() -> np.ndarray:
         k = data.kernels()
-        codes, uniq = pd.factorize(k.name_id, sort=False)
+        codes, uniq = factorize(k.name_id)
         lookup = data.kernel_names(np.asarray(uniq))
         rx = re.compile(COMM_PATTERN, re.IGNORECASE)
         is_comm = np.array(

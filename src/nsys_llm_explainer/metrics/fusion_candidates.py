@@ -20,7 +20,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_min, group_sum
+from nsys_llm_explainer.analysis.groups import (
+    factorize,
+    first_appearance_codes,
+    group_codes,
+    group_max,
+    group_min,
+    group_sum,
+)
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -66,37 +73,48 @@ def _grams(
         next_break[ok] = breaks[pos[ok]]
         del pos, ok  # kernel-sized temporaries would otherwise live through every level
     run = next_break - np.arange(n)
+    del next_break
     csum = np.r_[0, np.cumsum(dur)]
     cgap = np.r_[0, np.cumsum(gap)]
     first_count = np.bincount(name, minlength=vocab)
-    code = name.copy()  # 1-gram codes
+    # Positions and codes fit in int32 below 2^31 kernels: the seven levels stay in
+    # memory together, so halving them matters at millions of kernels.
+    small = np.int32 if n < 2**31 else np.int64
+    # Each level's positions are a subset of the previous level's (a window of L linked
+    # kernels starts a window of L-1), so codes are carried aligned to the positions
+    # instead of in kernel-sized arrays.
+    p = np.arange(n, dtype=np.int64)
+    code, ncode = name, vocab  # 1-gram codes
     frames: list[pd.DataFrame] = []
     levels: list[Level] = []
+    extends: list[np.ndarray] = []  # per level: which windows go on to the next level
     for length in range(MIN_LEN, MAX_LEN + 1):
-        p = np.flatnonzero(run >= length - 1)
+        m = run[p] >= length - 1
+        p, code = p[m], code[m]
         if len(p) == 0:
             break
-        new, uniq = pd.factorize(code[p] * vocab + name[p + length - 1], sort=False)
-        code = np.full(n, -1, dtype=np.int64)
-        code[p] = new
-        # Positions and codes fit in int32 below 2^31 kernels: the seven levels stay in
-        # memory together, so halving them matters at millions of kernels.
-        small = np.int32 if n < 2**31 else np.int64
-        levels.append((p.astype(small), new.astype(small), len(uniq)))
+        code, ncode = first_appearance_codes(code * vocab + name[p + length - 1], ncode * vocab)
+        levels.append((p.astype(small), code.astype(small), ncode))
+        extends.append(run[p] >= length)
+    del run, p, code
     for li, (p, g, ng) in enumerate(levels):
         length = li + MIN_LEN
         occ = np.bincount(g, minlength=ng)
         keep = occ >= MIN_OCCURRENCES
         subsumed = np.zeros(ng, dtype=bool)
         if li + 1 < len(levels):
-            lp, lg, _ = levels[li + 1]
-            nxt = np.full(n, -1, dtype=np.int64)
-            nxt[lp] = lg
-            for shift in (0, 1):  # right extension starts at p; left extension at p - 1
-                q = p - shift
-                ext = np.where(q >= 0, nxt[np.maximum(q, 0)], -1)
+            # Right extension: the next level's window starting at the same position (the
+            # next level's positions are this level's with run >= length, in order). Left
+            # extension: the one starting just before, which is the previous entry here.
+            right = np.full(len(p), -1, dtype=np.int64)
+            right[extends[li]] = levels[li + 1][1]
+            left = np.full(len(p), -1, dtype=np.int64)
+            if len(p) > 1:
+                left[1:] = np.where(p[1:] - 1 == p[:-1], right[:-1], -1)
+            for ext in (right, left):
                 lo, hi = group_min(ext, g, ng), group_max(ext, g, ng)
                 subsumed |= (lo >= 0) & (lo == hi)
+            del right, left, ext
         keep &= ~subsumed
         rep = np.full(ng, -1, dtype=np.int64)
         rep[g[::-1]] = p[::-1]  # first occurrence of each gram
@@ -127,16 +145,29 @@ def _select(cand: pd.DataFrame, levels: list[Level], n: int) -> pd.DataFrame:
     Overlapping windows of one long repeated sequence would otherwise fill the list with
     shifted copies of the same chain.
     """
-    sorted_levels = []
-    for p, g, ng in levels:
-        order = np.argsort(g, kind="stable")
-        sorted_levels.append((p[order], np.r_[0, np.cumsum(np.bincount(g, minlength=ng))]))
+    # Occurrence positions grouped by gram, for the candidates' grams only (usually a
+    # few): one stable sort per level, over those occurrences alone.
+    wanted: dict[int, np.ndarray] = {}
+    for length, grams in cand.groupby("length", sort=True)["gram"]:
+        wanted[int(length)] = grams.to_numpy(dtype=np.int64)
+    sorted_levels: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for length, grams in wanted.items():
+        p, g, ng = levels[length - MIN_LEN]
+        is_cand = np.zeros(ng, dtype=bool)
+        is_cand[grams] = True
+        mine = np.flatnonzero(is_cand[g])
+        gm = g[mine]
+        # A stable sort of 16-bit keys is a radix sort; the order is the same either way.
+        order = np.argsort(gm.astype(np.int16) if ng <= 2**15 else gm, kind="stable")
+        sorted_levels[length] = (
+            p[mine[order]], np.r_[0, np.cumsum(np.bincount(gm, minlength=ng))]
+        )
     claimed = np.zeros(n, dtype=bool)
     keep = []
     for row, (length, gram) in enumerate(
         zip(cand["length"].tolist(), cand["gram"].tolist(), strict=True)
     ):
-        pos, bounds = sorted_levels[length - MIN_LEN]
+        pos, bounds = sorted_levels[length]
         starts = pos[bounds[gram] : bounds[gram + 1]]
         cover = (starts[:, None] + np.arange(length)).ravel()
         if claimed[cover].mean() > MAX_SHARED:
@@ -155,14 +186,13 @@ def run(ctx: Context) -> Outcome:
     skey, _ = group_codes(k.pid, k.device, k.stream)
     order = np.lexsort((k.start, skey))
     s, st, en, dur = skey[order], k.start[order], k.end[order], k.dur[order]
-    name_codes, name_uniq = pd.factorize(k.name_id[order], sort=False)
-    name = name_codes.astype(np.int64)
+    name, name_uniq = factorize(k.name_id[order])
     short = dur <= SHORT_KERNEL_NS
     gap = np.zeros(len(s), dtype=np.int64)
     gap[:-1] = np.clip(st[1:] - en[:-1], 0, None)
     link = np.zeros(len(s), dtype=bool)
     link[:-1] = (s[1:] == s[:-1]) & short[1:] & short[:-1] & (gap[:-1] <= MAX_LINK_GAP_NS)
-    del skey, order, s, st, en, name_codes  # millions of rows each; _grams needs the memory
+    del skey, order, s, st, en  # millions of rows each; _grams needs the memory
     frames, levels = _grams(name, link, dur, gap)
     cand = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(cand):

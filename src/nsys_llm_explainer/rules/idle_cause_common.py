@@ -7,8 +7,10 @@ from collections.abc import Iterator, Sequence
 from nsys_llm_explainer.model import Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 
-MEDIUM_PCT_OF_WINDOW = 5.0
-HIGH_PCT_OF_WINDOW = 20.0
+# The same bands as NLE104 (GPU idle), so a cause never outranks the idle time it explains.
+LOW_PCT_OF_WINDOW = 5.0
+MEDIUM_PCT_OF_WINDOW = 20.0
+HIGH_PCT_OF_WINDOW = 40.0
 
 
 def dominant_cause_findings(
@@ -19,7 +21,8 @@ def dominant_cause_findings(
     max_severity: Severity = Severity.HIGH,
 ) -> Iterator[Finding]:
     """Per device whose largest idle cause is `cause` and whose share of the device's kernel
-    window is >= MEDIUM_PCT_OF_WINDOW (medium) or >= HIGH_PCT_OF_WINDOW (high)."""
+    window is >= LOW_PCT_OF_WINDOW (low), >= MEDIUM_PCT_OF_WINDOW (medium) or
+    >= HIGH_PCT_OF_WINDOW (high)."""
     res = view.metric("idle_causes")
     idle = view.metric("gpu_idle")
     if res is None or idle is None:
@@ -33,9 +36,14 @@ def dominant_cause_findings(
             continue
         row = next(c for c in d["causes"] if c["cause"] == cause)
         share = 100.0 * row["idle_ns"] / window
-        if share < MEDIUM_PCT_OF_WINDOW:
+        if share < LOW_PCT_OF_WINDOW:
             continue
-        severity = Severity.HIGH if share >= HIGH_PCT_OF_WINDOW else Severity.MEDIUM
+        if share >= HIGH_PCT_OF_WINDOW:
+            severity = Severity.HIGH
+        elif share >= MEDIUM_PCT_OF_WINDOW:
+            severity = Severity.MEDIUM
+        else:
+            severity = Severity.LOW
         if severity.rank < max_severity.rank:
             severity = max_severity
         evidence = [

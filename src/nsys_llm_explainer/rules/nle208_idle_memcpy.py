@@ -11,7 +11,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Most GPU kernel-idle time is spent copying memory on that device.
 
     Per device, from idle_causes: memcpy (copies or memsets on the device cover at least half
-    of the gap) is the largest cause and covers >= 5% (medium) or >= 20% (high) of the
+    of the gap) is the largest cause and covers >= 5% (low), >= 20% (medium) or >= 40% (high) of the
     device's kernel window.
 
     Example:

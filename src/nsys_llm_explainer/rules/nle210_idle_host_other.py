@@ -12,7 +12,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Per device, from idle_causes: host_other (no blocking sync in flight at the gap start,
     copies and launch calls each under half the gap, the host visible in the capture) is the
-    largest cause and covers >= 5% (medium) or >= 20% (high) of the device's kernel window.
+    largest cause and covers >= 5% (low), >= 20% (medium) or >= 40% (high) of the device's kernel window.
 
     Example:
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer import deadline
+from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.model import GpuInfo, Schema
 from nsys_llm_explainer.trace import ids
 from nsys_llm_explainer.trace.clean import (
@@ -229,9 +230,9 @@ class TraceData:
             "name_id": "nameId",
         }
         cols = self._load(table, select, ("start", "end", "nameId"))
-        # A hash factorization of millions of rows with a few dozen distinct APIs is much
-        # cheaper than np.unique's sort; the codes are re-sorted by name below anyway.
-        inverse, uniq = pd.factorize(cols.name_id, sort=False)
+        # Factorizing millions of rows with a few dozen distinct APIs (table lookup or hash)
+        # is much cheaper than np.unique's sort; the codes are re-sorted by name below anyway.
+        inverse, uniq = factorize(cols.name_id)
         names = self.strings.resolve(uniq.tolist())
         base = [api_base_name(names[int(i)]) for i in uniq]
         base_names, base_code_of_uniq = np.unique(np.array(base, dtype=object), return_inverse=True)

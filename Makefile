@@ -34,7 +34,7 @@ lint:
 example: $(BIN)/nsys-llm-explain
 	rm -f $(EXAMPLE)/trace.sqlite
 	$(BIN)/python $(EXAMPLE)/make_trace.py --out $(EXAMPLE)/trace.sqlite
-	$(BIN)/nsys-llm-explain $(EXAMPLE)/trace.sqlite --out $(EXAMPLE)/report --force
+	$(BIN)/nsys-llm-explain $(EXAMPLE)/trace.sqlite --out $(EXAMPLE)/report --force --phase-map $(EXAMPLE)/phases.json
 
 bench: $(BIN)/nsys-llm-explain
 	$(BIN)/python benchmarks/run.py --size medium

@@ -255,4 +255,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main() -> None:
+    from nsys_llm_explainer.alloc import tune_allocator
+
+    tune_allocator()  # before any large array exists; see alloc.py
     sys.exit(run())

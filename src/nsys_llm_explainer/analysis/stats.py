@@ -68,7 +68,7 @@ def percentiles(values: np.ndarray, ps: Sequence[float]) -> dict[float, int]:
     n = len(values)
     if n == 0:
         return {p: 0 for p in ps}
-    ranks = set()
+    ranks: set[int] = set()
     for p in ps:
         pos = (p / 100.0) * (n - 1)
         ranks.update((int(np.floor(pos)), int(np.ceil(pos))))

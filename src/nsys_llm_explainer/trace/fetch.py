@@ -77,8 +77,8 @@ def fetch_ints(
         else:
             ints = itertools.chain.from_iterable(rows)
         flat = np.fromiter(ints, dtype=np.int64, count=k * ncols)
-        for i, col in enumerate(out):
-            col[n : n + k] = flat[i::ncols]
+        for i, column in enumerate(out):
+            column[n : n + k] = flat[i::ncols]
         n += k
         if progress is not None:
             progress(label, n)

@@ -330,7 +330,7 @@ class TraceData:
 
     def _nvtx_names(self, cols: Columns) -> np.ndarray:
         text = _decode_distinct(cols.text)
-        names = np.where(pd.isna(text), None, text)
+        names = np.where(pd.isna(text), np.array(None, dtype=object), text)
         need = np.flatnonzero(pd.isna(text) & (cols.text_id >= 0))
         if len(need):
             lookup = self.strings.resolve(np.unique(cols.text_id[need]).tolist())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,6 +54,22 @@ def _internal(exc: BaseException) -> typer.Exit:
         err=True,
     )
     return typer.Exit(int(ExitCode.INTERNAL))
+
+
+@contextmanager
+def user_facing_errors(what: str) -> Iterator[None]:
+    """Turn every failure into one line on stderr and its documented exit code."""
+    try:
+        yield
+    except ExplainError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        typer.echo(f"{TOOL_NAME}: interrupted; no {what} was written", err=True)
+        raise typer.Exit(130) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
+        raise _internal(exc) from None
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -162,7 +180,7 @@ def explain(
     if version:
         typer.echo(f"{TOOL_NAME} {__version__}")
         return
-    try:
+    with user_facing_errors("report"):
         if print_schema:
             from nsys_llm_explainer.report_files import schema_text
 
@@ -191,15 +209,6 @@ def explain(
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)
-    except ExplainError as exc:
-        raise _fail(exc) from None
-    except KeyboardInterrupt:
-        typer.echo(f"{TOOL_NAME}: interrupted; no report was written", err=True)
-        raise typer.Exit(130) from None
-    except typer.Exit:
-        raise
-    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
-        raise _internal(exc) from None
 
 
 def _options(**kw: Any) -> Options:

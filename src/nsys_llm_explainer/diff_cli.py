@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 
 from nsys_llm_explainer import TOOL_NAME
-from nsys_llm_explainer.cli import EXIT_CODES_HELP, _fail, _internal
+from nsys_llm_explainer.cli import EXIT_CODES_HELP, user_facing_errors
 from nsys_llm_explainer.diff import diff, gate
 from nsys_llm_explainer.diff import render as diff_render
-from nsys_llm_explainer.errors import ExitCode, ExplainError, OutputError, UsageError
+from nsys_llm_explainer.errors import ExitCode, OutputError, UsageError
 from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import output
@@ -121,7 +121,7 @@ def diff_command(
     ] = False,
 ) -> None:
     """Compare two captures (before and after a change): deltas, findings, optional CI gate."""
-    try:
+    with user_facing_errors("diff"):
         if out is None:
             raise UsageError("--out DIR is required (where diff.md, diff.json and tables/ go)")
         if kernel_name not in KERNEL_NAME_MODES:
@@ -142,14 +142,5 @@ def diff_command(
         _append_summary(files[diff_render.MD_NAME])
         if not quiet:
             typer.echo(diff_render.verdict(result))
-    except ExplainError as exc:
-        raise _fail(exc) from None
-    except KeyboardInterrupt:
-        typer.echo(f"{TOOL_NAME}: interrupted; no diff was written", err=True)
-        raise typer.Exit(130) from None
-    except typer.Exit:
-        raise
-    except Exception as exc:  # noqa: BLE001 - never a traceback for the user
-        raise _internal(exc) from None
     if result.doc["gate"]["tripped"]:
         raise typer.Exit(int(ExitCode.GATE))

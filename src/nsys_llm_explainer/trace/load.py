@@ -16,10 +16,9 @@ import pandas as pd
 from nsys_llm_explainer import deadline
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.model import GpuInfo, Schema
-from nsys_llm_explainer.trace import ids
+from nsys_llm_explainer.trace import activity, ids
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
-    clamp_sizes,
     drop_duplicate_rows,
     total_duration_problem,
 )
@@ -34,13 +33,9 @@ from nsys_llm_explainer.trace.fetch import (
 )
 from nsys_llm_explainer.trace.names import StringTable, api_base_name
 from nsys_llm_explainer.trace.probe import (
-    GPU_TABLE,
-    MEMCPY_TABLE,
-    MEMSET_TABLE,
     NVTX_TABLE,
     RUNTIME_TABLE,
     STRINGS_TABLE,
-    SYNC_TABLE,
     quote_ident,
 )
 
@@ -345,94 +340,16 @@ class TraceData:
         return self._cache["nvtx_names"]  # type: ignore[no-any-return]
 
     def memcpy(self) -> Columns:
-        return self.cached("memcpy", self._load_memcpy)
-
-    def _load_memcpy(self) -> Columns:
-        table = self._require(MEMCPY_TABLE, "memcpy", "start", "end", "deviceId")
-        have = self.schema.tables[table]
-        select = {
-            "start": '"start"',
-            "end": '"end"',
-            "device": "deviceId",
-            "stream": int_or("streamId") if "streamId" in have else "-1",
-            "corr": int_or("correlationId") if "correlationId" in have else "-1",
-            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
-            "bytes": int_or("bytes", 0) if "bytes" in have else "0",
-            "copy_kind": int_or("copyKind") if "copyKind" in have else "-1",
-            "src_kind": int_or("srcKind") if "srcKind" in have else "-1",
-            "dst_kind": int_or("dstKind") if "dstKind" in have else "-1",
-            "src_device": int_or("srcDeviceId") if "srcDeviceId" in have else "-1",
-            "dst_device": int_or("dstDeviceId") if "dstDeviceId" in have else "-1",
-        }
-        cols = self._load(table, select, ("start", "end", "deviceId"))
-        cols = clamp_sizes(cols, "bytes", self.warnings, "memcpy")
-        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+        return self.cached("memcpy", lambda: activity.load(self, activity.MEMCPY))
 
     def memset(self) -> Columns:
-        return self.cached("memset", self._load_memset)
-
-    def _load_memset(self) -> Columns:
-        table = self._require(MEMSET_TABLE, "memset", "start", "end", "deviceId")
-        have = self.schema.tables[table]
-        select = {
-            "start": '"start"',
-            "end": '"end"',
-            "device": "deviceId",
-            "stream": int_or("streamId") if "streamId" in have else "-1",
-            "corr": int_or("correlationId") if "correlationId" in have else "-1",
-            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
-            "bytes": int_or("bytes", 0) if "bytes" in have else "0",
-            "mem_kind": int_or("memKind") if "memKind" in have else "-1",
-        }
-        cols = self._load(table, select, ("start", "end", "deviceId"))
-        cols = clamp_sizes(cols, "bytes", self.warnings, "memset")
-        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+        return self.cached("memset", lambda: activity.load(self, activity.MEMSET))
 
     def sync(self) -> Columns:
-        return self.cached("sync", self._load_sync)
-
-    def _load_sync(self) -> Columns:
-        table = self._require(SYNC_TABLE, "synchronization", "start", "end")
-        have = self.schema.tables[table]
-        select = {
-            "start": '"start"',
-            "end": '"end"',
-            "device": int_or("deviceId") if "deviceId" in have else "-1",
-            "stream": int_or("streamId") if "streamId" in have else "-1",
-            "corr": int_or("correlationId") if "correlationId" in have else "-1",
-            "gpid": int_or("globalPid") if "globalPid" in have else "-1",
-            "sync_type": int_or("syncType") if "syncType" in have else "-1",
-        }
-        cols = self._load(table, select, ("start", "end"))
-        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+        return self.cached("sync", lambda: activity.load(self, activity.SYNC))
 
     def gpus(self) -> list[GpuInfo]:
-        return self.cached("gpus", self._load_gpus)
-
-    def _load_gpus(self) -> list[GpuInfo]:
-        if not self.schema.has(GPU_TABLE, "id"):
-            return []
-        have = self.schema.tables[GPU_TABLE]
-        wanted = ["id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate"]
-        exprs = [quote_ident(c) if c in have else "NULL" for c in wanted]
-        sql = f"SELECT DISTINCT {', '.join(exprs)} FROM {GPU_TABLE} ORDER BY 1"
-        out: list[GpuInfo] = []
-        seen: set[int] = set()
-        for dev, name, sms, mem, bw, clock in self.conn.execute(sql):
-            if not isinstance(dev, int) or dev in seen:
-                continue
-            seen.add(dev)
-            out.append(
-                GpuInfo(
-                    device_id=dev,
-                    name=name if isinstance(name, str) else None,
-                    sm_count=sms if isinstance(sms, int) else None,
-                    total_memory_bytes=mem if isinstance(mem, int) else None,
-                    memory_bandwidth_bytes_per_s=bw if isinstance(bw, int) else None,
-                    clock_hz=clock if isinstance(clock, int) else None,
-                )
-            )
-        return out
+        return self.cached("gpus", lambda: activity.load_gpus(self))
 
     def table_rows(self, table: str) -> int:
         if table not in self.row_counts:

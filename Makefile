@@ -35,6 +35,17 @@ example: $(BIN)/nsys-llm-explain
 	rm -f $(EXAMPLE)/trace.sqlite
 	$(BIN)/python $(EXAMPLE)/make_trace.py --out $(EXAMPLE)/trace.sqlite
 	$(BIN)/nsys-llm-explain $(EXAMPLE)/trace.sqlite --out $(EXAMPLE)/report --force --phase-map $(EXAMPLE)/phases.json
+	@# A screenshot of report.html when Chromium is installed (the browser test installs it in CI).
+	@if command -v chromium >/dev/null 2>&1; then \
+	  profile=$$(mktemp -d); \
+	  chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
+	    --disable-component-update --disable-sync --no-first-run --disable-quic \
+	    --user-data-dir=$$profile --window-size=1280,2400 \
+	    --screenshot=$(EXAMPLE)/report/report.screenshot.png \
+	    file://$(CURDIR)/$(EXAMPLE)/report/report.html >/dev/null 2>&1 \
+	    && echo "screenshot: $(EXAMPLE)/report/report.screenshot.png"; \
+	  rm -rf $$profile; \
+	else echo "screenshot skipped: chromium not found"; fi
 
 bench: $(BIN)/nsys-llm-explain
 	$(BIN)/python benchmarks/run.py --size medium

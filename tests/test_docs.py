@@ -15,17 +15,9 @@ import pytest
 
 from nsys_llm_explainer import docs_gen
 from nsys_llm_explainer.schema import load_fragment
+from tests.conftest import CORE_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_METRICS = (
-    "top_kernels",
-    "launch_storm",
-    "sync",
-    "gpu_idle",
-    "nvtx_ranges",
-    "nvtx_attribution",
-    "per_process",
-)
 
 
 def test_generated_docs_are_up_to_date() -> None:

@@ -24,20 +24,11 @@ from nsys_llm_explainer.schema import (
     load_report_schema,
     validate,
 )
-from tests.conftest import GENERATIONS, nsys_trace_files
+from tests.conftest import CORE_METRICS, GENERATIONS, nsys_trace_files
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "src" / "nsys_llm_explainer" / "schema"
-CORE_METRICS = (
-    "top_kernels",
-    "launch_storm",
-    "sync",
-    "gpu_idle",
-    "nvtx_ranges",
-    "nvtx_attribution",
-    "per_process",
-)
 VARIANTS: dict[str, Callable[..., Path]] = {
     "empty_export": variants.empty_export,
     "no_kernels": variants.no_kernels,

@@ -110,31 +110,6 @@ def depths(index: RangeIndex) -> np.ndarray:
     return depth
 
 
-def inclusive_sums(index: RangeIndex, own: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Add each range's value to all its ancestors (own -> inclusive), deepest level first."""
-    total = own.astype(np.int64).copy()
-    by_depth = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
-    for level in range(len(bounds) - 2, 0, -1):
-        idx = by_depth[bounds[level] : bounds[level + 1]]
-        np.add.at(total, index.parent[idx], total[idx])
-    return total
-
-
-def has_same_name_ancestor(index: RangeIndex, name: np.ndarray) -> np.ndarray:
-    """True where a range is nested (at any depth) inside another range of the same name."""
-    result = np.zeros(len(name), dtype=bool)
-    cur = index.parent.copy()
-    alive = np.flatnonzero(cur >= 0)
-    while len(alive):
-        hit = name[cur[alive]] == name[alive]
-        result[alive[hit]] = True
-        alive = alive[~hit]
-        cur[alive] = index.parent[cur[alive]]
-        alive = alive[cur[alive] >= 0]
-    return result
-
-
 def containers(index: RangeIndex, ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (range, container) pair for the sorted positions `ranges`, self included.
 

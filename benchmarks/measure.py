@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -15,15 +16,17 @@ from pathlib import Path
 from typing import Any
 
 # The columns the report needs from the three big tables: the floor fetches exactly these,
-# once, with plain Python sqlite3 (no type checks, no arrays).
+# once, with plain Python sqlite3 (no type checks, no arrays). Optional columns the kernel
+# loader reads when the export has them (CUDA graph ids) are added when present.
 FLOOR_QUERIES: dict[str, str] = {
     "CUPTI_ACTIVITY_KIND_KERNEL": 'SELECT start, "end", deviceId, streamId, correlationId, '
-    "globalPid, demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "globalPid, demangledName{optional} FROM CUPTI_ACTIVITY_KIND_KERNEL",
     "CUPTI_ACTIVITY_KIND_RUNTIME": 'SELECT start, "end", globalTid, correlationId, nameId '
     "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
     "NVTX_EVENTS": 'SELECT start, "end", eventType, globalTid, text, textId FROM NVTX_EVENTS '
     "WHERE eventType IN (59, 60)",
 }
+OPTIONAL_KERNEL_COLUMNS = ("graphNodeId", "graphId")
 FETCH_ROWS = 65536
 LOADER_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "runtime": "CUPTI_ACTIVITY_KIND_RUNTIME",
                  "nvtx": "NVTX_EVENTS"}
@@ -46,7 +49,10 @@ def fetch_floor(path: Path) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     con = _connect(path)
     try:
-        for table, sql in FLOOR_QUERIES.items():
+        have = {r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+        optional = "".join(f", {c}" for c in OPTIONAL_KERNEL_COLUMNS if c in have)
+        for table, template in FLOOR_QUERIES.items():
+            sql = template.format(optional=optional)
             t0, c0 = time.perf_counter(), time.process_time()
             cur = con.execute(sql)
             rows = 0
@@ -59,22 +65,55 @@ def fetch_floor(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def _tree_rss_mib(pid: int) -> float:
+    """Resident memory of `pid` and its descendants now (Linux /proc; 0 elsewhere)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+                        break
+            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as fh:
+                todo.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def run_cli(path: Path, out_dir: Path) -> dict[str, Any]:
-    """The whole CLI (all metrics, all outputs) in a child process: wall time and peak RSS."""
+    """The whole CLI (all metrics, all outputs) in a child process: wall time, CPU time of
+    it and its helper processes, and peak memory: the largest single process (rusage) and
+    the largest sum over the process tree at any moment (sampled every 20 ms)."""
     cmd = [sys.executable, "-m", "nsys_llm_explainer", str(path), "--out", str(out_dir), "--quiet"]
     log = out_dir.with_name(out_dir.name + ".log")
+    peak_tree = [0.0]
     with log.open("wb") as fh:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-        # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix in other children).
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.02):
+                peak_tree[0] = max(peak_tree[0], _tree_rss_mib(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        # wait4 gives this child's own rusage (RUSAGE_CHILDREN would mix in other children);
+        # it includes the helper processes the CLI waited for (CPU summed, RSS the largest).
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        done.set()
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
         "exit_code": proc.returncode,
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mib": usage.ru_maxrss / 1024,  # Linux reports KiB
+        "peak_tree_rss_mib": peak_tree[0],
         "log": log.read_text(encoding="utf-8", errors="replace")[-2000:],
     }
 
@@ -90,8 +129,8 @@ def _patched(obj: Any, name: str, wrapper: Callable[[Any], Any]) -> Iterator[Non
 
 
 def breakdown(path: Path) -> dict[str, Any]:
-    """In-process: CPU seconds of each table loader and each metric (loading attributed
-    separately), then the writers. explain() runs unchanged; timing wrappers are patched
+    """In-process, without load helpers: CPU seconds of each table loader and each metric
+    (loading attributed separately), then the writers. explain() runs unchanged; timing wrappers are patched
     around it. CPU time, not wall time, so that other load on the machine does not count."""
     from contextlib import ExitStack
 
@@ -132,7 +171,7 @@ def breakdown(path: Path) -> dict[str, Any]:
                 stack.enter_context(_patched(TraceData, attr, time_loader(attr[len("_load_"):])))
         stack.enter_context(_patched(api, "run_metric", time_metric))
         t0 = time.process_time()
-        report = api.explain(path, Options())
+        report = api.explain(path, Options(), jobs=1)  # every loader timed in this process
         explain_s = time.process_time() - t0
     t0 = time.process_time()
     files = report_files.build_files(report, tuple(Format))

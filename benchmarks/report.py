@@ -35,12 +35,15 @@ def print_result(r: dict[str, Any], wall_t: float, rss_t: float, ratio_t: float)
     cpu_ratio = r["cpu_ratio_to_floor"] or 0.0
     big = r["size"] != "small"  # at 20k rows interpreter start-up dominates any ratio
     print("\n   whole CLI run (all metrics, all outputs)")
-    print(f"     wall {cli['wall_s']:8.2f} s   cpu {cli['cpu_s']:.2f} s   "
-          f"peak RSS {cli['peak_rss_mib']:,.0f} MiB")
+    # The RSS target is checked against the process tree's sampled peak sum (the main
+    # process and its load helpers together), never less than the largest single process.
+    rss = max(cli["peak_rss_mib"], cli.get("peak_tree_rss_mib", 0.0))
+    print(f"     wall {cli['wall_s']:8.2f} s   cpu {cli['cpu_s']:.2f} s (with helper processes)   "
+          f"peak RSS {rss:,.0f} MiB (process tree; largest process {cli['peak_rss_mib']:,.0f} MiB)")
     print(f"     ratio to floor: wall {ratio:.2f}x, cpu {cpu_ratio:.2f}x")
     if r["size"] == "large":
         print(f"     targets: wall <= {wall_t:.0f} s {_mark(cli['wall_s'] <= wall_t)}, "
-              f"RSS <= {rss_t:.0f} MiB {_mark(cli['peak_rss_mib'] <= rss_t)}, "
+              f"RSS <= {rss_t:.0f} MiB {_mark(rss <= rss_t)}, "
               f"<= {ratio_t:.0f}x floor {_mark(ratio <= ratio_t)}")
     elif big:
         print(f"     target: <= {ratio_t:.0f}x floor {_mark(ratio <= ratio_t)}")

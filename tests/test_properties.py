@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -91,16 +92,21 @@ queries_strategy = st.lists(
 )
 
 
+@pytest.mark.parametrize("packed", [True, False])  # one binary search, or one per thread
 @FAST
 @given(ranges_strategy, queries_strategy)
-def test_innermost_equals_brute_force(raw_ranges, raw_queries):
+def test_innermost_equals_brute_force(packed, raw_ranges, raw_queries):
     ranges = [reference.Range(n, s, s + d, 1, tid) for tid, s, d, n in raw_ranges]
     nvtx = Columns("nvtx", {
         "start": np.array([r.start for r in ranges], dtype=np.int64),
         "end": np.array([r.end for r in ranges], dtype=np.int64),
         "tkey": np.array([r.tid for r in ranges], dtype=np.int64),
     })
-    index = nvtx_tree.build(nvtx)
+    with pytest.MonkeyPatch.context() as mp:
+        if not packed:
+            mp.setattr(nvtx_tree, "_PACK_LIMIT", 0)
+        index = nvtx_tree.build(nvtx)
+    assert (index.packed is not None) == (packed and len(ranges) > 0)
     tk, t0, t1 = (np.array(c, dtype=np.int64) for c in zip(*raw_queries, strict=True))
     pos = nvtx_tree.innermost(index, tk, t0, t0 + t1)
     for i, (tid, start, dur) in enumerate(raw_queries):

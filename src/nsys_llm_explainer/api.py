@@ -24,6 +24,7 @@ from nsys_llm_explainer.model import (
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
+from nsys_llm_explainer.trace import helper
 from nsys_llm_explainer.trace import open as trace_open
 from nsys_llm_explainer.trace.capture import read_capture_info
 from nsys_llm_explainer.trace.fetch import Progress
@@ -176,14 +177,21 @@ def _limitations(
 
 
 def explain(
-    path: Path | str, options: Options | None = None, progress: Progress | None = None
+    path: Path | str,
+    options: Options | None = None,
+    progress: Progress | None = None,
+    jobs: int | None = None,
 ) -> Report:
-    """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs."""
+    """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs.
+
+    `jobs`: processes that read the trace (None: default_jobs(); 1: this one only). The
+    report does not depend on it."""
     path = Path(path)
     options = options or Options()
     conn, schema = open_trace(path)
+    data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
     try:
-        data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
+        data.helpers = helper.start_helpers(conn, schema, helper.default_jobs() if jobs is None else jobs)
         ctx = Context(schema, data, options)
         releases = release_plan(m.id for m in REGISTRY)
         for metric in REGISTRY:
@@ -207,6 +215,7 @@ def explain(
             f"{path}: the database could not be read ({exc}); export the capture again"
         ) from None
     finally:
+        data.close_helpers()
         conn.close()
     return Report(
         trace=info,

@@ -174,6 +174,15 @@ def explain(
             help="JSON file extending or overriding the kernel category table.",
         ),
     ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Processes that read the trace (default: one per CPU, at most 3).",
+            show_default=False,
+        ),
+    ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     """Explain an Nsight Systems SQLite export of LLM inference: findings, report.md, report.json, CSV tables."""
@@ -203,9 +212,11 @@ def explain(
             step_range=step_range,
             kernel_categories=str(kernel_categories) if kernel_categories is not None else None,
         )
+        if jobs is not None and jobs < 1:
+            raise UsageError("--jobs must be >= 1")
         formats = Format.parse(format)
         check_target(out, force)
-        report = write_report(trace, out, options, formats, force=force, quiet=quiet)
+        report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs)
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)

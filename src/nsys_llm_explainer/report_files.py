@@ -42,10 +42,11 @@ def write_report(
     formats: tuple[Format, ...],
     force: bool = False,
     quiet: bool = False,
+    jobs: int | None = None,
 ) -> Report:
     progress = make_progress(enabled=not quiet)
     try:
-        report = explain(trace, options, progress=progress)
+        report = explain(trace, options, progress=progress, jobs=jobs)
     finally:
         progress.close()
     output.write(out, build_files(report, formats), force=force)

@@ -92,6 +92,25 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]]
 
 
+def distinct_few(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values, as np.unique(values), for a column with few distinct values
+    (processes, devices, API codes): one hash pass instead of a sort of every row."""
+    return np.sort(pd.unique(np.asarray(values)))
+
+
+MASK_SPLIT_MAX = 64  # up to this many groups, one comparison pass each beats a stable sort
+
+
+def rows_by_value(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(value, ascending row indices holding it) for each distinct value, in value order."""
+    uniq = distinct_few(values)
+    if len(uniq) <= MASK_SPLIT_MAX:
+        return [(int(v), np.flatnonzero(values == v)) for v in uniq.tolist()]
+    order = np.argsort(values, kind="stable")
+    bounds = np.r_[np.searchsorted(values[order], uniq), len(order)]
+    return [(int(v), order[bounds[i] : bounds[i + 1]]) for i, v in enumerate(uniq.tolist())]
+
+
 _EXACT_FLOAT = 1 << 53
 
 
@@ -99,6 +118,8 @@ def group_sum(values: np.ndarray, codes: np.ndarray, ngroups: int) -> np.ndarray
     """Exact integer sums per group."""
     if len(codes) == 0:
         return np.zeros(ngroups, np.int64)
+    if ngroups == 1:
+        return np.array([values.sum(dtype=np.int64)], dtype=np.int64)
     if int(np.abs(values).max()) * len(values) < _EXACT_FLOAT:
         # bincount sums in float64, exact while every partial sum stays below 2^53.
         return np.rint(np.bincount(codes, weights=values, minlength=ngroups)).astype(np.int64)

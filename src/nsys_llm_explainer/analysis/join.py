@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from nsys_llm_explainer.trace.columns import Columns
 
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
     from nsys_llm_explainer.trace.load import TraceData
 
 _CORR_BITS = 39  # pid (24 bits) << 39 | corr keeps the key within int64
+# The direct-address table may be this many times the number of calls (plus the slack)
+# before the sorted join is used instead.
+DENSE_FACTOR = 4
+DENSE_SLACK = 1 << 20
+MAX_DENSE_PIDS = 64  # beyond this many processes, one pass per process costs too much
 
 
 def _keys(pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,12 +40,71 @@ def match_calls(
     if len(items_pid) == 0 or len(calls) == 0:
         return result
     cand = np.arange(len(calls)) if call_mask is None else np.flatnonzero(call_mask)
-    ckey, cvalid = _keys(calls.pid[cand], calls.corr[cand])
-    cand, ckey = cand[cvalid], ckey[cvalid]
+    cpid, ccorr = calls.pid[cand], calls.corr[cand]
+    cvalid = (cpid >= 0) & (ccorr > 0) & (ccorr < (1 << _CORR_BITS))
+    if not cvalid.all():
+        cand, cpid, ccorr = cand[cvalid], cpid[cvalid], ccorr[cvalid]
+    if len(cand) == 0:
+        return result
+    found = _match_dense(items_pid, items_corr, cand, cpid, ccorr)
+    if found is None:
+        found = _match_sorted(items_pid, items_corr, cand, cpid, ccorr, calls.start[cand])
+    return found
+
+
+def _match_dense(
+    items_pid: np.ndarray, items_corr: np.ndarray, cand: np.ndarray, cpid: np.ndarray,
+    ccorr: np.ndarray,
+) -> np.ndarray | None:
+    """match_calls by direct addressing: CUPTI numbers correlation ids densely per process,
+    so one slot per (pid, id in that pid's range) is a table about as long as the calls,
+    and the join is a gather instead of a sort and a binary search. None when there are
+    many processes, the ids are too sparse, or a key is shared (the sorted join then
+    picks the latest call)."""
+    pids = _few_distinct(cpid)
+    if pids is None:
+        return None
+    masks = [cpid == pid for pid in pids.tolist()]
+    corr_of = [ccorr[m] for m in masks]
+    lo = np.array([int(c.min()) for c in corr_of], dtype=np.int64)
+    width = np.array([int(c.max()) for c in corr_of], dtype=np.int64) - lo + 1
+    size = int(width.sum())
+    if size > DENSE_FACTOR * len(cand) + DENSE_SLACK:
+        return None
+    base = np.r_[0, np.cumsum(width)[:-1]]
+    table = np.full(size, -1, dtype=np.int64)
+    for j, (m, corr) in enumerate(zip(masks, corr_of, strict=True)):
+        table[corr + (base[j] - lo[j])] = cand[m]
+    if int(np.count_nonzero(table >= 0)) != len(cand):
+        return None  # a (pid, corr) key is shared by several calls
+    del masks, corr_of
+    result = np.full(len(items_pid), -1, dtype=np.int64)
+    for j, pid in enumerate(pids.tolist()):
+        mine = np.flatnonzero(items_pid == pid)
+        off = items_corr[mine] - lo[j]
+        inside = (off >= 0) & (off < width[j])
+        result[mine[inside]] = table[off[inside] + base[j]]
+    return result
+
+
+def _few_distinct(values: np.ndarray) -> np.ndarray | None:
+    """The sorted distinct values when there are at most MAX_DENSE_PIDS of them, else None
+    (a hash pass: no sort of millions of rows for a handful of processes)."""
+    uniq = pd.unique(values)
+    return np.sort(uniq) if len(uniq) <= MAX_DENSE_PIDS else None
+
+
+def _match_sorted(
+    items_pid: np.ndarray, items_corr: np.ndarray, cand: np.ndarray, cpid: np.ndarray,
+    ccorr: np.ndarray, cstart: np.ndarray,
+) -> np.ndarray:
+    """match_calls by sorting the call keys and a binary search per item."""
+    result = np.full(len(items_pid), -1, dtype=np.int64)
+    ckey, _ = _keys(cpid, ccorr)
     order = np.argsort(ckey)  # one key: several times cheaper than the lexsort below
     sorted_key = ckey[order]
     if (sorted_key[1:] == sorted_key[:-1]).any():  # shared keys: the latest start must win
-        order = np.lexsort((calls.start[cand], ckey))
+        order = np.lexsort((cstart, ckey))
         sorted_key = ckey[order]
     ckey, cand = sorted_key, cand[order]
     ikey, ivalid = _keys(items_pid, items_corr)

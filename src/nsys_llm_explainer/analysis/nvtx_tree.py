@@ -15,6 +15,8 @@ import numpy as np
 
 from nsys_llm_explainer.trace.columns import Columns
 
+_PACK_LIMIT = 1 << 62
+
 
 @dataclass(frozen=True)
 class RangeIndex:
@@ -27,6 +29,12 @@ class RangeIndex:
     seg_keys: np.ndarray  # distinct thread keys, sorted
     seg_lo: np.ndarray
     seg_hi: np.ndarray
+    # (segment, start) packed into one ascending int64 per range (segment * span + start -
+    # t0), so a query finds its candidate in every segment with one binary search; None
+    # when the packed keys would not fit in int64.
+    packed: np.ndarray | None = None
+    t0: int = 0
+    span: int = 0
 
 
 def _previous_greater(end: np.ndarray, seg_first: np.ndarray, strict: bool) -> np.ndarray:
@@ -60,7 +68,13 @@ def build(nvtx: Columns) -> RangeIndex:
     seg_hi = np.r_[seg_lo[1:], len(tkey)].astype(np.int64)[: len(seg_lo)]
     chain = _previous_greater(end, seg_lo, strict=True)
     parent = _previous_greater(end, seg_lo, strict=False)
-    return RangeIndex(order, start, end, tkey, chain, parent, seg_keys, seg_lo, seg_hi)
+    packed, t0, span = None, 0, 0
+    if len(start):
+        t0, span = int(start.min()), int(start.max()) - int(start.min()) + 1
+        if span * len(seg_keys) < _PACK_LIMIT:
+            packed = np.repeat(np.arange(len(seg_keys), dtype=np.int64) * span, seg_hi - seg_lo)
+            packed += start - t0
+    return RangeIndex(order, start, end, tkey, chain, parent, seg_keys, seg_lo, seg_hi, packed, t0, span)
 
 
 def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
@@ -72,17 +86,12 @@ def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end:
     np.minimum(seg, len(index.seg_keys) - 1, out=seg)
     qi = np.flatnonzero(index.seg_keys[seg] == q_tkey)  # queries on threads with ranges
     seg = seg[qi]
-    # Queries grouped by segment with one sort, then one searchsorted per segment: within
-    # the thread's segment, the last range starting at or before the query start.
-    by_seg = np.argsort(seg, kind="stable")
-    qi, seg = qi[by_seg], seg[by_seg]
-    del by_seg
-    bounds = np.searchsorted(seg, np.arange(len(index.seg_keys) + 1))
-    cand = np.empty(len(qi), dtype=np.int64)
-    for s in np.flatnonzero(np.diff(bounds)).tolist():
-        sel = slice(int(bounds[s]), int(bounds[s + 1]))
-        a, b = int(index.seg_lo[s]), int(index.seg_hi[s])
-        cand[sel] = a + np.searchsorted(index.start[a:b], q_start[qi[sel]], "right") - 1
+    if index.packed is not None:
+        # Offsets before the first range start become -1: below every key of the segment.
+        offset = np.clip(q_start[qi] - index.t0, -1, index.span - 1)
+        cand = np.searchsorted(index.packed, seg * index.span + offset, "right") - 1
+    else:
+        cand, qi, seg = _candidates_by_segment(index, qi, seg, q_start)
     found = cand >= index.seg_lo[seg]  # some range of the thread starts early enough
     active, c = qi[found], cand[found]
     del qi, seg, cand, found
@@ -94,6 +103,23 @@ def innermost(index: RangeIndex, q_tkey: np.ndarray, q_start: np.ndarray, q_end:
         active = active[~good][keep]
         c = nxt[keep]
     return result
+
+
+def _candidates_by_segment(
+    index: RangeIndex, qi: np.ndarray, seg: np.ndarray, q_start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per query (reordered by segment): the last range of its segment starting at or
+    before it, with one binary search per segment; returns (cand, qi, seg) reordered."""
+    by_seg = np.argsort(seg, kind="stable")
+    qi, seg = qi[by_seg], seg[by_seg]
+    del by_seg
+    bounds = np.searchsorted(seg, np.arange(len(index.seg_keys) + 1))
+    cand = np.empty(len(qi), dtype=np.int64)
+    for s in np.flatnonzero(np.diff(bounds)).tolist():
+        sel = slice(int(bounds[s]), int(bounds[s + 1]))
+        a, b = int(index.seg_lo[s]), int(index.seg_hi[s])
+        cand[sel] = a + np.searchsorted(index.start[a:b], q_start[qi[sel]], "right") - 1
+    return cand, qi, seg
 
 
 def depths(index: RangeIndex) -> np.ndarray:

@@ -6,32 +6,39 @@ as numpy.percentile's default, rounded half to even to integer nanoseconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 _KEY_LIMIT = 1 << 62  # group * span + value must stay inside int64
 
 
-def _sorted_within_groups(values: np.ndarray, groups: np.ndarray, ngroups: int) -> np.ndarray:
-    """`values` ordered by (group, value), as values only."""
+def _sorted_within_groups(
+    values: np.ndarray, groups: np.ndarray, ngroups: int
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A picker: positions -> the values at those positions of `values` ordered by
+    (group, value)."""
     if ngroups <= 1:
-        return np.sort(values)
+        return np.sort(values).__getitem__
     if not np.issubdtype(values.dtype, np.integer):
-        return values[np.lexsort((values, groups))]
+        return values[np.lexsort((values, groups))].__getitem__
     lo, hi = int(values.min()), int(values.max())
     span = hi - lo + 1
     if span * ngroups < _KEY_LIMIT:
         # One int64 sort of a combined key is several times cheaper than a two-key lexsort
-        # followed by a gather; the value is recovered from the key exactly.
-        key = groups.astype(np.int64) * span + (values.astype(np.int64) - lo)
+        # followed by a gather; a value is recovered from its key exactly, and only the
+        # values at the picked positions are.
+        key = groups.astype(np.int64, copy=False) * span
+        key += values.astype(np.int64, copy=False)
+        key -= lo
         key.sort()
-        return key % span + lo
-    return values[np.lexsort((values, groups))]
+        return lambda pos: key[pos] % span + lo
+    return values[np.lexsort((values, groups))].__getitem__
 
 
 def _interpolate(
-    pick: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ps: Sequence[float]
+    pick: Callable[[np.ndarray], np.ndarray], counts: np.ndarray, offsets: np.ndarray,
+    ps: Sequence[float],
 ) -> dict[float, np.ndarray]:
     """Per-group percentiles from `pick(positions)`, the sorted values at those positions."""
     out = {p: np.zeros(len(counts), dtype=np.int64) for p in ps}
@@ -42,8 +49,8 @@ def _interpolate(
         hi = np.ceil(pos).astype(np.int64)
         frac = pos - lo
         base = offsets[has]
-        vlo = pick[base + lo].astype(np.float64)
-        vhi = pick[base + hi].astype(np.float64)
+        vlo = pick(base + lo).astype(np.float64)
+        vhi = pick(base + hi).astype(np.float64)
         out[p][has] = np.rint(vlo + (vhi - vlo) * frac).astype(np.int64)
     return out
 
@@ -52,15 +59,27 @@ def group_percentiles(
     values: np.ndarray, groups: np.ndarray, ngroups: int, ps: Sequence[float]
 ) -> dict[float, np.ndarray]:
     """Percentiles of `values` within each group code 0..ngroups-1 (empty groups -> 0)."""
+    return group_summary(values, groups, ngroups, ps)[0]
+
+
+def group_summary(
+    values: np.ndarray, groups: np.ndarray, ngroups: int, ps: Sequence[float]
+) -> tuple[dict[float, np.ndarray], np.ndarray]:
+    """Percentiles and the maximum of `values` within each group code (empty groups: 0),
+    from one sort."""
     if len(values) == 0:
-        return {p: np.zeros(ngroups, dtype=np.int64) for p in ps}
+        return {p: np.zeros(ngroups, dtype=np.int64) for p in ps}, np.zeros(ngroups, np.int64)
     if ngroups == 1:  # a partial sort around the needed ranks is enough
         one = percentiles(values, ps)
-        return {p: np.array([one[p]], dtype=np.int64) for p in ps}
-    v = _sorted_within_groups(values, groups, ngroups)
-    counts = np.bincount(groups, minlength=ngroups) if ngroups > 1 else np.array([len(values)])
-    offsets = np.r_[0, np.cumsum(counts)[:-1]]
-    return _interpolate(v, counts, offsets, ps)
+        return {p: np.array([one[p]], dtype=np.int64) for p in ps}, np.array([values.max()])
+    pick = _sorted_within_groups(values, groups, ngroups)
+    counts = np.bincount(groups, minlength=ngroups)
+    ends = np.cumsum(counts)
+    offsets = np.r_[0, ends[:-1]]
+    top = np.zeros(ngroups, dtype=values.dtype)
+    has = counts > 0
+    top[has] = pick(ends[has] - 1)
+    return _interpolate(pick, counts, offsets, ps), top
 
 
 def percentiles(values: np.ndarray, ps: Sequence[float]) -> dict[float, int]:
@@ -73,5 +92,5 @@ def percentiles(values: np.ndarray, ps: Sequence[float]) -> dict[float, int]:
         pos = (p / 100.0) * (n - 1)
         ranks.update((int(np.floor(pos)), int(np.ceil(pos))))
     part = np.partition(values, sorted(ranks))
-    res = _interpolate(part, np.array([n]), np.array([0]), ps)
+    res = _interpolate(part.__getitem__, np.array([n]), np.array([0]), ps)
     return {p: int(res[p][0]) for p in ps}

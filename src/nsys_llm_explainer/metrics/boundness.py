@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
@@ -139,7 +140,7 @@ def run(ctx: Context) -> Outcome:
     pairs = launch_pairs(ctx.data)
     queue = pairs.queue
     pair_pid = k.pid[pairs.kernel]
-    unions = {int(pid): _gpu_union(ctx, int(pid)) for pid in np.unique(k.pid)}
+    unions = {int(pid): _gpu_union(ctx, int(pid)) for pid in distinct_few(k.pid)}
     processes = []
     for pid, (ku, gu) in unions.items():
         mine = k.pid == pid
@@ -191,7 +192,7 @@ def _phase_rows(
         if not sel.any():
             continue
         kb, gb = [0, 0], [0, 0]
-        for p in np.unique(pid[sel]).tolist():
+        for p in distinct_few(pid[sel]).tolist():
             if p not in unions:
                 continue
             ws, we = intervals.merge(start[sel & (pid == p)], end[sel & (pid == p)])

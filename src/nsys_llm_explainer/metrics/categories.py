@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import factorize, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_sum
 from nsys_llm_explainer.categories import OTHER, CategoryTable, load_table
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
@@ -90,7 +90,7 @@ def _rows(
 def _breakdown(scope: str, key: np.ndarray, kc: KernelCategories, dur: np.ndarray) -> list[dict]:
     """One entry per distinct key value: its total and category rows."""
     out = []
-    for value in np.unique(key).tolist():
+    for value in distinct_few(key).tolist():
         sel = key == value
         rows = _rows(scope, value, kc.categories, kc.code[sel], dur[sel])
         out.append({"id": value, "total_ns": int(dur[sel].sum()), "categories": rows})

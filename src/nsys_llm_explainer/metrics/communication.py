@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import factorize, group_codes, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_codes, group_sum
 from nsys_llm_explainer.categories import BUILTIN
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import device_busy
@@ -73,7 +73,7 @@ def run(ctx: Context) -> Outcome:
     comm = comm_mask(ctx.data)
     busy = device_busy(ctx.data)
     devices: list[dict[str, Any]] = []
-    for dev in np.unique(k.device).tolist():
+    for dev in distinct_few(k.device).tolist():
         mine = k.device == dev
         c, o = mine & comm, mine & ~comm
         cs, ce = intervals.merge(k.start[c], k.end[c])

@@ -16,7 +16,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -88,7 +88,7 @@ def run(ctx: Context) -> Outcome:
     data = {
         "trace_mode": mode,
         "graph_launches": launches,
-        "launching_processes": sorted(int(p) for p in np.unique(rt.pid[is_launch]).tolist()),
+        "launching_processes": sorted(int(p) for p in distinct_few(rt.pid[is_launch]).tolist()),
         "node_kernels": node_kernels,
         "node_kernel_ns": int(k.dur[node].sum()),
         "node_kernels_attributed": int(attributed.sum()),

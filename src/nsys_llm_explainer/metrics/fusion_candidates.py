@@ -24,8 +24,6 @@ from nsys_llm_explainer.analysis.groups import (
     factorize,
     first_appearance_codes,
     group_codes,
-    group_max,
-    group_min,
     group_sum,
 )
 from nsys_llm_explainer.metrics.base import Context, Metric
@@ -101,7 +99,6 @@ def _grams(
         length = li + MIN_LEN
         occ = np.bincount(g, minlength=ng)
         keep = occ >= MIN_OCCURRENCES
-        subsumed = np.zeros(ng, dtype=bool)
         if li + 1 < len(levels):
             # Right extension: the next level's window starting at the same position (the
             # next level's positions are this level's with run >= length, in order). Left
@@ -112,14 +109,16 @@ def _grams(
             if len(p) > 1:
                 left[1:] = np.where(p[1:] - 1 == p[:-1], right[:-1], -1)
             for ext in (right, left):
-                lo, hi = group_min(ext, g, ng), group_max(ext, g, ng)
-                subsumed |= (lo >= 0) & (lo == hi)
+                keep &= ~_same_extension(ext, g, ng)
             del right, left, ext
-        keep &= ~subsumed
         rep = np.full(ng, -1, dtype=np.int64)
         rep[g[::-1]] = p[::-1]  # first occurrence of each gram
-        kern = group_sum(csum[p + length] - csum[p], g, ng)
-        gaps = group_sum(cgap[p + length - 1] - cgap[p], g, ng)
+        # Window sums only for the occurrences of grams that are kept (usually few).
+        mine = np.flatnonzero(keep[g])
+        pk, gk = p[mine].astype(np.int64), g[mine]
+        kern = group_sum(csum[pk + length] - csum[pk], gk, ng)
+        gaps = group_sum(cgap[pk + length - 1] - cgap[pk], gk, ng)
+        del mine, pk, gk
         sel = np.flatnonzero(keep)
         prox = occ[sel] / np.maximum(first_count[name[rep[sel]]], 1)
         frames.append(
@@ -137,6 +136,15 @@ def _grams(
             )
         )
     return frames, levels
+
+
+def _same_extension(ext: np.ndarray, g: np.ndarray, ng: int) -> np.ndarray:
+    """Per gram: every occurrence extends to the same longer gram (ext >= 0, all equal)."""
+    first = np.full(ng, -1, dtype=np.int64)
+    first[g[::-1]] = ext[::-1]  # the value at each gram's first occurrence
+    differs = np.zeros(ng, dtype=bool)
+    differs[g[ext != first[g]]] = True
+    return (first >= 0) & ~differs
 
 
 def _select(cand: pd.DataFrame, levels: list[Level], n: int) -> pd.DataFrame:

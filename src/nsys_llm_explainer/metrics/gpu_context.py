@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer import gpu_specs
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.load import Unavailable
@@ -59,7 +59,7 @@ def _active_devices(ctx: Context) -> set[int]:
     out: set[int] = set()
     for loader in (ctx.data.kernels, ctx.data.memcpy, ctx.data.memset):
         try:
-            out.update(int(d) for d in np.unique(loader().device).tolist())
+            out.update(int(d) for d in distinct_few(loader().device).tolist())
         except Unavailable:
             continue
     return out

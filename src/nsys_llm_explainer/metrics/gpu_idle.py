@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -44,7 +45,7 @@ def device_busy(data: TraceData) -> dict[int, DeviceBusy]:
     def build() -> dict[int, DeviceBusy]:
         k = data.kernels()
         out: dict[int, DeviceBusy] = {}
-        for dev in np.unique(k.device).tolist():
+        for dev in distinct_few(k.device).tolist():
             mine = k.device == dev
             bs, be = intervals.merge(k.start[mine], k.end[mine])
             out[int(dev)] = DeviceBusy(int(dev), bs, be, be[:-1], bs[1:])

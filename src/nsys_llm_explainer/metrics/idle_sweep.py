@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
@@ -93,16 +94,41 @@ def _next_kernels(
     return nxt, queued
 
 
+@dataclass(frozen=True)
+class HostRows:
+    """CUDA API rows grouped once for every device's classification."""
+
+    by_pid: dict[int, np.ndarray]  # pid -> its rows in runtime(), ascending
+    blocking: np.ndarray  # per row: a blocking call (sync.py)
+    launching: np.ndarray  # per row: a launch call
+
+    @staticmethod
+    def of(data: TraceData) -> HostRows:
+        rt = data.runtime()
+        names = data.runtime_api_names()
+        return HostRows(
+            dict(rows_by_value(rt.pid)),
+            sync_kinds(names)[rt.api] == 1,
+            launch_api_mask(names)[rt.api],
+        )
+
+    def rows_of(self, pids: np.ndarray) -> np.ndarray:
+        parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
 def classify(
-    data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray
+    data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray,
+    host: HostRows,
 ) -> GapCauses:
     g0, g1 = busy_end[:-1], busy_start[1:]
     n = len(g0)
     rt = data.runtime()
-    names = data.runtime_api_names()
-    mine = np.isin(rt.pid, owners)
-    blocking = mine & (sync_kinds(names)[rt.api] == 1)
-    launching = mine & launch_api_mask(names)[rt.api]
+    mine = host.rows_of(owners)
+    blocking = mine[host.blocking[mine]]
+    launching = mine[host.launching[mine]]
     sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g0)
     in_sync = sync_end >= g0
     ls, le = intervals.merge(rt.start[launching], rt.end[launching])
@@ -110,7 +136,7 @@ def classify(
     cs, ce = copy_union(data, device)
     copy_cover = intervals.overlap_with_union(g0, g1, cs, ce)
     length = g1 - g0
-    if mine.any():
+    if len(mine):
         hw0, hw1 = np.array([rt.start[mine].min()]), np.array([rt.end[mine].max()])
         outside = length - intervals.overlap_with_union(g0, g1, hw0, hw1)
     else:
@@ -143,10 +169,11 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
 
     def build() -> dict[int, GapCauses]:
         k = data.kernels()
+        host = HostRows.of(data)
         out: dict[int, GapCauses] = {}
         for dev, busy in device_busy(data).items():
-            owners = np.unique(k.pid[k.device == dev])
-            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners)
+            owners = distinct_few(k.pid[k.device == dev])
+            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host)
         return out
 
     return data.cached("gap_causes", build)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_sum
-from nsys_llm_explainer.analysis.stats import group_percentiles
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
+from nsys_llm_explainer.analysis.stats import group_summary
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import LaunchPairs, launch_api_mask, launch_pairs
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
@@ -46,10 +46,10 @@ def grouped_stats(
     """p50/p90/p99/max/total of API time, queue and latency per group code (one sort each)."""
     cols: dict[str, np.ndarray] = {}
     for measure, values in values_of.items():
-        pct = group_percentiles(values, codes, ngroups, PERCENTILES)
+        pct, top = group_summary(values, codes, ngroups, PERCENTILES)
         for q in PERCENTILES:
             cols[f"{measure}_p{q}_ns"] = pct[q]
-        cols[f"{measure}_max_ns"] = np.maximum(group_max(values, codes, ngroups), 0)
+        cols[f"{measure}_max_ns"] = np.maximum(top, 0)
         cols[f"{measure}_total_ns"] = group_sum(values, codes, ngroups)
     return [{key: int(cols[key][i]) for key in STAT_KEYS} for i in range(ngroups)]
 
@@ -77,7 +77,7 @@ def run(ctx: Context) -> Outcome:
     )
 
     pair_pid = k.pid[p.kernel]
-    pids = np.unique(k.pid)
+    pids = distinct_few(k.pid)
     pid_code = np.searchsorted(pids, pair_pid)
     per_pid = grouped_stats(values_of, pid_code, len(pids))
     kcode = np.searchsorted(pids, k.pid)

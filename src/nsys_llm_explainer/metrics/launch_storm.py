@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum, rows_by_value
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
@@ -58,12 +58,8 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(NO_KERNELS)
     glob = scope_stats(k.start, k.end, k.dur)
     per_pid = []
-    order = np.argsort(k.pid, kind="stable")
-    pids, first = np.unique(k.pid[order], return_index=True)
-    bounds = np.r_[first, len(order)]
-    for i, pid in enumerate(pids.tolist()):
-        idx = order[bounds[i] : bounds[i + 1]]
-        per_pid.append({"pid": int(pid), **scope_stats(k.start[idx], k.end[idx], k.dur[idx])})
+    for pid, idx in rows_by_value(k.pid):
+        per_pid.append({"pid": pid, **scope_stats(k.start[idx], k.end[idx], k.dur[idx])})
     per_pid.sort(key=lambda r: -r["kernels"])
     codes, (name_ids,) = group_codes(k.name_id)
     g = len(name_ids)

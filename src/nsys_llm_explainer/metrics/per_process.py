@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS, kernel_table
@@ -44,7 +44,7 @@ def run(ctx: Context) -> Outcome:
     names = [lookup[int(i)] for i in name_ids]
     total = int(k.dur.sum())
     frames = []
-    for pid in np.unique(pids).tolist():
+    for pid in distinct_few(pids).tolist():
         sel = pids == pid
         sub = np.flatnonzero(sel)
         remap = np.full(len(name_ids), -1, dtype=np.int64)
@@ -64,13 +64,13 @@ def run(ctx: Context) -> Outcome:
     except Exception:  # noqa: BLE001 - NVTX is optional here; its own metric reports why
         nvtx_counts = {}
     processes: list[dict[str, Any]] = []
-    for pid in np.unique(k.pid).tolist():
+    for pid in distinct_few(k.pid).tolist():
         rows = k.pid == pid
         ns = int(k.dur[rows].sum())
         processes.append({
             "pid": int(pid), "kernel_count": int(rows.sum()), "kernel_ns": ns,
             "pct_of_kernel_time": round(100.0 * ns / total, 2) if total else 0.0,
-            "devices": sorted(int(d) for d in np.unique(k.device[rows])),
+            "devices": sorted(int(d) for d in distinct_few(k.device[rows])),
             "launches_per_s": rates.get(int(pid)),
             "blocking_sync_ns": syncs.get(int(pid)),
             "nvtx_ranges": nvtx_counts.get(int(pid), 0),

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
@@ -128,7 +129,7 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
     span = int(e.max() - s.min())
     pids = g["pid"].to_numpy()
     # Each process's steps are unioned on their own: two replicas stepping at once are not one.
-    covered = sum(intervals.union_length(s[pids == p], e[pids == p]) for p in np.unique(pids))
+    covered = sum(intervals.union_length(s[pids == p], e[pids == p]) for p in distinct_few(pids))
     return {
         "phase": phase,
         "steps": int(len(g)),

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_sum
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -85,7 +85,7 @@ def run(ctx: Context) -> Outcome:
     blocking = row_kind[sel] == 1
     window = int(rt.end.max() - rt.start.min())
     processes = []
-    for pid in np.unique(rt.pid).tolist():
+    for pid in distinct_few(rt.pid).tolist():
         mine = rt.pid == pid
         w = int(rt.end[mine].max() - rt.start[mine].min())
         blk = blocking & (s.pid == pid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_min, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_min, group_sum
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -57,7 +57,7 @@ def run(ctx: Context) -> Outcome:
         "total_kernel_ns": total_ns,
         "kernel_count": int(len(k)),
         "distinct_kernels": int(frame["name"].nunique()),
-        "devices": sorted(int(d) for d in np.unique(k.device)),
+        "devices": sorted(int(d) for d in distinct_few(k.device)),
         "kernels": frame.to_dict("records"),
     }
     return MetricResult(METRIC.id, data, (Table("kernels", COLUMNS, frame),))

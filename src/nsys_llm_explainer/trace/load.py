@@ -31,6 +31,7 @@ from nsys_llm_explainer.trace.fetch import (
     int_or,
     is_int,
 )
+from nsys_llm_explainer.trace.helper import LoadHelper
 from nsys_llm_explainer.trace.names import StringTable, api_base_name
 from nsys_llm_explainer.trace.probe import (
     NVTX_TABLE,
@@ -94,13 +95,41 @@ class TraceData:
         self.row_counts: dict[str, int] = {}
         self._cache: dict[str, Any] = {}
         self._spans: dict[str, tuple[int, int] | None] = {}
+        self.helpers: list[LoadHelper] = []  # load some tables in parallel (trace/helper.py)
 
     # -- generic helpers -------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:
         if key not in self._cache:
             deadline.check()  # derived phases are long numpy work that --timeout must bound
-            self._cache[key] = build()
+            if not self._from_helper(key):
+                self._cache[key] = build()
         return self._cache[key]  # type: ignore[no-any-return]
+
+    def _from_helper(self, key: str) -> bool:
+        """Take `key` from the load helper if it has it; False: build it here."""
+        helper = next((h for h in self.helpers if h.pending(key)), None)
+        if helper is None:
+            return False
+        loaded = helper.take(key, self.progress)
+        if loaded is None or key not in loaded.entries:
+            return False
+        self._cache.update(loaded.entries)
+        self.warnings.extend(loaded.warnings)
+        for table, rows in loaded.row_counts.items():
+            self.row_counts.setdefault(table, rows)
+        self.strings.missing.update(loaded.missing)
+        return True
+
+    def close_helpers(self) -> None:
+        for helper in self.helpers:
+            helper.close()
+        self.helpers = []
+
+    def cache_keys(self) -> list[str]:
+        return list(self._cache)
+
+    def cached_value(self, key: str) -> Any:
+        return self._cache[key]
 
     def release(self, *keys: str) -> None:
         """Drop cached results no later reader needs (a later call rebuilds them).

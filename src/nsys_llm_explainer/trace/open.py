@@ -100,7 +100,13 @@ def is_wal_mode(path: Path) -> bool:
     return len(head) >= 20 and head[18] == 2 and head[19] == 2
 
 
-class _PrivateCopy(sqlite3.Connection):
+class ReadOnlyConnection(sqlite3.Connection):
+    """A connection opened here; `uri` opens the same database again (see reopen)."""
+
+    uri: str = ""
+
+
+class _PrivateCopy(ReadOnlyConnection):
     """A connection to a private copy of the input; closing it removes the copy."""
 
     copy_dir: str | None = None
@@ -112,7 +118,7 @@ class _PrivateCopy(sqlite3.Connection):
             self.copy_dir = None
 
 
-def connect_readonly(path: Path) -> sqlite3.Connection:
+def connect_readonly(path: Path) -> ReadOnlyConnection:
     """Open `path` read-only without creating, changing or locking anything beside it.
 
     Call check_input_file first. A rollback-journal database is opened through a read-only
@@ -131,7 +137,7 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     return _connect_copy(path, real, wal)
 
 
-def _connect_copy(path: Path, real: Path, wal: Path) -> sqlite3.Connection:
+def _connect_copy(path: Path, real: Path, wal: Path) -> ReadOnlyConnection:
     tmp = tempfile.mkdtemp(prefix="nsys-llm-explain-wal-")
     try:
         copy = Path(tmp) / "trace.sqlite"
@@ -151,12 +157,19 @@ def _connect_copy(path: Path, real: Path, wal: Path) -> sqlite3.Connection:
     return conn
 
 
+def reopen(uri: str, path: Path) -> ReadOnlyConnection:
+    """Another read-only connection, with the same safety settings, to a database opened
+    by connect_readonly (`uri` is that connection's). A private copy is not copied again
+    and is not removed when this connection closes."""
+    return _connect(path, uri)
+
+
 def _connect(
     path: Path,
     uri: str,
-    factory: type[sqlite3.Connection] = sqlite3.Connection,
+    factory: type[ReadOnlyConnection] = ReadOnlyConnection,
     cleanup: str | None = None,
-) -> sqlite3.Connection:
+) -> ReadOnlyConnection:
     try:
         conn = sqlite3.connect(
             uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False, factory=factory
@@ -165,6 +178,7 @@ def _connect(
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
         raise InputError(f"{path}: cannot be opened as SQLite ({exc}); check the file") from None
+    conn.uri = uri
     conn.text_factory = _decode_text
     if hasattr(conn, "enable_load_extension"):  # absent when Python's SQLite cannot load any
         conn.enable_load_extension(False)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct_few
 from nsys_llm_explainer.trace.columns import Columns
 
 if TYPE_CHECKING:
@@ -21,7 +21,6 @@ _CORR_BITS = 39  # pid (24 bits) << 39 | corr keeps the key within int64
 # before the sorted join is used instead.
 DENSE_FACTOR = 4
 DENSE_SLACK = 1 << 20
-MAX_DENSE_PIDS = 64  # beyond this many processes, one pass per process costs too much
 
 
 def _keys(pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -61,8 +60,8 @@ def _match_dense(
     and the join is a gather instead of a sort and a binary search. None when there are
     many processes, the ids are too sparse, or a key is shared (the sorted join then
     picks the latest call)."""
-    pids = _few_distinct(cpid)
-    if pids is None:
+    pids = distinct_few(cpid)
+    if len(pids) > MASK_SPLIT_MAX:  # one comparison pass per process below
         return None
     masks = [cpid == pid for pid in pids.tolist()]
     corr_of = [ccorr[m] for m in masks]
@@ -85,13 +84,6 @@ def _match_dense(
         inside = (off >= 0) & (off < width[j])
         result[mine[inside]] = table[off[inside] + base[j]]
     return result
-
-
-def _few_distinct(values: np.ndarray) -> np.ndarray | None:
-    """The sorted distinct values when there are at most MAX_DENSE_PIDS of them, else None
-    (a hash pass: no sort of millions of rows for a handful of processes)."""
-    uniq = pd.unique(values)
-    return np.sort(uniq) if len(uniq) <= MAX_DENSE_PIDS else None
 
 
 def _match_sorted(

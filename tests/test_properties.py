@@ -83,6 +83,16 @@ def test_group_percentiles_equal_reference(rows):
             assert got[p][g] == (reference.percentile(mine, p) if mine else 0)
 
 
+def test_group_percentiles_round_exact_halves_as_numpy() -> None:
+    # p90 of these four values is 80911492.5 exactly; numpy's lerp from the upper end
+    # lands just above .5, so numpy (and the documented definition) gives ...493.
+    values = np.array([0, 0, 37_924_216, 99_334_611, 5], dtype=np.int64)
+    groups = np.array([0, 0, 0, 0, 1], dtype=np.int64)
+    got = group_percentiles(values, groups, 2, (90,))
+    assert got[90].tolist() == [80_911_493, 5]
+    assert reference.percentile([0, 0, 37_924_216, 99_334_611], 90) == 80_911_493
+
+
 ranges_strategy = st.lists(
     st.tuples(st.integers(0, 1), st.integers(0, 200), st.integers(1, 200), st.sampled_from("abc")),
     min_size=0, max_size=25,

@@ -7,10 +7,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer import TOOL_NAME, deadline
+from nsys_llm_explainer import TOOL_NAME, deadline, runner
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
-from nsys_llm_explainer.metrics.lifetimes import release_plan
 from nsys_llm_explainer.model import (
     Finding,
     GpuInfo,
@@ -184,22 +183,22 @@ def explain(
 ) -> Report:
     """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs.
 
-    `jobs`: processes that read the trace (None: default_jobs(); 1: this one only). The
-    report does not depend on it."""
+    `jobs`: processes that read the trace and threads that run metrics (None:
+    default_jobs(); 1: this process and thread only). The report does not depend on it."""
     path = Path(path)
     options = options or Options()
     conn, schema = open_trace(path)
     data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
     try:
-        data.helpers = helper.start_helpers(conn, schema, helper.default_jobs() if jobs is None else jobs)
+        jobs = helper.default_jobs() if jobs is None else jobs
+        data.helpers = helper.start_helpers(conn, schema, jobs)
         ctx = Context(schema, data, options)
-        releases = release_plan(m.id for m in REGISTRY)
-        for metric in REGISTRY:
-            ctx.results[metric.id] = run_metric(metric, ctx)
-            data.release(*releases.get(metric.id, ()))
+        threads = jobs if runner.worth_threads(conn, schema.kernel_table, jobs) else 1
+        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric, threads))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
-        warnings.extend(data.warnings)
+        # Sorted: with metrics in threads, which one loads a table (and warns) first varies.
+        warnings.extend(sorted(data.warnings))
         findings = apply_rules(ctx.results, options, schema, warnings)
         capture_info = None
         if options.include_capture_info:

@@ -179,7 +179,7 @@ def explain(
         typer.Option(
             "--jobs",
             "-j",
-            help="Processes that read the trace (default: one per CPU, at most 3).",
+            help="Processes that read the trace and threads that run metrics (default: one per CPU, at most 3).",
             show_default=False,
         ),
     ] = None,

@@ -4,11 +4,16 @@ Inside SQLite the deadline is enforced by the connection's progress handler (SQL
 every PROGRESS_STEPS virtual-machine instructions and abandons the statement when it returns
 true). Long numpy phases call check() between steps. Either way the metric ends with
 MetricTimeout, which the runner turns into Skipped("stopped by --timeout ...").
+
+Metrics may run in several threads over one connection. The handler reads the deadline of
+the thread whose statement SQLite is running, and stays installed while any thread is
+under a limit.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +23,8 @@ from nsys_llm_explainer.errors import MetricTimeout
 
 PROGRESS_STEPS = 10_000  # SQLite VM instructions between deadline checks (a few microseconds)
 _deadline: ContextVar[float | None] = ContextVar("nsys_llm_explain_deadline", default=None)
+_handlers_lock = threading.Lock()
+_handler_users: dict[int, int] = {}  # id(connection) -> limits now active on it
 
 
 def expired() -> bool:
@@ -38,7 +45,11 @@ def limit(conn: sqlite3.Connection, seconds: float | None) -> Iterator[None]:
         yield
         return
     token = _deadline.set(time.monotonic() + seconds)
-    conn.set_progress_handler(expired, PROGRESS_STEPS)
+    with _handlers_lock:
+        users = _handler_users.get(id(conn), 0)
+        if users == 0:
+            conn.set_progress_handler(expired, PROGRESS_STEPS)
+        _handler_users[id(conn)] = users + 1
     try:
         yield
     except sqlite3.OperationalError as exc:
@@ -47,5 +58,10 @@ def limit(conn: sqlite3.Connection, seconds: float | None) -> Iterator[None]:
             raise MetricTimeout() from None
         raise
     finally:
-        conn.set_progress_handler(None, 0)
+        with _handlers_lock:
+            users = _handler_users.pop(id(conn)) - 1
+            if users:
+                _handler_users[id(conn)] = users
+            else:
+                conn.set_progress_handler(None, 0)
         _deadline.reset(token)

@@ -51,7 +51,10 @@ def _interpolate(
         base = offsets[has]
         vlo = pick(base + lo).astype(np.float64)
         vhi = pick(base + hi).astype(np.float64)
-        out[p][has] = np.rint(vlo + (vhi - vlo) * frac).astype(np.int64)
+        # numpy's lerp: from the nearer end, so a result of exactly .5 rounds as numpy's.
+        diff = vhi - vlo
+        value = np.where(frac >= 0.5, vhi - diff * (1.0 - frac), vlo + diff * frac)
+        out[p][has] = np.rint(value).astype(np.int64)
     return out
 
 

@@ -21,7 +21,8 @@ class Context:
     schema: Schema
     data: TraceData
     options: Options
-    results: dict[str, Outcome] = field(default_factory=dict)  # metrics run so far
+    # Outcomes of the metrics this one declared in Metric.after (the runner passes no others).
+    results: dict[str, Outcome] = field(default_factory=dict)
 
     def result(self, metric_id: str) -> MetricResult | None:
         out = self.results.get(metric_id)
@@ -35,6 +36,7 @@ class Metric:
     run: Callable[[Context], Outcome]
     tables: dict[str, tuple[str, ...]] = field(default_factory=dict)  # csv stem -> columns
     description: str = ""
+    after: tuple[str, ...] = ()  # metrics whose results this one reads (ctx.result): run first
 
     def skipped(self, reason: str) -> Skipped:
         return Skipped(self.id, reason)

@@ -2,10 +2,10 @@
 
 TraceData caches every loaded table and shared derived array for the metrics after the
 first reader. At millions of rows they add up to gigabytes if all of them live until the
-end, so the runner releases each one after the last metric (in REGISTRY order) that reads
-it. The readers listed here include indirect ones (a metric that calls a helper which reads
-the key). A missing reader only costs time: a released key is rebuilt on its next use,
-with the same result.
+end, so the runner releases each one once every metric that reads it has finished. The
+readers listed here include indirect ones (a metric that calls a helper which reads the
+key). A missing reader only costs time: a released key is rebuilt on its next use, with
+the same result.
 """
 
 from __future__ import annotations
@@ -30,16 +30,32 @@ READERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def release_plan(metric_ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """metric id -> the keys to release once it has run (the keys' last registered reader).
+# Metrics whose working memory grows with the kernel rows beyond the shared keys above
+# (sorts, joins and per-gap arrays over millions of rows). When metrics run in threads, at
+# most one of these runs at a time, so the peak stays near that of a one-thread run.
+HEAVY: frozenset[str] = frozenset({
+    "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
+})
 
-    A key none of whose readers is registered is never released."""
-    order = {mid: i for i, mid in enumerate(metric_ids)}
-    plan: dict[str, list[str]] = {}
-    for key, readers in READERS.items():
-        present = [order[r] for r in readers if r in order]
-        if not present:
-            continue
-        last = max(present)
-        plan.setdefault(next(m for m, i in order.items() if i == last), []).append(key)
-    return {mid: tuple(keys) for mid, keys in plan.items()}
+
+class Releases:
+    """Which keys to release as metrics finish, in any order: a key goes once every
+    registered reader of it has finished. Run in REGISTRY order, that is right after its
+    last reader. A key none of whose readers is registered is never released."""
+
+    def __init__(self, metric_ids: Iterable[str]) -> None:
+        ids = set(metric_ids)
+        self._waiting = {key: set(readers) & ids for key, readers in READERS.items()}
+        self._waiting = {key: left for key, left in self._waiting.items() if left}
+
+    def finished(self, metric_id: str) -> tuple[str, ...]:
+        """Keys to release now that `metric_id` has finished."""
+        done = []
+        for key, left in self._waiting.items():
+            if metric_id in left:
+                left.discard(metric_id)
+                if not left:
+                    done.append(key)
+        for key in done:
+            del self._waiting[key]
+        return tuple(done)

@@ -283,6 +283,7 @@ METRIC = Metric(
     title="Memory transfers",
     run=run,
     tables={"memory_transfers": KIND_COLUMNS, "memory_transfer_issues": ISSUE_COLUMNS},
+    after=("steps",),
     description=(
         "memcpy/memset by kind and device (count, bytes, time, GB/s); pageable "
         "async, synchronous and tiny copies."

@@ -96,5 +96,6 @@ METRIC = Metric(
     title="Per process",
     run=run,
     tables={"processes": COLUMNS, "kernels_by_pid": BY_PID_COLUMNS},
+    after=("launch_storm", "sync"),
     description="Processes by kernel time, with their top kernels, launch rate, blocking sync and NVTX count.",
 )

@@ -166,6 +166,7 @@ METRIC = Metric(
     id="timeline",
     title="GPU timeline",
     run=run,
+    after=("idle_causes",),
     description="The kernel window in at most 1,000 bins: busy share per device and bin, "
     "idle causes, NVTX bands.",
 )

@@ -34,6 +34,18 @@ def count_rows(conn: sqlite3.Connection, table: str) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0])
 
 
+def rows_upper_bound(conn: sqlite3.Connection, table: str | None) -> int:
+    """At least the row count of `table`, from the rowid range (two b-tree seeks, no
+    scan); 0 when there is no such table, it has no rowid (a view) or cannot be read."""
+    if table is None:
+        return 0
+    try:
+        row = conn.execute(f"SELECT max(rowid) - min(rowid) + 1 FROM {quote_ident(table)}").fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(row[0]) if row and isinstance(row[0], int) else 0
+
+
 def fetch_ints(
     conn: sqlite3.Connection,
     sql: str,

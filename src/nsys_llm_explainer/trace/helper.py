@@ -29,7 +29,8 @@ from typing import IO, Any
 from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace import wire
-from nsys_llm_explainer.trace.probe import NVTX_TABLE, RUNTIME_TABLE, quote_ident
+from nsys_llm_explainer.trace.fetch import rows_upper_bound
+from nsys_llm_explainer.trace.probe import NVTX_TABLE, RUNTIME_TABLE
 
 # What a helper can load (TraceData methods no option changes), with the table each reads.
 HELPER_TABLES = {"runtime": RUNTIME_TABLE, "nvtx": NVTX_TABLE}
@@ -152,18 +153,6 @@ def default_jobs() -> int:
     return max(1, min(cpus, MAX_JOBS))
 
 
-def _rows_upper_bound(conn: sqlite3.Connection, table: str) -> int:
-    """At least the row count, from the rowid range (two b-tree seeks, no scan); 0 when
-    the table has no rowid (a view) or cannot be read."""
-    try:
-        row = conn.execute(
-            f"SELECT max(rowid) - min(rowid) + 1 FROM {quote_ident(table)}"
-        ).fetchone()
-    except sqlite3.Error:
-        return 0
-    return int(row[0]) if row and isinstance(row[0], int) else 0
-
-
 def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[LoadHelper]:
     """Helpers for the big tables when they can pay off: jobs > 1, an interpreter to run
     them, a connection opened by trace/open.py, and at least HELPER_MIN_ROWS rows to read."""
@@ -172,7 +161,7 @@ def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[L
     if jobs < 2 or not sys.executable or not uri:
         return []
     keys = [k for k, table in HELPER_TABLES.items() if table in schema.tables]
-    if not keys or sum(_rows_upper_bound(conn, HELPER_TABLES[k]) for k in keys) < min_rows:
+    if not keys or sum(rows_upper_bound(conn, HELPER_TABLES[k]) for k in keys) < min_rows:
         return []
     groups = [keys[i :: jobs - 1] for i in range(min(jobs - 1, len(keys)))]
     helpers: list[LoadHelper] = []

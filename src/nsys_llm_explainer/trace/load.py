@@ -7,6 +7,7 @@ outside [0, 2^62)) are left out by the query itself and counted in a warning.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -41,6 +42,8 @@ from nsys_llm_explainer.trace.probe import (
 )
 
 T = TypeVar("T")
+_MISSING = object()
+_WAIT_STEP_S = 0.1  # how often a metric waiting for another thread's build checks --timeout
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 MAX_DEVICE_ID = 65535
 UNNAMED_KERNEL = "(unnamed kernel)"
@@ -95,30 +98,50 @@ class TraceData:
         self.row_counts: dict[str, int] = {}
         self._cache: dict[str, Any] = {}
         self._spans: dict[str, tuple[int, int] | None] = {}
+        self._lock = threading.Lock()  # guards the dicts above; builds run outside it
+        self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
         self.helpers: list[LoadHelper] = []  # load some tables in parallel (trace/helper.py)
 
     # -- generic helpers -------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:
-        if key not in self._cache:
-            deadline.check()  # derived phases are long numpy work that --timeout must bound
-            if not self._from_helper(key):
-                self._cache[key] = build()
-        return self._cache[key]  # type: ignore[no-any-return]
+        """The value under `key`, built once even when metrics in several threads ask at
+        the same time (the others wait for it; keys depend on each other without cycles,
+        so waits cannot deadlock)."""
+        value = self._cache.get(key, _MISSING)
+        if value is not _MISSING:
+            return value  # type: ignore[no-any-return]
+        with self._lock:
+            key_lock = self._building.setdefault(key, threading.Lock())
+        while not key_lock.acquire(timeout=_WAIT_STEP_S):
+            deadline.check()
+        try:
+            value = self._cache.get(key, _MISSING)
+            if value is _MISSING:
+                deadline.check()  # derived phases are long numpy work that --timeout must bound
+                value = self._from_helper(key)
+                if value is _MISSING:
+                    value = build()
+                    with self._lock:
+                        self._cache[key] = value
+            return value  # type: ignore[no-any-return]
+        finally:
+            key_lock.release()
 
-    def _from_helper(self, key: str) -> bool:
-        """Take `key` from the load helper if it has it; False: build it here."""
+    def _from_helper(self, key: str) -> Any:
+        """Take `key` from the load helper if it has it; _MISSING: build it here."""
         helper = next((h for h in self.helpers if h.pending(key)), None)
         if helper is None:
-            return False
+            return _MISSING
         loaded = helper.take(key, self.progress)
         if loaded is None or key not in loaded.entries:
-            return False
-        self._cache.update(loaded.entries)
-        self.warnings.extend(loaded.warnings)
-        for table, rows in loaded.row_counts.items():
-            self.row_counts.setdefault(table, rows)
-        self.strings.missing.update(loaded.missing)
-        return True
+            return _MISSING
+        with self._lock:
+            self._cache.update(loaded.entries)
+            self.warnings.extend(loaded.warnings)
+            for table, rows in loaded.row_counts.items():
+                self.row_counts.setdefault(table, rows)
+            self.strings.missing.update(loaded.missing)
+        return loaded.entries[key]
 
     def close_helpers(self) -> None:
         for helper in self.helpers:
@@ -137,11 +160,12 @@ class TraceData:
         A key ending in ":" drops every key with that prefix. Tables keep their time span,
         which the trace summary reads after all metrics have run.
         """
-        for key in keys:
-            for k in [k for k in self._cache if k == key or (key.endswith(":") and k.startswith(key))]:
-                value = self._cache.pop(k)
-                if isinstance(value, Columns) and k not in self._spans:
-                    self._spans[k] = _span(value)
+        with self._lock:
+            for key in keys:
+                for k in [k for k in self._cache if k == key or (key.endswith(":") and k.startswith(key))]:
+                    value = self._cache.pop(k)
+                    if isinstance(value, Columns) and k not in self._spans:
+                        self._spans[k] = _span(value)
 
     def span(self, table_key: str) -> tuple[int, int] | None:
         """(min start, max end) of a loaded table ("kernels", "runtime"), None when empty.

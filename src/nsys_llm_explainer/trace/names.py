@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable
 
 from nsys_llm_explainer.trace.probe import STRINGS_TABLE
@@ -26,9 +27,14 @@ class StringTable:
         self._available = available
         self._cache: dict[int, str] = {}
         self.missing: set[int] = set()
+        self._lock = threading.Lock()  # metrics running in threads share one table
 
     def resolve(self, ids: Iterable[int]) -> dict[int, str]:
         wanted = {int(i) for i in ids}
+        with self._lock:
+            return self._resolve(wanted)
+
+    def _resolve(self, wanted: set[int]) -> dict[int, str]:
         # Negative ids are "no name" (or damage): answered without a lookup, never missing.
         todo = sorted(i for i in wanted - self._cache.keys() - self.missing if i >= 0)
         if todo and self._available:

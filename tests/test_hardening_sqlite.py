@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer import api, cli
+from nsys_llm_explainer import api, cli, runner
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.metrics import REGISTRY, Context
@@ -154,6 +154,7 @@ def slow_numpy(ctx: Context) -> Skipped:
     return Skipped("sync", "unreachable")
 
 
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-thread", "threads"])
 @pytest.mark.parametrize("body", [runaway, slow_numpy], ids=["sql", "numpy"])
 def test_timeout_stops_one_metric(
     trace: Path,
@@ -161,11 +162,13 @@ def test_timeout_stops_one_metric(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     body: object,
+    jobs: int,
 ) -> None:
     patched = tuple(dataclasses.replace(m, run=body) if m.id == "sync" else m for m in REGISTRY)
     monkeypatch.setattr(api, "REGISTRY", patched)
+    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
     t0 = time.monotonic()
-    code = cli.run([str(trace), "--out", str(tmp_path / "out"), "-q", "--timeout", "0.2"])
+    code = cli.run([str(trace), "--out", str(tmp_path / "out"), "-q", "--timeout", "0.2", "--jobs", str(jobs)])
     assert time.monotonic() - t0 < 20
     assert code == 0, capsys.readouterr().err
     doc = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))
@@ -219,9 +222,11 @@ def big_trace(path: Path, n: int = 100_000) -> Path:
     return b.write(path)
 
 
-def test_tiny_timeout_on_large_trace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-thread", "threads"])
+def test_tiny_timeout_on_large_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
     trace = big_trace(tmp_path / "big.sqlite")
-    report = explain(trace, Options(timeout_s=1e-4))
+    report = explain(trace, Options(timeout_s=1e-4), jobs=jobs)
     stopped = [
         m for m, o in report.metrics.items() if isinstance(o, Skipped) and "--timeout" in o.reason
     ]

@@ -66,13 +66,14 @@ FIXTURES = {
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_threads_give_the_one_thread_report(
-    name: str, tmp_path: Path, always_threads: list[int]
+    name: str, tmp_path: Path, always_threads: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = FIXTURES[name](tmp_path)
     alone = report_text(path, jobs=1)
     assert always_threads == []
-    for jobs in (2, 3):
-        assert report_text(path, jobs=jobs) == alone
+    assert report_text(path, jobs=2) == alone  # heavy metrics side by side (a small trace)
+    monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", 0)
+    assert report_text(path, jobs=3) == alone  # one heavy metric at a time
     assert always_threads == [2, 3]
 
 
@@ -84,12 +85,21 @@ def test_threads_give_the_one_thread_report_on_real_exports(
     assert always_threads == [2]
 
 
-def test_threads_only_when_they_can_pay_off(tmp_path: Path) -> None:
+def test_threads_only_when_they_can_pay_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conn, schema = open_trace(h.good(tmp_path))
+    kernels = conn.execute(f"SELECT count(*) FROM {h.KERNEL}").fetchone()[0]
     try:
-        assert not runner.worth_threads(conn, schema.kernel_table, jobs=4)  # a few kernels
-        assert not runner.worth_threads(conn, None, jobs=4)
-        assert runner.THREADS_MIN_KERNELS > 100_000
+        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(1, heavy_alone=False)
+        assert runner.plan(conn, None, jobs=4) == runner.Plan(1, heavy_alone=False)
+        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels)
+        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(4, heavy_alone=False)
+        assert runner.plan(conn, schema.kernel_table, jobs=1) == runner.Plan(1, heavy_alone=False)
+        monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", kernels)
+        assert runner.plan(conn, schema.kernel_table, jobs=2) == runner.Plan(2, heavy_alone=True)
+        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels + 1)
+        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(1, heavy_alone=True)
     finally:
         conn.close()
 
@@ -135,7 +145,7 @@ def test_pool_keeps_heavy_metrics_apart_and_runs_dependencies_first(tmp_path: Pa
         rec.metric("light_c", 0.05),
     ]
     ctx = _context(tmp_path)
-    results = runner.run_metrics(metrics, ctx, _run_one, threads=3)
+    results = runner.run_metrics(metrics, ctx, _run_one, runner.Plan(3, heavy_alone=True))
     assert list(results) == [m.id for m in metrics]  # REGISTRY order, whatever finished first
     assert all(isinstance(r, MetricResult) and r.data["id"] == mid for mid, r in results.items())
     spans = rec.spans
@@ -152,10 +162,18 @@ def test_pool_keeps_heavy_metrics_apart_and_runs_dependencies_first(tmp_path: Pa
     assert all(rec.seen[m.id] == {} for m in metrics if m.id != "reader")
 
 
+def test_heavy_metrics_share_the_pool_on_smaller_traces(tmp_path: Path) -> None:
+    a, b = sorted(HEAVY)[:2]
+    rec = Recorder()
+    metrics = [rec.metric(a, 0.2), rec.metric(b, 0.2)]
+    runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2, heavy_alone=False))
+    assert rec.spans[a][0] < rec.spans[b][1] and rec.spans[b][0] < rec.spans[a][1]
+
+
 def test_one_thread_passes_only_declared_results_too(tmp_path: Path) -> None:
     rec = Recorder()
     metrics = [rec.metric("a", 0), rec.metric("b", 0), rec.metric("c", 0, after=("a",))]
-    runner.run_metrics(metrics, _context(tmp_path), _run_one, threads=1)
+    runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(1))
     assert rec.seen == {"a": {}, "b": {}, "c": {"a": MetricResult("a", {"id": "a"})}}
 
 
@@ -163,7 +181,7 @@ def test_a_dependency_listed_after_its_reader_is_refused(tmp_path: Path) -> None
     rec = Recorder()
     metrics = [rec.metric("a", 0, after=("b",)), rec.metric("b", 0)]
     with pytest.raises(ValueError, match="a reads \\['b'\\]"):
-        runner.run_metrics(metrics, _context(tmp_path), _run_one, threads=2)
+        runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2))
 
 
 def test_registry_declares_dependencies_in_order() -> None:
@@ -181,7 +199,7 @@ def test_an_interrupt_in_a_worker_reaches_the_caller(tmp_path: Path) -> None:
     metrics = [rec.metric("slow", 0.2), Metric(id="boom", title="boom", run=interrupted),
                rec.metric("never", 0.0, after=("boom",))]
     with pytest.raises(KeyboardInterrupt):
-        runner.run_metrics(metrics, _context(tmp_path), _run_one, threads=2)
+        runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2))
     assert "never" not in rec.spans
 
 

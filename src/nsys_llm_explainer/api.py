@@ -193,8 +193,8 @@ def explain(
         jobs = helper.default_jobs() if jobs is None else jobs
         data.helpers = helper.start_helpers(conn, schema, jobs)
         ctx = Context(schema, data, options)
-        threads = jobs if runner.worth_threads(conn, schema.kernel_table, jobs) else 1
-        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric, threads))
+        how = runner.plan(conn, schema.kernel_table, jobs)
+        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric, how))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
         # Sorted: with metrics in threads, which one loads a table (and warns) first varies.

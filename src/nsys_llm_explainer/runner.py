@@ -9,7 +9,8 @@ not depend on the number of threads: outcomes are collected in REGISTRY order an
 are sorted by the caller.
 
 Memory: cached keys are released once all their readers have finished (lifetimes.py), and
-at most one HEAVY metric runs at a time, the others run beside it.
+on traces of HEAVY_ALONE_KERNELS kernels or more at most one HEAVY metric runs at a time,
+the others beside it; below that, two heavy metrics together need little memory.
 """
 
 from __future__ import annotations
@@ -25,17 +26,26 @@ from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.trace.fetch import rows_upper_bound
 
 THREADS_MIN_KERNELS = 250_000  # below this the metric phase takes well under a second
+HEAVY_ALONE_KERNELS = 1_000_000
 WAIT_STEP_S = 0.5
 RunOne = Callable[[Metric, Context], Outcome]
 
 
-def worth_threads(conn: sqlite3.Connection, kernel_table: str | None, jobs: int) -> bool:
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    threads: int = 1
+    heavy_alone: bool = True  # at most one HEAVY metric at a time
+
+
+def plan(conn: sqlite3.Connection, kernel_table: str | None, jobs: int) -> Plan:
     """Threads pay off with jobs > 1 and at least THREADS_MIN_KERNELS kernel rows."""
-    return jobs > 1 and rows_upper_bound(conn, kernel_table) >= THREADS_MIN_KERNELS
+    rows = rows_upper_bound(conn, kernel_table)
+    threads = jobs if jobs > 1 and rows >= THREADS_MIN_KERNELS else 1
+    return Plan(threads, heavy_alone=rows >= HEAVY_ALONE_KERNELS)
 
 
 def run_metrics(
-    metrics: Sequence[Metric], ctx: Context, run_one: RunOne, threads: int = 1
+    metrics: Sequence[Metric], ctx: Context, run_one: RunOne, how: Plan = Plan()
 ) -> dict[str, Outcome]:
     """metric id -> outcome, in the order of `metrics`. `run_one` must not raise
     Exception (it turns failures into Skipped); anything else it raises is raised here.
@@ -46,14 +56,14 @@ def run_metrics(
         if early:
             raise ValueError(f"{metric.id} reads {early}, which run after it")
     releases = Releases(ids)
-    if threads < 2 or len(metrics) < 2:
+    if how.threads < 2 or len(metrics) < 2:
         results: dict[str, Outcome] = {}
         for metric in metrics:
             results[metric.id] = run_one(metric, _view(ctx, metric, results))
             ctx.data.release(*releases.finished(metric.id))
         return results
-    pool = _Pool(metrics, ctx, run_one, releases)
-    return pool.run(threads)
+    pool = _Pool(metrics, ctx, run_one, releases, how.heavy_alone)
+    return pool.run(how.threads)
 
 
 def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:
@@ -63,13 +73,19 @@ def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:
 
 class _Pool:
     def __init__(
-        self, metrics: Sequence[Metric], ctx: Context, run_one: RunOne, releases: Releases
+        self,
+        metrics: Sequence[Metric],
+        ctx: Context,
+        run_one: RunOne,
+        releases: Releases,
+        heavy_alone: bool,
     ) -> None:
         self.metrics = metrics
         self.ids = {m.id for m in metrics}
         self.ctx = ctx
         self.run_one = run_one
         self.releases = releases
+        self.heavy_alone = heavy_alone
         self.pending = list(metrics)
         self.running: set[str] = set()
         self.results: dict[str, Outcome] = {}
@@ -105,7 +121,7 @@ class _Pool:
     def _next(self) -> Metric | None:
         """The first pending metric that may start now (called with cond held): what it
         reads has finished, and it is not a second HEAVY one."""
-        heavy_running = not self.running.isdisjoint(HEAVY)
+        heavy_running = self.heavy_alone and not self.running.isdisjoint(HEAVY)
         for m in self.pending:
             if heavy_running and m.id in HEAVY:
                 continue

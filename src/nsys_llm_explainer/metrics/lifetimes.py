@@ -31,8 +31,9 @@ READERS: dict[str, tuple[str, ...]] = {
 
 
 # Metrics whose working memory grows with the kernel rows beyond the shared keys above
-# (sorts, joins and per-gap arrays over millions of rows). When metrics run in threads, at
-# most one of these runs at a time, so the peak stays near that of a one-thread run.
+# (sorts, joins and per-gap arrays over millions of rows). When metrics run in threads on a
+# big trace (runner.HEAVY_ALONE_KERNELS), at most one of these runs at a time, so the peak
+# stays near that of a one-thread run.
 HEAVY: frozenset[str] = frozenset({
     "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
 })

@@ -114,7 +114,7 @@ def test_innermost_equals_brute_force(packed, raw_ranges, raw_queries):
     })
     with pytest.MonkeyPatch.context() as mp:
         if not packed:
-            mp.setattr(nvtx_tree, "_PACK_LIMIT", 0)
+            mp.setattr(nvtx_tree, "PACK_LIMIT", 0)
         index = nvtx_tree.build(nvtx)
     assert (index.packed is not None) == (packed and len(ranges) > 0)
     tk, t0, t1 = (np.array(c, dtype=np.int64) for c in zip(*raw_queries, strict=True))

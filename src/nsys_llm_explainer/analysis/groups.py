@@ -31,7 +31,7 @@ def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return codes, [col[first] for col in columns]
 
 
-_PACK_LIMIT = 1 << 62
+PACK_LIMIT = 1 << 62  # a packed int64 key (code * span + value) must stay below this
 
 
 def first_appearance_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, int]:
@@ -73,7 +73,7 @@ def _packed_key(columns: tuple[np.ndarray, ...]) -> np.ndarray | None:
         if key is None:
             key, total = col.astype(np.int64) - lo, span
             continue
-        if total * span >= _PACK_LIMIT:
+        if total * span >= PACK_LIMIT:
             return None
         key = key * span + (col.astype(np.int64) - lo)
         total *= span

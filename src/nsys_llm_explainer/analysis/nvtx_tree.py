@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.groups import PACK_LIMIT
 from nsys_llm_explainer.trace.columns import Columns
-
-_PACK_LIMIT = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def build(nvtx: Columns) -> RangeIndex:
     packed, t0, span = None, 0, 0
     if len(start):
         t0, span = int(start.min()), int(start.max()) - int(start.min()) + 1
-        if span * len(seg_keys) < _PACK_LIMIT:
+        if span * len(seg_keys) < PACK_LIMIT:
             packed = np.repeat(np.arange(len(seg_keys), dtype=np.int64) * span, seg_hi - seg_lo)
             packed += start - t0
     return RangeIndex(order, start, end, tkey, chain, parent, seg_keys, seg_lo, seg_hi, packed, t0, span)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-_KEY_LIMIT = 1 << 62  # group * span + value must stay inside int64
+from nsys_llm_explainer.analysis.groups import PACK_LIMIT
 
 
 def _sorted_within_groups(
@@ -24,7 +24,7 @@ def _sorted_within_groups(
         return values[np.lexsort((values, groups))].__getitem__
     lo, hi = int(values.min()), int(values.max())
     span = hi - lo + 1
-    if span * ngroups < _KEY_LIMIT:
+    if span * ngroups < PACK_LIMIT:
         # One int64 sort of a combined key is several times cheaper than a two-key lexsort
         # followed by a gather; a value is recovered from its key exactly, and only the
         # values at the picked positions are.

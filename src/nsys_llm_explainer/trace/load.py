@@ -140,7 +140,7 @@ class TraceData:
             self.warnings.extend(loaded.warnings)
             for table, rows in loaded.row_counts.items():
                 self.row_counts.setdefault(table, rows)
-            self.strings.missing.update(loaded.missing)
+        self.strings.add_missing(loaded.missing)
         return loaded.entries[key]
 
     def close_helpers(self) -> None:

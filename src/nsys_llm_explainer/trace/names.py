@@ -48,5 +48,10 @@ class StringTable:
         self.missing |= {i for i in todo if i not in self._cache}
         return {i: self._cache.get(i, f"{UNKNOWN_NAME} #{i}") for i in wanted}
 
+    def add_missing(self, ids: Iterable[int]) -> None:
+        """Record ids another process found missing (the load helper's lookups)."""
+        with self._lock:
+            self.missing.update(int(i) for i in ids)
+
     def get(self, sid: int) -> str:
         return self.resolve([sid]).get(int(sid), UNKNOWN_NAME)

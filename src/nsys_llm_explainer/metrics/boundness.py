@@ -22,11 +22,11 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.gpu_idle import copy_union
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
 from nsys_llm_explainer.metrics.phase_scope import instance_bounds, phase_scope
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import Unavailable
 
 HOST_QUEUE_NS = 20_000
 GPU_QUEUE_NS = 200_000
@@ -78,18 +78,9 @@ def _gpu_union(
     """(kernel union, kernel+copy union) of one process."""
     k = ctx.data.kernels()
     mine = k.pid == pid
-    starts, ends = [k.start[mine]], [k.end[mine]]
-    for loader in (ctx.data.memcpy, ctx.data.memset):
-        try:
-            c = loader()
-        except Unavailable:
-            continue
-        sel = c.pid == pid
-        starts.append(c.start[sel])
-        ends.append(c.end[sel])
-    return intervals.merge(starts[0], ends[0]), intervals.merge(
-        np.concatenate(starts), np.concatenate(ends)
-    )
+    ks, ke = intervals.merge(k.start[mine], k.end[mine])
+    cs, ce = copy_union(ctx.data, "pid", pid)
+    return (ks, ke), intervals.merge(np.concatenate([ks, cs]), np.concatenate([ke, ce]))
 
 
 def _busy_pct(

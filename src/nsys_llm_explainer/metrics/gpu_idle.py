@@ -54,15 +54,16 @@ def device_busy(data: TraceData) -> dict[int, DeviceBusy]:
     return data.cached("device_busy", build)
 
 
-def copy_union(data: TraceData, device: int) -> tuple[np.ndarray, np.ndarray]:
-    """Union of memcpy/memset intervals on `device` (empty when those tables are absent)."""
+def copy_union(data: TraceData, column: str, value: int) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the memcpy/memset intervals whose `column` ("device" or "pid") is `value`
+    (empty when those tables are absent)."""
     starts, ends = [], []
     for loader in (data.memcpy, data.memset):
         try:
             c = loader()
         except Unavailable:
             continue
-        mine = c.device == device
+        mine = c[column] == value
         starts.append(c.start[mine])
         ends.append(c.end[mine])
     if not starts:
@@ -80,7 +81,7 @@ def run(ctx: Context) -> Outcome:
         w0, w1 = busy.window
         busy_ns = int((busy.busy_end - busy.busy_start).sum())
         gap_len = busy.gap_end - busy.gap_start
-        us, ue = copy_union(ctx.data, dev)
+        us, ue = copy_union(ctx.data, "device", dev)
         covered = int(intervals.overlap_with_union(busy.gap_start, busy.gap_end, us, ue).sum())
         idle = (w1 - w0) - busy_ns
         devices.append({

@@ -133,7 +133,7 @@ def classify(
     in_sync = sync_end >= g0
     ls, le = intervals.merge(rt.start[launching], rt.end[launching])
     launch_cover = intervals.overlap_with_union(g0, g1, ls, le)
-    cs, ce = copy_union(data, device)
+    cs, ce = copy_union(data, "device", device)
     copy_cover = intervals.overlap_with_union(g0, g1, cs, ce)
     length = g1 - g0
     if len(mine):

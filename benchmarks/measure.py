@@ -137,7 +137,7 @@ def breakdown(path: Path) -> dict[str, Any]:
     from nsys_llm_explainer import api, report_files
     from nsys_llm_explainer.options import Options
     from nsys_llm_explainer.render import Format
-    from nsys_llm_explainer.trace.load import TraceData
+    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 
     loads: dict[str, float] = {}
     metrics: dict[str, float] = {}
@@ -166,9 +166,9 @@ def breakdown(path: Path) -> dict[str, Any]:
         return inner
 
     with ExitStack() as stack:
-        for attr in sorted(vars(TraceData)):
-            if attr.startswith("_load_") and callable(getattr(TraceData, attr)):
-                stack.enter_context(_patched(TraceData, attr, time_loader(attr[len("_load_"):])))
+        for attr in sorted(vars(NsysTraceData)):
+            if attr.startswith("_load_") and callable(getattr(NsysTraceData, attr)):
+                stack.enter_context(_patched(NsysTraceData, attr, time_loader(attr[len("_load_"):])))
         stack.enter_context(_patched(api, "run_metric", time_metric))
         t0 = time.process_time()
         report = api.explain(path, Options(), jobs=1)  # every loader timed in this process

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.trace import ids
+from nsys_llm_explainer.trace.nsys import ids
 from tests import reference
 from tests.conftest import GENERATIONS, analyze, ok, table
 from tests.fixtures import variants

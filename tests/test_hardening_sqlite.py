@@ -21,8 +21,10 @@ from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.metrics import REGISTRY, Context
 from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace.open import connect_readonly, is_wal_mode
-from nsys_llm_explainer.trace.probe import probe
+from nsys_llm_explainer.trace.nsys import source as nsys_source
+from nsys_llm_explainer.trace.nsys.open import connect_readonly, is_wal_mode
+from nsys_llm_explainer.trace.nsys.probe import probe
+from nsys_llm_explainer.trace.nsys.source import open_export
 from tests.fixtures import hostile as h
 from tests.fixtures.builder import TraceBuilder
 
@@ -237,7 +239,7 @@ def test_tiny_timeout_on_large_trace(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_input_error_for_unreadable_schema(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="damaged"):
-        api.open_trace(h.corrupt_schema_page(tmp_path))
+        open_export(h.corrupt_schema_page(tmp_path))
 
 
 READ_ONLY_ACTIONS = {
@@ -261,7 +263,7 @@ def test_every_statement_reads_real_tables_only(
     """An authorizer on the tool's connection sees every table each statement touches."""
     seen: list[tuple[int, str | None, str | None]] = []
     through: set[str | None] = set()  # the view or trigger responsible for an access
-    real_connect = api.trace_open.connect_readonly
+    real_connect = nsys_source.trace_open.connect_readonly
 
     def audited(path: Path) -> sqlite3.Connection:
         conn = real_connect(path)
@@ -276,7 +278,7 @@ def test_every_statement_reads_real_tables_only(
         conn.set_authorizer(authorize)
         return conn
 
-    monkeypatch.setattr(api.trace_open, "connect_readonly", audited)
+    monkeypatch.setattr(nsys_source.trace_open, "connect_readonly", audited)
     trace = build(tmp_path)  # type: ignore[operator]
     explain(trace, Options(include_capture_info=True))
     con = sqlite3.connect(trace)

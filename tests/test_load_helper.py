@@ -13,8 +13,8 @@ import pytest
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
-from nsys_llm_explainer.trace import helper, wire
 from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.nsys import helper, wire
 from tests.conftest import NSYS_TRACES
 from tests.fixtures import hostile as h
 
@@ -98,7 +98,7 @@ def test_failed_helper_costs_time_only(
 
 
 def test_helpers_start_only_when_they_can_pay_off(tmp_path: Path) -> None:
-    from nsys_llm_explainer.api import open_trace
+    from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 
     conn, schema = open_trace(h.good(tmp_path))
     try:

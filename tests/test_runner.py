@@ -14,14 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsys_llm_explainer import deadline, runner
-from nsys_llm_explainer.api import explain, open_trace
+from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
 from nsys_llm_explainer.metrics.lifetimes import HEAVY, READERS, Releases
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 from tests.conftest import nsys_trace_files
 from tests.fixtures import hostile as h
 from tests.fixtures import variants
@@ -91,15 +93,15 @@ def test_threads_only_when_they_can_pay_off(
     conn, schema = open_trace(h.good(tmp_path))
     kernels = conn.execute(f"SELECT count(*) FROM {h.KERNEL}").fetchone()[0]
     try:
-        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(1, heavy_alone=False)
-        assert runner.plan(conn, None, jobs=4) == runner.Plan(1, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, None), jobs=4) == runner.Plan(1, heavy_alone=False)
         monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels)
-        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(4, heavy_alone=False)
-        assert runner.plan(conn, schema.kernel_table, jobs=1) == runner.Plan(1, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(4, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=1) == runner.Plan(1, heavy_alone=False)
         monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", kernels)
-        assert runner.plan(conn, schema.kernel_table, jobs=2) == runner.Plan(2, heavy_alone=True)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=2) == runner.Plan(2, heavy_alone=True)
         monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels + 1)
-        assert runner.plan(conn, schema.kernel_table, jobs=4) == runner.Plan(1, heavy_alone=True)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=True)
     finally:
         conn.close()
 
@@ -125,7 +127,7 @@ class Recorder:
 
 def _context(tmp_path: Path) -> Context:
     conn, schema = open_trace(h.good(tmp_path))
-    return Context(schema, TraceData(conn, schema), Options())
+    return Context(schema, NsysTraceData(conn, schema), Options())
 
 
 def _run_one(metric: Metric, ctx: Context) -> Outcome:

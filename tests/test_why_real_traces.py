@@ -54,12 +54,12 @@ def test_launch_to_start_latency_never_negative(trace, report):
     assert all(r[k] >= 0 for r in rows for k in r if k.startswith(("latency_", "queue_")))
     assert lo["tklqt_ns"] == lo["global"]["latency_total_ns"] >= 0
     # The raw pairs too: every reported latency is the clamp of a raw one.
-    from nsys_llm_explainer.api import open_trace
-    from nsys_llm_explainer.trace.load import TraceData
+    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 
     conn, schema = open_trace(trace)
     try:
-        pairs = launch_pairs(TraceData(conn, schema))
+        pairs = launch_pairs(NsysTraceData(conn, schema))
         assert (pairs.latency >= 0).all() and (pairs.queue >= 0).all()
         assert int((pairs.latency_raw < 0).sum()) == lo["skew_clamped"]
         assert int(pairs.latency.sum()) == lo["tklqt_ns"]

@@ -23,41 +23,18 @@ from nsys_llm_explainer.model import (
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
-from nsys_llm_explainer.trace import helper
-from nsys_llm_explainer.trace import open as trace_open
-from nsys_llm_explainer.trace.capture import read_capture_info
-from nsys_llm_explainer.trace.fetch import Progress
-from nsys_llm_explainer.trace.load import TraceData, Unavailable
-from nsys_llm_explainer.trace.probe import CORE_TABLES, looks_like_nsys, probe
+from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.trace.nsys.fetch import Progress
+from nsys_llm_explainer.trace.nsys.helper import default_jobs
 
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
 MAX_PLAUSIBLE_WINDOW_NS = 30 * 24 * 3600 * 10**9
 
 
-def open_trace(path: Path) -> tuple[sqlite3.Connection, Schema]:
-    """Open and probe; InputError when the file is not a usable Nsight Systems export."""
-    trace_open.check_input_file(path)
-    conn = trace_open.connect_readonly(path)
-    try:
-        schema = probe(conn)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise InputError(
-            f"{path}: cannot read its schema ({exc}); export the capture again"
-        ) from None
-    if not looks_like_nsys(schema):
-        conn.close()
-        what = "has no tables" if not schema.tables else "has none of the Nsight Systems tables"
-        raise InputError(
-            f"{path}: is a SQLite database but not an Nsight Systems export ({what}); "
-            "pass the file written by `nsys export --type sqlite`"
-        )
-    return conn, schema
-
-
 def run_metric(metric: Metric, ctx: Context) -> Outcome:
     try:
-        with deadline.limit(ctx.data.conn, ctx.options.timeout_s):
+        with deadline.limit(ctx.data.interruptible, ctx.options.timeout_s):
             return metric.run(ctx)
     except Unavailable as exc:
         return Skipped(metric.id, exc.reason)
@@ -121,7 +98,7 @@ def _trace_info(
         processes = tuple(
             ProcessInfo(pid=p["pid"], kernel_count=p["kernel_count"]) for p in pp.data["processes"]
         )
-    tables = {t: data.table_rows(t) for t in CORE_TABLES if t in schema.tables}
+    tables = data.table_counts()
     return TraceInfo(
         path=str(path),
         size_bytes=path.stat().st_size,
@@ -135,11 +112,9 @@ def _trace_info(
     )
 
 
-def _with_capture_info(
-    conn: sqlite3.Connection, schema: Schema, info: TraceInfo
-) -> tuple[TraceInfo, dict[str, Any]]:
+def _with_capture_info(data: TraceData, info: TraceInfo) -> tuple[TraceInfo, dict[str, Any]]:
     """Only with --include-capture-info: capture metadata (secrets redacted), process names."""
-    capture_info = read_capture_info(conn, schema, [p.pid for p in info.processes])
+    capture_info = data.capture_info([p.pid for p in info.processes])
     names = {p["pid"]: p["name"] for p in capture_info["processes"]}
     processes = tuple(dataclasses.replace(p, name=names.get(p.pid)) for p in info.processes)
     return dataclasses.replace(info, processes=processes), capture_info
@@ -181,19 +156,19 @@ def explain(
     progress: Progress | None = None,
     jobs: int | None = None,
 ) -> Report:
-    """Analyze one Nsight Systems SQLite export. Raises InputError for unusable inputs.
+    """Analyze one trace (an Nsight Systems SQLite export). Raises InputError for unusable
+    inputs.
 
     `jobs`: processes that read the trace and threads that run metrics (None:
     default_jobs(); 1: this process and thread only). The report does not depend on it."""
     path = Path(path)
     options = options or Options()
-    conn, schema = open_trace(path)
-    data = TraceData(conn, schema, kernel_name=options.kernel_name, progress=progress)
+    jobs = default_jobs() if jobs is None else jobs
+    data = sources.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
+    schema = data.schema
     try:
-        jobs = helper.default_jobs() if jobs is None else jobs
-        data.helpers = helper.start_helpers(conn, schema, jobs)
         ctx = Context(schema, data, options)
-        how = runner.plan(conn, schema.kernel_table, jobs)
+        how = runner.plan(data.kernel_rows_estimate(), jobs)
         ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric, how))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
@@ -202,11 +177,11 @@ def explain(
         findings = apply_rules(ctx.results, options, schema, warnings)
         capture_info = None
         if options.include_capture_info:
-            info, capture_info = _with_capture_info(conn, schema, info)
-        missing = sorted(data.strings.missing)
+            info, capture_info = _with_capture_info(data, info)
+        missing = data.missing_names()
         if missing:
             warnings.append(
-                f"StringIds: {len(missing)} referenced ids are missing; shown as '(unknown name) #id'"
+                f"StringIds: {missing} referenced ids are missing; shown as '(unknown name) #id'"
             )
         limitations = _limitations(schema, info, ctx.results, options.include_capture_info)
     except sqlite3.DatabaseError as exc:
@@ -214,8 +189,7 @@ def explain(
             f"{path}: the database could not be read ({exc}); export the capture again"
         ) from None
     finally:
-        data.close_helpers()
-        conn.close()
+        data.close()
     return Report(
         trace=info,
         metrics=dict(ctx.results),
@@ -227,4 +201,4 @@ def explain(
     )
 
 
-__all__ = ["explain", "open_trace"]
+__all__ = ["explain"]

@@ -39,10 +39,18 @@ def check() -> None:
 
 
 @contextmanager
-def limit(conn: sqlite3.Connection, seconds: float | None) -> Iterator[None]:
-    """Run the body under a deadline of `seconds` (None: no limit)."""
+def limit(conn: sqlite3.Connection | None, seconds: float | None) -> Iterator[None]:
+    """Run the body under a deadline of `seconds` (None: no limit). `conn`: the SQLite
+    connection the body reads, if any (sources without one rely on check())."""
     if seconds is None:
         yield
+        return
+    if conn is None:
+        token = _deadline.set(time.monotonic() + seconds)
+        try:
+            yield
+        finally:
+            _deadline.reset(token)
         return
     token = _deadline.set(time.monotonic() + seconds)
     with _handlers_lock:

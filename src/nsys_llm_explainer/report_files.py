@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsys_llm_explainer.api import explain, open_trace
+from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.progress import make_progress
 from nsys_llm_explainer.render import Format, csv_writer, html, json_writer, markdown, output
 from nsys_llm_explainer.render.svg import build_plots, plot_files
-from nsys_llm_explainer.trace.load import TraceData
-from nsys_llm_explainer.trace.probe import CORE_TABLES, describe
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.probe import describe
+from nsys_llm_explainer.trace.nsys.source import open_export
 
 
 def build_files(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
@@ -66,10 +67,8 @@ def summary_lines(report: Report, out: Path) -> list[str]:
 
 
 def schema_text(trace: Path) -> str:
-    conn, schema = open_trace(trace)
+    conn, schema = open_export(trace)
     try:
-        data = TraceData(conn, schema)
-        counts = {t: data.table_rows(t) for t in CORE_TABLES if t in schema.tables}
-        return describe(schema, counts)
+        return describe(schema, NsysTraceData(conn, schema).table_counts())
     finally:
         conn.close()

@@ -16,14 +16,12 @@ the others beside it; below that, two heavy metrics together need little memory.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 
 from nsys_llm_explainer.metrics import Context, Metric
 from nsys_llm_explainer.metrics.lifetimes import HEAVY, Releases
 from nsys_llm_explainer.model import Outcome
-from nsys_llm_explainer.trace.fetch import rows_upper_bound
 
 THREADS_MIN_KERNELS = 250_000  # below this the metric phase takes well under a second
 HEAVY_ALONE_KERNELS = 1_000_000
@@ -37,9 +35,9 @@ class Plan:
     heavy_alone: bool = True  # at most one HEAVY metric at a time
 
 
-def plan(conn: sqlite3.Connection, kernel_table: str | None, jobs: int) -> Plan:
-    """Threads pay off with jobs > 1 and at least THREADS_MIN_KERNELS kernel rows."""
-    rows = rows_upper_bound(conn, kernel_table)
+def plan(rows: int, jobs: int) -> Plan:
+    """Threads pay off with jobs > 1 and at least THREADS_MIN_KERNELS kernel rows (`rows`:
+    an upper bound of the kernel rows)."""
     threads = jobs if jobs > 1 and rows >= THREADS_MIN_KERNELS else 1
     return Plan(threads, heavy_alone=rows >= HEAVY_ALONE_KERNELS)
 
@@ -116,7 +114,7 @@ class _Pool:
     def _stop(self) -> None:
         with self.cond:
             self.pending.clear()
-        self.ctx.data.conn.interrupt()
+        self.ctx.data.interrupt()
 
     def _next(self) -> Metric | None:
         """The first pending metric that may start now (called with cond held): what it

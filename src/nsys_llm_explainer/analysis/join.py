@@ -14,7 +14,7 @@ from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct_few
 from nsys_llm_explainer.trace.columns import Columns
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.load import TraceData
+    from nsys_llm_explainer.trace.data import TraceData
 
 _CORR_BITS = 39  # pid (24 bits) << 39 | corr keeps the key within int64
 # The direct-address table may be this many times the number of calls (plus the slack)

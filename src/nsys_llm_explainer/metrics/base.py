@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from nsys_llm_explainer.model import MetricResult, Outcome, Schema, Skipped
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.data import TraceData
 
 
 @dataclass

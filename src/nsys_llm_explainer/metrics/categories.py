@@ -23,7 +23,7 @@ from nsys_llm_explainer.metrics.nvtx_attribution import (
 )
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
 NAME_COLUMNS = ("name", "category", "rule", "calls", "total_ns", "pct_of_kernel_time")

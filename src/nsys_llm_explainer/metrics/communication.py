@@ -25,7 +25,7 @@ from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import device_busy
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.data import TraceData
 
 COMM_PATTERN = next(r.pattern for r in BUILTIN if r.category == "communication")
 TOP_NAMES = 10

@@ -4,14 +4,13 @@ CUDA-graph trace mode.
 Graph launches are runtime/driver calls named in GRAPH_LAUNCH_APIS. A kernel was traced
 as a graph node when its graphNodeId or graphId is set (> 0); CUPTI gives node kernels
 the correlation id of the launch call, so they join their graph launch on (pid, corr).
-The trace mode is read from the single capture-metadata row MODE_SQL selects (never any
-other metadata row). When graphs were traced whole ("Graph" mode, or graph launches with
-no node kernels), individual kernels inside graphs are not in the kernel table.
+The trace mode comes from TraceData.graph_trace_mode() (in an Nsight Systems export, the
+single CUDA_GRAPH_TRACE_OPTIONS:MODE capture-metadata row, never any other). When graphs
+were traced whole ("Graph" mode, or graph launches with no node kernels), individual
+kernels inside graphs are not in the kernel table.
 """
 
 from __future__ import annotations
-
-import sqlite3
 
 import numpy as np
 import pandas as pd
@@ -20,8 +19,6 @@ from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import TraceData
-from nsys_llm_explainer.trace.probe import CAPTURE_META_TABLE
 
 GRAPH_LAUNCH_APIS = (
     "cudaGraphLaunch",
@@ -29,29 +26,8 @@ GRAPH_LAUNCH_APIS = (
     "cudaGraphLaunch_ptsz",
     "cuGraphLaunch_ptsz",
 )
-# Only the CUDA-graph trace mode row, plain or per process ("PROCESS_0:CUDA_GRAPH_...").
-MODE_SQL = (
-    f"SELECT value FROM {CAPTURE_META_TABLE} "
-    "WHERE name = 'CUDA_GRAPH_TRACE_OPTIONS:MODE' OR name GLOB "
-    "'PROCESS_*:CUDA_GRAPH_TRACE_OPTIONS:MODE'"
-)
-KNOWN_MODES = ("graph", "node")
 FIX_FLAG = "--cuda-graph-trace=node"
 COLUMNS = ("pid", "graph_id", "launches", "node_kernels", "kernels_per_launch", "kernel_ns")
-
-
-def trace_mode(data: TraceData) -> str | None:
-    """'graph', 'node', 'mixed' (processes differ), or None when not recorded."""
-    if CAPTURE_META_TABLE not in data.schema.tables:
-        return None
-    try:
-        values = {str(v).strip().lower() for (v,) in data.conn.execute(MODE_SQL)}
-    except sqlite3.DatabaseError:
-        return None
-    values &= set(KNOWN_MODES)  # anything else is not echoed
-    if not values:
-        return None
-    return values.pop() if len(values) == 1 else "mixed"
 
 
 def run(ctx: Context) -> Outcome:
@@ -65,7 +41,7 @@ def run(ctx: Context) -> Outcome:
     for col in ("graph_node_id", "graph_id"):
         if col in k:
             node |= k[col] > 0
-    mode = trace_mode(ctx.data)
+    mode = ctx.data.graph_trace_mode()
     launches = int(is_launch.sum())
     node_kernels = int(node.sum())
     launch_of = kernel_launch_index(ctx.data) if len(k) else np.empty(0, np.int64)

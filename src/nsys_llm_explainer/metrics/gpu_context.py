@@ -18,8 +18,7 @@ from nsys_llm_explainer import gpu_specs
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import Unavailable
-from nsys_llm_explainer.trace.probe import GPU_TABLE
+from nsys_llm_explainer.trace.data import Unavailable
 
 LARGE_COPY_BYTES = 1 << 20
 COPY_REFERENCE = {
@@ -123,11 +122,9 @@ def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool) -> dict[s
 
 
 def run(ctx: Context) -> Outcome:
-    if GPU_TABLE not in ctx.schema.tables:
-        return METRIC.skipped(f"the export has no {GPU_TABLE} table, so the GPU models are unknown")
     gpus = ctx.data.gpus()
     if not gpus:
-        return METRIC.skipped(f"{GPU_TABLE} has no usable rows, so the GPU models are unknown")
+        return METRIC.skipped(ctx.data.gpus_missing_reason())
     active = _active_devices(ctx)
     specs = {g.device_id: gpu_specs.lookup(g.name) for g in gpus}
     rows = [_gpu_row(g, specs[g.device_id], g.device_id in active) for g in gpus]
@@ -140,7 +137,7 @@ def run(ctx: Context) -> Outcome:
         )
     missing = sorted(active - set(specs))
     if missing:
-        notes.append(f"devices {missing} have activity but no {GPU_TABLE} row")
+        notes.append(f"devices {missing} have activity but the trace does not describe them")
     flat = [
         {
             **{k: r.get(k) for k in COLUMNS if k in r},

@@ -17,7 +17,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 HISTOGRAM_EDGES_NS = (10_000, 100_000, 1_000_000, 10_000_000)
 HISTOGRAM_LABELS = ("<10us", "10-100us", "0.1-1ms", "1-10ms", ">10ms")

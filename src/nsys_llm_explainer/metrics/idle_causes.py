@@ -22,7 +22,7 @@ from nsys_llm_explainer.metrics.idle_sweep import CAUSES, SYNC_WAIT, GapCauses, 
 from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.load import Unavailable
+from nsys_llm_explainer.trace.data import Unavailable
 
 CAUSE_COLUMNS = ("device_id", "cause", "gaps", "idle_ns", "pct_of_idle")
 GAP_COLUMNS = (

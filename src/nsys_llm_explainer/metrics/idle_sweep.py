@@ -27,7 +27,7 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
 from nsys_llm_explainer.metrics.sync import sync_kinds
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.data import TraceData
 
 CAUSES = ("sync_wait", "memcpy", "launch_bound", "host_other", "capture_edge")
 SYNC_WAIT, MEMCPY, LAUNCH_BOUND, HOST_OTHER, CAPTURE_EDGE = range(5)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.data import TraceData
 
 # cudaLaunchKernel*, cudaLaunchKernelExC, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch and
 # cudaLaunchCooperativeKernel*, with the per-thread-stream suffixes (_ptsz/_ptds) allowed.

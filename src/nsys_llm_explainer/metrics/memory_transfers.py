@@ -1,14 +1,13 @@
 """memory_transfers: memcpy/memset by kind, pageable async copies, synchronous copies from
 the launch thread, and tiny transfers.
 
-Kinds come from ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND when the export has them
-(ENUM_SQL), else from the built-in CUPTI values below. Achieved bandwidth is bytes / busy
-time of the copies (bytes per ns = GB/s, 1 GB = 1e9 bytes).
+Kinds come from the trace's own enum labels when it has them (an Nsight Systems export's
+ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND), else from the built-in CUPTI values below.
+Achieved bandwidth is bytes / busy time of the copies (bytes per ns = GB/s, 1 GB = 1e9 bytes).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import numpy as np
@@ -20,12 +19,8 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.columns import Columns
-from nsys_llm_explainer.trace.load import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
-ENUM_SQL = {  # constant queries; the table names are fixed, never taken from the trace
-    "copy": "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
-    "mem": "SELECT id, name FROM ENUM_CUDA_MEM_KIND",
-}
 # CUPTI_ACTIVITY_MEMCPY_KIND_* and CUPTI_ACTIVITY_MEMORY_KIND_* (same numbers in every
 # export seen, 2022.4 to 2026.2) for exports without ENUM tables.
 COPY_KINDS = {
@@ -51,24 +46,13 @@ KIND_COLUMNS = ("device_id", "kind", "count", "bytes", "time_ns", "achieved_gbps
 ISSUE_COLUMNS = ("issue", "pid", "device_id", "kind", "start_ns", "duration_ns", "bytes", "api")
 
 
-def _enum(conn: sqlite3.Connection, data: TraceData, which: str) -> dict[int, str] | None:
-    table = "ENUM_CUDA_MEMCPY_OPER" if which == "copy" else "ENUM_CUDA_MEM_KIND"
-    if table not in data.schema.tables:
-        return None
-    try:
-        rows = conn.execute(ENUM_SQL[which]).fetchall()
-    except sqlite3.DatabaseError:
-        return None
-    return {int(i): str(v) for i, v in rows if isinstance(i, int) and isinstance(v, str)}
-
-
 def copy_kind_labels(data: TraceData) -> tuple[dict[int, str], bool]:
-    found = _enum(data.conn, data, "copy")
+    found = data.enum_labels("copy")
     return (found, True) if found else (dict(COPY_KINDS), False)
 
 
 def pageable_codes(data: TraceData) -> set[int]:
-    found = _enum(data.conn, data, "mem")
+    found = data.enum_labels("mem")
     if found:
         return {i for i, n in found.items() if "PAGEABLE" in n.upper()}
     return {PAGEABLE_KIND}

@@ -15,7 +15,7 @@ import numpy as np
 
 from nsys_llm_explainer.metrics.base import Context
 from nsys_llm_explainer.metrics.nvtx_attribution import KernelAttribution, kernel_attribution
-from nsys_llm_explainer.trace.load import Unavailable
+from nsys_llm_explainer.trace.data import Unavailable
 
 STEP_PHASE = "step"
 

@@ -29,7 +29,7 @@ import numpy as np
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.sync import sync_kinds
-from nsys_llm_explainer.trace.load import TraceData
+from nsys_llm_explainer.trace.data import TraceData
 
 MIN_STEPS = 3
 REGULAR_SHARE = 0.8

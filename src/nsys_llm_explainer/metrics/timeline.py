@@ -20,7 +20,7 @@ from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import device_busy
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome
-from nsys_llm_explainer.trace.load import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 BINS = 1000  # pixel columns of the plotted strip; the schema caps it at 1200
 MAX_BANDS = 6

@@ -1,1 +1,1 @@
-"""Reading inputs: opening read-only, probing the schema, loading columns, decoding ids."""
+"""Reading traces: one source per format (nsys/, ...), all producing the same TraceData."""

@@ -1,4 +1,4 @@
-"""TraceData: each core table read once, as numpy columns, shared by every metric.
+"""NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns.
 
 Rows that cannot be used (NULL or non-integer required values, end < start, timestamps
 outside [0, 2^62)) are left out by the query itself and counted in a warning.
@@ -7,46 +7,43 @@ outside [0, 2^62)) are left out by the query itself and counted in a warning.
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer import deadline
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.model import GpuInfo, Schema
-from nsys_llm_explainer.trace import activity, ids
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
     drop_duplicate_rows,
     total_duration_problem,
 )
 from nsys_llm_explainer.trace.columns import Columns, surely_distinct
-from nsys_llm_explainer.trace.fetch import (
+from nsys_llm_explainer.trace.data import MISSING, UNNAMED_KERNEL, Diagnostic, TraceData, Unavailable
+from nsys_llm_explainer.trace.names import api_base_name
+from nsys_llm_explainer.trace.nsys import activity, ids, metadata
+from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     Progress,
     count_rows,
     fetch_ints,
     int_or,
     is_int,
+    rows_upper_bound,
 )
-from nsys_llm_explainer.trace.helper import LoadHelper
-from nsys_llm_explainer.trace.names import StringTable, api_base_name
-from nsys_llm_explainer.trace.probe import (
+from nsys_llm_explainer.trace.nsys.helper import LoadHelper
+from nsys_llm_explainer.trace.nsys.probe import (
+    CORE_TABLES,
     NVTX_TABLE,
     RUNTIME_TABLE,
     STRINGS_TABLE,
     quote_ident,
 )
+from nsys_llm_explainer.trace.nsys.strings import StringTable
 
-T = TypeVar("T")
-_MISSING = object()
-_WAIT_STEP_S = 0.1  # how often a metric waiting for another thread's build checks --timeout
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 MAX_DEVICE_ID = 65535
-UNNAMED_KERNEL = "(unnamed kernel)"
 KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
 
 
@@ -67,20 +64,12 @@ def _decode_distinct(raw: np.ndarray) -> np.ndarray:
     return np.array([*decoded, None], dtype=object)[codes]  # -1 picks the trailing None
 
 
-def _span(cols: Columns) -> tuple[int, int] | None:
-    return (int(cols.start.min()), int(cols.end.max())) if len(cols) else None
 
 
-class Unavailable(Exception):
-    """A table or column a metric needs is missing; the metric becomes Skipped(reason)."""
+class NsysTraceData(TraceData):
+    """Lazily loaded, cached columns of one opened Nsight Systems export."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TraceData:
-    """Lazily loaded, cached columns of one opened export."""
+    format_name = "Nsight Systems SQLite export"
 
     def __init__(
         self,
@@ -89,52 +78,20 @@ class TraceData:
         kernel_name: str = "demangled",
         progress: Progress | None = None,
     ) -> None:
+        super().__init__(schema, kernel_name)
         self.conn = conn
-        self.schema = schema
-        self.kernel_name_mode = kernel_name
         self.progress = progress
         self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"))
-        self.warnings: list[str] = []
-        self.row_counts: dict[str, int] = {}
-        self._cache: dict[str, Any] = {}
-        self._spans: dict[str, tuple[int, int] | None] = {}
-        self._lock = threading.Lock()  # guards the dicts above; builds run outside it
-        self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
-        self.helpers: list[LoadHelper] = []  # load some tables in parallel (trace/helper.py)
+        self.helpers: list[LoadHelper] = []  # load some tables in parallel (nsys/helper.py)
 
-    # -- generic helpers -------------------------------------------------------------
-    def cached(self, key: str, build: Callable[[], T]) -> T:
-        """The value under `key`, built once even when metrics in several threads ask at
-        the same time (the others wait for it; keys depend on each other without cycles,
-        so waits cannot deadlock)."""
-        value = self._cache.get(key, _MISSING)
-        if value is not _MISSING:
-            return value  # type: ignore[no-any-return]
-        with self._lock:
-            key_lock = self._building.setdefault(key, threading.Lock())
-        while not key_lock.acquire(timeout=_WAIT_STEP_S):
-            deadline.check()
-        try:
-            value = self._cache.get(key, _MISSING)
-            if value is _MISSING:
-                deadline.check()  # derived phases are long numpy work that --timeout must bound
-                value = self._from_helper(key)
-                if value is _MISSING:
-                    value = build()
-                    with self._lock:
-                        self._cache[key] = value
-            return value  # type: ignore[no-any-return]
-        finally:
-            key_lock.release()
-
-    def _from_helper(self, key: str) -> Any:
-        """Take `key` from the load helper if it has it; _MISSING: build it here."""
+    def _prefetched(self, key: str) -> Any:
+        """Take `key` from the load helper if it has it; MISSING: build it here."""
         helper = next((h for h in self.helpers if h.pending(key)), None)
         if helper is None:
-            return _MISSING
+            return MISSING
         loaded = helper.take(key, self.progress)
         if loaded is None or key not in loaded.entries:
-            return _MISSING
+            return MISSING
         with self._lock:
             self._cache.update(loaded.entries)
             self.warnings.extend(loaded.warnings)
@@ -148,32 +105,16 @@ class TraceData:
             helper.close()
         self.helpers = []
 
-    def cache_keys(self) -> list[str]:
-        return list(self._cache)
+    def close(self) -> None:
+        self.close_helpers()
+        self.conn.close()
 
-    def cached_value(self, key: str) -> Any:
-        return self._cache[key]
+    def interrupt(self) -> None:
+        self.conn.interrupt()
 
-    def release(self, *keys: str) -> None:
-        """Drop cached results no later reader needs (a later call rebuilds them).
-
-        A key ending in ":" drops every key with that prefix. Tables keep their time span,
-        which the trace summary reads after all metrics have run.
-        """
-        with self._lock:
-            for key in keys:
-                for k in [k for k in self._cache if k == key or (key.endswith(":") and k.startswith(key))]:
-                    value = self._cache.pop(k)
-                    if isinstance(value, Columns) and k not in self._spans:
-                        self._spans[k] = _span(value)
-
-    def span(self, table_key: str) -> tuple[int, int] | None:
-        """(min start, max end) of a loaded table ("kernels", "runtime"), None when empty.
-
-        Raises Unavailable like the table's loader."""
-        if table_key not in self._spans:
-            self._spans[table_key] = _span(getattr(self, table_key)())
-        return self._spans[table_key]
+    @property
+    def interruptible(self) -> sqlite3.Connection:
+        return self.conn
 
     def _require(self, table: str | None, what: str, *columns: str) -> str:
         if table is None or table not in self.schema.tables:
@@ -285,7 +226,7 @@ class TraceData:
         base = [api_base_name(names[int(i)]) for i in uniq]
         base_names, base_code_of_uniq = np.unique(np.array(base, dtype=object), return_inverse=True)
         api = base_code_of_uniq[inverse].astype(np.int64) if len(uniq) else inverse.astype(np.int64)
-        self._cache["runtime_api_names"] = [str(b) for b in base_names]
+        self.put("runtime_api_names", [str(b) for b in base_names])
         # globalTid and nameId are only read through pid/tkey and api: not kept, to save
         # two columns of millions of rows.
         cols = Columns(table, {
@@ -363,7 +304,7 @@ class TraceData:
             raise Unavailable(problem)
         names = self._nvtx_names(cols)
         codes, uniques = pd.factorize(pd.Series(names, dtype=object), sort=False)
-        self._cache["nvtx_names"] = [str(u) for u in uniques]
+        self.put("nvtx_names", [str(u) for u in uniques])
         return Columns(
             table,
             {
@@ -408,3 +349,29 @@ class TraceData:
         if table not in self.row_counts:
             self.row_counts[table] = count_rows(self.conn, table)
         return self.row_counts[table]
+
+    def table_counts(self) -> dict[str, int]:
+        return {t: self.table_rows(t) for t in CORE_TABLES if t in self.schema.tables}
+
+    def kernel_rows_estimate(self) -> int:
+        return rows_upper_bound(self.conn, self.schema.kernel_table)
+
+    def missing_names(self) -> int:
+        return len(self.strings.missing)
+
+    def gpus_missing_reason(self) -> str:
+        return metadata.gpus_missing_reason(self)
+
+    def enum_labels(self, which: str) -> dict[int, str] | None:
+        return metadata.enum_labels(self, which)
+
+    def graph_trace_mode(self) -> str | None:
+        return metadata.graph_trace_mode(self)
+
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.cached("diagnostics", lambda: metadata.diagnostics(self))
+
+    def capture_info(self, pids: list[int]) -> dict[str, Any]:
+        from nsys_llm_explainer.trace.nsys.capture import read_capture_info
+
+        return read_capture_info(self.conn, self.schema, pids)

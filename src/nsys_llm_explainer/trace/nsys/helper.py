@@ -28,9 +28,9 @@ from typing import IO, Any
 
 from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import Schema
-from nsys_llm_explainer.trace import wire
-from nsys_llm_explainer.trace.fetch import rows_upper_bound
-from nsys_llm_explainer.trace.probe import NVTX_TABLE, RUNTIME_TABLE
+from nsys_llm_explainer.trace.nsys import wire
+from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
+from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE
 
 # What a helper can load (TraceData methods no option changes), with the table each reads.
 HELPER_TABLES = {"runtime": RUNTIME_TABLE, "nvtx": NVTX_TABLE}
@@ -46,7 +46,7 @@ STALL_S = 60.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from nsys_llm_explainer.trace.helper_main import main; main()"
+    "from nsys_llm_explainer.trace.nsys.helper_main import main; main()"
 )
 
 

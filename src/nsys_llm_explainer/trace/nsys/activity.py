@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nsys_llm_explainer.model import GpuInfo
-from nsys_llm_explainer.trace import ids
 from nsys_llm_explainer.trace.clean import clamp_sizes
 from nsys_llm_explainer.trace.columns import Columns
-from nsys_llm_explainer.trace.fetch import int_or
-from nsys_llm_explainer.trace.probe import GPU_TABLE, MEMCPY_TABLE, MEMSET_TABLE, SYNC_TABLE, quote_ident
+from nsys_llm_explainer.trace.nsys import ids
+from nsys_llm_explainer.trace.nsys.fetch import int_or
+from nsys_llm_explainer.trace.nsys.probe import GPU_TABLE, MEMCPY_TABLE, MEMSET_TABLE, SYNC_TABLE, quote_ident
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.load import TraceData
+    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ SYNC = ActivitySpec(
 )
 
 
-def load(data: TraceData, spec: ActivitySpec) -> Columns:
+def load(data: NsysTraceData, spec: ActivitySpec) -> Columns:
     table = data._require(spec.table, spec.what, *spec.required)
     have = data.schema.tables[table]
     select = {"start": '"start"', "end": '"end"'}
@@ -83,7 +83,7 @@ def load(data: TraceData, spec: ActivitySpec) -> Columns:
 GPU_COLUMNS = ("id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate")
 
 
-def load_gpus(data: TraceData) -> list[GpuInfo]:
+def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
     """TARGET_INFO_GPU rows, one per device id (typed values only; anything else is None)."""
     if not data.schema.has(GPU_TABLE, "id"):
         return []

@@ -8,17 +8,17 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from nsys_llm_explainer.trace import wire
-from nsys_llm_explainer.trace.helper import HELPER_KEYS
-from nsys_llm_explainer.trace.load import TraceData
-from nsys_llm_explainer.trace.open import reopen
-from nsys_llm_explainer.trace.probe import probe
+from nsys_llm_explainer.trace.nsys import wire
+from nsys_llm_explainer.trace.nsys.helper import HELPER_KEYS
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.open import reopen
+from nsys_llm_explainer.trace.nsys.probe import probe
 
 
 def serve(uri: str, keys: list[str], out: IO[bytes]) -> None:
     conn = reopen(uri, Path("trace"))
     try:
-        data = TraceData(conn, probe(conn))
+        data = NsysTraceData(conn, probe(conn))
         for key in keys:
             if key not in HELPER_KEYS:
                 wire.write_header(out, {"type": "failed", "key": key, "why": "not a helper key"})

@@ -13,7 +13,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from nsys_llm_explainer.trace.probe import quote_ident
+from nsys_llm_explainer.trace.nsys.probe import quote_ident
 
 CHUNK_ROWS = 65536
 MAX_TIMESTAMP = 1 << 62  # beyond this, sums of timestamps could overflow int64

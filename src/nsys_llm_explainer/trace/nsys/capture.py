@@ -13,8 +13,8 @@ import sqlite3
 from typing import Any
 
 from nsys_llm_explainer.model import Schema
-from nsys_llm_explainer.trace import ids
-from nsys_llm_explainer.trace.probe import CAPTURE_META_TABLE, quote_ident
+from nsys_llm_explainer.trace.nsys import ids
+from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, quote_ident
 
 REDACTED = "<redacted>"
 PROCESSES_TABLE = "PROCESSES"

@@ -1,0 +1,212 @@
+"""TraceData: the columnar view of one trace that every metric reads, whatever the format.
+
+A source (trace/nsys/ for Nsight Systems SQLite exports, trace/kineto/ for PyTorch profiler
+traces) subclasses TraceData and implements the loaders below. Each loader returns Columns
+with the documented column names, or raises Unavailable(reason) when the trace cannot tell.
+Results are built once and cached, also when metrics in several threads ask at the same time.
+
+Columns every source provides (int64 numpy arrays; times in integer nanoseconds on one clock):
+
+- kernels(): start, end, dur, device, stream, corr, pid, name_id [graph_node_id, graph_id]
+  (pid: the host process that launched the kernel; corr joins it to runtime() rows of that
+  process; name_id keys kernel_names())
+- runtime(): start, end, corr, api, pid, tkey (api: index into runtime_api_names();
+  tkey: a thread key unique across processes)
+- nvtx(): start, end (-1: unended), event_type, pid, tkey, name (index into nvtx_names())
+- memcpy(): start, end, dur, device, stream, corr, pid, bytes, copy_kind, src_kind,
+  dst_kind, src_device, dst_device (copy_kind/src_kind/dst_kind: CUPTI enum codes)
+- memset(): start, end, dur, device, stream, corr, pid, bytes, mem_kind
+- sync(): start, end, dur, device, stream, corr, pid, sync_type
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from nsys_llm_explainer import deadline
+from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.trace.columns import Columns
+
+T = TypeVar("T")
+MISSING = object()
+_WAIT_STEP_S = 0.1  # how often a metric waiting for another thread's build checks --timeout
+UNNAMED_KERNEL = "(unnamed kernel)"
+
+
+class Unavailable(Exception):
+    """A table or column a metric needs is missing; the metric becomes Skipped(reason)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A message the profiler wrote about its own capture (e.g. nsys DIAGNOSTIC_EVENT)."""
+
+    severity: str  # "error", "warning" or "info"
+    text: str
+    time_ns: int | None = None
+
+
+def _span(cols: Columns) -> tuple[int, int] | None:
+    return (int(cols.start.min()), int(cols.end.max())) if len(cols) else None
+
+
+class TraceData:
+    """Lazily loaded, cached columns of one opened trace. Subclasses implement the loaders."""
+
+    format_name = "trace"  # what report sections say fed them ("Nsight Systems SQLite", ...)
+
+    def __init__(self, schema: Schema, kernel_name: str = "demangled") -> None:
+        self.schema = schema
+        self.kernel_name_mode = kernel_name  # demangled, short or mangled (what sources have)
+        self.warnings: list[str] = []
+        self.row_counts: dict[str, int] = {}
+        self._cache: dict[str, Any] = {}
+        self._spans: dict[str, tuple[int, int] | None] = {}
+        self._lock = threading.Lock()  # guards the dicts above; builds run outside it
+        self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
+
+    # -- cache ------------------------------------------------------------------------
+    def cached(self, key: str, build: Callable[[], T]) -> T:
+        """The value under `key`, built once even when metrics in several threads ask at
+        the same time (the others wait for it; keys depend on each other without cycles,
+        so waits cannot deadlock)."""
+        value = self._cache.get(key, MISSING)
+        if value is not MISSING:
+            return value  # type: ignore[no-any-return]
+        with self._lock:
+            key_lock = self._building.setdefault(key, threading.Lock())
+        while not key_lock.acquire(timeout=_WAIT_STEP_S):
+            deadline.check()
+        try:
+            value = self._cache.get(key, MISSING)
+            if value is MISSING:
+                deadline.check()  # derived phases are long numpy work that --timeout must bound
+                value = self._prefetched(key)
+                if value is MISSING:
+                    value = build()
+                    with self._lock:
+                        self._cache[key] = value
+            return value  # type: ignore[no-any-return]
+        finally:
+            key_lock.release()
+
+    def _prefetched(self, key: str) -> Any:
+        """A value loaded ahead of time elsewhere (e.g. a helper process); MISSING: build it."""
+        return MISSING
+
+    def put(self, key: str, value: Any) -> None:
+        """Store a by-product of a build (e.g. the name list a table loader decoded)."""
+        with self._lock:
+            self._cache[key] = value
+
+    def cache_keys(self) -> list[str]:
+        return list(self._cache)
+
+    def cached_value(self, key: str) -> Any:
+        return self._cache[key]
+
+    def release(self, *keys: str) -> None:
+        """Drop cached results no later reader needs (a later call rebuilds them).
+
+        A key ending in ":" drops every key with that prefix. Tables keep their time span,
+        which the trace summary reads after all metrics have run.
+        """
+        with self._lock:
+            for key in keys:
+                for k in [k for k in self._cache if k == key or (key.endswith(":") and k.startswith(key))]:
+                    value = self._cache.pop(k)
+                    if isinstance(value, Columns) and k not in self._spans:
+                        self._spans[k] = _span(value)
+
+    def span(self, table_key: str) -> tuple[int, int] | None:
+        """(min start, max end) of a loaded table ("kernels", "runtime"), None when empty.
+
+        Raises Unavailable like the table's loader."""
+        if table_key not in self._spans:
+            self._spans[table_key] = _span(getattr(self, table_key)())
+        return self._spans[table_key]
+
+    # -- what a source provides ----------------------------------------------------------
+    def kernels(self) -> Columns:
+        raise Unavailable("this trace format has no GPU kernel records")
+
+    def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
+        raise Unavailable("this trace format has no kernel names")
+
+    def runtime(self) -> Columns:
+        raise Unavailable("this trace format has no CUDA API records")
+
+    def runtime_api_names(self) -> list[str]:
+        return []
+
+    def nvtx(self) -> Columns:
+        raise Unavailable("this trace format has no annotation ranges")
+
+    def nvtx_names(self) -> list[str]:
+        return []
+
+    def memcpy(self) -> Columns:
+        raise Unavailable("this trace format has no memcpy records")
+
+    def memset(self) -> Columns:
+        raise Unavailable("this trace format has no memset records")
+
+    def sync(self) -> Columns:
+        raise Unavailable("this trace format has no synchronization records")
+
+    def gpus(self) -> list[GpuInfo]:
+        """GPU descriptions the trace carries ([] when it carries none)."""
+        return []
+
+    def gpus_missing_reason(self) -> str:
+        """Why gpus() is empty, for the sections that need GPU models."""
+        return "the trace does not describe its GPUs"
+
+    def enum_labels(self, which: str) -> dict[int, str] | None:
+        """Labels of a CUPTI enum the trace defines ("copy": memcpy kinds, "mem": memory
+        kinds); None: use the built-in CUPTI values."""
+        return None
+
+    def graph_trace_mode(self) -> str | None:
+        """CUDA-graph trace mode of the capture: 'graph', 'node', 'mixed' or None (unknown)."""
+        return None
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """Messages the profiler recorded about its own capture (possibly missing events)."""
+        return []
+
+    def table_counts(self) -> dict[str, int]:
+        """Source tables (or event categories) -> rows, for the report's trace facts."""
+        return {}
+
+    def kernel_rows_estimate(self) -> int:
+        """Upper bound of the kernel rows, cheap (decides whether metrics run in threads)."""
+        return 0
+
+    def missing_names(self) -> int:
+        """How many referenced names the trace lacks (shown as '(unknown name) #id')."""
+        return 0
+
+    def capture_info(self, pids: list[int]) -> dict[str, Any]:
+        """Capture metadata for --include-capture-info (secrets redacted)."""
+        return {"processes": [{"pid": p, "name": None} for p in pids]}
+
+    @property
+    def interruptible(self) -> Any:
+        """The object deadline.limit installs its progress handler on (None: numpy only)."""
+        return None
+
+    def interrupt(self) -> None:
+        """Stop long reads in other threads (Ctrl-C while metrics run in threads)."""
+
+    def close(self) -> None:
+        """Release files, connections and helper processes."""

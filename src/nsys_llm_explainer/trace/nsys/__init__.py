@@ -1,0 +1,1 @@
+"""The Nsight Systems SQLite source: read-only opening, schema probe, columnar loading."""

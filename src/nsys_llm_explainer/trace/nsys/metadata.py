@@ -1,0 +1,95 @@
+"""What an Nsight Systems export says about itself: enum labels, the CUDA-graph trace mode,
+the exporter's diagnostics. Each query is a constant; table names are fixed, never taken
+from the trace."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import TYPE_CHECKING
+
+from nsys_llm_explainer.trace.data import Diagnostic
+from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, GPU_TABLE
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+
+ENUM_TABLES = {"copy": "ENUM_CUDA_MEMCPY_OPER", "mem": "ENUM_CUDA_MEM_KIND"}
+ENUM_SQL = {
+    "copy": "SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER",
+    "mem": "SELECT id, name FROM ENUM_CUDA_MEM_KIND",
+}
+# Only the CUDA-graph trace mode row, plain or per process ("PROCESS_0:CUDA_GRAPH_...").
+MODE_SQL = (
+    f"SELECT value FROM {CAPTURE_META_TABLE} "
+    "WHERE name = 'CUDA_GRAPH_TRACE_OPTIONS:MODE' OR name GLOB "
+    "'PROCESS_*:CUDA_GRAPH_TRACE_OPTIONS:MODE'"
+)
+KNOWN_MODES = ("graph", "node")
+DIAGNOSTIC_TABLE = "DIAGNOSTIC_EVENT"
+DIAGNOSTIC_SQL = (
+    f"SELECT timestamp, severity, text FROM {DIAGNOSTIC_TABLE} "
+    "WHERE severity IN (2, 3) ORDER BY timestamp LIMIT 200"
+)
+SEVERITIES = {2: "warning", 3: "error"}  # ENUM_DIAGNOSTIC_SEVERITY_LEVEL; info is not kept
+MAX_DIAGNOSTIC_CHARS = 200
+# Paths name users and hosts (/home/alice/..., /tmp/nvidia/.../pid_42_stdout.log): never shown.
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s'\"/\\]+){2,}[/\\]?")
+
+
+def gpus_missing_reason(data: NsysTraceData) -> str:
+    if GPU_TABLE not in data.schema.tables:
+        return f"the export has no {GPU_TABLE} table, so the GPU models are unknown"
+    return f"{GPU_TABLE} has no usable rows, so the GPU models are unknown"
+
+
+def enum_labels(data: NsysTraceData, which: str) -> dict[int, str] | None:
+    if ENUM_TABLES[which] not in data.schema.tables:
+        return None
+    try:
+        rows = data.conn.execute(ENUM_SQL[which]).fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    found = {int(i): str(v) for i, v in rows if isinstance(i, int) and isinstance(v, str)}
+    return found or None
+
+
+def graph_trace_mode(data: NsysTraceData) -> str | None:
+    """'graph', 'node', 'mixed' (processes differ), or None when not recorded."""
+    if CAPTURE_META_TABLE not in data.schema.tables:
+        return None
+    try:
+        values = {str(v).strip().lower() for (v,) in data.conn.execute(MODE_SQL)}
+    except sqlite3.DatabaseError:
+        return None
+    values &= set(KNOWN_MODES)  # anything else is not echoed
+    if not values:
+        return None
+    return values.pop() if len(values) == 1 else "mixed"
+
+
+def clean_message(text: str) -> str:
+    """First line of a diagnostic, paths replaced, bounded in length."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    line = _PATH.sub("<path>", line)
+    if len(line) > MAX_DIAGNOSTIC_CHARS:
+        line = line[: MAX_DIAGNOSTIC_CHARS - 3] + "..."
+    return line
+
+
+def diagnostics(data: NsysTraceData) -> list[Diagnostic]:
+    """Warnings and errors from DIAGNOSTIC_EVENT (Info lines are routine and not kept)."""
+    if not data.schema.has(DIAGNOSTIC_TABLE, "timestamp", "severity", "text"):
+        return []
+    try:
+        rows = data.conn.execute(DIAGNOSTIC_SQL).fetchall()
+    except sqlite3.DatabaseError:
+        return []
+    out: list[Diagnostic] = []
+    for ts, sev, text in rows:
+        if not isinstance(text, str) or sev not in SEVERITIES:
+            continue
+        msg = clean_message(text)
+        if msg:
+            out.append(Diagnostic(SEVERITIES[sev], msg, ts if isinstance(ts, int) else None))
+    return out

@@ -6,15 +6,20 @@ from typing import Any
 
 import pytest
 
+from nsys_llm_explainer.diagnosis import accounting
 from nsys_llm_explainer.model import MetricResult, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
+from tests.rule_inputs import device_metrics, outcomes
 
-MINE = [r for r in RULES if r.id.startswith("NLE3")]
+MINE = [r for r in RULES if r.id.startswith("NLE3") and r.id != "NLE307"]
+WINDOW = 100_000_000  # one device, 100 ms; 20 ms of it transfer and 10 ms sync_wait idle
 
 
-def view(metric_id: str, data: dict[str, Any]) -> RuleInput:
-    return RuleInput({metric_id: MetricResult(metric_id, data)}, Options(), None)  # type: ignore[arg-type]
+def view(metric_id: str, data: dict[str, Any], workload: str = "llm_inference") -> RuleInput:
+    metrics = outcomes(device_metrics({0: {"transfer": 20_000_000, "sync_wait": 10_000_000}}, window=WINDOW))
+    metrics[metric_id] = MetricResult(metric_id, data)
+    return RuleInput(metrics, Options(), None, accounting.build(metrics), workload)  # type: ignore[arg-type]
 
 
 def rule(rid: str):
@@ -22,11 +27,12 @@ def rule(rid: str):
 
 
 def cats(**pcts: float) -> dict[str, Any]:
+    """Shares of 50 ms of kernel time on device 0 (half of its 100 ms window)."""
     rows = [
         {
             "category": c,
             "kernel_count": 10,
-            "total_ns": int(p * 1000),
+            "total_ns": int(p * 500_000),
             "pct_of_scope_time": p,
             "distinct_names": 1,
         }
@@ -34,7 +40,8 @@ def cats(**pcts: float) -> dict[str, Any]:
     ]
     return {
         "categories": rows,
-        "total_kernel_ns": 100_000,
+        "by_device": [{"device_id": 0, "total_ns": 50_000_000, "categories": rows}],
+        "total_kernel_ns": 50_000_000,
         "other_pct": pcts.get("other", 0.0),
         "table_source": "built-in",
         "top_uncategorized": [{"name": "k", "total_ns": 5, "calls": 1}],
@@ -50,7 +57,7 @@ def mem(pageable=(0, 0), sync=(0, 0), tiny=0, total=1000) -> dict[str, Any]:
             "time_ns": sync[1],
             "scope": "during steps",
         },
-        "tiny": {"count": tiny, "time_ns": 5, "bytes": 5, "per_s": 1.0},
+        "tiny": {"count": tiny, "time_ns": 3_000_000, "bytes": 5, "per_s": 1.0},
         "transfer_count": total,
         "tiny_bytes": 4096,
     }
@@ -104,9 +111,8 @@ CASES = [
     ("NLE302", "categories", cats(activation_elementwise=30, memory=20), cats(gemm=80, memory=20)),
     ("NLE303", "categories", cats(sampling=12), cats(sampling=3)),
     ("NLE304", "memory_transfers", mem(pageable=(3, 20_000_000)), mem()),
-    ("NLE305", "memory_transfers", mem(sync=(20, 1_000)), mem(sync=(9, 1_000))),
+    ("NLE305", "memory_transfers", mem(sync=(20, 5_000_000)), mem(sync=(9, 5_000_000))),
     ("NLE306", "memory_transfers", mem(tiny=900), mem(tiny=900, total=5000)),
-    ("NLE307", "communication", comm(30.0, 0.0), comm(5.0, 0.0)),
     ("NLE308", "communication", comm(0.0, 80.0), comm(0.0, 10.0)),
     (
         "NLE309",
@@ -141,10 +147,25 @@ def test_rule_fires_and_stays_quiet(rid, metric, fires, quiet):
     assert list(rule(rid).check(RuleInput({}, Options(), None), rule(rid))) == []  # type: ignore[arg-type]
 
 
-def test_pageable_severity_steps():
+def test_pageable_severity_is_the_impact_band():
+    # Pageable copy time over the 100 ms window: 0.5 ms (0.5%) none, 2 ms low, 6 ms medium, 30 ms high.
     r = rule("NLE304")
-    sev = [
-        next(iter(r.check(view("memory_transfers", mem(pageable=(1, t))), r))).severity
-        for t in (500, 2_000_000, 20_000_000)
-    ]
-    assert sev == [Severity.LOW, Severity.MEDIUM, Severity.HIGH]
+    found = [list(r.check(view("memory_transfers", mem(pageable=(1, t))), r)) for t in
+             (500_000, 2_000_000, 6_000_000, 30_000_000)]
+    assert found[0] == []
+    assert [f[0].severity for f in found[1:]] == [Severity.LOW, Severity.MEDIUM, Severity.HIGH]
+    assert found[2][0].impact_ns == 6_000_000 and found[2][0].impact_pct == 6.0
+
+
+def test_sync_copy_impact_is_capped_by_the_idle_it_can_cause():
+    # 50 ms of synchronous copies, but only 20 ms transfer + 10 ms sync_wait idle: 30% -> high.
+    r = rule("NLE305")
+    (f,) = r.check(view("memory_transfers", mem(sync=(20, 50_000_000))), r)
+    assert (f.impact_ns, f.severity) == (30_000_000, Severity.HIGH)
+
+
+def test_sampling_advice_only_for_llm_workloads():
+    r = rule("NLE303")
+    assert list(r.check(view("categories", cats(sampling=12), workload="generic_cuda"), r)) == []
+    (f,) = r.check(view("categories", cats(sampling=12)), r)
+    assert f.impact_ns == 6_000_000  # 12% of 50 ms

@@ -11,42 +11,53 @@ from tests.conftest import GENERATIONS, analyze, ok, table
 from tests.fixtures.builder import TraceBuilder
 
 SYNC = "cudaDeviceSynchronize_v3020"
+MS = 1_000_000
 
 
 def cause_trace(version: str) -> TraceBuilder:
+    """Times in ms (x MS). Device 0, pid 100, kernels [0,1] [2,3] [5,6] [10,11] [20,21] [30,31]
+    [40,41]: gaps G1 [1,2] G2 [3,5] G3 [6,10] G4 [11,20] G5 [21,30] G6 [31,40] (34 ms idle).
+
+    G1: sync [0.5,1.2] + its refill launch [1.21,1.25] (10 us after the return) -> sync 0.25;
+        a copy [1.5,1.6] -> transfer 0.1; the rest host_other 0.65.
+    G2: copy [3,4.5] -> transfer 1.5; sync [3.2,4.8] covers only [4.5,4.8] -> sync 0.3
+        (the next call is 1.2 ms later: no refill); host_other 0.2.
+    G3: launches [6,7] [7.1,8] [8.1,9.5] -> launch_bound 3.3, host_other 0.7.
+    G4: ncclAllReduce range [12,15] -> communication 3; launch [19.6,19.7] -> launch 0.1;
+        host_other 5.9. A "schedule" range [10.5,19.5] is innermost at the middle (15.5).
+    G5: the host's last call ends at 25 -> host_other [21,25] 4, capture_edge [25,30] 5.
+    G6: capture_edge 9.
+    Totals: transfer 1.6, communication 3, sync_wait 0.55, launch_bound 3.4, capture_edge 14,
+    host_other 11.45 (sum 34).
+    """
     b = TraceBuilder(version)
-    # Device 0, pid 100: gaps G1 [1000,2000] G2 [3000,5000] G3 [6000,10000] G4 [11000,20000]
-    # G5 [21000,30000].
-    for i, (s, e) in enumerate(
-        (
-            (0, 1_000),
-            (2_000, 3_000),
-            (5_000, 6_000),
-            (10_000, 11_000),
-            (20_000, 21_000),
-            (30_000, 31_000),
-        )
-    ):
-        b.kernel(s, e, pid=100, corr=100 + i, name=f"k{i}")
-    b.runtime(500, 1_200, pid=100, corr=1, name=SYNC)  # G1: sync in flight at 1000, returns at 1200
-    b.memcpy(3_000, 4_500, bytes=1024, copy_kind=1, pid=100)  # G2: copies cover 1500 of 2000
-    for s, e in ((6_000, 7_000), (7_100, 8_000), (8_100, 9_500)):  # G3: launches cover 3300 of 4000
-        b.runtime(s, e, pid=100, corr=200 + s)
-    b.runtime(19_600, 19_700, pid=100, corr=104)  # launches k4, which ends G4 (host_other)
-    b.nvtx(10_500, 19_500, text="schedule", pid=100)  # active at G4's middle on the launch thread
-    b.runtime(24_000, 25_000, pid=100, corr=3, name="cudaMalloc_v3020")  # host visible until 25000
-    # Device 1, pid 200: one gap [1000,3000], sync in flight at 1000 AND fully copied: sync wins;
-    # the kernel ending it was launched at 100, before the gap: queued.
-    b.kernel(0, 1_000, pid=200, device=1, corr=1, name="a")
-    b.kernel(3_000, 4_000, pid=200, device=1, corr=2, name="b")
-    b.runtime(100, 200, pid=200, corr=2)
-    b.runtime(900, 1_100, pid=200, corr=3, name=SYNC)
-    b.memcpy(1_000, 3_000, bytes=1024, copy_kind=1, pid=200, device=1)
-    # Device 2, pid 300: gap [1000,5000]; pid 100's sync must not count (not an owner).
-    b.kernel(0, 1_000, pid=300, device=2, corr=1, name="c")
-    b.kernel(5_000, 6_000, pid=300, device=2, corr=2, name="c")
-    b.runtime(100, 200, pid=300, corr=1)
-    b.runtime(4_800, 4_900, pid=300, corr=2)
+    for i, (s, e) in enumerate(((0, 1), (2, 3), (5, 6), (10, 11), (20, 21), (30, 31), (40, 41))):
+        b.kernel(s * MS, e * MS, pid=100, corr=100 + i, name=f"k{i}")
+    b.runtime(500_000, 1_200_000, pid=100, corr=1, name=SYNC)
+    b.runtime(1_210_000, 1_250_000, pid=100, corr=2)
+    b.memcpy(1_500_000, 1_600_000, bytes=1024, copy_kind=1, pid=100)
+    b.memcpy(3 * MS, 4_500_000, bytes=1024, copy_kind=1, pid=100)
+    b.runtime(3_200_000, 4_800_000, pid=100, corr=3, name=SYNC)
+    for s, e in ((6_000_000, 7_000_000), (7_100_000, 8_000_000), (8_100_000, 9_500_000)):
+        b.runtime(s, e, pid=100, corr=200 + s // 1000)
+    b.nvtx(12 * MS, 15 * MS, text="ncclAllReduce", pid=100)
+    b.nvtx(10_500_000, 19_500_000, text="schedule", pid=100)
+    b.runtime(19_600_000, 19_700_000, pid=100, corr=104)  # launches k4, which ends G4
+    b.runtime(24 * MS, 25 * MS, pid=100, corr=4, name="cudaMalloc_v3020")
+    # Device 1, pid 200: gap [1,3]; a sync [0.9,1.1] is in flight but a copy on the kernel's
+    # stream covers the whole gap: transfer wins (the host's wait cost the GPU nothing). The
+    # kernel ending it was launched at 0.1, before the gap: queued, behind that copy.
+    b.kernel(0, MS, pid=200, device=1, corr=1, name="a")
+    b.kernel(3 * MS, 4 * MS, pid=200, device=1, corr=2, name="b")
+    b.runtime(100_000, 200_000, pid=200, corr=2)
+    b.runtime(900_000, 1_100_000, pid=200, corr=3, name=SYNC)
+    b.memcpy(MS, 3 * MS, bytes=1024, copy_kind=1, pid=200, device=1)
+    # Device 2, pid 300: gap [1,5]; pid 100's calls must not count (not an owner). Host
+    # visible [0.1,4.9]: host_other [1,4.8] 3.8, launch_bound 0.1, capture_edge 0.1.
+    b.kernel(0, MS, pid=300, device=2, corr=1, name="c")
+    b.kernel(5 * MS, 6 * MS, pid=300, device=2, corr=2, name="c")
+    b.runtime(100_000, 200_000, pid=300, corr=1)
+    b.runtime(4_800_000, 4_900_000, pid=300, corr=2)
     return b
 
 
@@ -64,25 +75,30 @@ def test_each_cause_by_hand(version, build):
     dev = by_device(data)
     d0 = dev[0]
     assert {c: d0[c]["idle_ns"] for c in data["causes"]} == {
-        "sync_wait": 1_000,
-        "memcpy": 2_000,
-        "launch_bound": 4_000,
-        "host_other": 9_000,
-        "capture_edge": 9_000,
+        "transfer": 1_600_000,
+        "communication": 3_000_000,
+        "sync_wait": 550_000,
+        "launch_bound": 3_400_000,
+        "capture_edge": 14_000_000,
+        "host_other": 11_450_000,
     }
-    assert all(d0[c]["gaps"] == 1 for c in data["causes"])
-    assert d0["_"]["idle_ns"] == 25_000
-    assert d0["_"]["refill"] == {
-        "gaps": 1,
-        "total_ns": 800,
-        "p50_ns": 800,
-        "p90_ns": 800,
-        "max_ns": 800,
+    assert d0["_"]["idle_ns"] == 34_000_000
+    # Gaps by the cause covering most of each: G1, G4 host_other; G2 transfer; G3 launch;
+    # G5 (5 of 9 ms), G6 capture_edge.
+    assert {c: d0[c]["gaps"] for c in data["causes"]} == {
+        "transfer": 1, "communication": 0, "sync_wait": 0, "launch_bound": 1, "capture_edge": 2,
+        "host_other": 2,
     }
-    assert d0["_"]["dominant_cause"] == "host_other"  # tie with capture_edge: earlier cause wins
-    assert dev[1]["sync_wait"]["idle_ns"] == 2_000 and dev[1]["_"]["queued_gaps"] == 1
-    assert dev[1]["_"]["refill"]["total_ns"] == 1_900
-    assert dev[2]["host_other"]["idle_ns"] == 4_000 and dev[2]["_"]["owner_pids"] == [300]
+    refill = d0["_"]["refill"]  # G1: 2 - 1.2; G2: 5 - 4.8
+    assert (refill["gaps"], refill["total_ns"], refill["max_ns"]) == (2, 1_000_000, 800_000)
+    assert d0["_"]["dominant_cause"] == "capture_edge"
+    assert dev[1]["transfer"]["idle_ns"] == 2_000_000 and dev[1]["sync_wait"]["idle_ns"] == 0
+    assert (dev[1]["_"]["queued_gaps"], dev[1]["_"]["copy_ahead_gaps"]) == (1, 1)
+    assert dev[1]["_"]["refill"]["total_ns"] == 1_900_000
+    assert {c: dev[2][c]["idle_ns"] for c in ("host_other", "launch_bound", "capture_edge")} == {
+        "host_other": 3_800_000, "launch_bound": 100_000, "capture_edge": 100_000,
+    }
+    assert dev[2]["_"]["owner_pids"] == [300]
 
 
 def test_causes_sum_to_gpu_idle_exactly(build):
@@ -96,12 +112,15 @@ def test_causes_sum_to_gpu_idle_exactly(build):
 def test_top_gaps_carry_cause_and_nvtx_range(build):
     report = analyze(build(cause_trace("2024.6")), min_gap_us=0)
     top = ok(report, "idle_causes")["top_gaps"]
-    g4 = next(g for g in top if g["device_id"] == 0 and g["start_ns"] == 11_000)
+    g4 = next(g for g in top if g["device_id"] == 0 and g["start_ns"] == 11 * MS)
     assert (g4["cause"], g4["nvtx_range"], g4["refill_ns"]) == ("host_other", "schedule", None)
-    g1 = next(g for g in top if g["device_id"] == 0 and g["start_ns"] == 1_000)
-    assert (g1["cause"], g1["refill_ns"], g1["nvtx_range"]) == ("sync_wait", 800, None)
+    assert (g4["communication_ns"], g4["launch_bound_ns"]) == (3 * MS, 100_000)
+    g1 = next(g for g in top if g["device_id"] == 0 and g["start_ns"] == MS)
+    assert (g1["sync_wait_ns"], g1["transfer_ns"], g1["refill_ns"]) == (250_000, 100_000, 800_000)
     gaps = table(report, "idle_causes", "idle_causes_gaps")
-    assert len(gaps) == 7 and set(gaps["cause"]) == set(ok(report, "idle_causes")["causes"])
+    assert len(gaps) == 8
+    parts = gaps[[f"{c}_ns" for c in ok(report, "idle_causes")["causes"]]].sum(axis=1)
+    assert (parts == gaps["duration_ns"]).all()
 
 
 def reference_gaps(kernels: list[tuple[int, int]]) -> int:

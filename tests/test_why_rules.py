@@ -1,4 +1,5 @@
-"""NLE201-NLE213: each rule fires on data that should trigger it and stays quiet otherwise."""
+"""The cause findings (NLE103, NLE208-NLE215, NLE307) and the NLE2xx notes: each fires on data
+that should trigger it and stays quiet otherwise; impact and severity follow the bands."""
 
 from __future__ import annotations
 
@@ -7,184 +8,181 @@ from typing import Any
 
 import pytest
 
-from nsys_llm_explainer.model import MetricResult, Schema, Skipped
-from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.rules import RULES, RuleInput
+from nsys_llm_explainer.model import Severity
+from nsys_llm_explainer.rules import RETIRED, RULES
+from nsys_llm_explainer.rules.impact import band
+from tests.rule_inputs import WINDOW, device_metrics, fire
 
-SCHEMA = Schema(
-    tables={}, kernel_table=None, meta_table=None, nsys_version=None, export_schema_version=None
-)
-MY_RULES = {r.id: r for r in RULES if r.id.startswith("NLE2")}
+MY_RULES = {r.id: r for r in RULES if r.id.startswith("NLE2") or r.id in ("NLE103", "NLE307")}
 
 
 def stats(**over: int) -> dict[str, int]:
-    base = {
-        f"{m}_{s}_ns": 0
-        for m in ("api", "queue", "latency")
-        for s in ("p50", "p90", "p99", "max", "total")
-    }
+    base = {f"{m}_{s}_ns": 0 for m in ("api", "queue", "latency") for s in ("p50", "p90", "p99", "max", "total")}
     return base | over
 
 
 LAUNCH = {
-    "kernels": 1_000,
-    "kernels_with_launch": 1_000,
-    "kernels_without_launch": 0,
-    "kernels_without_launch_pct": 0.0,
-    "launch_calls": 1_000,
-    "skew_clamped": 0,
-    "processes": [
-        {
-            "pid": 7,
-            "launch_calls": 1_000,
-            "kernel_ns": 10_000_000,
-            **stats(api_p50_ns=4_000, api_total_ns=4_000_000),
-        }
-    ],
+    "kernels": 1_000, "kernels_with_launch": 1_000, "kernels_without_launch": 0,
+    "kernels_without_launch_pct": 0.0, "launch_calls": 1_000, "skew_clamped": 0,
+    "processes": [{"pid": 7, "launch_calls": 1_000, "kernel_ns": 10_000_000, **stats(api_p50_ns=4_000)}],
 }
-ROW = {
-    "scope": "process",
-    "pid": 7,
-    "phase": None,
-    "launch_calls": 500,
-    "queue_p50_ns": 2_000,
-    "queue_p90_ns": 3_000,
-    "immediate_start_pct": 95.0,
-    "kernel_busy_pct": 80.0,
-    "gpu_busy_pct": 80.0,
-    "verdict": "mixed",
-    "confidence": "medium",
-}
-BOUND = {"processes": [ROW], "phases": [ROW | {"scope": "phase", "pid": None, "phase": "decode"}]}
-
-
-def causes(**ns: int) -> dict[str, Any]:
-    names = ("sync_wait", "memcpy", "launch_bound", "host_other", "capture_edge")
-    idle = sum(ns.values())
-    rows = [
-        {"cause": c, "gaps": 3, "idle_ns": ns.get(c, 0), "pct_of_idle": 100.0 * ns.get(c, 0) / idle}
-        for c in names
-    ]
-    dominant = max(rows, key=lambda r: r["idle_ns"])["cause"]
-    return {
-        "devices": [
-            {
-                "device_id": 0,
-                "idle_ns": idle,
-                "dominant_cause": dominant,
-                "causes": rows,
-                "queued_gaps": 0,
-                "queued_ns": 0,
-                "refill": {"gaps": 3, "total_ns": 30, "p50_ns": 10, "p90_ns": 10, "max_ns": 10},
-            }
-        ]
-    }
-
-
-GPU_IDLE = {"devices": [{"device_id": 0, "window_start_ns": 0, "window_end_ns": 1_000_000}]}
 STEPS = {
-    "method": "nvtx_step_range",
-    "confidence": "high",
-    "detail": "x",
+    "method": "nvtx_step_range", "confidence": "high", "detail": "x",
     "phases": [{"phase": "decode", "steps": 20, "outliers": 0, "p50_ns": 1_000, "max_ns": 1_500}],
     "outliers": [],
 }
 OUTLIER = {
-    "step": 3,
-    "phase": "decode",
-    "latency_ns": 5_000,
-    "ratio_to_median": 5.0,
-    "gap_ns": 3_000,
-    "gap_cause": "host_other",
-    "kernel_name": "k",
-    "kernel_ns": 100,
-    "kernel_median_ns": 90,
-    "host_call": None,
-    "host_call_ns": 0,
-    "reason": "idle_gap",
+    "step": 3, "phase": "decode", "latency_ns": 101_000, "ratio_to_median": 101.0, "gap_ns": 3_000,
+    "gap_cause": "host_other", "kernel_name": "k", "kernel_ns": 100, "kernel_median_ns": 90,
+    "host_call": None, "host_call_ns": 0, "reason": "slow_kernel",
 }
+PATTERNS = {
+    "readback_bytes": 1024,
+    "scalar_readbacks": {"count": 0, "d2h": 0, "h2d": 0, "followed_by_sync": 0, "idle_ns": 0, "devices": [],
+                         "ranges": []},
+    "sync_per_launch": {"found": False, "syncs": 0, "launches": 0, "threads": 0, "idle_ns": 0, "devices": [],
+                        "pids": []},
+}
+QUIET_BUCKETS = {0: {c: 5_000 for c in ("transfer", "communication", "sync_wait", "launch_bound",
+                                         "capture_edge", "host_other")}}
 
 
 def quiet_inputs() -> dict[str, Any]:
-    return {
-        "launch_overhead": LAUNCH,
-        "boundness": BOUND,
-        "gpu_idle": GPU_IDLE,
-        "idle_causes": causes(
-            sync_wait=10, memcpy=10, launch_bound=10, host_other=10, capture_edge=10
-        ),
-        "steps": STEPS,
-    }
+    """0.5% of the window per cause: below the low band, so no cause finding."""
+    return copy.deepcopy({**device_metrics(QUIET_BUCKETS), "launch_overhead": LAUNCH, "steps": STEPS,
+                          "host_patterns": PATTERNS})
 
 
-def fire(rule_id: str, data: dict[str, Any], skipped: dict[str, str] | None = None) -> list[Any]:
-    metrics: dict[str, Any] = {m: MetricResult(m, d) for m, d in data.items()}
-    metrics.update({m: Skipped(m, r) for m, r in (skipped or {}).items()})
-    rule = MY_RULES[rule_id]
-    return list(rule.check(RuleInput(metrics, Options(), SCHEMA), rule))
+def with_buckets(**ns: int) -> dict[str, Any]:
+    return {**quiet_inputs(), **device_metrics({0: ns})}
 
 
-def with_changes(path: str, value: Any) -> dict[str, Any]:
-    data = copy.deepcopy(quiet_inputs())
-    keys = path.split(".")
+def with_change(path: str, value: Any) -> dict[str, Any]:
+    data = quiet_inputs()
     node: Any = data
+    keys = path.split(".")
     for k in keys[:-1]:
         node = node[int(k)] if isinstance(node, list) else node[k]
     node[keys[-1]] = value
     return data
 
 
+def readbacks(idle: int) -> dict[str, Any]:
+    return {"count": 40, "d2h": 40, "h2d": 0, "followed_by_sync": 40, "idle_ns": idle,
+            "devices": [{"device_id": 0, "idle_ns": idle}], "pids": [7],
+            "ranges": [{"range": "aten::_local_scalar_dense", "count": 40}]}
+
+
+def per_launch(idle: int) -> dict[str, Any]:
+    return {"found": True, "syncs": 1_000, "launches": 1_000, "threads": 1,
+            "apis": [{"api": "cudaDeviceSynchronize", "calls": 1_000}], "idle_ns": idle,
+            "devices": [{"device_id": 0, "idle_ns": idle}], "pids": [7]}
+
+
 TRIGGERS = {
-    "NLE201": with_changes("launch_overhead.processes.0.api_p50_ns", 12_000),
-    "NLE202": with_changes("launch_overhead.kernels_without_launch_pct", 12.0),
-    "NLE203": with_changes("launch_overhead.skew_clamped", 3),
-    "NLE204": with_changes("boundness.phases.0.verdict", "host_bound"),
-    "NLE205": with_changes("boundness.processes.0.verdict", "host_bound"),
-    "NLE206": with_changes("boundness.processes.0.verdict", "gpu_bound"),
-    "NLE207": with_changes("idle_causes", causes(sync_wait=300_000, host_other=1_000)),
-    "NLE208": with_changes("idle_causes", causes(memcpy=300_000, host_other=1_000)),
-    "NLE209": with_changes("idle_causes", causes(launch_bound=300_000, host_other=1_000)),
-    "NLE210": with_changes("idle_causes", causes(host_other=300_000, memcpy=1_000)),
-    "NLE211": with_changes("idle_causes", causes(capture_edge=300_000, memcpy=1_000)),
-    "NLE212": with_changes("steps.phases.0.outliers", 2)
-    | {"steps": STEPS | {"phases": [STEPS["phases"][0] | {"outliers": 2}], "outliers": [OUTLIER]}},
-    "NLE213": with_changes("steps.confidence", "low"),
+    "NLE103": with_buckets(sync_wait=300_000),
+    "NLE202": with_change("launch_overhead.kernels_without_launch_pct", 12.0),
+    "NLE203": with_change("launch_overhead.skew_clamped", 3),
+    "NLE208": with_buckets(transfer=300_000),
+    "NLE209": with_buckets(launch_bound=300_000),
+    "NLE210": with_buckets(host_other=300_000),
+    "NLE211": with_buckets(capture_edge=300_000),
+    "NLE212": quiet_inputs() | {"steps": STEPS | {"phases": [STEPS["phases"][0] | {"outliers": 1}],
+                                                 "outliers": [OUTLIER]}},
+    "NLE213": with_change("steps.confidence", "low"),
+    "NLE214": with_change("host_patterns.scalar_readbacks", readbacks(60_000)),
+    "NLE215": with_change("host_patterns.sync_per_launch", per_launch(60_000)),
+    "NLE307": with_buckets(communication=100_000, exposed=200_000),
 }
 
 
-def test_every_issue3_rule_has_a_trigger_case():
+def test_every_rule_here_has_a_trigger_case() -> None:
     assert set(MY_RULES) == set(TRIGGERS)
+    assert not set(RETIRED) & {r.id for r in RULES}
 
 
 @pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
-def test_rule_fires_and_stays_quiet(rule_id):
+def test_rule_fires_and_stays_quiet(rule_id: str) -> None:
     assert fire(rule_id, quiet_inputs()) == []
-    found = fire(rule_id, TRIGGERS[rule_id])
-    assert len(found) == 1
-    f = found[0]
+    (f,) = fire(rule_id, TRIGGERS[rule_id])
     assert f.rule_id == rule_id and f.evidence and f.recommendation
     assert not any("`" in e for e in f.evidence)
     assert "Example:" in MY_RULES[rule_id].doc
 
 
-def test_rules_quiet_when_metrics_are_skipped():
+@pytest.mark.parametrize("rule_id, ns, severity", [
+    ("NLE208", 250_000, Severity.HIGH), ("NLE208", 249_999, Severity.MEDIUM),
+    ("NLE103", 50_000, Severity.MEDIUM), ("NLE103", 49_999, Severity.LOW),
+    ("NLE210", 10_000, Severity.LOW), ("NLE209", 9_999, None),
+])
+def test_severity_is_the_impact_band(rule_id: str, ns: int, severity: Severity | None) -> None:
+    bucket = {"NLE208": "transfer", "NLE103": "sync_wait", "NLE210": "host_other", "NLE209": "launch_bound"}
+    found = fire(rule_id, with_buckets(**{bucket[rule_id]: ns}))
+    if severity is None:
+        assert found == []
+        return
+    (f,) = found
+    assert (f.severity, f.impact_ns, f.impact_pct) == (severity, ns, round(100.0 * ns / WINDOW, 2))
+
+
+def test_bands_boundaries() -> None:
+    assert [band(p) for p in (25.0, 24.99, 5.0, 4.99, 1.0, 0.99)] == [
+        Severity.HIGH, Severity.MEDIUM, Severity.MEDIUM, Severity.LOW, Severity.LOW, None]
+
+
+def test_one_finding_per_cause_lists_every_device() -> None:
+    # 30% and 10% of two 1 ms windows: 400,000 ns of 2 ms = 20% -> medium, largest device first.
+    data = {**quiet_inputs(), **device_metrics({0: {"sync_wait": 100_000}, 1: {"sync_wait": 300_000}})}
+    (f,) = fire("NLE103", data)
+    assert (f.impact_ns, f.impact_pct, f.severity) == (400_000, 20.0, Severity.MEDIUM)
+    assert [(a.device_id, a.impact_ns, a.impact_pct, a.pids) for a in f.affected] == [
+        (1, 300_000, 30.0, (7,)), (0, 100_000, 10.0, (7,))]
+
+
+def test_sync_sources_are_not_counted_twice() -> None:
+    # 300 us of sync_wait, 60 us of it from read-backs and 100 us from per-launch syncs:
+    # NLE103 keeps 140 us (14%, medium); NLE214 6% and NLE215 10% carry the rest.
+    data = with_buckets(sync_wait=300_000)
+    data["host_patterns"] = PATTERNS | {"scalar_readbacks": readbacks(60_000), "sync_per_launch": per_launch(100_000)}
+    (general,) = fire("NLE103", data)
+    assert (general.impact_ns, general.severity) == (140_000, Severity.MEDIUM)
+    assert fire("NLE214", data)[0].impact_ns == 60_000
+    assert fire("NLE215", data)[0].impact_ns == 100_000
+
+
+def test_capture_edge_is_a_note() -> None:
+    (f,) = fire("NLE211", TRIGGERS["NLE211"])
+    assert f.severity is Severity.INFO and f.impact_ns is None
+
+
+def test_slow_steps_with_a_reported_cause_stay_low() -> None:
+    # The slow step's gap is host_other, which has its own finding (30%): NLE212 stays low.
+    data = with_buckets(host_other=300_000) | {"steps": copy.deepcopy(TRIGGERS["NLE212"]["steps"])}
+    data["steps"]["outliers"] = [OUTLIER | {"reason": "idle_gap"}]
+    (f,) = fire("NLE212", data)
+    assert f.severity is Severity.LOW and f.cause == "host"
+    (g,) = fire("NLE212", TRIGGERS["NLE212"])  # slow kernel: 100 us beyond the median of 1 us
+    assert (g.impact_ns, g.severity) == (100_000, Severity.MEDIUM)
+
+
+@pytest.mark.parametrize("workload, word", [
+    ("llm_inference", "decode loop"), ("generic_cuda", "cudaDeviceSynchronize"), ("pytorch_training", ".item()"),
+])
+def test_advice_fits_the_workload(workload: str, word: str) -> None:
+    (f,) = fire("NLE103", TRIGGERS["NLE103"], workload=workload)
+    text = " ".join(f.recommendation)
+    assert word in text
+    if workload != "llm_inference":
+        assert "decode" not in text and "token" not in text
+
+
+def test_rules_quiet_when_metrics_are_skipped() -> None:
     skipped = {m: "not measured" for m in quiet_inputs()}
     for rule_id in MY_RULES:
-        assert fire(rule_id, {}, skipped) == []
+        if rule_id != "NLE213":
+            assert fire(rule_id, {}, skipped=skipped) == []
 
 
-def test_steps_not_found_fires_on_the_skip_reason():
-    found = fire("NLE213", {}, {"steps": "no steps found: nothing repeats"})
+def test_steps_not_found_fires_on_the_skip_reason() -> None:
+    found = fire("NLE213", {}, skipped={"steps": "no steps found: nothing repeats"})
     assert len(found) == 1 and found[0].title == "Steps were not identified"
-
-
-def test_capture_edge_is_always_low():
-    (f,) = fire("NLE211", TRIGGERS["NLE211"])
-    assert f.severity.value == "low"
-    # Severity bands follow NLE104: 30% of the 1 ms window is medium, 45% high, 10% low.
-    (g,) = fire("NLE210", TRIGGERS["NLE210"])
-    assert g.severity.value == "medium"
-    (h,) = fire("NLE210", with_changes("idle_causes", causes(host_other=450_000, memcpy=1_000)))
-    assert h.severity.value == "high"
-    (i,) = fire("NLE210", with_changes("idle_causes", causes(host_other=100_000, memcpy=1_000)))
-    assert i.severity.value == "low"

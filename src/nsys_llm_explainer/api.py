@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer import TOOL_NAME, deadline, runner
+from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
 from nsys_llm_explainer.model import (
-    Finding,
     GpuInfo,
     MetricResult,
     Outcome,
@@ -22,7 +22,7 @@ from nsys_llm_explainer.model import (
     TraceInfo,
 )
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.rules import RULES, RuleInput
+from nsys_llm_explainer.rules.engine import apply_rules
 from nsys_llm_explainer.trace import sources
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.fetch import Progress
@@ -53,26 +53,6 @@ def run_metric(metric: Metric, ctx: Context) -> Outcome:
             f"please report it to the {TOOL_NAME} issue tracker"
         )
         return Skipped(metric.id, f"internal error ({type(exc).__name__}); see warnings")
-
-
-def apply_rules(
-    metrics: dict[str, Outcome], options: Options, schema: Schema, warnings: list[str]
-) -> tuple[Finding, ...]:
-    view = RuleInput(metrics, options, schema)
-    findings: list[Finding] = []
-    for rule in RULES:
-        if options.select and not any(rule.id.startswith(s) for s in options.select):
-            continue
-        if any(rule.id.startswith(s) for s in options.ignore):
-            continue
-        try:
-            findings.extend(rule.check(view, rule))
-        except Exception as exc:  # noqa: BLE001
-            warnings.append(
-                f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})"
-            )
-    order = {rid: i for i, rid in enumerate(r.id for r in RULES)}
-    return tuple(sorted(findings, key=lambda f: (f.severity.rank, order.get(f.rule_id, 0))))
 
 
 def _trace_info(
@@ -174,7 +154,10 @@ def explain(
         warnings = list(schema.warnings)
         # Sorted: with metrics in threads, which one loads a table (and warns) first varies.
         warnings.extend(sorted(data.warnings))
-        findings = apply_rules(ctx.results, options, schema, warnings)
+        acct = accounting.build(ctx.results)
+        workload = workload_of(ctx.results)
+        findings = apply_rules(ctx.results, options, schema, warnings, acct, workload.kind)
+        diagnosis = diagnose(info, ctx.results, acct)
         capture_info = None
         if options.include_capture_info:
             info, capture_info = _with_capture_info(data, info)
@@ -198,6 +181,7 @@ def explain(
         limitations=tuple(limitations),
         options=options.to_json(),
         capture_info=capture_info,
+        diagnosis=diagnosis,
     )
 
 

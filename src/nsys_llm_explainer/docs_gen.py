@@ -20,7 +20,7 @@ import typer
 
 from nsys_llm_explainer import TOOL_NAME
 from nsys_llm_explainer.metrics import REGISTRY
-from nsys_llm_explainer.rules import RULES, Rule
+from nsys_llm_explainer.rules import RETIRED, RULES, Rule
 
 HELP_WIDTH = 100
 CLI_START = "<!-- cli-help:start -->"
@@ -99,8 +99,10 @@ def rules_page() -> str:
         GENERATED,
         "",
         "Each rule reads one or more metrics (report.json `metrics.<id>`) and emits findings",
-        "with a severity (high/medium/low), a separate confidence, evidence lines and",
-        "recommendations.",
+        "with the GPU time at stake (`impact_ns`, `impact_pct`, `affected`), a severity from it",
+        "(high/medium/low; info for notes with no time at stake; bands in",
+        "[diagnosis.md](diagnosis.md)), a separate confidence, evidence lines and",
+        "recommendations chosen for the workload.",
         "Ids are stable: NLE1xx core, NLE2xx host/launch, NLE3xx GPU work, NLE9xx trace quality.",
         "Select or skip rules with `--select` / `--ignore` (ids or prefixes).",
         "",
@@ -110,6 +112,8 @@ def rules_page() -> str:
     for rule in RULES:
         metrics = ", ".join(f"[{m}](metrics/{m}.md)" for m in rule.metric_ids)
         out.append(f"| [{rule.id}](#{rule.id.lower()}) | {rule.name} | {rule.title} | {metrics} |")
+    out += ["", "Retired ids (never reused):", ""]
+    out += [f"- {rid}: {why}." for rid, why in sorted(RETIRED.items())]
     for rule in RULES:
         out += ["", f"## {rule.id}", "", f"**{rule.name}**: {rule.title}", ""]
         out.append(

@@ -10,13 +10,17 @@ import pandas as pd
 
 
 class Severity(StrEnum):
+    """How much GPU time is at stake (see rules/severity.py); INFO: none, a note about the
+    capture or the data."""
+
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+    INFO = "info"
 
     @property
     def rank(self) -> int:
-        return {"high": 0, "medium": 1, "low": 2}[self.value]
+        return {"high": 0, "medium": 1, "low": 2, "info": 3}[self.value]
 
 
 class Confidence(StrEnum):
@@ -83,6 +87,17 @@ Outcome = MetricResult | Skipped
 
 
 @dataclass(frozen=True)
+class Affected:
+    """One device (and the processes that use it) a finding applies to, with its own numbers."""
+
+    device_id: int | None
+    pids: tuple[int, ...]
+    impact_ns: int
+    impact_pct: float  # of this device's window
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class Finding:
     rule_id: str
     title: str
@@ -91,6 +106,59 @@ class Finding:
     evidence: tuple[str, ...]
     recommendation: tuple[str, ...]
     metric_ids: tuple[str, ...] = ()
+    # GPU time at stake (a ceiling): what the affected devices would get back if the cause
+    # disappeared; None for notes about the capture or the data (severity INFO).
+    impact_ns: int | None = None
+    impact_pct: float | None = None  # of the affected devices' windows
+    affected: tuple[Affected, ...] = ()
+    cause: str | None = None  # the diagnosis cause it explains (transfer, sync, host ...)
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The bottleneck behind the verdict."""
+
+    kind: str
+    devices: tuple[int, ...]
+    processes: tuple[int, ...]
+    impact_ns: int
+    impact_pct: float
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    confidence: Confidence
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaptureCheck:
+    id: str
+    found: bool
+    summary: str
+    time_ns: int = 0
+    pct_of_window: float = 0.0
+
+
+@dataclass(frozen=True)
+class CaptureReview:
+    steady_state: bool
+    checks: tuple[CaptureCheck, ...]
+    facts: tuple[str, ...]  # what the trace says about itself (exporter, GPUs, graph mode ...)
+    recipe: tuple[str, ...]  # how to capture steady state, when it was not
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: str
+    summary: str
+    confidence: Confidence
+    primary: Primary | None
+    workload: Workload
+    capture: CaptureReview
+    devices: tuple[dict[str, Any], ...] = ()  # per-device time buckets (diagnosis/accounting.py)
 
 
 @dataclass(frozen=True)
@@ -132,6 +200,7 @@ class Report:
     limitations: tuple[str, ...]
     options: dict[str, Any]
     capture_info: dict[str, Any] | None = None
+    diagnosis: Diagnosis | None = None
 
     def ok(self, metric_id: str) -> MetricResult | None:
         outcome = self.metrics.get(metric_id)

@@ -51,3 +51,48 @@ def overlap_with_union(
         return np.where(i > 0, full + partial, 0)
 
     return covered_before(qe) - covered_before(qs)
+
+
+def _layered(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, want: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Segments where the coverage code (1 inside A, + 2 inside B) equals `want`.
+
+    A and B must each be disjoint and sorted (as merge() returns them). One sort of all
+    boundaries; at equal times ends sort before starts, so touching intervals do not
+    produce empty segments.
+    """
+    if len(a_start) == 0 or (want == 3 and len(b_start) == 0):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    if len(b_start) == 0:
+        return (a_start.copy(), a_end.copy()) if want == 1 else (np.empty(0, np.int64),) * 2
+    t = np.concatenate((a_start, a_end, b_start, b_end)).astype(np.int64)
+    delta = np.concatenate(
+        (np.full(len(a_start), 1), np.full(len(a_end), -1), np.full(len(b_start), 2), np.full(len(b_end), -2))
+    ).astype(np.int64)
+    order = np.lexsort((delta, t))  # at equal t: negative deltas (ends) first
+    t, code = t[order], np.cumsum(delta[order])
+    seg_start, seg_end, seg_code = t[:-1], t[1:], code[:-1]
+    keep = (seg_code == want) & (seg_end > seg_start)
+    s, e = seg_start[keep], seg_end[keep]
+    if len(s) < 2:
+        return s, e
+    # Adjacent pieces split only by a boundary of the other set: join them again.
+    joins = np.flatnonzero(s[1:] != e[:-1])
+    starts = np.r_[0, joins + 1]
+    ends = np.r_[joins, len(s) - 1]
+    return s[starts], e[ends]
+
+
+def intersect(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A ∩ B for disjoint sorted interval sets, as a disjoint sorted set."""
+    return _layered(a_start, a_end, b_start, b_end, 3)
+
+
+def subtract(
+    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """A minus B for disjoint sorted interval sets, as a disjoint sorted set."""
+    return _layered(a_start, a_end, b_start, b_end, 1)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from nsys_llm_explainer.metrics import (
     boundness,
+    capture,
     categories,
     communication,
     cuda_graphs,
     fusion_candidates,
     gpu_context,
     gpu_idle,
+    host_patterns,
     idle_causes,
     launch_overhead,
     launch_storm,
@@ -21,6 +23,7 @@ from nsys_llm_explainer.metrics import (
     sync,
     timeline,
     top_kernels,
+    workload,
 )
 from nsys_llm_explainer.metrics.base import Context, Metric
 
@@ -34,14 +37,17 @@ REGISTRY: tuple[Metric, ...] = (
     per_process.METRIC,
     launch_overhead.METRIC,
     boundness.METRIC,
+    capture.METRIC,
     idle_causes.METRIC,
     steps.METRIC,
+    host_patterns.METRIC,
     categories.METRIC,
     memory_transfers.METRIC,
     gpu_context.METRIC,
     communication.METRIC,
     cuda_graphs.METRIC,
     fusion_candidates.METRIC,
+    workload.METRIC,
     timeline.METRIC,  # keep last: it summarizes the metrics above for plots
 )
 

@@ -1,9 +1,16 @@
-"""idle_causes: why each GPU idle gap happened (rules in idle_sweep.py), per device.
+"""idle_causes: every nanosecond of GPU idle time, per device, split by what covered it
+(precedence rules in idle_sweep.py): transfer, communication, sync_wait, launch_bound,
+capture_edge, host_other. The causes of a device sum to the gpu_idle metric's idle_ns to the
+nanosecond.
 
-Whole gaps are assigned to one cause, so the causes of a device sum to its idle time (the
-gpu_idle metric's idle_ns) to the nanosecond. The largest gaps are listed with their cause
-and the innermost NVTX range active on the launch thread at the middle of the gap (the
-thread that launched the kernel that ended the gap).
+Also per device: how many gaps ended with a kernel that was already queued (launched before
+the gap: the GPU waited on a device-side dependency, not on the host) and, of those, how many
+had a copy or memset ahead of the kernel on its own stream; the refill delay after blocking
+calls; copies outside the kernel window (before the first or after the last kernel: time the
+device spent copying that the kernel window does not show); and the same split restricted to
+the steady part of the capture (after the last start-up event the capture metric found).
+The largest gaps are listed with their split and the innermost NVTX range active on the
+launch thread at the middle of the gap.
 """
 
 from __future__ import annotations
@@ -13,29 +20,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis import intervals, nvtx_tree
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.idle_sweep import CAUSES, SYNC_WAIT, GapCauses, gap_causes
+from nsys_llm_explainer.metrics.gpu_idle import copy_union
+from nsys_llm_explainer.metrics.idle_sweep import CAUSES, NO_REFILL, GapCauses, gap_causes
 from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 
-CAUSE_COLUMNS = ("device_id", "cause", "gaps", "idle_ns", "pct_of_idle")
+CAUSE_COLUMNS = ("device_id", "cause", "idle_ns", "pct_of_idle", "pct_of_window", "gaps")
 GAP_COLUMNS = (
-    "device_id",
-    "start_ns",
-    "end_ns",
-    "duration_ns",
-    "cause",
-    "refill_ns",
-    "copy_cover_pct",
-    "launch_cover_pct",
-    "outside_host_pct",
-    "next_kernel_queued",
+    "device_id", "start_ns", "end_ns", "duration_ns", "cause",
+    *(f"{c}_ns" for c in CAUSES),
+    "refill_ns", "next_kernel_queued", "copy_ahead",
 )
 
 
@@ -46,35 +46,65 @@ def _json_value(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    return np.round(100.0 * part / np.maximum(whole, 1), 2)
+def _pct(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
 
 
-def _device_row(gc: GapCauses) -> dict[str, Any]:
+def _steady(gc: GapCauses, start: int | None, window_end: int) -> dict[str, Any] | None:
+    """The split restricted to [start, window end] (None without a steady start)."""
+    if start is None or start >= window_end:
+        return None
+    w0 = np.array([start]), np.array([window_end])
+    ns = {c: int(intervals.overlap_with_union(*w0, s, e)[0]) for c, (s, e) in zip(CAUSES, gc.segments, strict=True)}
+    return {"start_ns": int(start), "idle_ns": sum(ns.values()), "causes": ns}
+
+
+def _activity(ctx: Context, dev: int, w0: int, w1: int) -> dict[str, int]:
+    """The device's activity window (kernels, copies, memsets) and copy time outside [w0, w1]."""
+    cs, ce = copy_union(ctx.data, "device", dev)
+    a0 = min(w0, int(cs[0])) if len(cs) else w0
+    a1 = max(w1, int(ce[-1])) if len(ce) else w1
+    outside = intervals.subtract(cs, ce, np.array([w0]), np.array([w1]))
+    return {
+        "activity_start_ns": a0,
+        "activity_end_ns": a1,
+        "edge_transfer_ns": int((outside[1] - outside[0]).sum()),
+    }
+
+
+def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[str, Any]:
     length = gc.length
     idle = int(length.sum())
-    ns = group_sum(length, gc.cause, len(CAUSES))
-    count = np.bincount(gc.cause, minlength=len(CAUSES))
-    refill = gc.refill_ns[gc.cause == SYNC_WAIT]
+    per_cause = gc.cause_ns.sum(axis=1) if len(length) else np.zeros(len(CAUSES), np.int64)
+    dominant = gc.cause
+    count = np.bincount(dominant, minlength=len(CAUSES)) if len(dominant) else np.zeros(len(CAUSES), np.int64)
+    from nsys_llm_explainer.metrics.gpu_idle import device_busy
+
+    w0, w1 = device_busy(ctx.data)[gc.device_id].window
+    window = w1 - w0
+    refill = gc.refill_ns[gc.refill_ns != NO_REFILL]
     p = percentiles(refill, (50, 90))
-    dominant = int(np.argmax(ns)) if idle else None
     return {
         "device_id": gc.device_id,
         "owner_pids": [int(x) for x in gc.owners],
+        "window_ns": window,
         "idle_ns": idle,
         "gap_count": int(len(length)),
-        "dominant_cause": CAUSES[dominant] if dominant is not None else None,
+        "dominant_cause": CAUSES[int(np.argmax(per_cause))] if idle else None,
         "causes": [
             {
                 "cause": c,
+                "idle_ns": int(per_cause[i]),
+                "pct_of_idle": _pct(int(per_cause[i]), idle),
+                "pct_of_window": _pct(int(per_cause[i]), window),
                 "gaps": int(count[i]),
-                "idle_ns": int(ns[i]),
-                "pct_of_idle": round(100.0 * int(ns[i]) / idle, 2) if idle else 0.0,
             }
             for i, c in enumerate(CAUSES)
         ],
         "queued_gaps": int(gc.queued.sum()),
         "queued_ns": int(length[gc.queued].sum()),
+        "copy_ahead_gaps": int(gc.copy_ahead.sum()),
+        "copy_ahead_ns": int(length[gc.copy_ahead].sum()),
         "refill": {
             "gaps": int(len(refill)),
             "total_ns": int(refill.sum()),
@@ -82,26 +112,26 @@ def _device_row(gc: GapCauses) -> dict[str, Any]:
             "p90_ns": p[90],
             "max_ns": int(refill.max()) if len(refill) else 0,
         },
+        **_activity(ctx, gc.device_id, w0, w1),
+        "steady": _steady(gc, steady_start, w1),
     }
 
 
 def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
-    length = gc.length[keep]
-    return pd.DataFrame(
-        {
-            "device_id": np.full(int(keep.sum()), gc.device_id, dtype=np.int64),
-            "start_ns": gc.gap_start[keep],
-            "end_ns": gc.gap_end[keep],
-            "duration_ns": length,
-            "cause": np.array(CAUSES, dtype=object)[gc.cause[keep]],
-            "refill_ns": np.where(gc.refill_ns[keep] >= 0, gc.refill_ns[keep], pd.NA),
-            "copy_cover_pct": _pct(gc.copy_cover[keep], length),
-            "launch_cover_pct": _pct(gc.launch_cover[keep], length),
-            "outside_host_pct": _pct(gc.outside_host[keep], length),
-            "next_kernel_queued": gc.queued[keep],
-            "next_kernel": gc.next_kernel[keep],
-        }
-    )
+    cols: dict[str, Any] = {
+        "device_id": np.full(int(keep.sum()), gc.device_id, dtype=np.int64),
+        "start_ns": gc.gap_start[keep],
+        "end_ns": gc.gap_end[keep],
+        "duration_ns": gc.length[keep],
+        "cause": np.array(CAUSES, dtype=object)[gc.cause[keep]],
+    }
+    for i, c in enumerate(CAUSES):
+        cols[f"{c}_ns"] = gc.cause_ns[i][keep]
+    cols["refill_ns"] = np.where(gc.refill_ns[keep] >= 0, gc.refill_ns[keep], pd.NA)
+    cols["next_kernel_queued"] = gc.queued[keep]
+    cols["copy_ahead"] = gc.copy_ahead[keep]
+    cols["next_kernel"] = gc.next_kernel[keep]
+    return pd.DataFrame(cols)
 
 
 def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
@@ -124,6 +154,12 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     return [names[int(nv.name[index.order[h]])] if h >= 0 else None for h in hit.tolist()]
 
 
+def steady_start(ctx: Context) -> int | None:
+    """Where the steady part of the capture begins (capture metric), or None."""
+    cap = ctx.result("capture")
+    return cap.data.get("steady_start_ns") if cap is not None else None
+
+
 def run(ctx: Context) -> Outcome:
     k = ctx.data.kernels()
     if len(k) == 0:
@@ -135,10 +171,11 @@ def run(ctx: Context) -> Outcome:
         )
     min_gap = int(round(ctx.options.min_gap_us * 1000))
     causes = gap_causes(ctx.data)
-    devices = [_device_row(gc) for gc in causes.values()]
+    start = steady_start(ctx)
+    devices = [_device_row(ctx, gc, start) for gc in causes.values()]
     frames = [_gap_frame(gc, gc.length >= min_gap) for gc in causes.values()]
     gaps = (
-        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(GAP_COLUMNS))
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GAP_COLUMNS, "next_kernel"])
     )
     top = (
         gaps.sort_values(
@@ -148,17 +185,7 @@ def run(ctx: Context) -> Outcome:
         .reset_index(drop=True)
     )
     top = top.assign(nvtx_range=_nvtx_at_gaps(ctx, top)).drop(columns=["next_kernel"])
-    rows = [
-        {
-            **d,
-            "cause": c["cause"],
-            "gaps": c["gaps"],
-            "idle_ns": c["idle_ns"],
-            "pct_of_idle": c["pct_of_idle"],
-        }
-        for d in devices
-        for c in d["causes"]
-    ]
+    rows = [{"device_id": d["device_id"], **c} for d in devices for c in d["causes"]]
     data = {
         "causes": list(CAUSES),
         "min_gap_ns": min_gap,
@@ -182,6 +209,7 @@ METRIC = Metric(
     title="Why the GPU was idle",
     run=run,
     tables={"idle_causes": CAUSE_COLUMNS, "idle_causes_gaps": GAP_COLUMNS},
-    description="Every GPU idle gap classified: sync_wait, memcpy, launch_bound, host_other, "
-    "capture_edge.",
+    description="Every nanosecond of GPU idle time split by what covered it: transfer, "
+    "communication, sync_wait, launch_bound, capture_edge, host_other.",
+    after=("capture",),
 )

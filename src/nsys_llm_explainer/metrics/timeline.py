@@ -53,15 +53,14 @@ def cause_names(ctx: Context) -> list[str]:
 
 
 def cause_ns(ctx: Context, dev: int, edges: np.ndarray, n_causes: int) -> np.ndarray:
-    """(causes, bins) idle ns per cause, from every classified gap of the device."""
+    """(causes, bins) idle ns per cause, from the device's idle split (idle_sweep)."""
     from nsys_llm_explainer.metrics import idle_sweep
 
     gaps = idle_sweep.gap_causes(ctx.data).get(dev)
     out = np.zeros((n_causes, len(edges) - 1), dtype=np.int64)
     if gaps is not None:
-        for c in range(n_causes):
-            mine = gaps.cause == c
-            out[c] = covered(edges, gaps.gap_start[mine], gaps.gap_end[mine])
+        for c, (s, e) in enumerate(gaps.segments[:n_causes]):
+            out[c] = covered(edges, s, e)
     return out
 
 

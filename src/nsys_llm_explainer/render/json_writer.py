@@ -39,6 +39,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _diagnosis(report: Report) -> Any:
+    """A report built by hand (tests, scripts) without a diagnosis gets the one its metrics give."""
+    from nsys_llm_explainer.diagnosis import accounting, diagnose
+
+    return diagnose(report.trace, report.metrics, accounting.build(report.metrics))
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     for mid, outcome in report.metrics.items():
@@ -53,6 +60,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "options": report.options,
         "warnings": list(report.warnings),
         "limitations": list(report.limitations),
+        "diagnosis": report.diagnosis or _diagnosis(report),
         "findings": report.findings,
         "metrics": metrics,
     }

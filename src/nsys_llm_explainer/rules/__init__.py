@@ -5,26 +5,21 @@ from __future__ import annotations
 
 from nsys_llm_explainer.rules import (
     nle101_dominant_kernel,
-    nle102_launch_storm,
     nle103_blocking_sync,
-    nle104_gpu_idle,
     nle105_phase_dominates,
     nle106_low_nvtx_coverage,
     nle107_no_kernels,
     nle108_no_nvtx,
-    nle201_launch_overhead,
     nle202_kernels_without_launch,
     nle203_clock_skew,
-    nle204_host_bound_decode,
-    nle205_host_bound_process,
-    nle206_gpu_bound,
-    nle207_idle_sync_wait,
     nle208_idle_memcpy,
     nle209_idle_launch_bound,
     nle210_idle_host_other,
     nle211_idle_capture_edge,
     nle212_slow_steps,
     nle213_steps_not_found,
+    nle214_scalar_readbacks,
+    nle215_sync_per_launch,
     nle301_uncategorized_kernels,
     nle302_small_op_heavy,
     nle303_sampling_heavy,
@@ -42,26 +37,21 @@ from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 RULES: tuple[Rule, ...] = (
     nle101_dominant_kernel.RULE,
-    nle102_launch_storm.RULE,
     nle103_blocking_sync.RULE,
-    nle104_gpu_idle.RULE,
     nle105_phase_dominates.RULE,
     nle106_low_nvtx_coverage.RULE,
     nle107_no_kernels.RULE,
     nle108_no_nvtx.RULE,
-    nle201_launch_overhead.RULE,
     nle202_kernels_without_launch.RULE,
     nle203_clock_skew.RULE,
-    nle204_host_bound_decode.RULE,
-    nle205_host_bound_process.RULE,
-    nle206_gpu_bound.RULE,
-    nle207_idle_sync_wait.RULE,
     nle208_idle_memcpy.RULE,
     nle209_idle_launch_bound.RULE,
     nle210_idle_host_other.RULE,
     nle211_idle_capture_edge.RULE,
     nle212_slow_steps.RULE,
     nle213_steps_not_found.RULE,
+    nle214_scalar_readbacks.RULE,
+    nle215_sync_per_launch.RULE,
     nle301_uncategorized_kernels.RULE,
     nle302_small_op_heavy.RULE,
     nle303_sampling_heavy.RULE,
@@ -76,4 +66,16 @@ RULES: tuple[Rule, ...] = (
     nle312_fusion_candidate.RULE,
 )
 
-__all__ = ["RULES", "Rule", "RuleInput"]
+# Ids no longer used, and where their finding went. An id is never reused.
+RETIRED: dict[str, str] = {
+    "NLE102": "launch storms are reported by their GPU cost in NLE209 (idle behind kernel launches)",
+    "NLE104": "GPU idle time is split by cause in the diagnosis and reported per cause "
+    "(NLE103, NLE208-NLE211, NLE307)",
+    "NLE201": "launch overhead is reported by its GPU cost in NLE209",
+    "NLE204": "host-bound phases are evidence in NLE209 and NLE210, which carry their GPU cost",
+    "NLE205": "host-bound time is reported by cause in NLE209 (launch calls) and NLE210 (host work)",
+    "NLE206": "a GPU-bound run is the diagnosis verdict gpu_compute_bound",
+    "NLE207": "merged into NLE103, which now measures the GPU idle time a blocking sync causes",
+}
+
+__all__ = ["RETIRED", "RULES", "Rule", "RuleInput"]

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.model import (
+    Affected,
     Confidence,
     Finding,
     MetricResult,
@@ -27,6 +29,8 @@ class RuleInput:
     metrics: dict[str, Outcome]
     options: Options
     schema: Schema
+    acct: Accounting = field(default_factory=Accounting)  # where each device's time went
+    workload: str = "unknown"  # the workload metric's kind: advice is chosen by it
 
     def metric(self, metric_id: str) -> MetricResult | None:
         out = self.metrics.get(metric_id)
@@ -56,7 +60,11 @@ class Rule:
         evidence: Sequence[str],
         recommendation: Sequence[str],
         title: str | None = None,
+        affected: Sequence[Affected] = (),
+        impact: tuple[int, float] | None = None,
+        cause: str | None = None,
     ) -> Finding:
+        """A finding; `impact` is (GPU ns at stake, share of the affected devices' windows)."""
         return Finding(
             rule_id=self.id,
             title=title or self.title,
@@ -65,7 +73,18 @@ class Rule:
             evidence=tuple(evidence),
             recommendation=tuple(recommendation),
             metric_ids=self.metric_ids,
+            impact_ns=impact[0] if impact else None,
+            impact_pct=round(impact[1], 2) if impact else None,
+            affected=tuple(affected),
+            cause=cause,
         )
+
+    def note(
+        self, confidence: Confidence, evidence: Sequence[str], recommendation: Sequence[str],
+        title: str | None = None,
+    ) -> Finding:
+        """A note about the capture or the data: no GPU time at stake, severity INFO."""
+        return self.finding(Severity.INFO, confidence, evidence, recommendation, title)
 
 
 def pct(value: float) -> str:

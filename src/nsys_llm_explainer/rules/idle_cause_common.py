@@ -1,72 +1,74 @@
-"""Shared check for the idle-cause rules NLE207-NLE211: one rule per dominant cause."""
+"""Shared shape of the cause findings (NLE103, NLE208-NLE211, NLE307): one finding per cause
+over every affected device, its impact the cause's time in diagnosis/accounting.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
+from nsys_llm_explainer.model import Affected, Confidence, Finding
+from nsys_llm_explainer.rules.base import Rule, RuleInput
+from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
 
-# The same bands as NLE104 (GPU idle), so a cause never outranks the idle time it explains.
-LOW_PCT_OF_WINDOW = 5.0
-MEDIUM_PCT_OF_WINDOW = 20.0
-HIGH_PCT_OF_WINDOW = 40.0
+MAX_DEVICE_LINES = 8
 
 
-def dominant_cause_findings(
+def device_lines(affected: Sequence[Affected], what: str) -> list[str]:
+    lines = [
+        f"GPU {a.device_id}: {a.impact_ns / 1e6:,.3f} ms {what} ({a.impact_pct:.1f}% of its window)"
+        + (f"; {a.detail}" if a.detail else "")
+        for a in affected[:MAX_DEVICE_LINES]
+    ]
+    if len(affected) > MAX_DEVICE_LINES:
+        lines.append(f"... and {len(affected) - MAX_DEVICE_LINES} more devices")
+    return lines
+
+
+def host_bound_phases(view: RuleInput) -> list[str]:
+    """Evidence: the phases the boundness metric calls host-bound (GPU waits on launches)."""
+    res = view.metric("boundness")
+    if res is None:
+        return []
+    return [
+        f"phase {p['phase']}: host-bound (GPU busy {p['gpu_busy_pct']:.1f}% of its ranges, kernels start "
+        f"{p['queue_p50_ns'] / 1e3:,.1f} us after their launch at the median, {p['launch_calls']:,} launches)"
+        for p in res.data["phases"] if p["verdict"] == "host_bound"
+    ]
+
+
+def where(affected: Sequence[Affected]) -> str:
+    devs = sorted(a.device_id for a in affected if a.device_id is not None)
+    if len(devs) == 1:
+        return f"GPU {devs[0]}'s"
+    return f"{len(devs)} GPUs'"
+
+
+def cause_finding(
     view: RuleInput,
     rule: Rule,
+    buckets: tuple[str, ...],
     cause: str,
+    title: str,
+    what: str,
+    evidence: Sequence[str],
     recommendations: Sequence[str],
-    max_severity: Severity = Severity.HIGH,
-) -> Iterator[Finding]:
-    """Per device whose largest idle cause is `cause` and whose share of the device's kernel
-    window is >= LOW_PCT_OF_WINDOW (low), >= MEDIUM_PCT_OF_WINDOW (medium) or
-    >= HIGH_PCT_OF_WINDOW (high)."""
-    res = view.metric("idle_causes")
-    idle = view.metric("gpu_idle")
-    if res is None or idle is None:
-        return
-    windows = {
-        d["device_id"]: d["window_end_ns"] - d["window_start_ns"] for d in idle.data["devices"]
-    }
-    for d in res.data["devices"]:
-        window = windows.get(d["device_id"], 0)
-        if d["dominant_cause"] != cause or window <= 0:
-            continue
-        row = next(c for c in d["causes"] if c["cause"] == cause)
-        share = 100.0 * row["idle_ns"] / window
-        if share < LOW_PCT_OF_WINDOW:
-            continue
-        if share >= HIGH_PCT_OF_WINDOW:
-            severity = Severity.HIGH
-        elif share >= MEDIUM_PCT_OF_WINDOW:
-            severity = Severity.MEDIUM
-        else:
-            severity = Severity.LOW
-        if severity.rank < max_severity.rank:
-            severity = max_severity
-        evidence = [
-            f"GPU {d['device_id']}: {row['gaps']:,} gaps, {ms(row['idle_ns'])} "
-            f"({pct(row['pct_of_idle'])} "
-            f"of its idle time, {pct(share)} of its kernel window)",
-        ]
-        if cause == "sync_wait" and d["refill"]["gaps"]:
-            r = d["refill"]
-            evidence.append(
-                f"refill after the sync returned: p50 {us(r['p50_ns'])}, p90 {us(r['p90_ns'])}, "
-                f"{ms(r['total_ns'])} in total"
-            )
-        if d["queued_gaps"]:
-            evidence.append(
-                f"{d['queued_gaps']:,} gaps ({ms(d['queued_ns'])}) ended with a kernel launched "
-                "before the gap began: there the GPU waited on a dependency, not the host"
-            )
-        yield rule.finding(
-            severity,
-            Confidence.MEDIUM,
-            evidence,
-            list(recommendations),
-            title=f"GPU {d['device_id']} idle time is mostly {cause.replace('_', ' ')} "
-            f"({pct(share)} of its window)",
-        )
+    confidence: Confidence = Confidence.HIGH,
+    subtract: dict[int, int] | None = None,
+) -> Finding | None:
+    """The finding for `buckets`' time on every device, or None below the low band.
+
+    `title` may use {pct} (share of the affected windows) and {where}; `subtract`: per-device
+    ns already reported by a more specific finding (not counted twice)."""
+    per_device = buckets_by_device(view.acct, buckets)
+    for dev, ns in (subtract or {}).items():
+        if dev in per_device:
+            per_device[dev] = max(0, per_device[dev] - ns)
+    affected = affected_devices(view.acct, per_device)
+    ns, pct = total_pct(view.acct, affected)
+    severity = band(pct)
+    if severity is None:
+        return None
+    return rule.finding(
+        severity, confidence, [*device_lines(affected, what), *evidence], recommendations,
+        title=title.format(pct=f"{pct:.1f}%", where=where(affected)),
+        affected=affected, impact=(ns, pct), cause=cause,
+    )

@@ -1,53 +1,82 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+from nsys_llm_explainer.rules.impact import band, per_device
 
-HIGH_PCT = 50.0
-MEDIUM_PCT = 25.0
+SHARE_PCT = 25.0  # of the kernel time of its own device
+
+
+def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
+    """Kernel time per device: categories' per-device totals, else the kernel rows' sums."""
+    cats = view.metric("categories")
+    if cats is not None and cats.data.get("by_device"):
+        return {d["device_id"]: int(d["total_ns"]) for d in cats.data["by_device"]}
+    out: dict[int, int] = {}
+    for k in kernels:
+        out[k["device_id"]] = out.get(k["device_id"], 0) + int(k["total_ns"])
+    return out
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """One kernel takes a large share of all GPU kernel time.
+    """One kernel takes a large share of its GPU's kernel time.
 
-    Fires when the kernel (by name, on one device) with the most total time holds at least
-    25% (medium) or 50% (high) of all kernel time in the trace. Optimizing that kernel
-    (better tile shapes, a fused or vendor kernel, a different precision) moves the whole
+    Per device, the kernel (by name) with the most time on that device; it fires when it holds
+    at least 25% of that device's kernel time (never divided by other devices' time, so it can
+    fire on an 8-GPU trace). One finding per kernel name, listing every device where it
+    dominates. Impact: its time on those devices (the ceiling of what optimizing it can give
+    back), over their windows; severity from the impact bands (rules/impact.py). Optimizing
+    that kernel (tile shapes, a fused or vendor kernel, a different precision) moves the whole
     GPU-side number.
 
     Example:
 
-        NLE101 high: One kernel takes 61.2% of GPU kernel time
-        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn on device 0: 61.2% of 1,327.400 ms kernel time
+        NLE101 high: One kernel takes 61.2% of GPU 0's kernel time
+        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn: 61.2% of GPU 0's 1,327.400 ms of kernel time
         - 4,096 calls, 812.345 ms total, p50 190.1 us, max 402.7 us
     """
     res = view.metric("top_kernels")
     if res is None or not res.data["kernels"]:
         return
-    top = res.data["kernels"][0]
-    share = float(top["pct_of_kernel_time"])
-    if share < MEDIUM_PCT:
-        return
-    severity = Severity.HIGH if share >= HIGH_PCT else Severity.MEDIUM
-    yield rule.finding(
-        severity,
-        Confidence.HIGH,
-        [
-            f"{shorten(top['name'])} on device {top['device_id']}: {pct(share)} of "
-            f"{ms(res.data['total_kernel_ns'])} kernel time",
-            f"{top['calls']:,} calls, {ms(top['total_ns'])} total, p50 {top['p50_ns'] / 1e3:,.1f} us, "
-            f"max {top['max_ns'] / 1e3:,.1f} us",
-        ],
-        [
-            "Profile this kernel with Nsight Compute (`ncu --kernel-name regex:...`) to see whether "
-            "it is memory- or compute-bound.",
-            "Check its launch shapes: GEMMs with tiny M (decode batch) waste tensor cores; "
-            "batching more requests or a split-K/stream-K kernel helps.",
-        ],
-        title=f"One kernel takes {pct(share)} of GPU kernel time",
-    )
+    totals = device_kernel_ns(view, res.data["kernels"])
+    top: dict[int, dict[str, Any]] = {}
+    for k in res.data["kernels"]:  # sorted by time: the first row per device is its top kernel
+        top.setdefault(k["device_id"], k)
+    by_name: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    for dev, k in top.items():
+        share = 100.0 * k["total_ns"] / totals[dev] if totals.get(dev) else 0.0
+        if share >= SHARE_PCT:
+            by_name.setdefault(k["name"], []).append((k, share))
+    for name, rows in by_name.items():
+        affected, impact = per_device(view.acct, {k["device_id"]: int(k["total_ns"]) for k, _ in rows})
+        severity = band(impact[1])
+        if severity is None:
+            continue
+        best, share = max(rows, key=lambda r: r[1])
+        devs = ", ".join(str(k["device_id"]) for k, _ in rows)
+        where = f"GPU {devs}'s" if len(rows) == 1 else f"GPUs {devs}'"
+        yield rule.finding(
+            severity,
+            Confidence.HIGH,
+            [
+                *(f"{shorten(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} of kernel time"
+                  for k, s in rows[:8]),
+                f"{best['calls']:,} calls, {ms(best['total_ns'])} total, p50 {best['p50_ns'] / 1e3:,.1f} us, "
+                f"max {best['max_ns'] / 1e3:,.1f} us",
+            ],
+            [
+                "Profile this kernel with Nsight Compute (the command is in ncu_plan.sh when written, "
+                "else `ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`) to see "
+                "whether it is memory- or compute-bound.",
+                "Check its launch shapes: GEMMs with a tiny M (small batches) leave tensor cores idle; "
+                "batching more work or a split-K/stream-K kernel helps.",
+            ],
+            title=f"One kernel takes {pct(share)} of {where} kernel time",
+            affected=affected, impact=impact, cause="compute",
+        )
 
 
-RULE = Rule("NLE101", "dominant-kernel", "One kernel dominates GPU time", check, ("top_kernels",))
+RULE = Rule("NLE101", "dominant-kernel", "One kernel dominates its GPU's time", check, ("top_kernels", "categories"))

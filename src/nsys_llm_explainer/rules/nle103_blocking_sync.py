@@ -2,57 +2,61 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
+from nsys_llm_explainer.rules.idle_cause_common import cause_finding
 
-HIGH_PCT = 30.0
-MEDIUM_PCT = 10.0
-MIN_CALLS = 2  # one sync at the very end of a run is normal
+
+def specific_sync_costs(view: RuleInput) -> dict[int, int]:
+    """Per device, sync_wait idle time already reported by NLE214 (read-backs) and NLE215
+    (one sync per launch), so NLE103 does not count it again."""
+    out: dict[int, int] = {}
+    hp = view.metric("host_patterns")
+    if hp is None:
+        return out
+    sources = [hp.data["sync_per_launch"]] if hp.data["sync_per_launch"]["found"] else []
+    if hp.data.get("scalar_readbacks"):
+        sources.append(hp.data["scalar_readbacks"])
+    for src in sources:
+        for d in src["devices"]:
+            out[d["device_id"]] = out.get(d["device_id"], 0) + int(d["idle_ns"])
+    return out
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Host threads spend much of the run blocked in synchronize calls.
+    """The GPU idles while the host is blocked in synchronizing calls.
 
-    Counts blocking calls only (cudaDeviceSynchronize, cudaStreamSynchronize,
-    cudaEventSynchronize, their driver forms, and synchronous cudaMemcpy*), per process,
-    as a share of that process's CUDA API window (first to last API call). Fires at >= 10%
-    (medium) or >= 30% (high) with at least 2 blocking calls. While a host thread blocks, it
-    cannot enqueue the next work, so the GPU drains and then idles.
+    Impact: per device, the idle time idle_causes labels sync_wait (a blocking synchronize or
+    a host-blocking copy call of a process that drives the device is in flight, or its refill
+    launch right after), minus what NLE214 (scalar read-backs) and NLE215 (one synchronize per
+    launch) already report. The host's own wait while the GPU runs kernels or copies costs
+    nothing and is never counted. Severity from the impact bands (rules/impact.py).
 
     Example:
 
-        NLE103 high: Blocking synchronization takes 41.2% of process 4242's CUDA API window
-        - 1,312 blocking calls, 301.653 ms in total; largest: cudaDeviceSynchronize (1,312 calls, 301.653 ms)
+        NLE103 medium: GPU idle while the host waits in synchronize calls (6.3% of GPU 0's time)
+        - GPU 0: 21.684 ms idle while a synchronizing call was in flight (6.3% of its window)
+        - blocking calls: cudaDeviceSynchronize x1,312 (301.653 ms), cudaMemcpy x279 (17.671 ms)
     """
-    res = view.metric("sync")
-    if res is None:
-        return
-    blocking = [c for c in res.data["calls"] if c["blocking"]]
-    top = max(blocking, key=lambda c: c["total_ns"], default=None)
-    for p in res.data["processes"]:
-        share = float(p["blocking_pct_of_window"])
-        if share < MEDIUM_PCT or p["blocking_calls"] < MIN_CALLS:
-            continue
-        evidence = [
-            f"process {p['pid']}: {p['blocking_calls']:,} blocking calls, {ms(p['blocking_ns'])} "
-            f"of a {ms(p['api_window_ns'])} CUDA API window"
-        ]
-        if top is not None:
-            evidence.append(
-                f"largest blocking API overall: {top['api']} ({top['calls']:,} calls, {ms(top['total_ns'])})"
-            )
-        yield rule.finding(
-            Severity.HIGH if share >= HIGH_PCT else Severity.MEDIUM,
-            Confidence.HIGH,
-            evidence,
-            [
-                "Remove per-step synchronization: avoid .item(), .cpu(), .tolist() and printing tensors "
-                "inside the decode loop; read results back once per step at most.",
-                "Use cudaMemcpyAsync with pinned host memory and events instead of synchronous copies.",
-                "Overlap the host work of step N+1 with the GPU work of step N (async scheduling).",
-            ],
-            title=f"Blocking synchronization takes {pct(share)} of process {p['pid']}'s CUDA API window",
-        )
+    sync = view.metric("sync")
+    evidence = []
+    if sync is not None:
+        blocking = [c for c in sync.data["calls"] if c["blocking"]][:3]
+        if blocking:
+            evidence.append("blocking calls: " + ", ".join(
+                f"{c['api']} x{c['calls']:,} ({ms(c['total_ns'])})" for c in blocking))
+    specific = specific_sync_costs(view)
+    if specific:
+        evidence.append(f"not counted here: {ms(sum(specific.values()))} explained by NLE214/NLE215")
+    f = cause_finding(
+        view, rule, ("sync_wait",), "sync",
+        "GPU idle while the host waits in synchronize calls ({pct} of {where} time)",
+        "idle while a synchronizing call was in flight", evidence, advice("sync", view.workload),
+        Confidence.HIGH, subtract=specific,
+    )
+    if f is not None:
+        yield f
 
 
-RULE = Rule("NLE103", "blocking-sync", "Blocking CPU-GPU synchronization", check, ("sync",))
+RULE = Rule("NLE103", "blocking-sync", "GPU idle behind blocking synchronization", check, ("idle_causes", "sync"))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
 
 DOMINANT_PCT = 80.0
@@ -13,13 +13,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """One phase takes almost all attributed GPU kernel time.
 
     Phases come from `--phase-map` (e.g. prefill/decode); without one, the top-level NVTX
-    ranges stand in for phases. Fires (low severity: it points where to look, it is not a
+    ranges stand in for phases. Fires (a note, severity info: it points where to look, it is not a
     defect) when at least two phases received kernel time and one of them holds >= 80% of
     the attributed kernel time.
 
     Example:
 
-        NLE105 low: Phase "decode" takes 91.0% of attributed kernel time
+        NLE105 info: Phase "decode" takes 91.0% of attributed kernel time
         - decode: 910.000 ms of 1,000.000 ms attributed kernel time; prefill: 90.000 ms
     """
     res = view.metric("nvtx_attribution")
@@ -42,8 +42,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     others = "; ".join(
         f"{shorten(n, 40)}: {ms(v)}" for n, v in sorted(rows, key=lambda r: -r[1])[1:4]
     )
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.MEDIUM if source == "phase map" else Confidence.LOW,
         [
             f"{shorten(name, 60)}: {ms(ns)} of {ms(total)} kernel time attributed to {source}",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 
 VERY_LOW = 0.3
@@ -18,7 +18,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE106 medium: NVTX ranges cover only 12.0% of kernel time
+        NLE106 info: NVTX ranges cover only 12.0% of kernel time
         - 120.000 ms of 1,000.000 ms kernel time attributed; 310 kernels had no launch call in the trace
     """
     res = view.metric("nvtx_attribution")
@@ -28,8 +28,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     threshold = float(view.options.nvtx_coverage_warn_threshold)
     if cov >= threshold:
         return
-    yield rule.finding(
-        Severity.MEDIUM if cov < VERY_LOW else Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         [
             f"{ms(res.data['attributed_ns'])} of {ms(res.data['total_kernel_ns'])} kernel time attributed "

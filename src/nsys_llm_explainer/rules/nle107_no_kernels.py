@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 CAPTURE_RECIPE = (
@@ -21,14 +21,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE107 high: No CUDA kernels were captured
+        NLE107 info: No CUDA kernels were captured
         - the kernel table is empty: no CUDA kernels were captured
     """
     skipped = view.skipped("top_kernels")
     if skipped is None:
         return
-    yield rule.finding(
-        Severity.HIGH,
+    yield rule.note(
         Confidence.HIGH,
         [skipped.reason],
         [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 
@@ -15,7 +15,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE108 low: No NVTX ranges: kernel time cannot be split into phases
+        NLE108 info: No NVTX ranges: kernel time cannot be split into phases
         - the export has no NVTX_EVENTS table (NVTX not captured)
     """
     if view.metric("top_kernels") is None:
@@ -23,8 +23,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     skipped = view.skipped("nvtx_ranges")
     if skipped is None:
         return
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         [skipped.reason],
         [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct
 
 MIN_PCT = 5.0
@@ -18,15 +18,14 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE202 low: 52.6% of kernels have no launch call in the trace
+        NLE202 info: 52.6% of kernels have no launch call in the trace
         - 1,810 of 3,442 kernels; launch and queue figures cover the other 1,632
     """
     res = view.metric("launch_overhead")
     if res is None or res.data["kernels_without_launch_pct"] < MIN_PCT:
         return
     d = res.data
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         [
             f"{d['kernels_without_launch']:,} of {d['kernels']:,} kernels; launch and queue "

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 
@@ -15,15 +15,14 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE203 low: 12 kernels start before their launch call (clock skew)
+        NLE203 info: 12 kernels start before their launch call (clock skew)
         - their launch-to-start latency is clamped to 0; host-GPU timings below 1 us are unreliable
     """
     res = view.metric("launch_overhead")
     if res is None or res.data["skew_clamped"] <= 0:
         return
     n = res.data["skew_clamped"]
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.MEDIUM,
         [
             f"{n:,} of {res.data['launch_calls']:,} launch calls; their launch-to-start latency is "

@@ -2,31 +2,50 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Finding
-from nsys_llm_explainer.rules.base import Rule, RuleInput
-from nsys_llm_explainer.rules.idle_cause_common import dominant_cause_findings
-from nsys_llm_explainer.rules.nle204_host_bound_decode import RECOMMENDATIONS
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
+from nsys_llm_explainer.rules.base import Rule, RuleInput, pct, us
+from nsys_llm_explainer.rules.idle_cause_common import cause_finding, host_bound_phases
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Most GPU idle time passes while the host is busy inside kernel launch calls.
+    """The GPU idles while the host is inside kernel launch calls: launch-bound.
 
-    Per device, from idle_causes: launch_bound (launch calls of the owning processes cover
-    at least half of the gap) is the largest cause and covers >= 5% (low), >= 20% (medium) or >= 40% (high)
-    of the device's kernel window: kernels finish faster than the host can launch the next.
+    Impact: per device, the idle time idle_causes labels launch_bound (a launch call of a
+    process that drives the device is in flight and nothing with a higher precedence covers
+    the time). Evidence: the launch rate and kernel durations (launch_storm) and the launch
+    overhead per process (launch_overhead), and the phases the boundness metric calls
+    host-bound. Severity from the impact bands (rules/impact.py).
 
     Example:
 
-        NLE209 medium: GPU 0 idle time is mostly launch bound (35.0% of its window)
-        - GPU 0: 48,000 gaps, 350.000 ms (80.0% of its idle time, 35.0% of its kernel window)
+        NLE209 high: GPU idle while the host launches kernels (31.0% of GPU 0's time)
+        - GPU 0: 310.000 ms idle while launch calls were in flight (31.0% of its window)
+        - 1,204,113 kernels at 182,300 per second, median 4.1 us, 88.0% under 10 us
     """
-    yield from dominant_cause_findings(view, rule, "launch_bound", RECOMMENDATIONS)
+    evidence = []
+    ls = view.metric("launch_storm")
+    if ls is not None:
+        g = ls.data["global"]
+        evidence.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median "
+                        f"{us(g['p50_ns'])}, {pct(g['pct_under_10us'])} under 10 us")
+    lo = view.metric("launch_overhead")
+    if lo is not None:
+        for p in lo.data["processes"][:3]:
+            if p.get("launch_calls"):
+                evidence.append(f"process {p['pid']}: {p['launch_calls']:,} launch calls, launch API time "
+                                f"p50 {us(p['api_p50_ns'])}")
+    evidence += host_bound_phases(view)
+    f = cause_finding(
+        view, rule, ("launch_bound",), "host",
+        "GPU idle while the host launches kernels ({pct} of {where} time)",
+        "idle while launch calls were in flight", evidence, advice("launch", view.workload), Confidence.MEDIUM,
+    )
+    if f is not None:
+        yield f
 
 
 RULE = Rule(
-    "NLE209",
-    "idle-launch-bound",
-    "GPU idle while the host launches",
-    check,
-    ("idle_causes", "gpu_idle"),
+    "NLE209", "idle-launch-bound", "GPU idle behind kernel launches", check,
+    ("idle_causes", "launch_storm", "launch_overhead", "boundness"),
 )

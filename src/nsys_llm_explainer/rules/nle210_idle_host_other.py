@@ -2,43 +2,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Finding
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
-from nsys_llm_explainer.rules.idle_cause_common import dominant_cause_findings
+from nsys_llm_explainer.rules.idle_cause_common import cause_finding, host_bound_phases
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Most GPU idle time passes while the host is outside CUDA: Python, scheduler, I/O.
+    """The GPU idles while the host works outside CUDA calls (Python, scheduling, I/O, host
+    compute) and nothing is queued.
 
-    Per device, from idle_causes: host_other (no blocking sync in flight at the gap start,
-    copies and launch calls each under half the gap, the host visible in the capture) is the
-    largest cause and covers >= 5% (low), >= 20% (medium) or >= 40% (high) of the device's kernel window.
+    Impact: per device, the idle time idle_causes labels host_other: the host is visible (inside
+    its first-to-last CUDA call window) but in no copy, communication, synchronizing or launch
+    call. What the host does there is not in a CUDA trace; the recommendation says how to see it.
+    Evidence names the phases the boundness metric calls host-bound.
+    Severity from the impact bands (rules/impact.py).
 
     Example:
 
-        NLE210 high: GPU 0 idle time is mostly host other (42.0% of its window)
-        - GPU 0: 1,024 gaps, 420.000 ms (90.0% of its idle time, 42.0% of its kernel window)
+        NLE210 low: GPU idle while the host works outside CUDA (4.8% of GPU 0's time)
+        - GPU 0: 16.529 ms idle while the host was in no CUDA call (4.8% of its window)
     """
-    yield from dominant_cause_findings(
-        view,
-        rule,
-        "host_other",
-        [
-            "Profile the host side of the gaps (py-spy, the NVTX ranges listed with the largest "
-            "gaps): "
-            "scheduling, sampling, tokenization or I/O run while the GPU waits.",
-            "Overlap that work with the GPU: prepare step N+1 while step N runs (async "
-            "scheduling).",
-            "Move it off the launching thread (a separate process or thread for "
-            "detokenization/I/O).",
-        ],
+    f = cause_finding(
+        view, rule, ("host_other",), "host",
+        "GPU idle while the host works outside CUDA ({pct} of {where} time)",
+        "idle while the host was in no CUDA call", host_bound_phases(view), advice("host", view.workload),
+        Confidence.MEDIUM,
     )
+    if f is not None:
+        yield f
 
 
-RULE = Rule(
-    "NLE210",
-    "idle-host-other",
-    "GPU idle while the host is outside CUDA",
-    check,
-    ("idle_causes", "gpu_idle"),
-)
+RULE = Rule("NLE210", "idle-host-work", "GPU idle behind host work", check, ("idle_causes", "boundness"))

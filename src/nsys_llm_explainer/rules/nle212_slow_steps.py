@@ -1,20 +1,42 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from nsys_llm_explainer.model import Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten, us
+from nsys_llm_explainer.rules.impact import band, whole
 
-MEDIUM_SHARE_PCT = 5.0  # outliers in at least this share of a phase's steps: medium, else low
+GAP_CAUSE = {
+    "transfer": "transfer", "communication": "communication", "sync_wait": "sync",
+    "launch_bound": "host", "host_other": "host",
+}
+
+
+def _shared_cause(view: RuleInput, outliers: list[dict[str, Any]]) -> str | None:
+    """The diagnosis cause most slow steps' gaps belong to, when that cause is large enough to
+    have its own finding (then the steps' excess is not reported twice)."""
+    causes = [GAP_CAUSE.get(o["gap_cause"] or "") for o in outliers if o["reason"] == "idle_gap"]
+    if not causes or len(causes) * 2 < len(outliers):
+        return None
+    cause = max(set(causes), key=causes.count)
+    if cause is None:
+        return None
+    window = view.acct.window()
+    return cause if window and band(100.0 * view.acct.total(cause) / window) is not None else None
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Some steps take more than twice the median step time of their phase.
 
     Per phase, from the steps metric: outliers are steps longer than 2x the phase's median
-    latency. Fires when a phase has any: medium when they are >= 5% of its steps, else low.
+    latency. Fires when a phase has any. Impact: the slow steps' time beyond the median (what
+    they would give back at median speed), over all devices' windows; severity from the
+    impact bands (rules/impact.py).
     The evidence names the slowest step and what made it slow: its longest GPU idle gap
     (with cause), its slowest kernel against that kernel's median, or its longest CUDA call.
+    When most slow steps are slow because of idle gaps of one cause that has its own finding
+    (e.g. NLE208 for copies), the finding stays at low: it is the same time.
     Confidence follows how the steps were found (NVTX: high; automatic: as detected).
 
     Example:
@@ -48,8 +70,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             evidence.append(
                 f"slowest: step {o['step']}, {ms(o['latency_ns'])} ({o['ratio_to_median']}x): {why}"
             )
+        excess = sum(max(0, int(o["latency_ns"]) - int(p["p50_ns"])) for o in mine)
+        affected, impact = whole(view.acct, excess)
+        severity = band(impact[1])
+        if severity is None:
+            continue
+        cause = _shared_cause(view, mine)
+        if cause is not None and severity.rank < Severity.LOW.rank:
+            severity = Severity.LOW  # the gaps are the same time the cause's own finding reports
+            evidence.append(f"the slow steps' gaps are {cause} time, reported by its own finding")
         yield rule.finding(
-            Severity.MEDIUM if share >= MEDIUM_SHARE_PCT else Severity.LOW,
+            severity,
             Confidence(d["confidence"]),
             evidence,
             [
@@ -63,6 +94,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             ],
             title=f"{p['outliers']:,} of {p['steps']:,} {noun} take over 2x the median "
             f"({ms(p['p50_ns'])})",
+            affected=affected, impact=impact, cause=cause,
         )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 NOT_FOUND_PREFIX = "no steps found"
@@ -17,7 +17,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE213 low: Steps were not identified
+        NLE213 info: Steps were not identified
         - no steps found: no phase map or --step-range, and neither a repeating launch sequence ...
     """
     skipped = view.skipped("steps")
@@ -30,8 +30,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title = "Steps were identified with low confidence"
     else:
         return
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         evidence,
         [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
 
 MEDIUM_PCT = 30.0  # share of kernel time the category table could not name
@@ -12,13 +12,13 @@ SHOWN = 3
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Much kernel time falls in no kernel category ("other").
 
-    Fires (low severity) when at least 30% of kernel time is "other" in the categories
+    Fires (a note, severity info) when at least 30% of kernel time is "other" in the categories
     metric: the category breakdown then says little, and the largest unnamed kernels are
     listed so they can be added with --kernel-categories.
 
     Example:
 
-        NLE301 low: 42.0% of kernel time is in no kernel category
+        NLE301 info: 42.0% of kernel time is in no kernel category
         - 42.0% of 812.300 ms kernel time is "other" (table: built-in)
         - largest: my_custom_kernel (301.200 ms)
     """
@@ -29,8 +29,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     top = ", ".join(
         f"{shorten(k['name'], 60)} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
     )
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         [
             f'{pct(d["other_pct"])} of {ms(d["total_kernel_ns"])} kernel time is "other" '

@@ -2,21 +2,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, per_device
 
 SMALL_OP_CATEGORIES = ("activation_elementwise", "memory", "reduction", "norm")
 MEDIUM_PCT = 35.0
-HIGH_PCT = 55.0
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Memory-bound small ops (elementwise, copies, reductions, norms) take a large share.
 
-    Sums the categories activation_elementwise, memory, reduction and norm. At >= 35%
-    (medium) or >= 55% (high) of kernel time, the GPU mostly streams tensors through
-    unfused ops instead of doing GEMM/attention math: fusion (torch.compile, fused norm and
-    activation kernels) is the lever. See fusion_candidates for concrete chains.
+    Sums the categories activation_elementwise, memory, reduction and norm. From 35% of
+    kernel time the GPU mostly streams tensors through unfused ops instead of doing
+    GEMM/attention math: fusion (torch.compile, fused norm and activation kernels) is the
+    lever; see fusion_candidates for concrete chains. Impact: those kernels' time per device
+    (the ceiling of what fusion can give back); severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -31,8 +32,16 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     total = sum(v for _, v in parts)
     if total < MEDIUM_PCT:
         return
+    ns_by_device = {
+        d["device_id"]: sum(c["total_ns"] for c in d["categories"] if c["category"] in SMALL_OP_CATEGORIES)
+        for d in res.data["by_device"]
+    }
+    affected, impact = per_device(view.acct, ns_by_device)
+    severity = band(impact[1])
+    if severity is None:
+        return
     yield rule.finding(
-        Severity.HIGH if total >= HIGH_PCT else Severity.MEDIUM,
+        severity,
         Confidence.MEDIUM,
         [
             ", ".join(f"{c} {pct(v)}" for c, v in parts if v > 0)
@@ -44,6 +53,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "Check fusion_candidates for the most frequent chains of short kernels.",
         ],
         title=f"Unfused small ops take {pct(total)} of kernel time",
+        affected=affected, impact=impact, cause="compute",
     )
 
 

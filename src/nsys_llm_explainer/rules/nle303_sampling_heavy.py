@@ -2,17 +2,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, per_device
 
 MEDIUM_PCT = 10.0
+LLM_WORKLOADS = ("llm_inference", "llm_training")
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Sampling kernels (top-k/top-p, sorts, argmax, penalties) take >= 10% of kernel time.
 
     In a healthy decode step sampling is a few percent. Sort-based top-p over the full
-    vocabulary, repeated penalty passes or per-request sampling loops push it higher.
+    vocabulary, repeated penalty passes or per-request sampling loops push it higher. Only
+    for LLM workloads (workload metric). Impact: the sampling kernels' time per device;
+    severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -20,13 +24,20 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 14.2% of 96.000 ms kernel time in category sampling (812 kernels)
     """
     res = view.metric("categories")
-    if res is None:
+    if res is None or view.workload not in LLM_WORKLOADS:
         return
     row = next((c for c in res.data["categories"] if c["category"] == "sampling"), None)
     if row is None or row["pct_of_scope_time"] < MEDIUM_PCT:
         return
+    affected, impact = per_device(view.acct, {
+        d["device_id"]: sum(c["total_ns"] for c in d["categories"] if c["category"] == "sampling")
+        for d in res.data["by_device"]
+    })
+    severity = band(impact[1])
+    if severity is None:
+        return
     yield rule.finding(
-        Severity.MEDIUM,
+        severity,
         Confidence.MEDIUM,
         [
             f"{pct(row['pct_of_scope_time'])} of {ms(res.data['total_kernel_ns'])} "
@@ -39,6 +50,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "sampling across requests."
         ],
         title=f"Sampling takes {pct(row['pct_of_scope_time'])} of kernel time",
+        affected=affected, impact=impact, cause="compute",
     )
 
 

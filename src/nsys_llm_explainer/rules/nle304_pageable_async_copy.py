@@ -2,11 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
-
-MEDIUM_TIME_NS = 1_000_000  # 1 ms of pageable async copies
-HIGH_TIME_NS = 10_000_000
+from nsys_llm_explainer.rules.impact import band, whole
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -14,8 +12,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     A cudaMemcpyAsync (or any *Async copy API) from or to pageable (not pinned) host memory
     is staged through a driver buffer and blocks the calling thread. Fires on any such copy
-    (joined to its API call on pid and correlation id): low below 1 ms of them, medium from
-    1 ms, high from 10 ms.
+    (joined to its API call on pid and correlation id). Impact: those copies' time over all
+    devices' windows; severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -26,12 +24,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if res is None or res.data["pageable_async"]["count"] == 0:
         return
     p = res.data["pageable_async"]
+    affected, impact = whole(view.acct, p["time_ns"])
+    severity = band(impact[1])
+    if severity is None:
+        return
     yield rule.finding(
-        Severity.HIGH
-        if p["time_ns"] >= HIGH_TIME_NS
-        else Severity.MEDIUM
-        if p["time_ns"] >= MEDIUM_TIME_NS
-        else Severity.LOW,
+        severity,
         Confidence.HIGH,
         [
             f"{p['count']:,} copies, {p['bytes']:,} bytes, {ms(p['time_ns'])} "
@@ -42,6 +40,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "cudaHostAlloc) so async copies stay asynchronous."
         ],
         title=f"{p['count']:,} async copies use pageable host memory",
+        affected=affected, impact=impact, cause="transfer",
     )
 
 

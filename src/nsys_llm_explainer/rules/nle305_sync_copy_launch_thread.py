@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
+from nsys_llm_explainer.rules.impact import band, whole
 
 MIN_COUNT = 10
-HIGH_TIME_NS = 10_000_000
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -15,7 +15,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Counts memcpy rows whose API call (cudaMemcpy, cuMemcpyDtoH ... any Memcpy API without
     Async) ran on a thread that also launched kernels, during serving steps when the steps
     metric found them (else over the whole capture). Each one stalls the launch queue until
-    the GPU drains. Fires from 10 copies; high from 10 ms of copy time.
+    the GPU drains. Fires from 10 copies. Impact: their copy time, at most the transfer and
+    sync_wait idle time of all devices, over all devices' windows; severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -28,8 +29,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     s = res.data["sync_on_launch_thread"]
     if s["count"] < MIN_COUNT:
         return
+    idle = view.acct.total("transfer") + view.acct.total("sync")
+    affected, impact = whole(view.acct, min(int(s["time_ns"]), idle))
+    severity = band(impact[1])
+    if severity is None:
+        return
     yield rule.finding(
-        Severity.HIGH if s["time_ns"] >= HIGH_TIME_NS else Severity.MEDIUM,
+        severity,
         Confidence.MEDIUM,
         [f"{s['count']:,} copies, {ms(s['time_ns'])} of copy time, {s['scope']}"],
         [
@@ -38,6 +44,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "buffers, read after an event, or move them off the launch thread."
         ],
         title=f"{s['count']:,} synchronous copies on the kernel-launching thread",
+        affected=affected, impact=impact, cause="transfer",
     )
 
 

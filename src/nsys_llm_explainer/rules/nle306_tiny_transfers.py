@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, whole
 
 MIN_COUNT = 500
 MIN_SHARE_PCT = 50.0  # tiny transfers as a share of all transfers
@@ -12,8 +13,10 @@ MIN_SHARE_PCT = 50.0  # tiny transfers as a share of all transfers
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Many tiny memory transfers (at most 4 KiB each).
 
-    Fires (low) when at least 500 transfers of at most 4 KiB make up at least half of all
+    Fires when at least 500 transfers of at most 4 KiB make up at least half of all
     memcpy/memset operations: each costs a fixed API and DMA setup that dwarfs its bytes.
+    Impact: their copy time (at most the transfer idle time), over all devices' windows;
+    severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -28,8 +31,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if t["count"] < MIN_COUNT or share < MIN_SHARE_PCT:
         return
     rate = f", {t['per_s']:,.1f} per second" if t["per_s"] is not None else ""
+    affected, impact = whole(view.acct, min(int(t["time_ns"]), view.acct.total("transfer")))
+    severity = band(impact[1])
+    if severity is None:
+        return
     yield rule.finding(
-        Severity.LOW,
+        severity,
         Confidence.HIGH,
         [f"{t['count']:,} of {total:,} transfers ({pct(share)}), {ms(t['time_ns'])}{rate}"],
         [
@@ -37,6 +44,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "on the GPU."
         ],
         title=f"{t['count']:,} tiny transfers (<= {res.data['tiny_bytes']:,} bytes)",
+        affected=affected, impact=impact, cause="transfer",
     )
 
 

@@ -2,57 +2,43 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
-
-MEDIUM_PCT = 10.0  # exposed communication as a share of the device's kernel window
-HIGH_PCT = 25.0
+from nsys_llm_explainer.rules.idle_cause_common import cause_finding
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Communication kernels run without compute on the same GPU for a large share of time.
+    """Communication the GPU waits for: collectives with no compute beside them, and idle time
+    while the host is inside a communication call.
 
-    Per device: exposed = union of communication kernel intervals minus the part covered
-    by other kernels on the same device. Fires at >= 10% (medium) or >= 25% (high) of the
-    device's kernel window; one finding for the worst device.
+    Impact: per device, the exposed communication time (communication kernels minus the part
+    compute kernels on the same device overlap; another GPU computing never hides this one's
+    communication) plus the idle time idle_causes labels communication. Severity from the
+    impact bands (rules/impact.py).
 
     Example:
 
-        NLE307 high: Exposed communication: 31.0% of GPU 1's time
-        - device 1: 310.000 ms exposed of 400.000 ms communication (22.5% overlapped)
-        - 12 devices at or above 10%
+        NLE307 high: Exposed communication (31.0% of 8 GPUs' time)
+        - GPU 1: 310.000 ms of communication with no compute beside it (31.0% of its window)
+        - GPU 1: 400.000 ms of communication kernels, 22.5% overlapped by compute
     """
     res = view.metric("communication")
-    if res is None:
-        return
-    devs = [d for d in res.data["devices"] if (d["exposed_pct_of_window"] or 0) >= MEDIUM_PCT]
-    if not devs:
-        return
-    worst = max(devs, key=lambda d: d["exposed_pct_of_window"])
-    share = float(worst["exposed_pct_of_window"])
-    yield rule.finding(
-        Severity.HIGH if share >= HIGH_PCT else Severity.MEDIUM,
-        Confidence.HIGH,
-        [
-            f"device {worst['device_id']}: {ms(worst['exposed_ns'])} exposed of "
-            f"{ms(worst['comm_union_ns'])} "
-            f"communication ({pct(worst['overlap_pct'] or 0)} overlapped)",
-            f"{len(devs)} device(s) at or above {pct(MEDIUM_PCT)}",
-        ],
-        [
-            "Overlap collectives with compute (separate communication stream, async all-reduce, "
-            "chunked/pipelined tensor-parallel GEMMs) or reduce their volume (fewer, "
-            "larger collectives; "
-            "custom all-reduce for small messages)."
-        ],
-        title=f"Exposed communication: {pct(share)} of GPU {worst['device_id']}'s time",
+    evidence = []
+    if res is not None:
+        for d in res.data["devices"][:4]:
+            evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
+                            f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
+    f = cause_finding(
+        view, rule, ("exposed_communication", "communication_wait"), "communication",
+        "Exposed communication ({pct} of {where} time)", "of communication with no compute beside it",
+        evidence, advice("communication", view.workload),
     )
+    if f is not None:
+        yield f
 
 
 RULE = Rule(
-    "NLE307",
-    "exposed-communication",
-    "Communication not overlapped by compute",
-    check,
-    ("communication",),
+    "NLE307", "exposed-communication", "Communication not overlapped by compute", check,
+    ("communication", "idle_causes"),
 )

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, whole
 
 MEDIUM_SKEW_PCT = 30.0
 MIN_COMM_NS = 1_000_000  # ignore skew over less than 1 ms of communication
@@ -14,7 +15,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Collectives wait for the slowest rank, so the fast ranks' NCCL kernels spin longer: a
     spread of >= 30% ((max - min) / max, with max >= 1 ms) points at a straggler or at
-    uneven work per rank.
+    uneven work per rank. Impact: max - min communication time, over all devices' windows;
+    severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -28,8 +30,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         s = res.data[key]
         if s is None or s["max_ns"] < MIN_COMM_NS or s["skew_pct"] < MEDIUM_SKEW_PCT:
             continue
+        affected, impact = whole(view.acct, int(s["max_ns"]) - int(s["min_ns"]))
+        severity = band(impact[1])
+        if severity is None:
+            return
         yield rule.finding(
-            Severity.MEDIUM,
+            severity,
             Confidence.MEDIUM,
             [
                 f"from {ms(s['min_ns'])} to {ms(s['max_ns'])} of communication kernel time "
@@ -40,6 +46,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 "compare its compute kernels and host gaps with the other ranks."
             ],
             title=f"Communication time differs {pct(s['skew_pct'])} across {label}",
+            affected=affected, impact=impact, cause="communication",
         )
         return
 

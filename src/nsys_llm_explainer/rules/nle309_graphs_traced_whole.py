@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 
@@ -16,15 +16,14 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE309 medium: CUDA graphs were traced as a whole: their kernels are missing
+        NLE309 info: CUDA graphs were traced as a whole: their kernels are missing
         - 4,096 graph launches, 0 kernels traced as graph nodes (trace mode: graph)
     """
     res = view.metric("cuda_graphs")
     if res is None or not res.data["traced_whole"]:
         return
     d = res.data
-    yield rule.finding(
-        Severity.MEDIUM,
+    yield rule.note(
         Confidence.HIGH,
         [
             f"{d['graph_launches']:,} graph launches, {d['node_kernels']:,} kernels "

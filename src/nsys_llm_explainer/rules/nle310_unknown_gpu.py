@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 
@@ -14,7 +14,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE310 low: No peak figures for NVIDIA GeForce RTX 4060
+        NLE310 info: No peak figures for NVIDIA GeForce RTX 4060
         - devices 0 run work on a model the built-in table does not list
     """
     res = view.metric("gpu_context")
@@ -24,8 +24,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if not unknown:
         return
     names = sorted({g["name"] or "(no name)" for g in unknown})
-    yield rule.finding(
-        Severity.LOW,
+    yield rule.note(
         Confidence.HIGH,
         [
             f"devices {', '.join(str(g['device_id']) for g in unknown)} run work on a "

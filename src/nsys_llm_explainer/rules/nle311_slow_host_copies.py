@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, per_device
 
 LOW_PCT = 25.0  # achieved / PCIe peak per direction
 MIN_TIME_NS = 10_000_000  # only copies that add up to 10 ms matter
@@ -15,7 +16,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Uses gpu_context's achieved bandwidth of copies of at least 1 MiB (Host-to-Device and
     Device-to-Host) against the PCIe bandwidth per direction from the built-in table, when
     those copies add up to >= 10 ms. Typical causes: pageable host memory, a PCIe link
-    running narrower or slower than x16, or a bad NUMA placement.
+    running narrower or slower than x16, or a bad NUMA placement. Impact: the copy time a
+    link at full speed would save (time x (1 - achieved/reference)); severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -30,8 +32,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             continue
         if c["pct_of_reference"] >= LOW_PCT or c["time_ns"] < MIN_TIME_NS:
             continue
+        saved = int(c["time_ns"] * (1.0 - c["pct_of_reference"] / 100.0))  # at full link speed
+        affected, impact = per_device(view.acct, {c["device_id"]: saved})
+        severity = band(impact[1])
+        if severity is None:
+            continue
         yield rule.finding(
-            Severity.MEDIUM,
+            severity,
             Confidence.MEDIUM,
             [
                 f"{c['achieved_gbps']:,.1f} GB/s achieved vs {c['reference_gbps']:,.1f} GB/s "
@@ -47,6 +54,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 f"{c['kind']} copies on GPU {c['device_id']} reach "
                 f"{pct(c['pct_of_reference'])} of PCIe bandwidth"
             ),
+            affected=affected, impact=impact, cause="transfer",
         )
 
 

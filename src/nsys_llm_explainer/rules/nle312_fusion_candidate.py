@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+from nsys_llm_explainer.rules.impact import band, whole
 
 MIN_OCCURRENCES = 50
 MIN_PROXIMITY = 0.3
@@ -16,7 +17,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Takes the best-ranked fusion candidate that occurs >= 50 times, follows its first kernel
     in >= 30% of that kernel's occurrences (proximity) and holds >= 1 ms of kernel time.
     Fusing it removes the chain's launches, the idle gaps inside it (removable_gap_ns) and
-    the intermediate tensors' round trips through memory.
+    the intermediate tensors' round trips through memory. Impact: the chain's kernel time plus
+    its inner gaps (a ceiling), over all devices' windows; severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -34,8 +36,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             or c["kernel_ns"] < MIN_KERNEL_NS
         ):
             continue
+        affected, impact = whole(view.acct, int(c["kernel_ns"]) + int(c["removable_gap_ns"]))
+        severity = band(impact[1])
+        if severity is None:
+            return
         yield rule.finding(
-            Severity.LOW,
+            severity,
             Confidence.MEDIUM,
             [
                 " -> ".join(shorten(k, 50) for k in c["kernels"]),
@@ -48,6 +54,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 "Triton kernel); fusion_candidates.csv lists the other chains."
             ],
             title=f"A chain of {c['length']} short kernels repeats {c['occurrences']:,} times",
+            affected=affected, impact=impact, cause="compute",
         )
         return
 

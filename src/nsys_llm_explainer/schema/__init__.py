@@ -105,7 +105,7 @@ def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
         raise ValueError("schema $defs nest too deep (recursive reference?)")
     if isinstance(node, dict):
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and set(node) <= {"$ref", "description"}:
             return _inline_refs(defs[ref[len("#/$defs/") :]], defs, depth + 1)
         local = node.get("$defs", {}) if "$id" in node else defs
         return {k: _inline_refs(v, local, depth) for k, v in node.items() if k != "$defs"}

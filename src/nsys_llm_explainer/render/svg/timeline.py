@@ -30,17 +30,19 @@ MIN_BUSY_PX = 2.0
 SEGMENTS = 20  # rows of the data table that stands in for the picture
 # Fixed colours for the idle causes of metrics/idle_sweep.py, so a cause keeps its colour.
 CAUSE_CLASS = {
+    "transfer": "k2",
+    "communication": "k5",
     "sync_wait": "k4",
-    "memcpy": "k2",
     "launch_bound": "k0",
     "host_other": "k3",
     "capture_edge": "k7",
 }
 CAUSE_LABEL = {
-    "sync_wait": "waiting on a sync",
-    "memcpy": "copies",
+    "transfer": "copying",
+    "communication": "in a communication call",
+    "sync_wait": "host waiting on a sync",
     "launch_bound": "launch-bound",
-    "host_other": "host busy elsewhere",
+    "host_other": "host work outside CUDA",
     "capture_edge": "capture edge",
 }
 

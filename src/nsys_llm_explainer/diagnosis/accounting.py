@@ -1,0 +1,139 @@
+"""Where each device's time went: one set of buckets per device that sums to its window.
+
+The window of a device runs from its first to its last activity (kernel, memcpy or memset),
+so copies before the first kernel or after the last one count (a capture that is mostly
+copying shows it). Buckets, from the metrics that measured them:
+
+- compute: kernel time that is not communication-only (gpu_idle busy minus communication's
+  exposed time): the union of compute kernels.
+- exposed_communication: communication kernels running with no compute kernel beside them.
+- transfer: idle time a copy or memset covers (idle_causes), plus copies outside the kernel
+  window.
+- communication_wait, sync_wait, launch_bound, host_other, capture_edge: idle_causes' split.
+  Activity-window time outside the kernel window that no copy covers is capture_edge.
+
+The time at stake of a cause is a ceiling: what the device would get back if the cause
+disappeared. capture_edge is never at stake (the host is not visible there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsys_llm_explainer.model import MetricResult, Outcome
+
+BUCKETS = (
+    "compute", "exposed_communication", "transfer", "communication_wait", "sync_wait",
+    "launch_bound", "host_other", "capture_edge",
+)
+# Verdict causes -> the buckets whose time they put at stake.
+CAUSE_BUCKETS: dict[str, tuple[str, ...]] = {
+    "compute": ("compute",),
+    "transfer": ("transfer",),
+    "communication": ("exposed_communication", "communication_wait"),
+    "sync": ("sync_wait",),
+    "host": ("launch_bound", "host_other"),
+}
+_IDLE_TO_BUCKET = {
+    "transfer": "transfer", "communication": "communication_wait", "sync_wait": "sync_wait",
+    "launch_bound": "launch_bound", "host_other": "host_other", "capture_edge": "capture_edge",
+}
+
+
+@dataclass(frozen=True)
+class DeviceAccount:
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    pids: tuple[int, ...]
+    buckets: dict[str, int]
+    steady: dict[str, int] | None = None  # idle buckets from the steady start on
+    steady_window_ns: int | None = None
+
+    @property
+    def window_ns(self) -> int:
+        return self.window_end_ns - self.window_start_ns
+
+    def cause_ns(self, cause: str, steady: bool = False) -> int:
+        source = self.steady if steady and self.steady is not None else self.buckets
+        return sum(source.get(b, 0) for b in CAUSE_BUCKETS[cause])
+
+    def pct(self, ns: int, steady: bool = False) -> float:
+        window = self.steady_window_ns if steady and self.steady_window_ns else self.window_ns
+        return 100.0 * ns / window if window > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.window_ns
+        return {
+            "device_id": self.device_id,
+            "window_start_ns": self.window_start_ns,
+            "window_end_ns": self.window_end_ns,
+            "window_ns": w,
+            "pids": list(self.pids),
+            "buckets": [
+                {"bucket": b, "ns": ns, "pct_of_window": round(100.0 * ns / w, 2) if w else 0.0}
+                for b, ns in ((b, self.buckets[b]) for b in BUCKETS)
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Accounting:
+    devices: tuple[DeviceAccount, ...] = field(default_factory=tuple)
+
+    def device(self, device_id: int) -> DeviceAccount | None:
+        return next((d for d in self.devices if d.device_id == device_id), None)
+
+    def chosen(self, devices: list[int]) -> list[DeviceAccount]:
+        return [d for d in self.devices if d.device_id in devices]
+
+    def total(self, cause: str, steady: bool = False) -> int:
+        return sum(d.cause_ns(cause, steady) for d in self.devices)
+
+    def window(self) -> int:
+        return sum(d.window_ns for d in self.devices)
+
+
+def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
+    out = metrics.get(mid)
+    return out.data if isinstance(out, MetricResult) else None
+
+
+def build(metrics: dict[str, Outcome]) -> Accounting:
+    """Per-device buckets from gpu_idle, idle_causes and communication ([] without them)."""
+    idle = _ok(metrics, "gpu_idle")
+    causes = _ok(metrics, "idle_causes")
+    if idle is None:
+        return Accounting()
+    comm = _ok(metrics, "communication")
+    exposed = {d["device_id"]: int(d["exposed_ns"]) for d in (comm or {}).get("devices", [])}
+    split = {d["device_id"]: d for d in (causes or {}).get("devices", [])}
+    out = []
+    for d in idle.get("devices", []):  # reports built by hand may carry partial data
+        if not {"device_id", "busy_ns", "idle_ns", "window_start_ns", "window_end_ns"} <= set(d):
+            continue
+        dev = d["device_id"]
+        buckets = dict.fromkeys(BUCKETS, 0)
+        exp = min(exposed.get(dev, 0), d["busy_ns"])
+        buckets["compute"] = d["busy_ns"] - exp
+        buckets["exposed_communication"] = exp
+        s = split.get(dev)
+        w0, w1 = d["window_start_ns"], d["window_end_ns"]
+        steady, steady_window = None, None
+        if s is not None:
+            for c in s["causes"]:
+                buckets[_IDLE_TO_BUCKET[c["cause"]]] += int(c["idle_ns"])
+            a0, a1 = s["activity_start_ns"], s["activity_end_ns"]
+            edge = int(s["edge_transfer_ns"])
+            buckets["transfer"] += edge
+            buckets["capture_edge"] += (a1 - a0) - (w1 - w0) - edge
+            w0, w1 = a0, a1
+            if s.get("steady"):
+                steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in s["steady"]["causes"].items()}
+                steady_window = d["window_end_ns"] - s["steady"]["start_ns"]
+        else:  # no CUDA API rows: idle time cannot be split, so it stays unexplained
+            buckets["capture_edge"] += int(d["idle_ns"])
+        pids = tuple(s["owner_pids"]) if s is not None else ()
+        out.append(DeviceAccount(dev, w0, w1, pids, buckets, steady, steady_window))
+    return Accounting(tuple(out))

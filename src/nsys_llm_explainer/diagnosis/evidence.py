@@ -1,0 +1,184 @@
+"""Evidence lines and the one- or two-sentence summary for each verdict: the phenomenon as
+measured first ("GPU 0 idle 38% ..."), then the likely source with the numbers behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.diagnosis.verdict import metric
+from nsys_llm_explainer.model import Outcome
+from nsys_llm_explainer.render.fmt import dur, size
+
+CAUSE_WORDS = {
+    "compute": "kernels run",
+    "transfer": "copies cover the idle time",
+    "communication": "communication (exposed collectives and waits) takes",
+    "sync": "the GPU idles while the host waits in synchronize calls for",
+    "host": "the GPU idles while the host launches or works outside CUDA for",
+}
+MAX_DEVICES_LISTED = 8
+MIN_KIND_SHARE = 0.1  # copy kinds below this share of copy time are not evidence
+
+
+def devices_text(devices: list[int]) -> str:
+    if not devices:
+        return "no GPU"
+    if len(devices) == 1:
+        return f"GPU {devices[0]}"
+    if devices == list(range(devices[0], devices[-1] + 1)):
+        return f"GPUs {devices[0]}-{devices[-1]}"
+    return "GPUs " + ", ".join(str(d) for d in devices)
+
+
+def per_device_lines(acct: Accounting, cause: str, devices: list[int]) -> list[str]:
+    lines = []
+    for dev in devices[:MAX_DEVICES_LISTED]:
+        d = acct.device(dev)
+        if d is None:
+            continue
+        ns = d.cause_ns(cause)
+        lines.append(f"GPU {dev}: {dur(ns)} of its {dur(d.window_ns)} window ({d.pct(ns):.1f}%)")
+    if len(devices) > MAX_DEVICES_LISTED:
+        lines.append(f"... and {len(devices) - MAX_DEVICES_LISTED} more devices (see the device table)")
+    return lines
+
+
+def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+    out = []
+    mt = metric(metrics, "memory_transfers")
+    if mt is not None:
+        rows = [r for r in mt["by_device"] if r["device_id"] in devices and r["kind"] != "Memset"]
+        by_kind: dict[str, list[int]] = {}
+        for r in rows:
+            k = by_kind.setdefault(r["kind"], [0, 0, 0])
+            k[0] += r["count"]
+            k[1] += r["bytes"]
+            k[2] += r["time_ns"]
+        copy_ns = sum(v[2] for v in by_kind.values())
+        for kind, (count, nbytes, ns) in sorted(by_kind.items(), key=lambda kv: -kv[1][2])[:2]:
+            if ns < MIN_KIND_SHARE * copy_ns:
+                continue
+            gbps = nbytes / ns if ns else 0.0
+            out.append(f"{kind}: {count:,} copies, {size(nbytes)} in {dur(ns)} of copy time ({gbps:.1f} GB/s)")
+    ic = metric(metrics, "idle_causes")
+    if ic is not None:
+        rows = [d for d in ic["devices"] if d["device_id"] in devices]
+        q, qn = sum(d["queued_gaps"] for d in rows), sum(d["queued_ns"] for d in rows)
+        a, an = sum(d["copy_ahead_gaps"] for d in rows), sum(d["copy_ahead_ns"] for d in rows)
+        gaps = sum(d["gap_count"] for d in rows)
+        if q:
+            out.append(
+                f"{q:,} of {gaps:,} idle gaps ({dur(qn)}) ended with a kernel launched before the gap: the GPU "
+                f"waited on device-side work, not on the host; for {a:,} of them ({dur(an)}) a copy on the "
+                "kernel's own stream ran just ahead of it"
+            )
+    sync = metric(metrics, "sync")
+    if sync is not None and sync["blocking_ns"]:
+        waited = sum(d.buckets["sync_wait"] for d in acct.chosen(devices))
+        out.append(
+            f"the host was blocked in synchronize calls for {dur(sync['blocking_wall_ns'])}, but the GPU had "
+            f"nothing queued for only {dur(waited)} of it: the host simply waited for the copies"
+        )
+    return out
+
+
+def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+    out = []
+    tk = metric(metrics, "top_kernels")
+    if tk is not None:
+        for r in tk["kernels"][:3]:
+            if r["device_id"] in devices:
+                out.append(f"{r['name'][:90]} on GPU {r['device_id']}: {dur(r['total_ns'])} "
+                           f"in {r['calls']:,} calls")
+    cats = metric(metrics, "categories")
+    if cats is not None:
+        top = [c for c in cats.get("categories", []) if c.get("total_ns")][:3]
+        if top:
+            out.append("kernel time by category: " + ", ".join(
+                f"{c['category']} {c['pct_of_scope_time']:.1f}%" for c in top))
+    return out
+
+
+def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+    out = []
+    sync = metric(metrics, "sync")
+    if sync is not None:
+        blocking = [c for c in sync["calls"] if c["blocking"]][:3]
+        if blocking:
+            calls = ", ".join(f"{c['api']} x{c['calls']:,} ({dur(c['total_ns'])})" for c in blocking)
+            out.append(f"blocking calls: {calls}")
+    hp = metric(metrics, "host_patterns")
+    if hp is not None:
+        spl = hp["sync_per_launch"]
+        if spl["found"]:
+            out.append(f"one synchronize after each launch: {spl['syncs']:,} syncs for {spl['launches']:,} launches, "
+                       f"costing the GPU {dur(spl['idle_ns'])} of idle time")
+        rb = hp.get("scalar_readbacks")
+        if rb and rb["count"]:
+            out.append(f"{rb['count']:,} scalar read-backs (a copy of at most {hp['readback_bytes']} bytes with a "
+                       f"blocking wait), costing the GPU {dur(rb['idle_ns'])} of idle time")
+    return out
+
+
+def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+    out = []
+    launch = sum(d.buckets["launch_bound"] for d in acct.chosen(devices))
+    other = sum(d.buckets["host_other"] for d in acct.chosen(devices))
+    out.append(f"inside launch calls: {dur(launch)}; host work outside CUDA calls: {dur(other)}")
+    ls = metric(metrics, "launch_storm")
+    if ls is not None:
+        g = ls["global"]
+        out.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median {dur(g['p50_ns'])}, "
+                   f"{g['pct_under_10us']:.1f}% shorter than 10 us")
+    return out
+
+
+def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+    out = []
+    comm = metric(metrics, "communication")
+    if comm is not None:
+        for d in comm["devices"]:
+            if d["device_id"] in devices:
+                out.append(f"GPU {d['device_id']}: communication kernels {dur(d['comm_union_ns'])}, "
+                           f"{dur(d['exposed_ns'])} of it with no compute beside it")
+    return out[:MAX_DEVICES_LISTED]
+
+
+CAUSE_EVIDENCE: dict[str, Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]] = {
+    "transfer": transfer_lines,
+    "compute": _compute,
+    "sync": _sync,
+    "host": _host,
+    "communication": _communication,
+}
+
+
+def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int], extra: dict[str, Any]) -> str:
+    """One or two sentences a reviewer reads first."""
+    where = devices_text(devices)
+    if verdict == "no_gpu_work":
+        return f"No GPU work: {extra['why']}. Nothing on the GPU side can be judged."
+    if verdict == "not_steady_state":
+        return (f"Not steady state: {extra['what']} covers {extra['pct']:.1f}% of the {dur(extra['window'])} GPU "
+                "window, so the figures describe start-up, not the steady loop. Capture again after warm-up.")
+    if verdict == "insufficient_data":
+        return f"Too little to judge: {extra['what']}. Capture a longer steady-state window."
+    assert cause is not None
+    window = sum(d.window_ns for d in acct.chosen(devices))
+    ns = sum(d.cause_ns(cause) for d in acct.chosen(devices))
+    share = 100.0 * ns / window if window else 0.0
+    head = {
+        "gpu_compute_bound": f"GPU compute-bound: kernels keep {where} busy {share:.1f}% of the time",
+        "transfer_bound": f"Transfer-bound: on {where}, copies cover {share:.1f}% of the time while no kernel runs",
+        "sync_bound": f"Sync-bound: {where} sits idle {share:.1f}% of the time while the host waits in "
+        "synchronize calls",
+        "host_bound": f"Host-bound: {where} sits idle {share:.1f}% of the time while the host launches kernels "
+        "or works outside CUDA",
+        "communication_bound": f"Communication-bound: exposed communication takes {share:.1f}% of {where}'s time",
+    }[verdict]
+    tail = extra.get("tail")
+    n = len(acct.chosen(devices))
+    amount = f"{dur(ns)} of {dur(window)}" if n == 1 else f"{dur(ns // n)} of {dur(window // n)} per device on average"
+    return f"{head} ({amount})." + (f" {tail}" if tail else "")

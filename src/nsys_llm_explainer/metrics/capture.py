@@ -1,0 +1,287 @@
+"""capture: is this capture steady-state work, or start-up? Checked before anything is judged.
+
+Checks, each with what it found (thresholds are the named constants below):
+
+- too_little_data: fewer than MIN_KERNELS kernels, or less than MIN_KERNEL_NS of kernel time.
+- jit_compile: run-time compilation and module loading inside the GPU window: CUDA API calls
+  that load or link code (JIT_API: cuModuleLoad*, cuLibraryLoad*, cuLink*, nvJitLink*,
+  nvrtc*) and NVTX ranges named like a compiler step (COMPILE_RANGE: NVRTC, compile, JIT,
+  Inductor/Dynamo, Triton autotune ...).
+- lazy_loading: a kernel's first launch call took at least LAZY_LAUNCH_NS and, when the
+  kernel was launched again, at least LAZY_RATIO times the median of its later launches,
+  while the device ran neither kernels nor copies for most of the call (so not a launch
+  blocked on a full queue):
+  the driver loaded the kernel's module on first use (CUDA lazy loading).
+- startup: context creation, device queries and allocator calls (STARTUP_API) of at least
+  STARTUP_CALL_NS each.
+- autotuning: at least AUTOTUNE_VARIANTS distinct GEMM/convolution kernels of one family
+  (the name with its digits removed), each run at most AUTOTUNE_MAX_CALLS times: cuBLAS/cuDNN/
+  TensorRT trying algorithms.
+- diagnostics: warnings and errors the profiler wrote about its own capture; those matching
+  LOSS_MESSAGE mean events may be missing.
+
+Start-up time is the union of the jit_compile, lazy_loading, startup and autotuning intervals
+clipped to the GPU window (first kernel start to last kernel end, all devices): start-up that
+ends before the first kernel does not change any GPU figure. The capture is not steady state
+when that time is at least NOT_STEADY_PCT of the window. steady_start_ns is the end of the last
+start-up interval inside the window; the idle split is also reported from there on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.categories import BUILTIN_TABLE
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
+from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+MIN_KERNELS = 100
+MIN_KERNEL_NS = 1_000_000
+NOT_STEADY_PCT = 25.0
+LAZY_LAUNCH_NS = 500_000
+LAZY_RATIO = 10.0
+STARTUP_CALL_NS = 100_000
+AUTOTUNE_VARIANTS = 4
+AUTOTUNE_MAX_CALLS = 2
+JIT_API = re.compile(
+    r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLink(Create|AddData|AddFile|Complete)\w*|nvJitLink\w*|nvrtc\w*)$"
+)
+STARTUP_API = re.compile(
+    r"^(cuInit|cuCtxCreate\w*|cuDevicePrimaryCtxRetain|cudaSetDevice|cudaGetDeviceProperties\w*|"
+    r"cudaMalloc\w*|cudaFree\w*|cudaHostAlloc|cudaHostRegister|cudaMallocHost|cuMemAlloc\w*|"
+    r"cuMemFree\w*|cuMemCreate|cuMemHostAlloc|cuMemHostRegister\w*|cudaDeviceReset)$"
+)
+COMPILE_RANGE = re.compile(
+    r"nvrtc|compil|\bjit\b|_jit_|inductor|dynamo|torch\.compile|codegen|autotun|"
+    r"lower(ing)?\b|build(ing)?[ _]engine|tactic",
+    re.IGNORECASE,
+)
+LOSS_MESSAGE = re.compile(
+    r"not (been )?started correctly|dropp|\blost\b|overflow|buffer.*full|incomplete|truncat|"
+    r"missing|not (be )?(collected|traced)|unable to",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
+EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _check(cid: str, found: bool, summary: str, ns: int = 0, window: int = 0, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": cid, "found": found, "summary": summary, "time_ns": int(ns),
+        "pct_of_window": round(100.0 * ns / window, 2) if window > 0 else 0.0, **extra,
+    }
+
+
+def _api_rows(data: TraceData, pattern: re.Pattern[str]) -> np.ndarray:
+    rt = data.runtime()
+    names = data.runtime_api_names()
+    mask = np.array([bool(pattern.match(n)) for n in names] or [False], dtype=bool)
+    return np.flatnonzero(mask[rt.api]) if len(rt) else np.empty(0, np.int64)
+
+
+def _clip(s: np.ndarray, e: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray]:
+    return intervals.intersect(*intervals.merge(s, e), np.array([w0]), np.array([w1]))
+
+
+def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str]]:
+    rt = data.runtime()
+    names = data.runtime_api_names()
+    rows = _api_rows(data, JIT_API)
+    evidence = []
+    if len(rows):
+        apis = sorted({names[int(a)] for a in rt.api[rows]})
+        evidence.append(f"{len(rows)} code-loading calls ({', '.join(apis[:4])})")
+    s, e = [rt.start[rows]], [rt.end[rows]]
+    try:
+        nv = data.nvtx()
+        nv_names = data.nvtx_names()
+        hit = np.array([bool(COMPILE_RANGE.search(n)) for n in nv_names] or [False], dtype=bool)
+        sel = (nv.end >= 0) & hit[nv.name] if len(nv) else np.zeros(0, bool)
+        if sel.any():
+            longest = int(np.argmax(np.where(sel, nv.end - nv.start, -1)))
+            evidence.append(
+                f"{int(sel.sum())} compile-named ranges; longest {nv_names[int(nv.name[longest])]!r}"
+            )
+            s.append(nv.start[sel])
+            e.append(nv.end[sel])
+    except Unavailable:
+        pass
+    return intervals.merge(np.concatenate(s), np.concatenate(e)), evidence
+
+
+def _lazy(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """First launch calls that loaded a module (see the module docstring)."""
+    k = data.kernels()
+    call = kernel_launch_index(data)
+    rt = data.runtime()
+    ok = call >= 0
+    if not ok.any():
+        return EMPTY, 0
+    kid = np.flatnonzero(ok)
+    dur = rt.end[call[kid]] - rt.start[call[kid]]
+    codes, _ = factorize(k.name_id[kid])
+    order = np.lexsort((rt.start[call[kid]], codes))
+    first = np.r_[True, codes[order][1:] != codes[order][:-1]]
+    group_end = np.r_[np.flatnonzero(first)[1:], len(order)]  # per group: end position
+    group_of = np.cumsum(first) - 1
+    starts, ends = [], []
+    busy = {}  # device -> union of its kernels and copies: when it was doing anything
+    for d, b in device_busy(data).items():
+        cs, ce = copy_union(data, "device", d)
+        busy[d] = intervals.merge(np.concatenate((b.busy_start, cs)), np.concatenate((b.busy_end, ce)))
+    for pos in np.flatnonzero(first & (dur[order] >= LAZY_LAUNCH_NS)).tolist():
+        j = order[pos]
+        later = dur[order[pos + 1 : group_end[group_of[pos]]]]
+        if len(later) and dur[j] < LAZY_RATIO * float(np.median(later)):
+            continue
+        c0, c1 = int(rt.start[call[kid[j]]]), int(rt.end[call[kid[j]]])
+        dev = busy.get(int(k.device[kid[j]]))
+        if dev is not None:
+            run = int(intervals.overlap_with_union(np.array([c0]), np.array([c1]), *dev)[0])
+            if 2 * run > c1 - c0:
+                continue  # the GPU was busy: a launch blocked on a full queue, not a load
+        starts.append(c0)
+        ends.append(c1)
+    if not starts:
+        return EMPTY, 0
+    return intervals.merge(np.array(starts), np.array(ends)), len(starts)
+
+
+def _startup(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    rt = data.runtime()
+    rows = _api_rows(data, STARTUP_API)
+    rows = rows[rt.end[rows] - rt.start[rows] >= STARTUP_CALL_NS]
+    return intervals.merge(rt.start[rows], rt.end[rows]), len(rows)
+
+
+def _autotune(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int, str | None]:
+    k = data.kernels()
+    codes, uniq = factorize(k.name_id)
+    lookup = data.kernel_names(np.asarray(uniq))
+    names = [lookup.get(int(i), "") for i in uniq]
+    cats, _ = BUILTIN_TABLE.classify(names)
+    calls = np.bincount(codes, minlength=len(uniq))
+    families: dict[str, list[int]] = {}
+    for i, (name, cat) in enumerate(zip(names, cats, strict=True)):
+        if cat in ("gemm", "conv") and calls[i] <= AUTOTUNE_MAX_CALLS:
+            families.setdefault(_DIGITS.sub("#", name.split("(")[0]), []).append(i)
+    best = max(families.values(), key=len, default=[])
+    if len(best) < AUTOTUNE_VARIANTS:
+        return EMPTY, 0, None
+    sel = np.isin(codes, best)
+    span = (np.array([int(k.start[sel].min())]), np.array([int(k.end[sel].max())]))
+    return span, len(best), names[best[0]]
+
+
+def run(ctx: Context) -> Outcome:
+    data = ctx.data
+    try:
+        k = data.kernels()
+    except Unavailable as exc:
+        check = _check("too_little_data", True, f"no kernels: {exc.reason}", kernels=0, kernel_ns=0)
+        return MetricResult(METRIC.id, _data([check], None, None, 0, data))
+    checks: list[dict[str, Any]] = []
+    kernel_ns = int(k.dur.sum()) if len(k) else 0
+    little = len(k) < MIN_KERNELS or kernel_ns < MIN_KERNEL_NS
+    checks.append(_check(
+        "too_little_data", little,
+        f"{len(k):,} kernels, {kernel_ns / 1e6:,.3f} ms of kernel time "
+        f"(at least {MIN_KERNELS} kernels and {MIN_KERNEL_NS / 1e6:g} ms are needed to judge)",
+        kernels=len(k), kernel_ns=kernel_ns,
+    ))
+    if len(k) == 0:
+        return MetricResult(METRIC.id, _data(checks, None, None, 0, data))
+    w0, w1 = int(k.start.min()), int(k.end.max())
+    window = w1 - w0
+    have_api = True
+    try:
+        data.runtime()
+    except Unavailable:
+        have_api = False
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    if have_api:
+        (js, je), jit_ev = _jit(data)
+        js, je = _clip(js, je, w0, w1)
+        jit_ns = int((je - js).sum())
+        checks.append(_check("jit_compile", jit_ns > 0, "; ".join(jit_ev) or "no code loading or compiling seen",
+                             jit_ns, window))
+        (ls, le), lazy_n = _lazy(data)
+        ls, le = _clip(ls, le, w0, w1)
+        checks.append(_check("lazy_loading", lazy_n > 0,
+                             f"{lazy_n} first launches of a kernel took >= {LAZY_LAUNCH_NS / 1e6:g} ms "
+                             "while the GPU was idle (module loaded on first use)" if lazy_n
+                             else "no slow first launches", int((le - ls).sum()), window, launches=lazy_n))
+        (ss, se), start_n = _startup(data)
+        before = int(((np.minimum(se, w0) - ss).clip(min=0)).sum())
+        ss, se = _clip(ss, se, w0, w1)
+        startup_ns = int((se - ss).sum())
+        summary = f"{start_n} context/allocator calls of >= {STARTUP_CALL_NS / 1e3:g} us"
+        if before:
+            summary += f"; {before / 1e6:,.3f} ms of them before the first kernel (not counted)"
+        checks.append(_check("startup", startup_ns > 0, summary if start_n else "no slow start-up calls",
+                             startup_ns, window, calls=start_n))
+        parts += [(js, je), (ls, le), (ss, se)]
+    (ats, ate), variants, family = _autotune(data)
+    ats, ate = _clip(ats, ate, w0, w1)
+    checks.append(_check("autotuning", variants > 0,
+                         f"{variants} variants of one GEMM/convolution family run once or twice each "
+                         f"({family})" if variants else "no algorithm search seen",
+                         int((ate - ats).sum()), window, variants=variants))
+    parts.append((ats, ate))
+    s = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    e = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+    us, ue = intervals.merge(s, e)
+    startup_total = int((ue - us).sum())
+    steady_start = int(ue[-1]) if len(ue) and int(ue[-1]) < w1 else None
+    return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
+
+
+def _data(
+    checks: list[dict[str, Any]], window: tuple[int, int] | None, steady_start: int | None,
+    startup_ns: int, data: TraceData,
+) -> dict[str, Any]:
+    diags = [
+        {"severity": d.severity, "text": d.text, "events_may_be_missing": bool(LOSS_MESSAGE.search(d.text))}
+        for d in data.diagnostics()
+    ]
+    span = window[1] - window[0] if window else 0
+    checks.append(_check(
+        "diagnostics", any(d["events_may_be_missing"] for d in diags),
+        f"{len(diags)} profiler warnings/errors"
+        + (f"; events may be missing: {next(d['text'] for d in diags if d['events_may_be_missing'])}"
+           if any(d["events_may_be_missing"] for d in diags) else ""),
+    ))
+    pct = round(100.0 * startup_ns / span, 2) if span else 0.0
+    little = checks[0]["found"]
+    return {
+        "window_start_ns": window[0] if window else None,
+        "window_end_ns": window[1] if window else None,
+        "startup_ns": startup_ns,
+        "startup_pct_of_window": pct,
+        "steady_state": (not little) and pct < NOT_STEADY_PCT,
+        "steady_start_ns": steady_start,
+        "checks": checks,
+        "diagnostics": diags,
+        "thresholds": {
+            "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "not_steady_pct": NOT_STEADY_PCT,
+            "lazy_launch_ns": LAZY_LAUNCH_NS, "startup_call_ns": STARTUP_CALL_NS,
+            "autotune_variants": AUTOTUNE_VARIANTS,
+        },
+    }
+
+
+METRIC = Metric(
+    id="capture",
+    title="Capture sanity",
+    run=run,
+    description="Is the capture steady state? Too little data, JIT compilation, lazy module "
+    "loading, start-up calls, autotuning and the profiler's own diagnostics.",
+)

@@ -1,0 +1,168 @@
+"""host_patterns: host-side habits that stall the GPU, each with its count and GPU cost.
+
+- Scalar read-backs: a tiny copy (at most READBACK_BYTES, device-to-host or host-to-device)
+  whose call blocks the host (synchronous cudaMemcpy*, or pageable memory), or that is followed
+  on the same thread by a blocking synchronize starting within READBACK_GAP_NS of the copy
+  call's return. That is what `.item()`, `.cpu()`, `.tolist()`, `aten::is_nonzero` or a Python
+  `if` on a tensor compile to. Its GPU cost is the device's sync_wait idle time (idle_sweep)
+  while the copy call and its sync were in flight, plus the refill launch after them: never
+  the host's wait while the GPU was busy running kernels or copies.
+- Synchronize per launch: blocking synchronize calls whose previous launch-or-sync call on the
+  same thread was a launch (launch, sync, launch, sync ...). Reported when at least
+  SYNC_PER_LAUNCH_MIN_CALLS such syncs make up at least SYNC_PER_LAUNCH_SHARE of the thread's
+  launches. Its GPU cost is the sync_wait idle time those syncs and their refills cover.
+
+Ranges: the innermost NVTX range (or PyTorch operator) around the copy call, most frequent first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.join import match_calls
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.idle_sweep import SYNC_WAIT, HostRows, gap_causes
+from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+READBACK_BYTES = 1024
+READBACK_GAP_NS = 50_000
+SYNC_PER_LAUNCH_MIN_CALLS = 10
+SYNC_PER_LAUNCH_SHARE = 0.5
+TOP_RANGES = 5
+H2D, D2H = 1, 2
+
+
+def _idle_cost(data: TraceData, devices: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, int]:
+    """Per device: the device's sync_wait idle time (idle_sweep) inside the union of
+    [start, end): never busy time, nor idle time a copy or communication covers."""
+    out: dict[int, int] = {}
+    causes = gap_causes(data)
+    for dev in np.unique(devices).tolist():
+        gc = causes.get(int(dev))
+        if gc is None:
+            continue
+        sel = devices == dev
+        us, ue = intervals.merge(start[sel], end[sel])
+        gs, ge = gc.segments[SYNC_WAIT]
+        inter = intervals.intersect(us, ue, gs, ge)
+        out[int(dev)] = int((inter[1] - inter[0]).sum())
+    return out
+
+
+def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[str, Any]]:
+    try:
+        nv = data.nvtx()
+    except Unavailable:
+        return []
+    if len(nv) == 0 or len(t) == 0:
+        return []
+    from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
+
+    index = kernel_attribution(data).index
+    hit = nvtx_tree.innermost(index, tkey, t, t)
+    names = data.nvtx_names()
+    found = np.where(hit >= 0, nv.name[index.order[np.maximum(hit, 0)]], -1)
+    codes, counts = np.unique(found[found >= 0], return_counts=True)
+    top = np.argsort(-counts, kind="stable")[:TOP_RANGES]
+    return [{"range": names[int(codes[i])], "count": int(counts[i])} for i in top]
+
+
+def readbacks(data: TraceData, host: HostRows) -> dict[str, Any] | None:
+    try:
+        mc = data.memcpy()
+    except Unavailable:
+        return None
+    rt = data.runtime()
+    tiny = np.flatnonzero((mc.bytes <= READBACK_BYTES) & np.isin(mc.copy_kind, (H2D, D2H)))
+    call = match_calls(mc.pid[tiny], mc.corr[tiny], rt)
+    ok = call >= 0
+    tiny, call = tiny[ok], call[ok]
+    if len(call) == 0:
+        return {"count": 0, "d2h": 0, "h2d": 0, "idle_ns": 0, "devices": [], "ranges": []}
+    order = np.lexsort((rt.start, rt.tkey))
+    pos = np.empty(len(rt), dtype=np.int64)
+    pos[order] = np.arange(len(rt))
+    nxt = order[np.minimum(pos[call] + 1, len(rt) - 1)]
+    followed = (
+        (pos[call] + 1 < len(rt)) & (rt.tkey[nxt] == rt.tkey[call]) & host.blocking[nxt]
+        & (rt.start[nxt] - rt.end[call] <= READBACK_GAP_NS)
+    )
+    hit = host.blocking[call] | followed
+    tiny, call, nxt, followed = tiny[hit], call[hit], nxt[hit], followed[hit]
+    end = np.where(followed, host.refill_end[nxt], host.refill_end[call])
+    cost = _idle_cost(data, mc.device[tiny], rt.start[call], end)
+    return {
+        "count": int(len(call)),
+        "d2h": int((mc.copy_kind[tiny] == D2H).sum()),
+        "h2d": int((mc.copy_kind[tiny] == H2D).sum()),
+        "followed_by_sync": int(followed.sum()),
+        "idle_ns": int(sum(cost.values())),
+        "devices": [{"device_id": d, "idle_ns": ns} for d, ns in sorted(cost.items())],
+        "pids": sorted({int(p) for p in rt.pid[call]}),
+        "ranges": _ranges_at(data, rt.tkey[call], rt.start[call]),
+    }
+
+
+def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
+    rt = data.runtime()
+    rows = np.flatnonzero(host.blocking | host.launching)
+    rows = rows[np.lexsort((rt.start[rows], rt.tkey[rows]))]
+    prev_launch = np.r_[False, host.launching[rows[:-1]] & (rt.tkey[rows[1:]] == rt.tkey[rows[:-1]])]
+    after = host.blocking[rows] & prev_launch
+    threads = []
+    for t in np.unique(rt.tkey[rows]).tolist():
+        mine = rt.tkey[rows] == t
+        launches = int(host.launching[rows[mine]].sum())
+        n = int(after[mine].sum())
+        if n >= SYNC_PER_LAUNCH_MIN_CALLS and launches and n >= SYNC_PER_LAUNCH_SHARE * launches:
+            threads.append((t, n, launches))
+    if not threads:
+        return {"found": False, "syncs": 0, "launches": 0, "threads": 0, "idle_ns": 0, "devices": [], "pids": []}
+    keys = np.array([t for t, _, _ in threads])
+    sel = rows[after & np.isin(rt.tkey[rows], keys)]
+    k = data.kernels()
+    pids = np.unique(rt.pid[sel])
+    devices = np.unique(k.device[np.isin(k.pid, pids)])
+    dev_of = np.repeat(devices, len(sel))
+    cost = _idle_cost(data, dev_of, np.tile(rt.start[sel], len(devices)), np.tile(host.refill_end[sel], len(devices)))
+    names = data.runtime_api_names()
+    apis, counts = np.unique(rt.api[sel], return_counts=True)
+    return {
+        "found": True,
+        "syncs": int(sum(n for _, n, _ in threads)),
+        "launches": int(sum(n for _, _, n in threads)),
+        "threads": len(threads),
+        "apis": [{"api": names[int(a)], "calls": int(c)} for a, c in zip(apis, counts, strict=True)],
+        "idle_ns": int(sum(cost.values())),
+        "devices": [{"device_id": d, "idle_ns": ns} for d, ns in sorted(cost.items())],
+        "pids": [int(p) for p in pids],
+    }
+
+
+def run(ctx: Context) -> Outcome:
+    data = ctx.data
+    if len(data.kernels()) == 0:
+        return METRIC.skipped("no kernels were captured, so no host habit can stall them")
+    if len(data.runtime()) == 0:
+        return METRIC.skipped("the CUDA API table is empty, so host-side calls are unknown")
+    host = HostRows.of(data)
+    rb = readbacks(data, host)
+    notes = () if rb is not None else ("scalar read-backs: not measured, because the trace has no memcpy records",)
+    return MetricResult(METRIC.id, {
+        "readback_bytes": READBACK_BYTES,
+        "scalar_readbacks": rb,
+        "sync_per_launch": sync_per_launch(data, host),
+    }, notes=notes)
+
+
+METRIC = Metric(
+    id="host_patterns",
+    title="Host habits that stall the GPU",
+    run=run,
+    description="Scalar read-backs (tiny copies with a blocking sync) and one synchronize "
+    "per launch, each with its count and the GPU idle time it causes.",
+)

@@ -1,0 +1,184 @@
+"""workload: what ran, so that advice fits it (LLM serving advice is noise for a C++ HPC code).
+
+Signals are looked for in kernel names (weighted by kernel time) and in range names (NVTX
+ranges; for PyTorch profiler traces, annotations and operators). Each SIGNALS entry names a
+pattern and what it means. The decision, in order:
+
+1. tensorrt_inference: TensorRT kernels (tactics, myelin, reformat) or TensorRT ranges.
+2. llm_training / llm_inference: LLM serving stacks (vLLM, SGLang, TensorRT-LLM, FlashInfer),
+   paged/flash attention, or LLM building blocks (rotary embedding, RMSNorm, SiLU-and-mul,
+   fused MoE); training when backward or optimizer kernels (or autograd ranges) are present.
+3. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
+   kernels) or aten:: ranges; training as above.
+4. generic_cuda: kernels ran, and none of the frameworks above left a trace.
+5. unknown: no kernels and no telling ranges.
+
+A signal counts when its kernels take at least MIN_KERNEL_PCT of kernel time or its ranges
+are at least MIN_RANGE_COUNT. Confidence is high for a serving stack or TensorRT, medium for
+building blocks together with attention, low otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer.analysis.groups import factorize, group_sum
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+KINDS = (
+    "llm_inference", "llm_training", "pytorch_training", "pytorch_inference",
+    "tensorrt_inference", "generic_cuda", "unknown",
+)
+MIN_KERNEL_PCT = 0.5
+MIN_RANGE_COUNT = 2
+MAX_EXAMPLES = 3
+# signal -> (kernel-name pattern or None, range-name pattern or None, what it means)
+SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
+    "tensorrt": (
+        r"(^|[^a-z])trt_|myelin|__myl_|genericreformat|copypackedkernel|nvinfer1|tensorrt",
+        r"tensorrt|\btrt\b|executioncontext|enqueuev\d|myelin",
+        "TensorRT engine",
+    ),
+    "llm_serving": (
+        r"vllm::|sglang|tensorrt_llm|trtllm|flashinfer|paged_?attention|reshape_and_cache|xqa|mmha|"
+        r"batch_?(prefill|decode)|unified_attention|merge_attn_states",
+        r"vllm|sglang|execute_model|model_runner|engine_?core|schedule_batch|llm_engine|"
+        r"\b(prefill|decode)\b",
+        "LLM serving stack (vLLM, SGLang, TensorRT-LLM, FlashInfer, paged attention)",
+    ),
+    "attention": (
+        r"flash_?(fwd|bwd|attn|attention)|fmha|flash::|mha_|fused_multi_head|attention",
+        r"scaled_dot_product|flash_attention|_efficient_attention|attention",
+        "fused attention (FlashAttention, FMHA, SDPA)",
+    ),
+    "llm_blocks": (
+        r"rotary|rms_?norm|silu_and_mul|act_and_mul|swiglu|fused_moe|moe_align|topk_softmax|"
+        r"marlin|awq|gptq|top_?k_?top_?p",
+        r"rotary|rms_?norm|silu|swiglu|\bmoe\b|lm_head|embed_tokens|qwen|llama|mistral|gpt|"
+        r"modeling_\w+|generate",
+        "LLM building blocks (rotary embedding, RMSNorm, SiLU-and-mul, MoE, quantized GEMM)",
+    ),
+    "backward": (
+        r"backward|_bwd|bwd_|dgrad|wgrad|grad_input|grad_weight|backprop",
+        r"backward|autograd::engine|evaluate_function|\w+Backward\d*",
+        "backward pass",
+    ),
+    "optimizer": (
+        r"multi_tensor_apply|(?<![a-z])adam|(?<![a-z])lamb(?![a-z])|lion_|(?<![a-z])sgd(?![a-z])|"
+        r"fused_?optim|l2norm|clip_grad",
+        r"optimizer|\.step\b|zero_grad|adam",
+        "optimizer step",
+    ),
+    "pytorch": (
+        r"at::native|at::cuda|c10::|triton_(poi|red|per|tem)_|pytorch_flash",
+        r"^aten::|profilerstep#|^torch[./]|nn\.module|autograd::",
+        "PyTorch (ATen kernels, Inductor/Triton kernels, aten:: ranges)",
+    ),
+    "nccl": (r"nccl|rccl", r"nccl|c10d::|all_?reduce", "NCCL collectives"),
+}
+
+
+def _kernel_signals(data: TraceData) -> tuple[dict[str, dict[str, Any]], int]:
+    k = data.kernels()
+    total = int(k.dur.sum())
+    codes, uniq = factorize(k.name_id)
+    time = group_sum(k.dur, codes, len(uniq))
+    lookup = data.kernel_names(np.asarray(uniq))
+    names = [lookup.get(int(i), "") for i in uniq]
+    out = {}
+    for sid, (kpat, _, _) in SIGNALS.items():
+        if kpat is None:
+            continue
+        rx = re.compile(kpat, re.IGNORECASE)
+        hit = [i for i, n in enumerate(names) if rx.search(n)]
+        ns = int(time[hit].sum()) if hit else 0
+        pct = 100.0 * ns / total if total else 0.0
+        if hit and pct >= MIN_KERNEL_PCT:
+            top = sorted(hit, key=lambda i: -time[i])[:MAX_EXAMPLES]
+            out[sid] = {"kernel_ns": ns, "pct_of_kernel_time": round(pct, 2),
+                        "examples": [names[i][:120] for i in top]}
+    return out, total
+
+
+def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
+    try:
+        nv = data.nvtx()
+    except Unavailable:
+        return {}
+    names = data.nvtx_names()
+    counts = np.bincount(nv.name, minlength=len(names)) if len(nv) else np.zeros(len(names), np.int64)
+    out = {}
+    for sid, (_, rpat, _) in SIGNALS.items():
+        if rpat is None:
+            continue
+        rx = re.compile(rpat, re.IGNORECASE)
+        hit = [i for i, n in enumerate(names) if rx.search(n)]
+        n = int(counts[hit].sum()) if hit else 0
+        if n >= MIN_RANGE_COUNT:
+            top = sorted(hit, key=lambda i: -counts[i])[:MAX_EXAMPLES]
+            out[sid] = {"ranges": n, "examples": [names[i][:120] for i in top]}
+    return out
+
+
+def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) -> tuple[str, str]:
+    """(kind, confidence) from the signals found (see the module docstring)."""
+    has = set(kernels) | set(ranges)
+    training = bool({"backward", "optimizer"} & has)
+    if "tensorrt" in has:
+        return "tensorrt_inference", "high" if "tensorrt" in kernels else "medium"
+    if "llm_serving" in has:
+        return ("llm_training" if training else "llm_inference"), "high"
+    if "attention" in has and "llm_blocks" in has:
+        return ("llm_training" if training else "llm_inference"), "medium"
+    if "llm_blocks" in ranges and ("attention" in has or "pytorch" in has):
+        return ("llm_training" if training else "llm_inference"), "low"
+    if "pytorch" in has or "attention" in has:
+        return ("pytorch_training" if training else "pytorch_inference"), "medium"
+    if have_kernels:
+        return "generic_cuda", "medium" if ranges or kernels else "high"
+    return "unknown", "low"
+
+
+def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel_ns: int) -> list[str]:
+    lines = []
+    for sid, row in kernels.items():
+        lines.append(f"{SIGNALS[sid][2]}: {row['pct_of_kernel_time']:.1f}% of kernel time, e.g. {row['examples'][0]}")
+    for sid, row in ranges.items():
+        lines.append(f"{SIGNALS[sid][2]}: {row['ranges']:,} ranges, e.g. {row['examples'][0]!r}")
+    if kind == "generic_cuda":
+        lines.append("no framework kernels or ranges (PyTorch, TensorRT, LLM serving stacks)")
+    if kind == "unknown":
+        lines.append("no kernels were captured and no range names identify a framework")
+    return lines
+
+
+def run(ctx: Context) -> Outcome:
+    try:
+        kernels, kernel_ns = _kernel_signals(ctx.data)
+        have_kernels = kernel_ns > 0 or len(ctx.data.kernels()) > 0
+    except Unavailable:
+        kernels, kernel_ns, have_kernels = {}, 0, False
+    ranges = _range_signals(ctx.data)
+    kind, confidence = decide(kernels, ranges, have_kernels)
+    data = {
+        "kind": kind,
+        "confidence": confidence,
+        "evidence": _evidence(kernels, ranges, kind, kernel_ns),
+        "kernel_signals": kernels,
+        "range_signals": ranges,
+    }
+    return MetricResult(METRIC.id, data)
+
+
+METRIC = Metric(
+    id="workload",
+    title="What ran",
+    run=run,
+    description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) from "
+    "kernel and range names, with the evidence.",
+)

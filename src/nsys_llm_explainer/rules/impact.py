@@ -1,0 +1,78 @@
+"""Severity from the GPU time at stake, the same bands for every rule.
+
+A finding's impact is a ceiling: the GPU time its affected devices would get back if its
+cause disappeared (idle time it provably causes, or busy time spent on work that need not
+run). impact_pct is that time as a share of the affected devices' windows (diagnosis/
+accounting.py: first to last activity per device). Bands: HIGH_PCT and up is high,
+MEDIUM_PCT medium, LOW_PCT low; below LOW_PCT a cause is not reported. Notes about the
+capture or the data carry no impact and are INFO.
+
+When the capture is not steady state, a finding keeps a severity above low only if it holds
+in the steady part: its idle-time share recomputed from the steady start on (idle_causes'
+steady split) still reaches the band. Other findings are capped at low there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.model import Affected, Severity
+
+HIGH_PCT = 25.0
+MEDIUM_PCT = 5.0
+LOW_PCT = 1.0
+
+
+def band(pct: float) -> Severity | None:
+    if pct >= HIGH_PCT:
+        return Severity.HIGH
+    if pct >= MEDIUM_PCT:
+        return Severity.MEDIUM
+    if pct >= LOW_PCT:
+        return Severity.LOW
+    return None
+
+
+def affected_devices(
+    acct: Accounting, per_device_ns: dict[int, int], detail: dict[int, str] | None = None
+) -> tuple[Affected, ...]:
+    """One Affected per device with a non-zero impact, largest first."""
+    out = []
+    for dev, ns in per_device_ns.items():
+        d = acct.device(dev)
+        if d is None or ns <= 0:
+            continue
+        out.append(Affected(dev, d.pids, int(ns), round(d.pct(ns), 2), (detail or {}).get(dev, "")))
+    return tuple(sorted(out, key=lambda a: (-a.impact_ns, a.device_id or 0)))
+
+
+def total_pct(acct: Accounting, affected: Iterable[Affected]) -> tuple[int, float]:
+    """(impact ns, share of the affected devices' windows, unrounded: bands compare it) of a set
+    of affected devices."""
+    rows = list(affected)
+    ns = sum(a.impact_ns for a in rows)
+    window = sum(d.window_ns for a in rows if a.device_id is not None and (d := acct.device(a.device_id)))
+    return ns, 100.0 * ns / window if window else 0.0
+
+
+def buckets_by_device(acct: Accounting, buckets: tuple[str, ...], steady: bool = False) -> dict[int, int]:
+    out = {}
+    for d in acct.devices:
+        source = d.steady if steady and d.steady is not None else d.buckets
+        out[d.device_id] = sum(source.get(b, 0) for b in buckets)
+    return out
+
+
+def whole(acct: Accounting, ns: int) -> tuple[tuple[Affected, ...], tuple[int, float]]:
+    """For causes measured over the whole trace, not per device: one Affected for all devices,
+    the share of all devices' windows."""
+    window = acct.window()
+    share = 100.0 * ns / window if window else 0.0
+    pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
+    return (Affected(None, pids, int(ns), round(share, 2)),), (int(ns), share)
+
+
+def per_device(acct: Accounting, ns_by_device: dict[int, int]) -> tuple[tuple[Affected, ...], tuple[int, float]]:
+    affected = affected_devices(acct, ns_by_device)
+    return affected, total_pct(acct, affected)

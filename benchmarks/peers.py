@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nsysai-cache", choices=("direct", "parquet"), default="direct",
                     help="nsys-ai's NSYS_AI_CACHE_MODE: direct (default) queries the SQLite file in place; "
                          "parquet builds its cache next to the trace (the trace's folder must be writable)")
-    ap.add_argument("--ours", default=f"{sys.executable} -m nsys_llm_explainer",
+    ap.add_argument("--ours", default=shlex.join([sys.executable, "-m", "nsys_llm_explainer"]),
                     help="command that runs nsys-llm-explain (default: this interpreter, -m)")
     ap.add_argument("--top", type=int, default=5, help="kernels per table (default 5)")
     ap.add_argument("--repeat", type=int, default=1,
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
               "nsys-llm-explain run", file=sys.stderr)
     results = []
     for trace in a.traces:
-        res = compare(trace, a.hta_python, a.nsysai_python, a.ours.split(), max(a.top, 1), a.repeat,
+        res = compare(trace, a.hta_python, a.nsysai_python, shlex.split(a.ours), max(a.top, 1), a.repeat,
                       a.nsysai_cache)
         print_trace(res, max(a.top, 1))
         results.append(res)

@@ -16,17 +16,18 @@ from collections.abc import Iterable
 READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs",
+        "memory_transfers", "cuda_graphs", "operators",
     ),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs",
+        "memory_transfers", "cuda_graphs", "operators",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": ("nvtx_attribution", "boundness", "idle_causes", "steps", "categories"),
     "kernel_categories:": ("categories",),
     "comm_mask": ("communication",),
+    "operator_attribution": ("operators",),
 }
 
 

@@ -188,6 +188,10 @@ class TraceData:
     def step_marks(self) -> list[str]:
         return []
 
+    def step_ranges(self) -> Columns:
+        """The ranges step_marks() names: start, end, pid, tkey, step (N)."""
+        raise Unavailable(f"an {self.format_name} marks no profiler steps")
+
     def format_details(self) -> dict[str, Any] | None:
         """Version fields of formats other than Nsight Systems (report.json trace.kineto)."""
         return None

@@ -47,6 +47,7 @@ SYNC_KINDS = {"event sync": 1, "stream wait event": 2, "stream sync": 3, "contex
 SYNC_LABELS = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\(\s*([\w ]+?)\s*->\s*([\w ]+?)\s*\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"Memset\s*\(\s*([\w ]+?)\s*\)", re.IGNORECASE)
+_GRAPH_LAUNCH = re.compile(r"^(cu(da)?|hip)GraphLaunch")
 HOST_KINDS = (kc.RUNTIME, kc.USER, kc.OP, kc.PYTHON)
 
 
@@ -159,8 +160,21 @@ class KinetoTraceData(TraceData):
         if not keep.all():
             cols = cols.take(keep)
         cols = cols.with_columns(dur=cols.end - cols.start, pid=self._launch_pids(cols.corr))
+        cols = cols.with_columns(graph_node_id=self._graph_nodes(cols.corr))
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         return self._check("kernel", cols)
+
+    def _graph_nodes(self, corr: np.ndarray) -> np.ndarray:
+        """Per kernel: 1 when its correlation id is a graph launch's (Kineto records every
+        node kernel of a graph launch under the launch's id), else 0. The trace has no
+        graph or node ids."""
+        rt = self.runtime()
+        names = self.runtime_api_names()
+        graph = [i for i, n in enumerate(names) if _GRAPH_LAUNCH.match(n)]
+        if not graph or not len(corr):
+            return np.zeros(len(corr), np.int64)
+        launch_corr = np.unique(rt.corr[np.isin(rt.api, graph) & (rt.corr >= 0)])
+        return np.isin(corr, launch_corr).astype(np.int64)
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
         names = self.c.names.values_list()
@@ -335,6 +349,9 @@ class KinetoTraceData(TraceData):
 
     def gpus_missing_reason(self) -> str:
         return "the trace has no deviceProperties (GPU models, SM counts and memory sizes are unknown)"
+
+    def graph_trace_mode(self) -> str | None:
+        return "node"  # every kernel of a graph launch is its own event
 
     def enum_labels(self, which: str) -> dict[int, str] | None:
         return {"mem": dict(MEM_LABELS), "sync": dict(SYNC_LABELS)}.get(which)

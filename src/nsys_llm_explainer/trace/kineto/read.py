@@ -108,8 +108,8 @@ def _scan(text: str, pos: int, eof: bool) -> tuple[Any, int]:
     """One value at text[pos:]; _Truncated when it may continue past the buffer."""
     try:
         value, end = _SCAN(text, pos)
-    except StopIteration:
-        if not eof and pos >= len(text):
+    except StopIteration:  # also raised for a nested value cut off at the end of the text
+        if not eof and len(text) - pos < MAX_VALUE_CHARS:
             raise _Truncated from None
         raise json.JSONDecodeError("no JSON value", text, pos) from None
     except json.JSONDecodeError:

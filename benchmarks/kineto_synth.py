@@ -31,17 +31,34 @@ PID = 31_337
 BASE_NS = 1_700_000_000_000_000_000
 GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
         "execute_segment_k_off_kernel__5x_cublas")
-LAYER_NORM = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)"
-FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)"
-GELU = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::{lambda(c10::BFloat16)#1}, std::array<char*, 2ul>)"
-ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+LAYER_NORM = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, floa"
+    "t, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)"
+)
+FLASH = (
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass:"
+    ":bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false,"
+    " true, true, false, false>(pytorch_flash::Flash_fwd_params)"
+)
+GELU = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorB"
+    "ase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const::{la"
+    "mbda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorItera"
+    "torBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const:"
+    ":{lambda(c10::BFloat16)#1}, std::array<char*, 2ul>)"
+)
+ADD = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::a"
+    "rray<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+)
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 NODE = "void decode_graph_node_kernel<64>(float const*, float*, int)"
 # (outer op or None, inner op, kernel, kernel ns, input dims)
 LEAVES = (
     ("aten::linear", "aten::addmm", GEMM, 41_000, "[[4096], [2048, 4096], [4096, 4096], [], []]"),
     ("aten::layer_norm", "aten::native_layer_norm", LAYER_NORM, 6_500, "[[2048, 4096], [], [4096], [4096], []]"),
-    (None, "aten::_scaled_dot_product_flash_attention", FLASH, 58_000, "[[8, 32, 256, 128], [8, 32, 256, 128], [8, 32, 256, 128]]"),
+    (None, "aten::_scaled_dot_product_flash_attention", FLASH, 58_000,
+     "[[8, 32, 256, 128], [8, 32, 256, 128], [8, 32, 256, 128]]"),
     (None, "aten::gelu", GELU, 9_000, "[[2048, 16384]]"),
     (None, "aten::add", ADD, 4_000, "[[2048, 4096], [2048, 4096], []]"),
 )

@@ -138,7 +138,7 @@ class Collector:
                     _flow(e, ph)
                 elif ph == "M":
                     c.metadata.append(e)
-                categories[f"{cat}" if ph == "i" or cat else f"(ph {ph})"] += 1
+                categories[cat if type(cat) is str else f"(ph {ph})"] += 1
                 return
             categories[cat if type(cat) is str else "(no category)"] += 1
             kind = kinds.get(cat) if type(cat) is str else None

@@ -255,3 +255,20 @@ def test_chunk_boundaries_do_not_change_the_result(tmp_path, monkeypatch):
         monkeypatch.setattr(read, "SAFE_TAIL", tail)
         assert open_trace(path).kernels().dur.tolist() == want
     assert sum(want) == sum(range(300)) and len(np.unique(want)) == 300
+
+
+@settings(max_examples=60, deadline=None)
+@given(cut=st.integers(min_value=1, max_value=10_000), noise=st.binary(max_size=8))
+def test_damaged_files_fail_with_input_error_never_a_crash(tmp_path_factory, cut, noise):
+    from nsys_llm_explainer.errors import InputError
+
+    text = simple(KinetoBuilder()).text().encode()
+    damaged = text[: cut % len(text)] + noise
+    path = tmp_path_factory.mktemp("fuzz") / "t.json"
+    path.write_bytes(damaged)
+    try:
+        data = open_trace(path)
+    except InputError as exc:
+        assert "\n" not in exc.message
+        return
+    assert data.format_id in ("kineto-json", "nsys-sqlite")  # a cut that still parses

@@ -137,3 +137,23 @@ def test_operators_skipped_on_nsys_exports(tmp_path):
     assert "only in PyTorch profiler traces" in skipped(report, "operators")
     assert report.trace.format == "nsys-sqlite" and report.trace.kineto is None
     assert errors(json_writer.report_dict(report)) == []
+
+
+def test_hundreds_of_kernels_under_one_graph_launch(tmp_path):
+    from tests.fixtures.kineto.builder import KinetoBuilder
+
+    b = KinetoBuilder()
+    b.user("ProfilerStep#0", 0, 2_000_000)
+    b.runtime("cudaGraphLaunch", 1_000, 11_000, corr=7)
+    t = 20_000
+    for i in range(300):
+        b.kernel(f"node_{i % 4}", t, t + 1_000 + i, corr=7, device=2)
+        t += 1_000 + i + 100
+    b.launch("eager", 12_000, 14_000, t + 500, t + 1_500, corr=8, device=2)
+    report = analyze(b.write(tmp_path / "g.json"))
+    g = ok(report, "cuda_graphs")
+    assert (g["graph_launches"], g["node_kernels"], g["kernels_per_launch_max"]) == (1, 300, 300)
+    assert ok(report, "top_kernels")["total_kernel_ns"] == 300 * 1_000 + sum(range(300)) + 1_000
+    lo = ok(report, "launch_overhead")
+    assert sum(p["launch_calls"] for p in lo["processes"]) == 2
+    assert [d["device_id"] for d in ok(report, "gpu_idle")["devices"]] == [2]

@@ -3,6 +3,7 @@
     python benchmarks/run.py --size medium            # make bench
     python benchmarks/run.py --size large             # make bench-large (5M kernels)
     python benchmarks/run.py --compare-sizes          # medium vs large: linear growth?
+    python benchmarks/run.py --size kineto            # make bench-kineto (1 GB PyTorch trace)
 
 Times (a) the fetch floor: plain Python sqlite3 fetching once just the columns the report
 needs from the kernel, runtime and NVTX tables; (b) the whole CLI run in a child process
@@ -23,7 +24,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import measure  # noqa: E402
+from benchmarks import kineto_bench, measure  # noqa: E402
 from benchmarks.report import print_comparison, print_result  # noqa: E402
 from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
 
@@ -83,7 +84,7 @@ def bench(name: str, cfg: SynthConfig, cache: Path, breakdown: bool) -> dict[str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", choices=tuple(SIZES), default="medium")
+    ap.add_argument("--size", choices=(*SIZES, *kineto_bench.SIZES), default="medium")
     ap.add_argument("--compare-sizes", action="store_true",
                     help="run medium and large and print the time ratio (target <= 12x)")
     ap.add_argument("--out", type=Path, help="keep traces and reports here; reuse matching traces")
@@ -97,8 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for name in names:
-            res = bench(name, SIZES[name], cache, breakdown=not a.no_breakdown)
-            print_result(res, TARGET_WALL_S, TARGET_RSS_MIB, TARGET_FLOOR_RATIO)
+            if name in kineto_bench.SIZES:
+                res = kineto_bench.bench(name, cache)
+                kineto_bench.print_result(res)
+            else:
+                res = bench(name, SIZES[name], cache, breakdown=not a.no_breakdown)
+                print_result(res, TARGET_WALL_S, TARGET_RSS_MIB, TARGET_FLOOR_RATIO)
             results.append(res)
         if a.compare_sizes:
             print_comparison(results[0], results[1], TARGET_GROWTH)

@@ -89,6 +89,9 @@ def _trace_info(
         window_start_ns=min(starts) if starts else None,
         window_end_ns=max(ends) if ends else None,
         tables=tables,
+        format=data.format_id,
+        kineto=data.format_details(),
+        distributed=data.distributed(),
     )
 
 
@@ -119,13 +122,14 @@ def _limitations(
                 f"The captured window is {window} time units long: timestamps may not be nanoseconds."
             )
     if not any(g.name for g in info.gpus):
-        out.append("No TARGET_INFO_GPU rows: GPU models are unknown.")
+        where = "TARGET_INFO_GPU rows" if info.format == "nsys-sqlite" else "deviceProperties"
+        out.append(f"No {where}: GPU models are unknown.")
     for mid, outcome in metrics.items():
         if isinstance(outcome, Skipped):
             out.append(f"{mid}: not measured, because {outcome.reason}.")
         else:
             out.extend(f"{mid}: {note}" for note in outcome.notes)
-    if schema.nsys_version is None:
+    if schema.nsys_version is None and info.format == "nsys-sqlite":
         out.append("The nsys version is unknown (no export metadata).")
     return out
 
@@ -167,6 +171,7 @@ def explain(
                 f"StringIds: {missing} referenced ids are missing; shown as '(unknown name) #id'"
             )
         limitations = _limitations(schema, info, ctx.results, options.include_capture_info)
+        limitations.extend(data.format_limitations())
     except sqlite3.DatabaseError as exc:
         raise InputError(
             f"{path}: the database could not be read ({exc}); export the capture again"

@@ -21,7 +21,8 @@ from nsys_llm_explainer.report_files import summary_lines, write_report
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
-    "3 input missing, unreadable or not an Nsight Systems SQLite export; "
+    "3 input missing, unreadable or not a trace this tool reads (an Nsight Systems SQLite export "
+    "or a PyTorch profiler JSON trace); "
     "4 output cannot be written; 5 a --fail-on condition tripped (diff)."
 )
 
@@ -77,7 +78,9 @@ def explain(
     trace: Annotated[
         Path,
         typer.Argument(
-            help="Nsight Systems SQLite export (nsys export --type sqlite).", show_default=False
+            help="Nsight Systems SQLite export (nsys export --type sqlite) or PyTorch profiler "
+            "trace (Kineto JSON, plain or .gz; any file name).",
+            show_default=False
         ),
     ],
     out: Annotated[
@@ -185,7 +188,8 @@ def explain(
     ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
-    """Explain an Nsight Systems SQLite export of LLM inference: findings, report.md, report.json, CSV tables."""
+    """Explain an Nsight Systems SQLite export or a PyTorch profiler trace of LLM work: findings, report.md,
+    report.json, CSV tables."""
     if version:
         typer.echo(f"{TOOL_NAME} {__version__}")
         return

@@ -66,14 +66,15 @@ def diff_command(
     base: Annotated[
         Path,
         typer.Argument(
-            help="Baseline: trace.sqlite, or a report.json (or its directory) written by us.",
+            help="Baseline: a trace (.sqlite, or PyTorch profiler .json/.json.gz), or a report.json "
+            "(or its directory) written by us.",
             show_default=False,
         ),
     ],
     new: Annotated[
         Path,
         typer.Argument(
-            help="Candidate: trace.sqlite, or a report.json (or its directory).", show_default=False
+            help="Candidate: a trace, or a report.json (or its directory).", show_default=False
         ),
     ],
     out: Annotated[

@@ -12,7 +12,7 @@ class ExitCode(IntEnum):
     OK = 0
     INTERNAL = 1  # a bug in the tool: the message asks the user to report it
     USAGE = 2  # bad options or option values
-    INPUT = 3  # input missing, unreadable, or not an Nsight Systems SQLite export
+    INPUT = 3  # input missing, unreadable, or not a trace this tool reads (nsys SQLite, Kineto JSON)
     OUTPUT = 4  # the output location cannot be written
     GATE = 5  # a --fail-on condition tripped (diff)
 

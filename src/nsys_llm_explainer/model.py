@@ -189,6 +189,9 @@ class TraceInfo:
     window_start_ns: int | None
     window_end_ns: int | None
     tables: dict[str, int]  # core tables found -> row count
+    format: str = "nsys-sqlite"  # which source read the file: "nsys-sqlite" or "kineto-json"
+    kineto: dict[str, Any] | None = None  # a Kineto trace's version fields (schemaVersion ...)
+    distributed: dict[str, Any] | None = None  # rank, world_size, backend when recorded
 
 
 @dataclass(frozen=True)

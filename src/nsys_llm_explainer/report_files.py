@@ -10,6 +10,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.progress import make_progress
 from nsys_llm_explainer.render import Format, csv_writer, html, json_writer, markdown, output
 from nsys_llm_explainer.render.svg import build_plots, plot_files
+from nsys_llm_explainer.trace import sources
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.probe import describe
 from nsys_llm_explainer.trace.nsys.source import open_export
@@ -67,6 +68,10 @@ def summary_lines(report: Report, out: Path) -> list[str]:
 
 
 def schema_text(trace: Path) -> str:
+    if sources.sniff(trace) == sources.KINETO:  # a PyTorch profiler trace: its event categories
+        data = sources.open_trace(trace)
+        counts = data.table_counts()
+        return "\n".join([f"{trace}: {data.format_name}", *(f"  {c}: {n} events" for c, n in counts.items())])
     conn, schema = open_export(trace)
     try:
         return describe(schema, NsysTraceData(conn, schema).table_counts())

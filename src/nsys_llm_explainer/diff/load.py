@@ -1,4 +1,5 @@
-"""One side of a diff: a trace (analyzed now) or a report.json written earlier.
+"""One side of a diff: a trace (analyzed now: an Nsight Systems export or a PyTorch profiler
+trace) or a report.json written earlier.
 
 Both become the same report.json dict, so every delta is computed from report.json data
 only and a stored baseline behaves exactly like its trace.
@@ -20,6 +21,8 @@ from nsys_llm_explainer.render.json_writer import SCHEMA_VERSION, report_dict
 REPORT_NAME = "report.json"
 SUPPORTED_MAJOR = SCHEMA_VERSION.split(".")[0]
 SQLITE_MAGIC = b"SQLite format 3\x00"
+TRACE_EVENTS_KEY = b'"traceEvents"'
+TRACE_SNIFF_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -50,14 +53,23 @@ def _head(path: Path) -> bytes:
         return b""  # explain() reports unreadable files with the right message
 
 
+def _is_profiler_trace(path: Path) -> bool:
+    """A plain-JSON PyTorch profiler trace (its traceEvents key comes early; reports have none)."""
+    try:
+        with path.open("rb") as fh:
+            return TRACE_EVENTS_KEY in fh.read(TRACE_SNIFF_BYTES)
+    except OSError:
+        return False
+
+
 def load_side(path: Path, options: Options, role: str = "BASE") -> Side:
     """A report.json (or a directory holding one) is read; anything else is analyzed."""
     if path.is_dir() and (path / REPORT_NAME).is_file():
         return load_report(path / REPORT_NAME, role, label=str(path))
     head = _head(path)
-    if path.suffix.lower() == ".json" or (
+    if (path.suffix.lower() == ".json" or (
         head.lstrip()[:1] == b"{" and not head.startswith(SQLITE_MAGIC)
-    ):
+    )) and not _is_profiler_trace(path):
         return load_report(path, role)
     return Side(str(path), "trace", report_dict(explain(path, options)), role)
 

@@ -18,6 +18,7 @@ from nsys_llm_explainer.metrics import (
     memory_transfers,
     nvtx_attribution,
     nvtx_ranges,
+    operators,
     per_process,
     steps,
     sync,
@@ -47,6 +48,7 @@ REGISTRY: tuple[Metric, ...] = (
     communication.METRIC,
     cuda_graphs.METRIC,
     fusion_candidates.METRIC,
+    operators.METRIC,  # PyTorch profiler traces only (Skipped elsewhere)
     workload.METRIC,
     timeline.METRIC,  # keep last: it summarizes the metrics above for plots
 )

@@ -25,6 +25,7 @@ GRAPH_LAUNCH_APIS = (
     "cuGraphLaunch",
     "cudaGraphLaunch_ptsz",
     "cuGraphLaunch_ptsz",
+    "hipGraphLaunch",  # ROCm, in PyTorch profiler traces
 )
 FIX_FLAG = "--cuda-graph-trace=node"
 COLUMNS = ("pid", "graph_id", "launches", "node_kernels", "kernels_per_launch", "kernel_ns")

@@ -16,12 +16,15 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.trace.data import TraceData
 
 # cudaLaunchKernel*, cudaLaunchKernelExC, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch and
-# cudaLaunchCooperativeKernel*, with the per-thread-stream suffixes (_ptsz/_ptds) allowed.
+# cudaLaunchCooperativeKernel*, with the per-thread-stream suffixes (_ptsz/_ptds) allowed;
+# on ROCm (PyTorch profiler traces) hipLaunchKernel, hipExtLaunchKernel, hipModuleLaunchKernel,
+# hipExtModuleLaunchKernel, hipLaunchCooperativeKernel and hipGraphLaunch.
 LAUNCH_API = re.compile(
     r"^(cudaLaunchKernel\w*|cuLaunchKernel\w*|cudaGraphLaunch|cuGraphLaunch"
-    r"|cudaLaunchCooperativeKernel\w*)(_pt(sz|ds))?$"
+    r"|cudaLaunchCooperativeKernel\w*"
+    r"|hip(Ext)?(Module)?LaunchKernel\w*|hipLaunchCooperativeKernel\w*|hipGraphLaunch)(_pt(sz|ds)|_spt)?$"
 )
-GRAPH_API = re.compile(r"^cu(da)?GraphLaunch(_pt(sz|ds))?$")
+GRAPH_API = re.compile(r"^(cu(da)?|hip)GraphLaunch(_pt(sz|ds)|_spt)?$")
 
 
 def launch_api_mask(api_names: list[str], pattern: re.Pattern[str] = LAUNCH_API) -> np.ndarray:

@@ -16,13 +16,13 @@ from collections.abc import Iterable
 READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs", "capture", "host_patterns",
+        "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs", "capture", "host_patterns",
+        "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (
@@ -30,6 +30,7 @@ READERS: dict[str, tuple[str, ...]] = {
     ),
     "kernel_categories:": ("categories",),
     "comm_mask": ("communication",),
+    "operator_attribution": ("operators",),
 }
 
 

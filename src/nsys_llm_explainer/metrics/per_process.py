@@ -76,7 +76,7 @@ def run(ctx: Context) -> Outcome:
             "nvtx_ranges": nvtx_counts.get(int(pid), 0),
         })
     processes.sort(key=lambda r: (-r["kernel_ns"], r["pid"]))
-    warning = plausibility_warning(k.pid, k.gpid)
+    warning = plausibility_warning(k.pid, k.gpid if "gpid" in k else k.pid)  # gpid: nsys only
     data = {
         "processes": processes,
         "top_kernels": by_pid.to_dict("records"),

@@ -2,7 +2,8 @@
 
 Source, in order: `--step-range NAME` (ranges with exactly that name; each outermost one is a
 step, its phase is the phase-map phase around it, else "step"), else the phase map (each
-outermost range whose own name maps to a phase is one instance of that phase). A kernel
+outermost range whose own name maps to a phase is one instance of that phase), else the
+ranges the trace format itself marks as steps (PyTorch profiler ProfilerStep#N), as steps. A kernel
 belongs to the instance that encloses its innermost NVTX range (nvtx_attribution's join:
 the launch call lies inside the range on the launching thread).
 """
@@ -22,7 +23,7 @@ STEP_PHASE = "step"
 
 @dataclass(frozen=True)
 class PhaseScope:
-    source: str  # "step_range" or "phase_map"
+    source: str  # "step_range", "phase_map" or "profiler_step"
     phases: list[str]
     att: KernelAttribution
     instances: np.ndarray  # sorted range positions of the instances (steps / phase ranges)
@@ -64,11 +65,14 @@ def _map_labels(ctx: Context, range_name: np.ndarray) -> np.ndarray:
 
 def phase_scope(ctx: Context) -> PhaseScope | None:
     """The step/phase instances the options ask for, or None when no option names any."""
-    step_name = ctx.options.step_range
+    step_names = {ctx.options.step_range} if ctx.options.step_range else set()
     pm = ctx.options.phase_map
-    if not step_name and not pm:
-        return None
+    source = "step_range"
     try:
+        if not step_names and not pm:
+            step_names, source = set(ctx.data.step_marks()), "profiler_step"
+            if not step_names:
+                return None
         nv = ctx.data.nvtx()
     except Unavailable:
         return None
@@ -77,9 +81,9 @@ def phase_scope(ctx: Context) -> PhaseScope | None:
     parent = att.index.parent
     map_own = _map_labels(ctx, range_name) if pm else np.full(len(range_name), -1, np.int64)
     map_label = inherit(att, map_own)
-    if step_name:
+    if step_names:
         names = ctx.data.nvtx_names()
-        wanted = [i for i, n in enumerate(names) if n == step_name]
+        wanted = [i for i, n in enumerate(names) if n in step_names]
         own = np.where(np.isin(range_name, wanted), 0, -1)
         labelled = inherit(att, own)
         has_parent = parent >= 0
@@ -87,7 +91,7 @@ def phase_scope(ctx: Context) -> PhaseScope | None:
         phases = [*pm.phases(), STEP_PHASE]
         inst = np.flatnonzero(outer)
         inst_phase = np.where(map_label[inst] >= 0, map_label[inst], len(phases) - 1)
-        return PhaseScope("step_range", phases, att, inst, inst_phase, _owners(att, outer))
+        return PhaseScope(source, phases, att, inst, inst_phase, _owners(att, outer))
     has_parent = parent >= 0
     parent_label = np.where(has_parent, map_label[np.maximum(parent, 0)], -1)
     outer = (map_own >= 0) & (parent_label != map_own)

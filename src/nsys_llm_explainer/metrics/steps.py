@@ -1,6 +1,7 @@
 """steps: serving-step timing per phase, with the slow steps and what made them slow.
 
-Steps come from --step-range, else the phase map (phase_scope.py), else automatic detection
+Steps come from --step-range, else the phase map, else the trace's own step ranges (PyTorch
+profiler ProfilerStep#N; phase_scope.py), else automatic detection
 (steps_detect.py). Latency = step end - step start (NVTX: the range; automatic: launch call
 start of the step's first kernel to that of the next step's first kernel, or sync return
 to sync return). An outlier is a step longer than OUTLIER_FACTOR x its phase's median.
@@ -60,7 +61,9 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
     scope = phase_scope(ctx)
     if scope is not None and len(scope.instances):
         start, end, pid = instance_bounds(ctx, scope)
-        method = "nvtx_step_range" if scope.source == "step_range" else "nvtx_phase_map"
+        method = {"step_range": "nvtx_step_range", "profiler_step": "profiler_step"}.get(
+            scope.source, "nvtx_phase_map"
+        )
         info = {
             "method": method,
             "confidence": "high",
@@ -69,6 +72,8 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
                 f" named {ctx.options.step_range!r}"
                 if ctx.options.step_range
                 else " mapped by the phase map"
+                if scope.source == "phase_map"
+                else f" marked as steps by the {ctx.data.format_name} (ProfilerStep#N)"
             ),
         }
         phase = np.array(scope.phases, dtype=object)[scope.instance_phase]

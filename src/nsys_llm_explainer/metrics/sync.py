@@ -20,14 +20,16 @@ from nsys_llm_explainer.model import MetricResult, Outcome, Table
 BLOCKING_APIS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",  # ROCm (Kineto)
 })
 NON_BLOCKING_APIS = frozenset({
     "cudaStreamWaitEvent", "cudaEventQuery", "cudaStreamQuery",
     "cuStreamWaitEvent", "cuEventQuery", "cuStreamQuery", "cudaStreamWaitValue32",
     "cuStreamWaitValue32", "cuStreamWaitValue64",
+    "hipStreamWaitEvent", "hipEventQuery", "hipStreamQuery",
 })
 # cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cuMemcpyDtoH ... but not the *Async forms.
-_SYNC_MEMCPY = re.compile(r"^cu(da)?Memcpy\w*$")
+_SYNC_MEMCPY = re.compile(r"^(cu(da)?|hip)Memcpy\w*$")
 
 COLUMNS = ("api", "calls", "total_ns", "avg_ns", "p50_ns", "max_ns", "blocking")
 BY_PID_COLUMNS = ("pid", *COLUMNS)

@@ -13,7 +13,7 @@ import numpy as np
 from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 EXTENSION = ".json"
 
 

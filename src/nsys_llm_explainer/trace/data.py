@@ -17,6 +17,13 @@ Columns every source provides (int64 numpy arrays; times in integer nanoseconds 
   dst_kind, src_device, dst_device (copy_kind/src_kind/dst_kind: CUPTI enum codes)
 - memset(): start, end, dur, device, stream, corr, pid, bytes, mem_kind
 - sync(): start, end, dur, device, stream, corr, pid, sync_type
+
+Only some formats have these (the base class raises Unavailable):
+
+- operators(): start, end, pid, tkey, name (index into operator_names()), ext (External id),
+  shape (index into operator_shapes(): (Input Dims, Input type) JSON text; -1: not recorded)
+- python_functions(): start, end, pid, tkey, name (index into operator_names()), py_id, py_parent
+- step_marks(): NVTX range names the format itself says delimit steps (ProfilerStep#N)
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ class TraceData:
     """Lazily loaded, cached columns of one opened trace. Subclasses implement the loaders."""
 
     format_name = "trace"  # what report sections say fed them ("Nsight Systems SQLite", ...)
+    format_id = "trace"  # report.json trace.format ("nsys-sqlite", "kineto-json")
 
     def __init__(self, schema: Schema, kernel_name: str = "demangled") -> None:
         self.schema = schema
@@ -162,6 +170,39 @@ class TraceData:
 
     def sync(self) -> Columns:
         raise Unavailable("this trace format has no synchronization records")
+
+    def operators(self) -> Columns:
+        raise Unavailable(
+            f"operators are recorded only in PyTorch profiler traces, not in an {self.format_name}"
+        )
+
+    def operator_names(self) -> list[str]:
+        return []
+
+    def operator_shapes(self) -> list[tuple[str, str]]:
+        return []
+
+    def python_functions(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} has no Python call stacks")
+
+    def step_marks(self) -> list[str]:
+        return []
+
+    def step_ranges(self) -> Columns:
+        """The ranges step_marks() names: start, end, pid, tkey, step (N)."""
+        raise Unavailable(f"an {self.format_name} marks no profiler steps")
+
+    def format_details(self) -> dict[str, Any] | None:
+        """Version fields of formats other than Nsight Systems (report.json trace.kineto)."""
+        return None
+
+    def format_limitations(self) -> list[str]:
+        """What this format cannot provide, for the report's limitations."""
+        return []
+
+    def distributed(self) -> dict[str, Any] | None:
+        """Rank, world size and backend when the trace records them."""
+        return None
 
     def gpus(self) -> list[GpuInfo]:
         """GPU descriptions the trace carries ([] when it carries none)."""

@@ -1,8 +1,10 @@
 """Which source reads a trace file, decided by its content (never by its name).
 
 An Nsight Systems SQLite export starts with the SQLite header; a PyTorch profiler trace is
-JSON (a Chrome trace), plain or gzip-compressed. Anything else is handled by the SQLite
-source's checks, which name the problem (a .nsys-rep report, an empty or truncated file ...).
+JSON (a Chrome trace), plain or gzip-compressed, under any name. JSON that is not a profiler
+trace is refused by the Kineto reader with the reason. Anything else is handled by the
+SQLite source's checks, which name the problem (a .nsys-rep report, an empty or truncated
+file ...).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import os
 import zlib
 from pathlib import Path
 
-from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.trace.data import TraceData
 from nsys_llm_explainer.trace.nsys.fetch import Progress
 from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, SQLITE_MAGIC, check_input_file
@@ -61,10 +62,9 @@ def open_trace(
     """The TraceData of `path`; InputError (exit 3) when no source can read it."""
     kind = sniff(path)
     if kind == KINETO:
-        raise InputError(
-            f"{path}: is JSON, not an Nsight Systems SQLite export; "
-            "pass the file written by `nsys export --type sqlite`"
-        )
+        from nsys_llm_explainer.trace.kineto.source import open_kineto
+
+        return open_kineto(path, kernel_name=kernel_name)
     if kind is None:
         check_input_file(path)  # raises with the specific reason
     from nsys_llm_explainer.trace.nsys.source import open_nsys

@@ -1,0 +1,110 @@
+"""Operator attribution shared by the operators metric and later readers (FLOP estimates).
+
+Operators are PyTorch profiler `cpu_op` events (aten::* and user ops). They nest on their
+thread; an operator's parent is the innermost operator of the same thread that encloses it.
+
+A kernel belongs to the innermost operator enclosing its launch call on the launching
+thread (the call joins the kernel on (process, correlation id)). A kernel with no launch
+call in the trace falls back to its External id: Kineto stamps every GPU event with the
+External id of the innermost operator or annotation active at launch. Launch calls are
+placed the same way, so per operator the CPU time of its launch calls and the queueing
+delay of its kernels (launch call start -> kernel start) are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.groups import distinct, group_sum
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+CACHE_KEY = "operator_attribution"
+
+
+@dataclass(frozen=True)
+class OperatorAttribution:
+    ops: Columns  # data.operators(), rows as loaded
+    index: nvtx_tree.RangeIndex  # operators sorted per thread (order: sorted pos -> row)
+    self_ns: np.ndarray  # per operator row: duration minus its child operators' durations
+    kernel_op: np.ndarray  # per kernel: operator row, or -1
+    kernel_via_ext: np.ndarray  # per kernel: True when placed by External id (no launch call)
+    launch_call: np.ndarray  # per kernel: runtime row of its launch call, or -1
+    call_op: np.ndarray  # per launch-API runtime row in `calls`: operator row, or -1
+    calls: np.ndarray  # runtime rows of launch API calls
+
+
+def _rows(index: nvtx_tree.RangeIndex, pos: np.ndarray) -> np.ndarray:
+    return np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
+
+
+def _self_time(ops: Columns, index: nvtx_tree.RangeIndex) -> np.ndarray:
+    """Per operator row: own duration minus the durations of its direct child operators
+    (clipped at 0: children of damaged traces may overlap)."""
+    dur = ops.end - ops.start
+    sorted_dur = dur[index.order]
+    has_parent = index.parent >= 0
+    child = group_sum(sorted_dur[has_parent], index.parent[has_parent], len(index.order))
+    own = np.zeros(len(ops), dtype=np.int64)
+    own[index.order] = np.maximum(sorted_dur - child, 0)
+    return own
+
+
+def _by_external_id(ops: Columns, ext: np.ndarray) -> np.ndarray:
+    """Operator row whose External id equals `ext` (first such row), or -1."""
+    has = ops.ext >= 0
+    keys, first = np.unique(ops.ext[has], return_index=True)
+    rows = np.flatnonzero(has)[first]
+    if not len(keys):
+        return np.full(len(ext), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, ext), len(keys) - 1)
+    return np.where((ext >= 0) & (keys[pos] == ext), rows[pos], -1)
+
+
+def operator_attribution(data: TraceData) -> OperatorAttribution:
+    """Computed once per trace (cached): kernels, launch calls and self times per operator."""
+
+    def build() -> OperatorAttribution:
+        ops = data.operators()
+        index = nvtx_tree.build(ops)
+        k = data.kernels()
+        try:
+            rt = data.runtime()
+            launch = kernel_launch_index(data)
+            api_names = data.runtime_api_names()
+        except Unavailable:
+            rt, launch, api_names = None, np.full(len(k), -1, np.int64), []
+        kernel_op = np.full(len(k), -1, dtype=np.int64)
+        calls = np.empty(0, np.int64)
+        call_op = np.empty(0, np.int64)
+        if rt is not None and len(rt):
+            hit = np.flatnonzero(launch >= 0)
+            c = launch[hit]
+            kernel_op[hit] = _rows(index, nvtx_tree.innermost(index, rt.tkey[c], rt.start[c], rt.end[c]))
+            calls = np.flatnonzero(launch_api_mask(api_names)[rt.api]) if len(api_names) else calls
+            call_op = _rows(index, nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls]))
+        via_ext = (launch < 0) & ("ext" in k)
+        if via_ext.any():
+            kernel_op[via_ext] = _by_external_id(ops, k.ext[via_ext])
+        via_ext &= kernel_op >= 0
+        return OperatorAttribution(ops, index, _self_time(ops, index), kernel_op, via_ext, launch,
+                                   call_op, calls)
+
+    return data.cached(CACHE_KEY, build)
+
+
+def inclusive_per_name(att: OperatorAttribution, own: np.ndarray, n_names: int) -> np.ndarray:
+    """Per operator name: `own` (per operator row) summed over every operator lying within
+    an operator of that name on its thread, each row counted once per name even when the
+    name nests in itself (aten::linear around aten::linear)."""
+    own_sorted = own[att.index.order]
+    rr, cc = nvtx_tree.containers(att.index, np.flatnonzero(own_sorted > 0))
+    name_sorted = att.ops.name[att.index.order]
+    width = max(n_names, 1)
+    key = distinct(rr * width + name_sorted[cc])
+    return group_sum(own_sorted[key // width], key % width, n_names)

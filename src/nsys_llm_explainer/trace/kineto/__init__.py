@@ -1,0 +1,1 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON traces as TraceData (docs/kineto.md)."""

@@ -1,0 +1,230 @@
+"""One pass over the events of a Kineto trace into compact per-kind columns.
+
+Each event is a dict from the JSON reader; only the fields the tables need are kept, in
+typed arrays (8 bytes a value) rather than lists of Python ints, so a trace of millions of
+events stays within a few hundred MB. Names, processes, threads and shapes are interned
+once. What the columns mean is in load.py; the category names in KINDS.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsys_llm_explainer.trace.kineto.timeconv import BadTime, us_to_ns
+
+# Event category -> table. Old traces (PyTorch <= 1.9) capitalize the categories; ROCm traces
+# reuse the CUDA names for HIP calls and kernels.
+KERNEL, RUNTIME, USER, GPU_USER, OP, MEMCPY, MEMSET, SYNC, PYTHON = range(9)
+KINDS: dict[str, int] = {
+    "kernel": KERNEL, "Kernel": KERNEL,
+    "cuda_runtime": RUNTIME, "cuda_driver": RUNTIME, "Runtime": RUNTIME, "Driver": RUNTIME,
+    "user_annotation": USER, "User annotation": USER,
+    "gpu_user_annotation": GPU_USER,
+    "cpu_op": OP, "Operator": OP,
+    "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
+    "gpu_memset": MEMSET, "Memset": MEMSET,
+    "cuda_sync": SYNC,
+    "python_function": PYTHON,
+}
+KIND_NAMES = ("kernel", "runtime", "user_annotation", "gpu_user_annotation", "cpu_op",
+              "gpu_memcpy", "gpu_memset", "cuda_sync", "python_function")
+GPU_KINDS = frozenset({KERNEL, GPU_USER, MEMCPY, MEMSET, SYNC})
+FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})
+NONE = -1
+
+
+def _i64() -> array:
+    return array("q")
+
+
+@dataclass
+class Table:
+    """Columns of one kind: times in ns, interned ids, and the kind's own fields."""
+
+    start: array = field(default_factory=_i64)
+    dur: array = field(default_factory=_i64)
+    name: array = field(default_factory=_i64)
+    proc: array = field(default_factory=_i64)  # interned pid value
+    thread: array = field(default_factory=_i64)  # interned (pid, tid) value
+    corr: array = field(default_factory=_i64)
+    ext: array = field(default_factory=_i64)  # External id
+    device: array = field(default_factory=_i64)
+    stream: array = field(default_factory=_i64)
+    bytes: array = field(default_factory=_i64)
+    extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+class Interner(dict[Any, int]):
+    """value -> dense id, first seen first."""
+
+    def id(self, value: Any) -> int:
+        i = self.get(value)
+        if i is None:
+            i = self[value] = len(self)
+        return i
+
+    def values_list(self) -> list[Any]:
+        return list(self)
+
+
+def _int(value: Any) -> int:
+    """An id or count from args: ints as they are, numeric text parsed, anything else -1."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        digits = "".join(ch for ch in text if ch.isdigit())  # "stream 7" -> 7
+        return int(digits) if digits and len(digits) < 19 else NONE
+    return NONE
+
+
+@dataclass
+class Collected:
+    tables: list[Table]
+    names: Interner  # event names of every kind
+    procs: Interner  # pid values as written (int or str)
+    threads: Interner  # (pid value, tid value)
+    shapes: Interner  # (Input Dims text, Input type text)
+    flows_start: dict[int, tuple[int, int, int]]  # flow id -> (proc, thread, ts ns) at the call
+    flows_end: dict[tuple[int, int, int], int]  # (proc, thread, ts ns) at the GPU event -> flow id
+    categories: Counter[str]
+    metadata: list[dict[str, Any]]
+    python_ids: array  # per python_function: its "Python id" (-1 none)
+    python_parents: array  # per python_function: its "Python parent id" (-1 none)
+    bad: Counter[str]  # kind -> events ignored (no time, negative duration)
+
+    def table(self, kind: int) -> Table:
+        return self.tables[kind]
+
+
+class Collector:
+    """Feed events with `add`; read the result from `collected`."""
+
+    def __init__(self) -> None:
+        self.collected = Collected(
+            tables=[Table() for _ in KIND_NAMES], names=Interner(), procs=Interner(),
+            threads=Interner(), shapes=Interner(), flows_start={}, flows_end={},
+            categories=Counter(), metadata=[], python_ids=_i64(), python_parents=_i64(),
+            bad=Counter(),
+        )
+        self.add = self._make_add()
+
+    def _make_add(self) -> Any:
+        c = self.collected
+        tables, kinds, categories = c.tables, KINDS, c.categories
+        names, procs, threads, shapes = c.names, c.procs, c.threads, c.shapes
+        flow_start, flow_end, bad = c.flows_start, c.flows_end, c.bad
+        py_ids, py_parents = c.python_ids, c.python_parents
+        gpu_kinds = GPU_KINDS
+        to_ns = us_to_ns
+
+        def add(e: Any) -> None:  # noqa: C901 - the hot loop, kept in one frame for speed
+            if type(e) is not dict:
+                categories["(not an object)"] += 1
+                return
+            ph = e.get("ph")
+            cat = e.get("cat")
+            if ph != "X":
+                if ph in ("s", "f") and cat in FLOW_CATEGORIES:
+                    _flow(e, ph)
+                elif ph == "M":
+                    c.metadata.append(e)
+                categories[cat if type(cat) is str else f"(ph {ph})"] += 1
+                return
+            categories[cat if type(cat) is str else "(no category)"] += 1
+            kind = kinds.get(cat) if type(cat) is str else None
+            if kind is None:
+                return
+            try:
+                start = to_ns(e["ts"])
+                dur = to_ns(e.get("dur", 0))
+            except (KeyError, BadTime):
+                bad[KIND_NAMES[kind]] += 1
+                return
+            if dur < 0:
+                bad[KIND_NAMES[kind]] += 1
+                return
+            t = tables[kind]
+            args = e.get("args")
+            if type(args) is not dict:
+                args = {}
+            name = e.get("name")
+            pid = e.get("pid")
+            t.start.append(start)
+            t.dur.append(dur)
+            t.name.append(names.id(name if type(name) is str else ""))
+            if type(pid) is not int and type(pid) is not str:
+                pid = _hashable(pid)
+            p = procs.get(pid)
+            if p is None:
+                p = procs.id(pid)
+            t.proc.append(p)
+            tid = e.get("tid")
+            if type(tid) is not int and type(tid) is not str:
+                tid = _hashable(tid)
+            t.thread.append(threads.id((p, tid)))
+            corr = args.get("correlation", NONE)
+            t.corr.append(corr if type(corr) is int else _int(corr))
+            ext = args.get("External id")
+            if ext is None:
+                ext = args.get("external id", NONE)
+            t.ext.append(ext if type(ext) is int else _int(ext))
+            if kind in gpu_kinds:
+                dev = args.get("device")
+                t.device.append(dev if type(dev) is int else _int(pid if dev is None else dev))
+                stream = args.get("stream")
+                t.stream.append(stream if type(stream) is int else _int(e.get("tid") if stream is None else stream))
+                if kind == MEMCPY or kind == MEMSET:
+                    size = args.get("bytes", 0)
+                    t.bytes.append(size if type(size) is int else max(_int(size), 0))
+                elif kind == SYNC:
+                    sk = args.get("cuda_sync_kind")
+                    t.extra.append(names.id(sk if type(sk) is str else name if type(name) is str else ""))
+            elif kind == OP:
+                dims = args.get("Input Dims")
+                if dims is None:
+                    t.extra.append(NONE)
+                else:
+                    t.extra.append(shapes.id((_text(dims), _text(args.get("Input type")))))
+            elif kind == PYTHON:
+                py_ids.append(_int(args.get("Python id")))
+                py_parents.append(_int(args.get("Python parent id")))
+
+        def _flow(e: dict[str, Any], ph: str) -> None:
+            fid = _int(e.get("id"))
+            try:
+                ts = to_ns(e.get("ts"))
+            except BadTime:
+                return
+            p = procs.id(_hashable(e.get("pid")))
+            th = threads.id((p, _hashable(e.get("tid"))))
+            if ph == "s":
+                flow_start.setdefault(fid, (p, th, ts))
+            else:
+                flow_end.setdefault((p, th, ts), fid)
+
+        return add
+
+
+def _hashable(value: Any) -> Any:
+    """pid/tid as a dict key: ints and text as they are, anything else (a list ...) as text."""
+    return value if type(value) in (int, str) or value is None else repr(value)
+
+
+def _text(value: Any) -> str:
+    """Compact JSON text of a shapes/types list ("" when absent; floats stay text)."""
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return ""

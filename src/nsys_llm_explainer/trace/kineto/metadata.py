@@ -1,0 +1,132 @@
+"""Facts a Kineto trace carries besides its events: GPUs, ranks, versions, step names.
+
+Some writers store deviceProperties as a Python literal in a string ("[{'id': 0, ...}]")
+instead of a JSON list; both are read. Values of the wrong type become None, never errors.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from nsys_llm_explainer.model import GpuInfo
+from nsys_llm_explainer.trace.kineto.collect import RUNTIME
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.trace.kineto.load import KinetoTraceData
+
+# Top-level keys reported as the trace's version facts (all optional).
+VERSION_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
+                "hip_runtime_version", "roctracer_version", "rocm_version", "displayTimeUnit",
+                "baseTimeNanoseconds")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+MAX_LITERAL_CHARS = 1 << 20
+
+
+def profiler_step(name: str) -> int:
+    """N of a 'ProfilerStep#N' range name, else -1."""
+    m = _STEP.match(name or "")
+    return int(m.group(1)) if m and len(m.group(1)) < 18 else -1
+
+
+def _literal(value: Any) -> Any:
+    """A JSON value, or the Python literal a string holds (None when it holds none)."""
+    if isinstance(value, str):
+        if len(value) > MAX_LITERAL_CHARS:
+            return None
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def gpus(top: dict[str, Any]) -> list[GpuInfo]:
+    """deviceProperties -> GpuInfo per device id (first entry wins; empty names are None)."""
+    props = _literal(top.get("deviceProperties"))
+    if not isinstance(props, list):
+        return []
+    out: dict[int, GpuInfo] = {}
+    for p in props:
+        if not isinstance(p, dict):
+            continue
+        dev = _int(p.get("id"))
+        if dev is None or dev < 0 or dev in out:
+            continue
+        name = p.get("name")
+        out[dev] = GpuInfo(
+            device_id=dev,
+            name=name.strip() or None if isinstance(name, str) else None,
+            sm_count=_int(p.get("numSms")),
+            total_memory_bytes=_int(p.get("totalGlobalMem")),
+        )
+    return [out[d] for d in sorted(out)]
+
+
+def distributed(top: dict[str, Any]) -> dict[str, Any] | None:
+    """distributedInfo: rank, world size and backend (None when the trace has none)."""
+    info = _literal(top.get("distributedInfo"))
+    if not isinstance(info, dict):
+        return None
+    backend = info.get("backend")
+    return {
+        "rank": _int(info.get("rank")),
+        "world_size": _int(info.get("world_size")),
+        "backend": backend if isinstance(backend, str) else None,
+    }
+
+
+def format_info(top: dict[str, Any]) -> dict[str, Any]:
+    """The version fields the trace has, as written (ints or text; others dropped)."""
+    out: dict[str, Any] = {}
+    for key in VERSION_KEYS:
+        value = top.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            continue
+        out[key] = value if isinstance(value, int) or len(value) <= 100 else value[:100]
+    return out
+
+
+def process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
+    """pid value -> name from `process_name` metadata events."""
+    out: dict[Any, str] = {}
+    for e in events:
+        args = e.get("args")
+        if e.get("name") == "process_name" and isinstance(args, dict) and isinstance(args.get("name"), str):
+            pid = e.get("pid")
+            if isinstance(pid, int | str):
+                out.setdefault(pid, args["name"])
+    return out
+
+
+def bad_event_warnings(bad: Counter[str]) -> list[str]:
+    return [
+        f"{kind}: {n} events ignored (no usable ts, a dur that is not a number, or a negative dur)"
+        for kind, n in sorted(bad.items())
+    ]
+
+
+def limitations(data: KinetoTraceData) -> list[str]:
+    """What a PyTorch profiler trace cannot tell, as report limitations (docs/kineto.md)."""
+    out = [
+        f"Read from a {data.format_name}: NVTX-based sections use its host ranges "
+        "(user_annotation and cpu_op events) as NVTX ranges.",
+        "PyTorch profiler traces record no CUDA graph trace mode, no GPU clocks or memory "
+        "bandwidth, and no profiler diagnostics; copy source and destination devices are "
+        "unknown.",
+    ]
+    if data.kernel_rows_estimate() and not len(data.c.tables[RUNTIME]):
+        out.append("The trace has kernels but no cuda_runtime/cuda_driver events: launches are not measured.")
+    return out

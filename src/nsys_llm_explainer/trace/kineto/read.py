@@ -1,0 +1,241 @@
+"""Stream a PyTorch profiler (Kineto) Chrome-trace JSON file, one event at a time.
+
+A trace is one JSON object whose `traceEvents` array holds the events; the other top-level
+keys (deviceProperties, distributedInfo, baseTimeNanoseconds, version fields) are small.
+json.load of a 1 GB trace builds every event as a dict at once (many GB of Python objects),
+so the reader decodes the text in chunks with the standard library's C scanner and hands
+each event to the caller, which keeps only the fields it needs. Measured on a 1 GB trace
+(benchmarks/kineto_synth.py) this reads about 80 MB/s on one core with bounded memory,
+which meets the tool's targets without a third-party JSON library (docs/kineto.md).
+
+Floats are kept as their decimal text (parse_float=str): timestamps such as
+1700000000123456.789 us do not fit a float64 to the nanosecond, and the caller converts the
+text exactly (timeconv.py).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from nsys_llm_explainer.errors import InputError
+
+CHUNK_CHARS = 1 << 22  # bytes read and decoded at a time; events are far smaller
+SAFE_TAIL = 1 << 20  # the fast loop stops this close to the end of the decoded text
+MAX_VALUE_CHARS = 1 << 26  # a value still cut off after this much text is invalid JSON
+GZIP_MAGIC = b"\x1f\x8b"
+NOT_A_TRACE = "is not a PyTorch profiler trace"
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_float=str)
+# The decoder's C scanner: scan(text, pos) -> (value, end); StopIteration when no value
+# starts at pos. Calling it directly skips raw_decode's per-call wrapper.
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+class _Truncated(Exception):
+    """The buffer ended inside a value: read more text."""
+
+
+class TextStream:
+    """Decoded text of the file with a cursor; reads more as the cursor nears the end."""
+
+    def __init__(self, raw: BinaryIO, label: str) -> None:
+        self.raw = raw
+        self.label = label
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.bytes_read = 0
+
+    def more(self) -> bool:
+        """Append the next chunk (dropping consumed text); False at end of file."""
+        if self.eof:
+            return False
+        try:
+            data = self.raw.read(CHUNK_CHARS)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"{self.label}: cannot be read to its end ({_reason(exc)})") from None
+        self.bytes_read += len(data)
+        text = self.decoder.decode(data, final=not data)
+        if not data:
+            self.eof = True
+        self.buf = self.buf[self.pos :] + text
+        self.pos = 0
+        return bool(data) or bool(text)
+
+    def skip_ws(self) -> str:
+        """The next non-space character ('' at end of file), not consumed."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, char: str, what: str) -> None:
+        if self.skip_ws() != char:
+            raise self.error(f"expected {what}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Decode the JSON value at the cursor (reading more text while it is cut off)."""
+        self.skip_ws()
+        while True:
+            try:
+                value, end = _scan(self.buf, self.pos, self.eof)
+            except _Truncated:
+                if not self.more():
+                    raise self.error("the file ends inside a value") from None
+                continue
+            self.pos = end
+            return value
+
+    def error(self, what: str) -> InputError:
+        near = self.buf[self.pos : self.pos + 30].replace("\n", " ")
+        where = f" near {near!r}" if near else " at the end of the file"
+        return InputError(f"{self.label}: {NOT_A_TRACE} (invalid JSON: {what}{where})")
+
+
+def _scan(text: str, pos: int, eof: bool) -> tuple[Any, int]:
+    """One value at text[pos:]; _Truncated when it may continue past the buffer."""
+    try:
+        value, end = _SCAN(text, pos)
+    except StopIteration:  # also raised for a nested value cut off at the end of the text
+        if not eof and len(text) - pos < MAX_VALUE_CHARS:
+            raise _Truncated from None
+        raise json.JSONDecodeError("no JSON value", text, pos) from None
+    except json.JSONDecodeError:
+        if not eof and len(text) - pos < MAX_VALUE_CHARS:
+            raise _Truncated from None
+        raise
+    if end >= len(text) and not eof and not isinstance(value, dict | list | str):
+        raise _Truncated  # a number at the very end may go on in the next chunk
+    return value, end
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "the compressed data is truncated"
+    return str(exc) or type(exc).__name__
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """The file's bytes, decompressed when it is gzip (by content, not by name)."""
+    fh = path.open("rb")
+    if fh.read(2) == GZIP_MAGIC:
+        fh.seek(0)
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    fh.seek(0)
+    return io.BufferedReader(fh)  # type: ignore[arg-type]
+
+
+def read_trace(path: Path, on_event: Callable[[Any], None]) -> dict[str, Any]:
+    """Call `on_event` for each item of `traceEvents`; return the other top-level keys.
+
+    InputError for anything that is not a JSON object with a traceEvents array."""
+    label = str(path)
+    try:
+        raw = open_binary(path)
+    except OSError as exc:
+        raise InputError(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    with raw:
+        stream = TextStream(raw, label)
+        try:
+            return _read(stream, on_event)
+        except json.JSONDecodeError as exc:
+            raise stream.error(exc.msg) from None
+        except RecursionError:
+            raise stream.error("nested too deeply") from None
+
+
+def _read(stream: TextStream, on_event: Callable[[Any], None]) -> dict[str, Any]:
+    first = stream.skip_ws()
+    if first == "\ufeff":  # a byte-order mark some writers add
+        stream.pos += 1
+        first = stream.skip_ws()
+    if first != "{":
+        kind = "an empty file" if first == "" else "a JSON array" if first == "[" else "not a JSON object"
+        raise InputError(f"{stream.label}: {NOT_A_TRACE} ({kind}; expected an object with traceEvents)")
+    stream.pos += 1
+    top: dict[str, Any] = {}
+    found = False
+    if stream.skip_ws() == "}":
+        stream.pos += 1
+    else:
+        while True:
+            key = stream.value()
+            if not isinstance(key, str):
+                raise stream.error("expected a key")
+            stream.expect(":", "':'")
+            if key == "traceEvents" and stream.skip_ws() == "[":
+                found = True
+                for event in _array_items(stream):
+                    on_event(event)
+            else:
+                top[key] = stream.value()
+            sep = stream.skip_ws()
+            stream.pos += 1
+            if sep == "}":
+                break
+            if sep != ",":
+                stream.pos -= 1
+                raise stream.error("expected ',' or '}'")
+    if stream.skip_ws() != "":
+        raise stream.error("extra data after the top-level object")
+    if not found:
+        raise InputError(
+            f"{stream.label}: {NOT_A_TRACE} (a JSON object without a traceEvents array)"
+        )
+    return top
+
+
+def _array_items(stream: TextStream) -> Iterator[Any]:
+    """The items of the array at the cursor. The loop runs on local copies of the buffer
+    and cursor (the per-event cost is most of the read time); near the end of the buffer
+    it hands over to the stream, which reads more."""
+    stream.pos += 1  # the '['
+    if stream.skip_ws() == "]":
+        stream.pos += 1
+        return
+    scan, ws = _SCAN, _WS.match
+    while True:
+        buf, pos = stream.buf, stream.pos
+        safe = len(buf) - SAFE_TAIL if not stream.eof else len(buf)
+        try:
+            while pos < safe:
+                value, pos = scan(buf, ws(buf, pos).end())  # type: ignore[union-attr]
+                yield value
+                pos = ws(buf, pos).end()  # type: ignore[union-attr]
+                sep = buf[pos : pos + 1]
+                if sep == ",":
+                    pos += 1
+                    continue
+                if sep == "]":
+                    stream.pos = pos + 1
+                    return
+                break  # the stream reports what is wrong, or reads on
+        except (StopIteration, json.JSONDecodeError):
+            pass  # let the stream decode it, reading more text if it was cut off
+        stream.pos = pos
+        if stream.skip_ws() == ",":  # the item ended just before the tail: go on
+            stream.pos += 1
+            continue
+        if stream.skip_ws() == "]":
+            stream.pos += 1
+            return
+        yield stream.value()
+        sep = stream.skip_ws()
+        stream.pos += 1
+        if sep == "]":
+            return
+        if sep != ",":
+            stream.pos -= 1
+            raise stream.error("expected ',' or ']' in traceEvents")

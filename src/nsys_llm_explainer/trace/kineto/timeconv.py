@@ -1,0 +1,45 @@
+"""Kineto microsecond timestamps -> integer nanoseconds, exactly.
+
+Kineto writes `ts` and `dur` in microseconds, as integers or as decimals with up to three
+fractional digits (nanoseconds). Epoch-based timestamps are about 1.7e15 us: a float64 has
+no nanosecond left at that size (1700000000123456.789 reads back as ...456.75), so the
+reader keeps each float's decimal text and this module converts the text exactly. The
+unit is always microseconds; `displayTimeUnit` only tells viewers how to label the axis.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+_THOUSAND = Decimal(1000)
+
+
+class BadTime(ValueError):
+    """A ts/dur that is not a finite JSON number."""
+
+
+def us_to_ns(value: object) -> int:
+    """Microseconds (int, or a float's decimal text) -> nanoseconds; sub-ns digits round
+    half to even. BadTime for anything else."""
+    if type(value) is int:
+        return value * 1000
+    if type(value) is str:
+        dot = value.find(".")
+        if dot > 0 and "e" not in value and "E" not in value:
+            frac = value[dot + 1 :]
+            if 0 < len(frac) <= 3 and frac.isdigit():
+                return int(value[:dot] + frac + "000"[len(frac) :])
+        return _exact(value)
+    if type(value) is float:  # only from callers that parsed floats themselves
+        return _exact(repr(value))
+    raise BadTime(f"{value!r} is not a number")
+
+
+def _exact(text: str) -> int:
+    try:
+        d = Decimal(text)
+    except InvalidOperation:
+        raise BadTime(f"{text!r} is not a number") from None
+    if not d.is_finite():
+        raise BadTime(f"{text!r} is not finite")
+    return int((d * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))

@@ -30,7 +30,7 @@ def device_metrics(devices: dict[int, dict[str, int]], window: int = WINDOW, pid
             "dominant_cause": None,
             "causes": [{"cause": c, "idle_ns": ns.get(c, 0), "pct_of_idle": 0.0, "pct_of_window": 0.0, "gaps": 1}
                        for c in IDLE_CAUSES],
-            "queued_gaps": 0, "queued_ns": 0, "copy_ahead_gaps": 0, "copy_ahead_ns": 0,
+            "queued_gaps": 0, "queued_ns": 0, "copy_ahead_gaps": 0, "copy_ahead_ns": 0, "dependency_ns": 0,
             "refill": {"gaps": 0, "total_ns": 0, "p50_ns": None, "p90_ns": None, "max_ns": 0},
             "activity_start_ns": 0, "activity_end_ns": window, "edge_transfer_ns": 0, "steady": None,
         })

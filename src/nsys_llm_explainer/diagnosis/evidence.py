@@ -135,6 +135,20 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
     return out
 
 
+def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
+    """Idle time the GPU spent with work already queued, waiting on a collective's dependency."""
+    ic = metric(metrics, "idle_causes")
+    if ic is None:
+        return []
+    rows = [d for d in ic["devices"] if d["device_id"] in devices and d.get("dependency_ns")]
+    return [
+        f"GPU {d['device_id']}: {dur(d['dependency_ns'])} idle with the next kernel already queued and no copy "
+        "ahead of it: the GPU waited on a collective or what it depends on (another rank, another stream), "
+        "not on the host"
+        for d in rows[:MAX_DEVICES_LISTED]
+    ]
+
+
 def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
     comm = metric(metrics, "communication")
@@ -143,7 +157,12 @@ def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[
             if d["device_id"] in devices:
                 out.append(f"GPU {d['device_id']}: communication kernels {dur(d['comm_union_ns'])}, "
                            f"{dur(d['exposed_ns'])} of it with no compute beside it")
-    return out[:MAX_DEVICES_LISTED]
+    out = out[:MAX_DEVICES_LISTED] + dependency_lines(metrics, devices)
+    lo = metric(metrics, "launch_overhead")
+    if lo is not None and lo.get("global", {}).get("latency_p50_ns"):
+        out.append(f"kernels start {dur(lo['global']['latency_p50_ns'])} after their launch call at the median: "
+                   "the host runs ahead of the GPU")
+    return out
 
 
 CAUSE_EVIDENCE: dict[str, Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]] = {
@@ -176,7 +195,8 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         "synchronize calls",
         "host_bound": f"Host-bound: {where} sits idle {share:.1f}% of the time while the host launches kernels "
         "or works outside CUDA",
-        "communication_bound": f"Communication-bound: exposed communication takes {share:.1f}% of {where}'s time",
+        "communication_bound": f"Communication-bound: {where} spends {share:.1f}% of its time in collectives "
+        "no compute overlaps, or idle waiting on them",
     }[verdict]
     tail = extra.get("tail")
     n = len(acct.chosen(devices))

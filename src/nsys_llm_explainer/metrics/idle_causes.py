@@ -105,6 +105,7 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
         "queued_ns": int(length[gc.queued].sum()),
         "copy_ahead_gaps": int(gc.copy_ahead.sum()),
         "copy_ahead_ns": int(length[gc.copy_ahead].sum()),
+        "dependency_ns": gc.dependency_ns,
         "refill": {
             "gaps": int(len(refill)),
             "total_ns": int(refill.sum()),

@@ -17,9 +17,18 @@ kernel window) gets the first cause in this order that covers it:
 
 The owning processes of a device are the pids of the kernels that ran on it. Causes of a
 device sum to its idle time to the nanosecond. A gap's listed cause is the one covering most
-of it. For each gap the kernel that ends it is checked too: launched before the gap began
-means the GPU waited on a device-side dependency (queued); the work ahead of it in its stream
-is then looked up (a copy or memset that ran on the same stream during the gap).
+of it.
+
+The kernel that ends each gap is checked first. Launched after the gap began, the host was
+late, and the order above says what it was doing. Launched before the gap began (queued),
+the GPU had work and waited on a device-side dependency: a copy or memset ahead of it on its
+own stream (found and reported as copy_ahead; its time is transfer by rule 1), or a
+cross-stream or cross-device event. On a device that runs communication kernels, the time of
+a queued gap that no copy covers goes to communication, not to the host (dependency_ns): the
+host was ahead of the GPU there, so what the host was doing did not make it wait, and the
+producer the GPU waited for is a collective or its dependency. Without communication kernels
+the producer cannot be named and the order above is kept (the diagnosis then lowers its
+confidence).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import numpy as np
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.metrics.communication import comm_mask
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
 from nsys_llm_explainer.metrics.sync import sync_kinds
@@ -60,6 +70,7 @@ class GapCauses:
     gap_end: np.ndarray
     cause_ns: np.ndarray  # (len(CAUSES), gaps): ns of each gap per cause
     segments: tuple[tuple[np.ndarray, np.ndarray], ...]  # per cause: disjoint sorted intervals
+    dependency_ns: int  # queued idle time moved from host-side causes to communication
     refill_ns: np.ndarray  # per gap: gap end - latest blocking-call return in it; NO_REFILL
     next_kernel: np.ndarray  # index in kernels() of the kernel that ends the gap
     queued: np.ndarray  # that kernel's launch call began before the gap
@@ -217,7 +228,7 @@ def _union_of_rows(rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
 
 def classify(
     data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray,
-    host: HostRows, comm: tuple[np.ndarray, np.ndarray, np.ndarray],
+    host: HostRows, comm: tuple[np.ndarray, np.ndarray, np.ndarray], comm_device: bool = False,
 ) -> GapCauses:
     g0, g1 = busy_end[:-1], busy_start[1:]
     rt = data.runtime()
@@ -241,14 +252,36 @@ def classify(
         left = intervals.subtract(*left, us, ue)
     segments.append(intervals.subtract(*left, hs, he))  # capture_edge
     segments.append(intervals.intersect(*left, hs, he))  # host_other
+    nxt, queued, ahead = _next_kernels(data, device, g0, g1)
+    moved = 0
+    if queued.any() and comm_device:
+        segments, moved = _queued_to_communication(segments, g0[queued], g1[queued])
     cause_ns = np.zeros((len(CAUSES), len(g0)), np.int64)
     for i, (s, e) in enumerate(segments):
         cause_ns[i] = intervals.overlap_with_union(g0, g1, s, e)
     sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g1)
     refill = np.where((sync_end >= g0) & (sync_end < g1), g1 - sync_end, NO_REFILL)
-    nxt, queued, ahead = _next_kernels(data, device, g0, g1)
-    return GapCauses(device, owners, g0, g1, cause_ns.astype(np.int64), tuple(segments),
+    return GapCauses(device, owners, g0, g1, cause_ns.astype(np.int64), tuple(segments), moved,
                      refill.astype(np.int64), nxt, queued, ahead)
+
+
+def _queued_to_communication(
+    segments: list[tuple[np.ndarray, np.ndarray]], q0: np.ndarray, q1: np.ndarray
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """Host-side time inside queued gaps goes to communication (see the module docstring)."""
+    qs, qe = intervals.merge(q0, q1)
+    out = list(segments)
+    moved_s, moved_e = [out[COMMUNICATION][0]], [out[COMMUNICATION][1]]
+    moved = 0
+    for c in HOST_SIDE:
+        s, e = out[c]
+        ms_, me_ = intervals.intersect(s, e, qs, qe)
+        moved += int((me_ - ms_).sum())
+        moved_s.append(ms_)
+        moved_e.append(me_)
+        out[c] = intervals.subtract(s, e, qs, qe)
+    out[COMMUNICATION] = intervals.merge(np.concatenate(moved_s), np.concatenate(moved_e))
+    return out, moved
 
 
 def _in_flight_end(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -268,10 +301,13 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
         k = data.kernels()
         host = HostRows.of(data)
         comm = _comm_ranges(data)
+        is_comm = comm_mask(data)
         out: dict[int, GapCauses] = {}
         for dev, busy in device_busy(data).items():
-            owners = distinct_few(k.pid[k.device == dev])
-            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm)
+            mine = k.device == dev
+            owners = distinct_few(k.pid[mine])
+            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm,
+                                bool(is_comm[mine].any()))
         return out
 
     return data.cached("gap_causes", build)

@@ -29,7 +29,7 @@ READERS: dict[str, tuple[str, ...]] = {
         "nvtx_attribution", "boundness", "idle_causes", "steps", "categories", "host_patterns",
     ),
     "kernel_categories:": ("categories",),
-    "comm_mask": ("communication",),
+    "comm_mask": ("communication", "idle_causes", "steps", "host_patterns"),
     "operator_attribution": ("operators",),
 }
 

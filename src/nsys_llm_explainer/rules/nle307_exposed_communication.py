@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nsys_llm_explainer.diagnosis.evidence import dependency_lines
 from nsys_llm_explainer.model import Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -9,8 +10,9 @@ from nsys_llm_explainer.rules.idle_cause_common import cause_finding
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Communication the GPU waits for: collectives with no compute beside them, and idle time
-    while the host is inside a communication call.
+    """Communication the GPU waits for: collectives with no compute beside them, idle time while
+    the host is inside a communication call, and idle time with work already queued behind a
+    collective's dependency (idle_causes dependency_ns).
 
     Impact: per device, the exposed communication time (communication kernels minus the part
     compute kernels on the same device overlap; another GPU computing never hides this one's
@@ -19,8 +21,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE307 high: Exposed communication (31.0% of 8 GPUs' time)
-        - GPU 1: 310.000 ms of communication with no compute beside it (31.0% of its window)
+        NLE307 high: GPU waits on communication (31.0% of 8 GPUs' time)
+        - GPU 1: 310.000 ms in collectives with no compute beside them, or idle waiting on them (31.0% of its window)
         - GPU 1: 400.000 ms of communication kernels, 22.5% overlapped by compute
     """
     res = view.metric("communication")
@@ -29,9 +31,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         for d in res.data["devices"][:4]:
             evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
                             f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
+    evidence += dependency_lines(view.metrics, [d.device_id for d in view.acct.devices])
     f = cause_finding(
         view, rule, ("exposed_communication", "communication_wait"), "communication",
-        "Exposed communication ({pct} of {where} time)", "of communication with no compute beside it",
+        "GPU waits on communication ({pct} of {where} time)",
+        "in collectives with no compute beside them, or idle waiting on them",
         evidence, advice("communication", view.workload),
     )
     if f is not None:

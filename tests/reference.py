@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 Interval = tuple[int, int]
 
 
@@ -42,8 +40,13 @@ def covered(query: Interval, cover: Iterable[Interval]) -> int:
 
 
 def percentile(values: Sequence[int], p: float) -> int:
-    """numpy.percentile's default (linear) method, rounded half to even to integer ns."""
-    return round(float(np.percentile(np.asarray(values, dtype=np.float64), p)))
+    """Nearest rank: the smallest value with at least p% of the values at or below it."""
+    ordered = sorted(values)
+    for v in ordered:
+        at_or_below = sum(1 for x in ordered if x <= v)
+        if 100 * at_or_below >= p * len(ordered):
+            return v
+    return ordered[-1]
 
 
 def pid_of(global_id: int) -> int:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
 from nsys_llm_explainer.metrics.phase_scope import STEP_PHASE, instance_bounds, phase_scope
@@ -114,9 +114,16 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
             ue,
         )
     frame["gpu_busy_ns"] = busy
-    med = frame.groupby("phase")["latency_ns"].transform("median")
-    frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * med
+    frame["phase_p50_ns"] = _phase_medians(frame)
+    frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * frame["phase_p50_ns"]
     return frame
+
+
+def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
+    """Per step: its phase's p50 latency (nearest rank, the same p50 the phase row shows)."""
+    codes, uniq = pd.factorize(frame["phase"], sort=False)
+    p50 = group_percentiles(frame["latency_ns"].to_numpy(np.int64), codes, len(uniq), (50,))[50]
+    return p50[codes]
 
 
 def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
@@ -163,9 +170,8 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped("no complete step was found")
     steps = _per_step(ctx, frame.reset_index(drop=True), kernel_step)
     phases = [_phase_row(str(ph), g) for ph, g in steps.groupby("phase", sort=False)]
-    medians = steps.groupby("phase")["latency_ns"].median()
     outliers = steps[steps["outlier"]]
-    outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase"].map(medians))
+    outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase_p50_ns"])
     top = outliers.sort_values("ratio", ascending=False, kind="stable").head(MAX_OUTLIERS_LISTED)
     data = {
         **info,

@@ -71,6 +71,62 @@ def test_nle101_quiet_when_time_is_spread(build: Build) -> None:
     assert not found(report, "NLE101")
 
 
+def devices_trace(per_device: dict[int, list[tuple[str, int]]]) -> TraceBuilder:
+    """Kernels (name, duration) back to back on each device, all launched by pid 100."""
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    corr = 1
+    for device, kernels in per_device.items():
+        t = 10_000
+        spans, names = [], []
+        for name, d in kernels:
+            spans.append((t, t + d))
+            names.append(name)
+            t += d + 1_000
+        launched(b, spans, names, device=device, corr0=corr)
+        corr += len(kernels)
+    return b
+
+
+def test_nle101_divides_by_its_own_device(build: Build) -> None:
+    # Eight GPUs. gemm holds 60% of devices 0, 1, 3..7 and 70% of device 2, but only
+    # (7 * 60 + 70) / 800 = 61.25 / 8 ~ 7.7% of all devices' kernel time together: the share
+    # of all devices could never reach 25%; per device it is high.
+    per_device = {
+        d: [("gemm", 70_000 if d == 2 else 60_000), ("norm", 30_000 if d == 2 else 40_000)]
+        for d in range(8)
+    }
+    report = explain(build(devices_trace(per_device)))
+    (f,) = found(report, "NLE101")
+    assert f.severity.value == "high"
+    assert f.title == "One kernel takes 70.0% of GPU kernel time on device 2"
+    assert f.evidence[0] == "gemm on device 2: 70.0% of device 2's 0.100 ms kernel time"
+    assert f.evidence[2] == "the same kernel takes >= 25% on devices 0, 1, 3, 4, 5, 6, 7"
+
+
+def test_nle101_medium_per_device_and_no_other_devices_line(build: Build) -> None:
+    # Device 0: a 40% kernel (medium); device 1: time spread over five names (20% each).
+    per_device = {
+        0: [("attn", 40_000), ("a", 30_000), ("b", 30_000)],
+        1: [(f"k{i}", 20_000) for i in range(5)],
+    }
+    (f,) = found(explain(build(devices_trace(per_device))), "NLE101")
+    assert f.severity.value == "medium"
+    assert f.evidence[0] == "attn on device 0: 40.0% of device 0's 0.100 ms kernel time"
+    assert len(f.evidence) == 2
+
+
+def test_nle101_ignores_a_nearly_idle_device(build: Build) -> None:
+    # Device 1 ran one 5 us kernel (100% of its time) but 5 us is under 10% of device 0's
+    # 100 us, so it is not judged; device 0's kernels hold 20% each.
+    per_device = {0: [(f"k{i}", 20_000) for i in range(5)], 1: [("warmup", 5_000)]}
+    assert not found(explain(build(devices_trace(per_device))), "NLE101")
+    # At 10 us (exactly 10% of device 0) it is judged.
+    per_device[1] = [("warmup", 10_000)]
+    (f,) = found(explain(build(devices_trace(per_device))), "NLE101")
+    assert f.title == "One kernel takes 100.0% of GPU kernel time on device 1"
+
+
 # ---- NLE102 launch storm ---------------------------------------------------------------
 
 

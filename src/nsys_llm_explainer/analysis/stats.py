@@ -10,6 +10,7 @@ k is computed in exact integer arithmetic, so p=90 of 10 values is d[8], never d
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -97,3 +98,26 @@ def percentiles(values: np.ndarray, ps: Sequence[float]) -> dict[float, int]:
     idx = {p: int(rank_of(p, np.array([n]))[0]) - 1 for p in ps}
     part = np.partition(values, sorted(set(idx.values())))
     return {p: int(part[i]) for p, i in idx.items()}
+
+
+@dataclass(frozen=True)
+class SortedGroups:
+    """Values sorted by (group, value): group i's values are values[offsets[i]:][:counts[i]].
+
+    For metrics that need more than percentiles from the one sort (modes.py)."""
+
+    values: np.ndarray
+    counts: np.ndarray
+    offsets: np.ndarray
+
+    def percentiles(self, ps: Sequence[float]) -> dict[float, np.ndarray]:
+        return _nearest_rank(self.values.__getitem__, self.counts, self.offsets, ps)
+
+
+def sort_within_groups(values: np.ndarray, groups: np.ndarray, ngroups: int) -> SortedGroups:
+    counts = np.bincount(groups, minlength=ngroups).astype(np.int64)
+    offsets = np.cumsum(counts) - counts
+    if len(values) == 0:
+        return SortedGroups(values.astype(np.int64), counts, offsets)
+    pick = _sorted_within_groups(values, groups, ngroups)
+    return SortedGroups(np.asarray(pick(np.arange(len(values)))), counts, offsets)

@@ -15,7 +15,8 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
+from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
 from nsys_llm_explainer.metrics.phase_scope import STEP_PHASE, instance_bounds, phase_scope
@@ -52,6 +53,8 @@ PHASE_COLUMNS = (
     "between_p50_ns",
     "between_total_ns",
     "outliers",
+    "multimodal",
+    "modes",
 )
 
 
@@ -129,6 +132,9 @@ def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
 def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
     lat = g["latency_ns"].to_numpy(np.int64)
     p = percentiles(lat, (25, 50, 75, 90, 99))
+    # Steps that alternate between two kinds (e.g. decode steps with and without a prefill
+    # chunk) have a p50 that describes neither; the modes say so.
+    modes = group_modes(sort_within_groups(lat, np.zeros(len(lat), dtype=np.int64), 1))[0]
     g = g.sort_values(["pid", "start_ns"], kind="stable")
     s, e = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     same = g["pid"].to_numpy()[1:] == g["pid"].to_numpy()[:-1]
@@ -153,7 +159,14 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
         "between_p50_ns": percentiles(between, (50,))[50],
         "between_total_ns": int(between.sum()),
         "outliers": int(g["outlier"].sum()),
+        "multimodal": len(modes) > 1,
+        "modes": modes,
     }
+
+
+def _phase_table(phases: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(phases, columns=list(PHASE_COLUMNS))
+    return frame.assign(modes=frame["modes"].map(modes_text))
 
 
 def run(ctx: Context) -> Outcome:
@@ -188,7 +201,7 @@ def run(ctx: Context) -> Outcome:
         )
     tables = (
         Table("steps", STEP_COLUMNS, steps),
-        Table("steps_phases", PHASE_COLUMNS, pd.DataFrame(phases, columns=list(PHASE_COLUMNS))),
+        Table("steps_phases", PHASE_COLUMNS, _phase_table(phases)),
     )
     return MetricResult(METRIC.id, data, tables, notes)
 

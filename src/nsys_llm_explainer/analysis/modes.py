@@ -24,7 +24,7 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.stats import SortedGroups, rank_of
 
-GAP_FACTOR = 2.0
+GAP_FACTOR = 2  # an integer, so the comparison stays in exact int64
 MIN_MODE_PCT = 10.0
 MIN_MODE_CALLS = 3
 MIN_SAMPLES = 10
@@ -42,13 +42,14 @@ def group_modes(sg: SortedGroups) -> list[list[dict]]:
     out: list[list[dict]] = [[] for _ in range(len(counts))]
     if len(v) < 2:
         return out
-    group = np.repeat(np.arange(len(counts)), counts)
-    prev = np.maximum(v[:-1], 1).astype(np.float64)
-    jump = (group[1:] == group[:-1]) & (v[1:].astype(np.float64) >= GAP_FACTOR * prev)
+    # One pass over all durations; everything after it touches the (few) gaps only.
+    jump = v[1:] >= np.maximum(v[:-1], 1) * GAP_FACTOR
+    first = offsets[(counts > 0) & (offsets > 0)]
+    jump[first - 1] = False  # no gap between the last value of a group and the next group's
     at = np.flatnonzero(jump) + 1  # position of d[i], the first value after the gap
     if len(at) == 0:
         return out
-    g = group[at]
+    g = np.searchsorted(offsets + counts, at, side="right")
     i = at - offsets[g]  # durations below the gap
     need = min_calls(counts[g])
     ok = (counts[g] >= MIN_SAMPLES) & (i >= need) & (counts[g] - i >= need)

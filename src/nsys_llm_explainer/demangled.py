@@ -130,44 +130,46 @@ def _restore(text: str, saved: list[str]) -> str:
     return _PLACEHOLDER_RX.sub(lambda m: saved[int(m.group(1))], text).strip()
 
 
+_BRACKETS = re.compile(r"[<(\[{>)\]}]")
+_SPLITTERS = {sep: re.compile(r"[<(\[{>)\]}]|" + re.escape(sep)) for sep in (" ", "::", ",")}
+
+
 def _top_level(text: str) -> list[tuple[int, int, str]]:
     """(start, end, opening bracket) of each outermost bracket group; end is the index of
     the closing bracket (len(text) when it never closes)."""
     groups: list[tuple[int, int, str]] = []
     stack: list[str] = []
     start = 0
-    for i, ch in enumerate(text):
+    for m in _BRACKETS.finditer(text):  # only bracket characters are visited
+        ch = m.group()
         if ch in _OPEN:
             if not stack:
-                start = i
+                start = m.start()
             stack.append(ch)
-        elif ch in _CLOSE and stack and stack[-1] == _CLOSE[ch]:
+        elif stack and stack[-1] == _CLOSE[ch]:
             stack.pop()
             if not stack:
-                groups.append((start, i, text[start]))
+                groups.append((start, m.start(), text[start]))
     if stack:
         groups.append((start, len(text), text[start]))
     return groups
 
 
 def _split_top(text: str, sep: str) -> list[str]:
-    """`text` split at `sep` where it is outside every bracket group."""
+    """`text` split at `sep` (" ", "::" or ",") where it is outside every bracket group."""
     parts: list[str] = []
     depth = 0
     last = 0
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch in _OPEN:
+    for m in _SPLITTERS[sep].finditer(text):
+        ch = m.group()
+        if ch == sep:
+            if depth == 0:
+                parts.append(text[last : m.start()])
+                last = m.end()
+        elif ch in _OPEN:
             depth += 1
-        elif ch in _CLOSE and depth:
+        elif depth:
             depth -= 1
-        elif depth == 0 and text.startswith(sep, i):
-            parts.append(text[last:i])
-            i += len(sep)
-            last = i
-            continue
-        i += 1
     parts.append(text[last:])
     return parts
 

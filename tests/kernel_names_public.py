@@ -120,8 +120,10 @@ KNOWN_KERNELS: tuple[tuple[str, str], ...] = (
         "moe",
     ),
     (
-        "void deep_gemm::fp8_gemm_kernel<4096u, 7168u, 128u, 128u, 128u, 8u, 128u, 128u, 1u, 8u, 4u, 1u, (deep_gemm::GemmType)1>(__nv_bfloat16 *, int *, unsigned int, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap) grouped_gemm",
-        "moe",
+        "void deep_gemm::fp8_gemm_kernel<4096u, 7168u, 128u, 128u, 128u, 8u, 128u, 128u, 1u, 8u, 4u, 1u, (deep_gemm::GemmType)1>(__nv_bfloat16 *, int *, unsigned int, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap)",
+        # DeepGEMM's grouped (MoE) GEMM differs from the dense one only in a template
+        # argument, (deep_gemm::GemmType)1; by its function name it is a GEMM.
+        "gemm",
     ),
     # norms
     (
@@ -241,7 +243,7 @@ KNOWN_KERNELS: tuple[tuple[str, str], ...] = (
     ),
     (
         "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 7)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, 2>, 4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>>(int, T1, T2, T3, T4, T5, T6)",
-        "memory",
+        "cast_copy",
     ),
     (
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char *, 1>>(int, T2, T3)",

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 Interval = tuple[int, int]
 
 
@@ -42,8 +40,13 @@ def covered(query: Interval, cover: Iterable[Interval]) -> int:
 
 
 def percentile(values: Sequence[int], p: float) -> int:
-    """numpy.percentile's default (linear) method, rounded half to even to integer ns."""
-    return round(float(np.percentile(np.asarray(values, dtype=np.float64), p)))
+    """Nearest rank: the smallest value with at least p% of the values at or below it."""
+    ordered = sorted(values)
+    for v in ordered:
+        at_or_below = sum(1 for x in ordered if x <= v)
+        if 100 * at_or_below >= p * len(ordered):
+            return v
+    return ordered[-1]
 
 
 def pid_of(global_id: int) -> int:
@@ -142,3 +145,25 @@ def attribution(
         "own": {n: (c, ns) for n, (c, ns) in own.items()},
         "inclusive": inclusive,
     }
+
+
+def modes(values: Sequence[int]) -> list[tuple[int, int]]:
+    """Multi-modality by the documented criterion, written out plainly: the (p50, calls) of
+    each cluster when there are two or more clusters, else []. A gap sits between
+    consecutive sorted values a < b with b >= 2 * max(a, 1); walking left to right, a gap
+    splits when both the part since the last split and everything after it hold at least
+    max(ceil(10% of n), 3) values; n must be at least 10."""
+    d = sorted(values)
+    n = len(d)
+    if n < 10:
+        return []
+    need = max(-(-n // 10), 3)
+    splits = [0]
+    for i in range(1, n):
+        if d[i] >= 2 * max(d[i - 1], 1) and i - splits[-1] >= need and n - i >= need:
+            splits.append(i)
+    if len(splits) < 2:
+        return []
+    parts = [d[a:b] for a, b in zip(splits, splits[1:] + [n], strict=True)]
+    out = [(percentile(p, 50), len(p)) for p in parts]
+    return sorted(out, key=lambda m: (-m[1], -m[0]))

@@ -47,8 +47,8 @@ def test_stats_per_name_and_device_by_hand(version, build):
     assert (g0["calls"], g0["total_ns"], g0["avg_ns"], g0["min_ns"], g0["max_ns"]) == (
         4, 1000, 250, 100, 400,
     )
-    # Linear interpolation: p90 at rank 2.7 -> 300 + 0.7 * 100; p99 at rank 2.97.
-    assert (g0["p50_ns"], g0["p90_ns"], g0["p99_ns"]) == (250, 370, 397)
+    # Nearest rank of 4 sorted values: p50 is the ceil(2)=2nd, p90 the ceil(3.6)=4th.
+    assert (g0["p50_ns"], g0["p90_ns"], g0["p99_ns"]) == (200, 400, 400)
     assert g0["pct_of_kernel_time"] == pytest.approx(100 * 1000 / 2185, abs=1e-4)
     g1 = rows[(GEMM, 1)]
     assert (g1["calls"], g1["total_ns"], g1["p50_ns"], g1["p99_ns"]) == (1, 1000, 1000, 1000)
@@ -56,11 +56,11 @@ def test_stats_per_name_and_device_by_hand(version, build):
     assert (relu["calls"], relu["total_ns"], relu["avg_ns"], relu["min_ns"], relu["max_ns"]) == (
         3, 180, 60, 50, 80,
     )
-    # p90 at rank 1.8 -> 50 + 0.8 * 30 = 74; p99 -> 79.4, rounded to 79.
-    assert (relu["p50_ns"], relu["p90_ns"], relu["p99_ns"]) == (50, 74, 79)
+    # 50, 50, 80: p50 is the ceil(1.5)=2nd value, p90 the ceil(2.7)=3rd.
+    assert (relu["p50_ns"], relu["p90_ns"], relu["p99_ns"]) == (50, 80, 80)
     odd = rows[("odd_avg", 1)]
     assert odd["avg_ns"] == 2  # 2.5 rounds half to even
-    assert odd["p50_ns"] == 2  # median 2.5 rounds half to even too
+    assert odd["p50_ns"] == 2  # of 2 and 3 the 1st: a duration that occurred, not 2.5
     assert sum(r["pct_of_kernel_time"] for r in data["kernels"]) == pytest.approx(100, abs=1e-3)
 
 

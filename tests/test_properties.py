@@ -72,25 +72,38 @@ def test_overlap_with_union_equals_reference(queries, cover):
 
 
 @FAST
-@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**12)), min_size=1, max_size=60))
-def test_group_percentiles_equal_reference(rows):
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**12)), min_size=1, max_size=60),
+    st.sampled_from([(50, 90, 99), (0, 25, 75, 100), (33.3, 99.9, 10)]),
+)
+def test_group_percentiles_equal_reference(rows, ps):
     groups = np.array([g for g, _ in rows], dtype=np.int64)
     values = np.array([v for _, v in rows], dtype=np.int64)
-    got = group_percentiles(values, groups, 5, (50, 90, 99))
+    got = group_percentiles(values, groups, 5, ps)
     for g in range(5):
         mine = [v for gg, v in rows if gg == g]
-        for p in (50, 90, 99):
+        for p in ps:
             assert got[p][g] == (reference.percentile(mine, p) if mine else 0)
+            assert not mine or got[p][g] in mine  # nearest rank: always a value that occurred
 
 
-def test_group_percentiles_round_exact_halves_as_numpy() -> None:
-    # p90 of these four values is 80911492.5 exactly; numpy's lerp from the upper end
-    # lands just above .5, so numpy (and the documented definition) gives ...493.
-    values = np.array([0, 0, 37_924_216, 99_334_611, 5], dtype=np.int64)
-    groups = np.array([0, 0, 0, 0, 1], dtype=np.int64)
-    got = group_percentiles(values, groups, 2, (90,))
-    assert got[90].tolist() == [80_911_493, 5]
-    assert reference.percentile([0, 0, 37_924_216, 99_334_611], 90) == 80_911_493
+@pytest.mark.parametrize("ngroups", [1, 2])
+@pytest.mark.parametrize("spread", [1, 10**15])  # packed (group, value) keys, then lexsort
+def test_nearest_rank_boundaries(ngroups, spread):
+    # Ten values 1..10 (scaled): p90 is the 9th (0.9 * 10 is 9.000000000000002 in floats,
+    # whose ceiling would wrongly be the 10th), p91 the 10th, p50 the 5th, p10 the 1st,
+    # p0 the smallest. Four values: p50 is the 2nd, p75 the 3rd, p76 the 4th.
+    ten = [v * spread for v in range(10, 0, -1)]
+    four = [40 * spread, 10 * spread, 30 * spread, 20 * spread]
+    values = np.array(ten + (four if ngroups == 2 else []), dtype=np.int64)
+    groups = np.array([0] * 10 + ([1] * 4 if ngroups == 2 else []), dtype=np.int64)
+    ps = (0, 10, 50, 75, 76, 90, 91, 100)
+    got = group_percentiles(values, groups, ngroups, ps)
+    assert [int(got[p][0]) // spread for p in ps] == [1, 1, 5, 8, 8, 9, 10, 10]
+    if ngroups == 2:
+        assert [int(got[p][1]) // spread for p in ps] == [10, 10, 20, 30, 40, 40, 40, 40]
+    assert reference.percentile(list(range(1, 11)), 90) == 9
+    assert reference.percentile([10, 20, 30, 40], 76) == 40
 
 
 ranges_strategy = st.lists(

@@ -91,6 +91,44 @@ def test_nle101_share_is_per_device(build: Build) -> None:
     assert "GPU 0" in f.title and [a.device_id for a in f.affected] == [0]
 
 
+def devices_trace(per_device: dict[int, list[tuple[str, int]]], reps: int = 20) -> TraceBuilder:
+    """Kernels (name, duration) back to back on each device, repeated, all launched by pid 100."""
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    corr = 1
+    for device, kernels in per_device.items():
+        t = 10_000
+        spans, names = [], []
+        for _ in range(reps):
+            for name, d in kernels:
+                spans.append((t, t + d))
+                names.append(name)
+                t += d + 1_000
+        launched(b, spans, names, device=device, corr0=corr)
+        corr += len(spans)
+    return b
+
+
+def test_nle101_divides_by_its_own_device(build: Build) -> None:
+    # Eight GPUs. gemm holds 60% of devices 0, 1, 3..7 and 70% of device 2, but only about 7.7%
+    # of all devices' kernel time together: the share of all devices could never reach 25%.
+    per_device = {
+        d: [("gemm", 70_000 if d == 2 else 60_000), ("norm", 30_000 if d == 2 else 40_000)]
+        for d in range(8)
+    }
+    (f,) = found(explain(build(devices_trace(per_device))), "NLE101")
+    assert f.title == "One kernel takes up to 70.0% of the kernel time of 8 GPUs (GPU 2: 70.0%)"
+    assert sorted(a.device_id for a in f.affected) == list(range(8))
+    assert f.impact_ns == 20 * (70_000 + 7 * 60_000) and f.severity.value == "high"
+
+
+def test_nle101_skips_a_nearly_idle_device(build: Build) -> None:
+    # Device 1 ran one warm-up kernel (100% of its own kernel time, under 10% of device 0's).
+    per_device = {0: [(f"k{i}", 20_000) for i in range(5)], 1: [("warmup", 5_000)]}
+    b = devices_trace(per_device)
+    assert not found(explain(build(b)), "NLE101")
+
+
 def test_nle101_quiet_when_time_is_spread(build: Build) -> None:
     report = explain(build(shares_trace([20_000] * 5)))  # 20% each < 25%
     assert not found(report, "NLE101")

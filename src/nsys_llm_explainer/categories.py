@@ -1,26 +1,35 @@
 """Kernel categories: an ordered first-match regex table from kernel names to the classes
-users think in (GEMM, attention, norms, communication ...).
+users think in (GEMM, attention, convolution, norms, communication ...).
 
-Each rule is (category, pattern, why). A pattern is a Python regular expression searched
-anywhere in the kernel name (the name mode chosen by --kernel-name), case-insensitively.
-Rules are tried in order and the first that matches decides; a name no rule matches is
-"other". Order matters where names overlap: communication and MoE come before GEMM
-(TensorRT-LLM MoE GEMMs say "gemm"), KV-cache writes before attention ("flash" in
-reshape_and_cache_flash), attention before GEMM (FlashAttention-3 and xFormers kernels are
-CUTLASS kernels), index kernels before sampling ("index_put_with_sort"), memory before
-the generic elementwise rule (PyTorch copies and fills are elementwise kernels).
+A kernel is judged by its own function name, not by the text of its template arguments or
+parameter list (`fft2d_r2c_32x32<float, ..., cudnn::reduced_divisor>(...)` is an FFT, not a
+reduction). kernel_subject.subjects() gives the texts tried, in order: for a generic
+launcher (PyTorch's `vectorized_elementwise_kernel<4, FillFunctor<float>, ...>`,
+`reduce_kernel<..., ReduceOp<float, MeanOps<...>>>`, CUTLASS's `cutlass::Kernel<Op>`) the
+functor it runs, then the function name, then the enclosing namespaces. The first text that
+any rule matches decides, and within a text the first rule in table order. Each rule is
+(category, pattern, why); a pattern is a Python regular expression searched in the text,
+case-insensitively. A name nothing matches is "other". Order matters where names overlap:
+communication and MoE come before GEMM (TensorRT-LLM MoE GEMMs say "gemm"), KV-cache writes
+before attention ("flash" in reshape_and_cache_flash), attention before convolution and
+GEMM (FlashAttention-3 is a CUTLASS kernel), convolution and pooling before GEMM (cuDNN's
+implicit-GEMM convolutions and xmma pooling kernels), index kernels before sampling
+("index_put_with_sort"), layout and generic memory kernels before casts and copies
+(`CatArrayBatchedCopy` is a concatenation).
 
 User file (--kernel-categories FILE.json):
 
     {"mode": "extend",
      "rules": [{"category": "attention", "pattern": "my_attn_fwd"},
-               {"category": "gemm", "pattern": "^my_gemm_", "why": "in-house GEMM"}]}
+               {"category": "gemm", "pattern": "^my_gemm_", "why": "in-house GEMM"},
+               {"category": "gemm", "pattern": "MyOp<", "match": "full"}]}
 
 "mode" is "extend" (default: the user rules are tried first, then the built-in table) or
-"override" (only the user rules). Category names are lower-case identifiers
-([a-z][a-z0-9_]*, at most 40 characters); "other" is allowed and forces a name into
-"other". Unknown keys, bad regular expressions, empty patterns and more than
-MAX_USER_RULES rules are usage errors.
+"override" (only the user rules). "match" is "function" (default: the texts above) or
+"full" (the whole name as shown, template arguments and parameters included). Category
+names are lower-case identifiers ([a-z][a-z0-9_]*, at most 40 characters); "other" is
+allowed and forces a name into "other". Unknown keys, bad regular expressions, empty
+patterns and more than MAX_USER_RULES rules are usage errors.
 """
 
 from __future__ import annotations
@@ -32,9 +41,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from nsys_llm_explainer.demangled import parse
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.kernel_subject import subjects
 
 OTHER = "other"
 MAX_USER_RULES = 1000
@@ -42,11 +52,15 @@ MAX_FILE_BYTES = 1 << 20
 _CATEGORY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
+MATCH_MODES = ("function", "full")
+
+
 @dataclass(frozen=True)
 class CategoryRule:
     category: str
     pattern: str
     why: str = ""
+    match: str = "function"  # "function": kernel_subject.subjects(); "full": the whole name
 
 
 # The built-in table, in match order. The "why" column is the documentation.
@@ -80,23 +94,45 @@ BUILTIN: tuple[CategoryRule, ...] = (
         "vLLM paged attention, SGLang/vLLM Triton attention",
     ),
     CategoryRule(
+        "conv",
+        r"conv(?!ert)|scudnn|[hsdi]\d{3,5}cudnn|implicit_?(gemm|convolve|precomp)|fprop|dgrad|"
+        r"wgrad|winograd|depthwise|im2col|col2im|vol2col|computeoffsets",
+        "cuDNN/TensorRT convolutions (scudnn, h884cudnn, xmma fprop/dgrad/wgrad implicit "
+        "GEMM, winograd), implicit_convolve_sgemm, depthwise, im2col (before GEMM: "
+        "implicit-GEMM convolutions say 'gemm')",
+    ),
+    CategoryRule(
+        "pooling",
+        r"(max|avg|average|adaptive|lp|global)_?pool|pooling|"
+        r"pool_?(fwd|bwd|forward|backward|kernel|nchw|nhwc|[123]d)|roi_?(align|pool)",
+        "max/average/adaptive pooling, cuDNN and xmma pooling kernels (before GEMM: "
+        "sm50_xmma_pooling says 'xmma')",
+    ),
+    CategoryRule(
+        "fft",
+        r"fft|(^|_)(r2c|c2r|c2c|z2d|d2z|z2z)(_|$)",
+        "cuFFT and cuDNN FFT kernels (fft2d_r2c, regular_fft, vector_fft)",
+    ),
+    CategoryRule(
         "gemm",
-        r"gemm|gemv|cublas|cutlass|xmma|nvjet|matmul|tensorop|s16816|s1688|h16816|h1688|"
-        r"wgmma|marlin|scaled_mm|_mm_|triton_tem_fused_(add)?b?mm|\bbmm",
+        r"(?<!fb)gemm|gemv|cublas|cutlass|xmma|nvjet|matmul|tensorop|wgmma|marlin|scaled_mm|"
+        r"(^|_)b?mm(_|$)|splitkreduce",
         "cuBLAS/cuBLASLt (sm80/sm90 xmma, nvjet, ampere/hopper gemm, gemv, split-K reduce), "
-        "CUTLASS, Marlin/AWQ/GPTQ, FP8 scaled_mm, DeepGEMM, Triton matmul",
+        "CUTLASS, Marlin/AWQ/GPTQ, FP8 scaled_mm, DeepGEMM, Triton matmul (not FBGEMM's "
+        "namespace, which holds sparse-feature kernels too)",
     ),
     CategoryRule(
         "compiler_fused",
-        r"(^|::)(triton_(poi|red|per)_|nvfuser_)|^(input_|loop_)?fusion(_\d+)?$",
+        r"^(triton_(poi|red|per)_|triton__\d|nvfuser_)|^(input_|loop_)?fusion(_\d+)?$",
         "kernels generated by a compiler (Inductor/Triton pointwise-reduction-persistent, "
         "nvFuser, XLA) whose names list fused ops, not one class",
     ),
     CategoryRule(
         "norm",
         r"(layer|rms|group|batch|instance)_?norm|norm_?(kernel|fwd|bwd|forward|backward)|"
-        r"rowwisemoments|computefusedparams|welford|cuapplylayernorm|cuapplyrmsnorm",
-        "LayerNorm/RMSNorm (PyTorch, vLLM, FlashInfer, Apex, TensorRT-LLM), fused add+norm",
+        r"rowwisemoments|computefusedparams|welford|cuapplylayernorm|cuapplyrmsnorm|bn_(fw|bw)",
+        "LayerNorm/RMSNorm (PyTorch, vLLM, FlashInfer, Apex, TensorRT-LLM), fused add+norm, "
+        "cuDNN batch norm",
     ),
     CategoryRule(
         "memory",
@@ -117,17 +153,31 @@ BUILTIN: tuple[CategoryRule, ...] = (
         "reductions, softmax, scans (cumsum)",
     ),
     CategoryRule(
+        "layout",
+        r"nchw|nhwc|ncdhw|ndhwc|reformat|transpose|permute|copy_?packed|channels_?last|"
+        r"contiguous",
+        "NCHW<->NHWC conversions (cuDNN nchwToNhwc, TensorRT reformat), transposes, permutes",
+    ),
+    CategoryRule(
         "memory",
-        r"copy|memcpy|memset|(?<!pre)fill|catarray|concat|gather|scatter|transpose|"
-        r"permute|contiguous|(^|[^a-z])pad|slice|arange|clone",
-        "copies, fills, cat/gather/scatter, transposes",
+        r"memset|(?<!pre)fill|catarray|concat|gather|scatter|(^|[^a-z])pad|slice|arange",
+        "fills, cat/gather/scatter, padding, slicing (before copies: CatArrayBatchedCopy "
+        "is a concatenation)",
+    ),
+    CategoryRule(
+        "cast_copy",
+        r"copy|memcpy|clone|cast|convert|"
+        r"(^|_)to_(float|half|bfloat16|bf16|fp16|fp32|fp8|int8|double|long|int|bool)(_|$)",
+        "dtype casts and plain copies (PyTorch direct_copy_kernel_cuda, bfloat16_copy, "
+        "clone, convert)",
     ),
     CategoryRule(
         "activation_elementwise",
-        r"elementwise|silu|gelu|relu|swiglu|geglu|act_and_mul|sigmoid|tanh|rotary|(?<![a-z])rope|"
-        r"pos_?encoding|bias|quant|dequant|cast|convert|dropout|philox|distribution|"
-        r"axpy|unary|binary|pointwise",
-        "activations, elementwise math, rotary embeddings, (de)quantization, casts",
+        r"elementwise|silu|gelu|relu|swiglu|geglu|act_and_mul|sigmoid|tanh|softplus|"
+        r"rotary|(?<![a-z])rope|pos_?encoding|bias|quant|dequant|dropout|philox|distribution|"
+        r"axpy|unary|binary|pointwise|multi_tensor_apply|adam|clamp",
+        "activations, elementwise math (PyTorch elementwise launchers whose functor no rule "
+        "above names), rotary embeddings, (de)quantization, optimizer steps",
     ),
 )
 
@@ -143,19 +193,34 @@ class CategoryTable:
 
     def classify(self, names: list[str]) -> tuple[list[str], np.ndarray]:
         """Category of each name and the index of the rule that matched (-1: none)."""
-        series = pd.Series(names, dtype=object)
+        cats, rules, _ = self.explain(names)
+        return cats, rules
+
+    def explain(self, names: list[str]) -> tuple[list[str], np.ndarray, list[str]]:
+        """classify(), and per name the text the deciding rule matched (the function name
+        when none did)."""
+        compiled = [re.compile(r.pattern, re.IGNORECASE) for r in self.rules]
+        texts = [subjects(n) for n in names]
         rule_of = np.full(len(names), -1, dtype=np.int64)
-        left = np.ones(len(names), dtype=bool)
-        for i, rule in enumerate(self.rules):
-            if not left.any():
-                break
-            rx = re.compile(rule.pattern, re.IGNORECASE)
-            hit = series[left].map(lambda s, rx=rx: rx.search(s) is not None).to_numpy(bool)
-            idx = np.flatnonzero(left)[hit]
-            rule_of[idx] = i
-            left[idx] = False
+        matched = [parse(n).base_name for n in names]
+        for i, (name, tried) in enumerate(zip(names, texts, strict=True)):
+            hit = _first_match(compiled, self.rules, name, tried)
+            if hit is not None:
+                rule_of[i], matched[i] = hit
         cats = [self.rules[r].category if r >= 0 else OTHER for r in rule_of.tolist()]
-        return cats, rule_of
+        return cats, rule_of, matched
+
+
+def _first_match(
+    compiled: list[re.Pattern[str]], rules: tuple[CategoryRule, ...], name: str,
+    tried: tuple[str, ...],
+) -> tuple[int, str] | None:
+    for text in tried:
+        for j, (rx, rule) in enumerate(zip(compiled, rules, strict=True)):
+            subject = name if rule.match == "full" else text
+            if rx.search(subject):
+                return j, subject
+    return None
 
 
 BUILTIN_TABLE = CategoryTable(BUILTIN, "built-in")
@@ -178,11 +243,14 @@ def parse_rules(obj: Any, source: str) -> tuple[str, tuple[CategoryRule, ...]]:
         raise UsageError(f"{source}: {len(items)} rules; at most {MAX_USER_RULES} are allowed")
     rules = []
     for n, item in enumerate(items, 1):
-        if not isinstance(item, dict) or set(item) - {"category", "pattern", "why"}:
+        if not isinstance(item, dict) or set(item) - {"category", "pattern", "why", "match"}:
             raise UsageError(
-                f"{source}: rule {n} must be an object with category, pattern (and why)"
+                f"{source}: rule {n} must be an object with category, pattern (and why, match)"
             )
         cat, pat, why = item.get("category"), item.get("pattern"), item.get("why", "")
+        match = item.get("match", "function")
+        if match not in MATCH_MODES:
+            raise UsageError(f'{source}: rule {n}: match must be "function" or "full", not {match!r}')
         if not isinstance(cat, str) or not _CATEGORY_NAME.match(cat):
             raise UsageError(
                 f"{source}: rule {n}: category must match [a-z][a-z0-9_]* (40 chars max)"
@@ -197,7 +265,7 @@ def parse_rules(obj: Any, source: str) -> tuple[str, tuple[CategoryRule, ...]]:
             raise UsageError(
                 f"{source}: rule {n}: bad regular expression {pat!r} ({exc})"
             ) from None
-        rules.append(CategoryRule(cat, pat, why))
+        rules.append(CategoryRule(cat, pat, why, match))
     return mode, tuple(rules)
 
 

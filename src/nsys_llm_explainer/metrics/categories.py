@@ -1,5 +1,6 @@
 """categories: kernel time per category (GEMM, attention, norm ...) from the ordered regex
-table in nsys_llm_explainer/categories.py, globally, per device, per process and per phase.
+table in nsys_llm_explainer/categories.py (matched on each kernel's function name, or the
+functor of a generic launcher), globally, per device, per process and per phase.
 
 The kernel set is exactly top_kernels' (every loaded kernel row), so shares add up to the
 same total. Names are classified once per distinct name, then mapped to kernels by code.
@@ -26,7 +27,9 @@ from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
-NAME_COLUMNS = ("name", "category", "rule", "calls", "total_ns", "pct_of_kernel_time")
+NAME_COLUMNS = (
+    "name", "category", "rule", "matched_text", "calls", "total_ns", "pct_of_kernel_time",
+)
 TOP_UNCATEGORIZED = 20
 NO_PHASE_LABEL = "(no phase)"
 
@@ -40,6 +43,7 @@ class KernelCategories:
     name_category: np.ndarray  # per distinct name: category code
     name_rule: np.ndarray  # per distinct name: matching rule index, -1 for none
     names: list[str]
+    matched: list[str]  # per distinct name: the text the deciding rule matched
 
 
 def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories:
@@ -51,13 +55,13 @@ def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories
         name_ids = np.asarray(uniq, dtype=np.int64)
         lookup = data.kernel_names(name_ids)
         names = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in name_ids]
-        cats, rule = table.classify(names)
+        cats, rule, matched = table.explain(names)
         order = table.categories()
         code_of = {c: i for i, c in enumerate(order)}
         name_cat = np.array([code_of[c] for c in cats], dtype=np.int64)
         kcode = name_cat[codes] if len(codes) else np.empty(0, np.int64)
         return KernelCategories(
-            order, kcode, name_ids, codes.astype(np.int64), name_cat, rule, names
+            order, kcode, name_ids, codes.astype(np.int64), name_cat, rule, names, matched
         )
 
     return data.cached(f"kernel_categories:{table.source}", build)
@@ -144,6 +148,7 @@ def run(ctx: Context) -> Outcome:
                 "name": kc.names,
                 "category": [kc.categories[c] for c in kc.name_category.tolist()],
                 "rule": np.where(kc.name_rule >= 0, kc.name_rule + 1, 0),
+                "matched_text": kc.matched,
                 "calls": name_calls.astype(np.int64),
                 "total_ns": name_ns,
                 "pct_of_kernel_time": np.round(100.0 * name_ns / total, 4) if total else 0.0,

@@ -7,7 +7,10 @@ most SHORT_KERNEL_NS and the idle gap between them (next start - previous end, c
 L-gram of its names; L-gram codes are built exactly from (L-1)-gram codes and the next
 name code with a hash factorization (O(n) per length, no per-kernel Python).
 
-Per chain: occurrences (overlapping windows all count), kernel time inside the windows,
+Occurrences do not overlap: of a chain's windows, the first one in each stream's sequence
+is kept, then the next that starts after it ends, and so on (greedy left to right,
+analysis/windows.py), so "A A A A" holds "A A" twice and a chain never claims one kernel
+twice nor more time than its kernels have. Per chain: occurrences, kernel time inside them,
 removable overhead = the sum of the gaps inside the windows (what back-to-back launches
 cost on the GPU that a fused kernel would not), and proximity = occurrences / all
 occurrences of the chain's first kernel name, so a chain that follows its first kernel
@@ -26,6 +29,7 @@ from nsys_llm_explainer.analysis.groups import (
     group_codes,
     group_sum,
 )
+from nsys_llm_explainer.analysis.windows import non_overlapping
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -52,9 +56,9 @@ COLUMNS = (
 SEP = " -> "
 
 
-Level = tuple[
-    np.ndarray, np.ndarray, int
-]  # occurrence start positions, gram code of each, gram count
+# Window start positions, gram code of each, gram count, and which windows are counted
+# occurrences (non-overlapping; only for grams that can still be reported).
+Level = tuple[np.ndarray, np.ndarray, int, np.ndarray]
 
 
 def _grams(
@@ -92,13 +96,14 @@ def _grams(
         if len(p) == 0:
             break
         code, ncode = first_appearance_codes(code * vocab + name[p + length - 1], ncode * vocab)
-        levels.append((p.astype(small), code.astype(small), ncode))
+        levels.append((p.astype(small), code.astype(small), ncode, np.zeros(0, dtype=bool)))
         extends.append(run[p] >= length)
     del run, p, code
-    for li, (p, g, ng) in enumerate(levels):
+    for li, (p, g, ng, _) in enumerate(levels):
         length = li + MIN_LEN
-        occ = np.bincount(g, minlength=ng)
-        keep = occ >= MIN_OCCURRENCES
+        # Overlapping windows are at least the non-overlapping ones: a gram with too few
+        # windows cannot qualify, and only the others pay for the greedy selection.
+        keep = np.bincount(g, minlength=ng) >= MIN_OCCURRENCES
         if li + 1 < len(levels):
             # Right extension: the next level's window starting at the same position (the
             # next level's positions are this level's with run >= length, in order). Left
@@ -112,10 +117,16 @@ def _grams(
                 keep &= ~_same_extension(ext, g, ng)
             del right, left, ext
         rep = np.full(ng, -1, dtype=np.int64)
-        rep[g[::-1]] = p[::-1]  # first occurrence of each gram
+        rep[g[::-1]] = p[::-1]  # first occurrence of each gram (always a counted one)
         # Window sums only for the occurrences of grams that are kept (usually few).
         mine = np.flatnonzero(keep[g])
+        counted = np.zeros(len(p), dtype=bool)
+        counted[mine] = non_overlapping(p[mine], g[mine], length)
+        mine = mine[counted[mine]]
+        levels[li] = (p, g, ng, counted)
         pk, gk = p[mine].astype(np.int64), g[mine]
+        occ = np.bincount(gk, minlength=ng)
+        keep &= occ >= MIN_OCCURRENCES
         kern = group_sum(csum[pk + length] - csum[pk], gk, ng)
         gaps = group_sum(cgap[pk + length - 1] - cgap[pk], gk, ng)
         del mine, pk, gk
@@ -160,10 +171,10 @@ def _select(cand: pd.DataFrame, levels: list[Level], n: int) -> pd.DataFrame:
         wanted[int(length)] = grams.to_numpy(dtype=np.int64)
     sorted_levels: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for length, grams in wanted.items():
-        p, g, ng = levels[length - MIN_LEN]
+        p, g, ng, counted = levels[length - MIN_LEN]
         is_cand = np.zeros(ng, dtype=bool)
         is_cand[grams] = True
-        mine = np.flatnonzero(is_cand[g])
+        mine = np.flatnonzero(is_cand[g] & counted)
         gm = g[mine]
         # A stable sort of 16-bit keys is a radix sort; the order is the same either way.
         order = np.argsort(gm.astype(np.int16) if ng <= 2**15 else gm, kind="stable")

@@ -10,7 +10,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.top_kernels import COLUMNS as KERNEL_COLUMNS
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS, kernel_table
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS, csv_frame, kernel_table
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 PID_MAX = 4_194_304  # Linux's largest possible pid (2^22)
@@ -86,7 +86,10 @@ def run(ctx: Context) -> Outcome:
     table["devices"] = table["devices"].map(lambda d: " ".join(str(x) for x in d))
     return MetricResult(
         METRIC.id, data,
-        (Table("processes", COLUMNS, table), Table("kernels_by_pid", BY_PID_COLUMNS, by_pid)),
+        (
+            Table("processes", COLUMNS, table),
+            Table("kernels_by_pid", BY_PID_COLUMNS, csv_frame(by_pid)),
+        ),
         notes=(warning,) if warning else (),
     )
 

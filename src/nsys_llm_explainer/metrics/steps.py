@@ -16,7 +16,8 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
 from nsys_llm_explainer.metrics.phase_scope import STEP_PHASE, instance_bounds, phase_scope
@@ -53,6 +54,8 @@ PHASE_COLUMNS = (
     "between_p50_ns",
     "between_total_ns",
     "outliers",
+    "multimodal",
+    "modes",
 )
 
 
@@ -119,14 +122,24 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
             ue,
         )
     frame["gpu_busy_ns"] = busy
-    med = frame.groupby("phase")["latency_ns"].transform("median")
-    frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * med
+    frame["phase_p50_ns"] = _phase_medians(frame)
+    frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * frame["phase_p50_ns"]
     return frame
+
+
+def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
+    """Per step: its phase's p50 latency (nearest rank, the same p50 the phase row shows)."""
+    codes, uniq = pd.factorize(frame["phase"], sort=False)
+    p50 = group_percentiles(frame["latency_ns"].to_numpy(np.int64), codes, len(uniq), (50,))[50]
+    return p50[codes]
 
 
 def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
     lat = g["latency_ns"].to_numpy(np.int64)
     p = percentiles(lat, (25, 50, 75, 90, 99))
+    # Steps that alternate between two kinds (e.g. decode steps with and without a prefill
+    # chunk) have a p50 that describes neither; the modes say so.
+    modes = group_modes(sort_within_groups(lat, np.zeros(len(lat), dtype=np.int64), 1))[0]
     g = g.sort_values(["pid", "start_ns"], kind="stable")
     s, e = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     same = g["pid"].to_numpy()[1:] == g["pid"].to_numpy()[:-1]
@@ -151,7 +164,14 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
         "between_p50_ns": percentiles(between, (50,))[50],
         "between_total_ns": int(between.sum()),
         "outliers": int(g["outlier"].sum()),
+        "multimodal": len(modes) > 1,
+        "modes": modes,
     }
+
+
+def _phase_table(phases: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(phases, columns=list(PHASE_COLUMNS))
+    return frame.assign(modes=frame["modes"].map(modes_text))
 
 
 def run(ctx: Context) -> Outcome:
@@ -168,9 +188,8 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped("no complete step was found")
     steps = _per_step(ctx, frame.reset_index(drop=True), kernel_step)
     phases = [_phase_row(str(ph), g) for ph, g in steps.groupby("phase", sort=False)]
-    medians = steps.groupby("phase")["latency_ns"].median()
     outliers = steps[steps["outlier"]]
-    outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase"].map(medians))
+    outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase_p50_ns"])
     top = outliers.sort_values("ratio", ascending=False, kind="stable").head(MAX_OUTLIERS_LISTED)
     data = {
         **info,
@@ -187,7 +206,7 @@ def run(ctx: Context) -> Outcome:
         )
     tables = (
         Table("steps", STEP_COLUMNS, steps),
-        Table("steps_phases", PHASE_COLUMNS, pd.DataFrame(phases, columns=list(PHASE_COLUMNS))),
+        Table("steps_phases", PHASE_COLUMNS, _phase_table(phases)),
     )
     return MetricResult(METRIC.id, data, tables, notes)
 

@@ -1,4 +1,6 @@
-"""top_kernels: time per (kernel name, device), with percentiles from one sort."""
+"""top_kernels: time per (kernel name, device), with percentiles and duration modes (a
+kernel whose calls take two or more clearly different times, analysis/modes.py) from one
+sort."""
 
 from __future__ import annotations
 
@@ -6,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_min, group_sum
-from nsys_llm_explainer.analysis.stats import group_percentiles
+from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.stats import sort_within_groups
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 COLUMNS = (
     "name", "device_id", "calls", "total_ns", "avg_ns", "min_ns", "max_ns",
-    "p50_ns", "p90_ns", "p99_ns", "pct_of_kernel_time",
+    "p50_ns", "p90_ns", "p99_ns", "pct_of_kernel_time", "multimodal", "modes",
 )
 NO_KERNELS = "the kernel table is empty: no CUDA kernels were captured"
 
@@ -22,7 +25,9 @@ def kernel_table(names: list[str], devices: np.ndarray, dur: np.ndarray, codes: 
     g = len(names)
     calls = np.bincount(codes, minlength=g).astype(np.int64)
     total = group_sum(dur, codes, g)
-    pct = group_percentiles(dur, codes, g, (50, 90, 99))
+    ordered = sort_within_groups(dur, codes, g)
+    pct = ordered.percentiles((50, 90, 99))
+    modes = group_modes(ordered)
     all_ns = int(total.sum())
     frame = pd.DataFrame(
         {
@@ -37,6 +42,8 @@ def kernel_table(names: list[str], devices: np.ndarray, dur: np.ndarray, codes: 
             "p90_ns": pct[90],
             "p99_ns": pct[99],
             "pct_of_kernel_time": np.round(100.0 * total / all_ns, 4) if all_ns else 0.0,
+            "multimodal": np.array([len(m) > 1 for m in modes], dtype=bool),
+            "modes": modes,
         }
     )
     frame = frame.sort_values(["total_ns", "name", "device_id"], ascending=[False, True, True], kind="stable")
@@ -60,7 +67,12 @@ def run(ctx: Context) -> Outcome:
         "devices": sorted(int(d) for d in distinct_few(k.device)),
         "kernels": frame.to_dict("records"),
     }
-    return MetricResult(METRIC.id, data, (Table("kernels", COLUMNS, frame),))
+    return MetricResult(METRIC.id, data, (Table("kernels", COLUMNS, csv_frame(frame)),))
+
+
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The kernel rows with `modes` as text (see modes_text) for the CSV."""
+    return frame.assign(modes=frame["modes"].map(modes_text))
 
 
 METRIC = Metric(

@@ -53,6 +53,11 @@ def cell(key: str, value: Any) -> Cell:
     if isinstance(value, int | float):
         return Cell(_number(key, value), sort=float(value))
     if isinstance(value, list):
+        if key == "modes" and all(isinstance(v, dict) and "p50_ns" in v for v in value):
+            # Duration modes (analysis/modes.py) read best inline, as report.md shows them.
+            return _text(" / ".join(
+                f"{fmt.dur(m['p50_ns'])} ({float(m.get('pct_of_calls', 0)):.0f}%)" for m in value
+            ))
         if value and all(isinstance(v, dict) for v in value):
             return Cell(f"{len(value):,} entries (see report.json)")
         if len(value) > MAX_INLINE_LIST:

@@ -8,6 +8,7 @@ from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
 from nsys_llm_explainer.rules.impact import band, per_device
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
+MIN_DEVICE_PCT = 10.0  # devices with less kernel time than this share of the busiest one are skipped
 
 
 def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
@@ -26,9 +27,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Per device, the kernel (by name) with the most time on that device; it fires when it holds
     at least 25% of that device's kernel time (never divided by other devices' time, so it can
-    fire on an 8-GPU trace). One finding per kernel name, listing every device where it
-    dominates. Impact: its time on those devices (the ceiling of what optimizing it can give
-    back), over their windows; severity from the impact bands (rules/impact.py). Optimizing
+    fire on an 8-GPU trace). Devices with less than 10% of the busiest device's kernel time are
+    skipped (one warm-up kernel would otherwise always dominate its device). One finding per
+    kernel name, listing every device where it dominates. Impact: its time on those devices
+    (the ceiling of what optimizing it can give back), over their windows; severity from the impact bands (rules/impact.py). Optimizing
     that kernel (tile shapes, a fused or vendor kernel, a different precision) moves the whole
     GPU-side number.
 
@@ -45,8 +47,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     top: dict[int, dict[str, Any]] = {}
     for k in res.data["kernels"]:  # sorted by time: the first row per device is its top kernel
         top.setdefault(k["device_id"], k)
+    busiest = max(totals.values(), default=0)
     by_name: dict[str, list[tuple[dict[str, Any], float]]] = {}
     for dev, k in top.items():
+        if totals.get(dev, 0) < MIN_DEVICE_PCT / 100.0 * busiest:
+            continue  # a device that ran a warm-up kernel or two says nothing about the run
         share = 100.0 * k["total_ns"] / totals[dev] if totals.get(dev) else 0.0
         if share >= SHARE_PCT:
             by_name.setdefault(k["name"], []).append((k, share))
@@ -56,8 +61,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if severity is None:
             continue
         best, share = max(rows, key=lambda r: r[1])
-        devs = ", ".join(str(k["device_id"]) for k, _ in rows)
-        where = f"GPU {devs}'s" if len(rows) == 1 else f"GPUs {devs}'"
+        where = (f"GPU {best['device_id']}'s" if len(rows) == 1
+                 else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
         yield rule.finding(
             severity,
             Confidence.HIGH,
@@ -74,7 +79,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 "Check its launch shapes: GEMMs with a tiny M (small batches) leave tensor cores idle; "
                 "batching more work or a split-K/stream-K kernel helps.",
             ],
-            title=f"One kernel takes {pct(share)} of {where} kernel time",
+            title=(f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
+                   else f"One kernel takes up to {pct(share)} of {where} {pct(share)})"),
             affected=affected, impact=impact, cause="compute",
         )
 

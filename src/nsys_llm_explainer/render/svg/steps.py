@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.stats import rank_of
 from nsys_llm_explainer.render.fmt import dur, num
 from nsys_llm_explainer.render.svg.axis import time_axis, time_label
 from nsys_llm_explainer.render.svg.base import (
@@ -144,10 +145,11 @@ def build(inp: PlotInput) -> Plot | None:
     phases = [str(p) for p in totals.index[:MAX_PHASES]]
     frame = frame[frame["phase"].isin(phases)]
     hi = float(frame["duration_ns"].max()) * 1.05 or 1.0
-    stats = []
+    stats: list[dict[str, Any]] = []
     for ph in phases:
-        d = frame.loc[frame["phase"] == ph, "duration_ns"].to_numpy(float)
-        q = np.percentile(d, [0, 25, 50, 75, 90, 100])
+        d = np.sort(frame.loc[frame["phase"] == ph, "duration_ns"].to_numpy(float))
+        # Nearest rank, as the steps metric's table: the box shows durations that occurred.
+        q = [float(d[rank_of(p, np.array([len(d)]))[0] - 1]) for p in (0, 25, 50, 75, 90, 100)]
         stats.append(
             {
                 "phase": ph,

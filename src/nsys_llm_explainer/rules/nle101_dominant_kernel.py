@@ -30,9 +30,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     fire on an 8-GPU trace). Devices with less than 10% of the busiest device's kernel time are
     skipped (one warm-up kernel would otherwise always dominate its device). One finding per
     kernel name, listing every device where it dominates. Impact: its time on those devices
-    (the ceiling of what optimizing it can give back), over their windows; severity from the impact bands (rules/impact.py). Optimizing
-    that kernel (tile shapes, a fused or vendor kernel, a different precision) moves the whole
-    GPU-side number.
+    (the ceiling of what optimizing it can give back), over their windows; severity from the
+    impact bands (rules/impact.py). Optimizing that kernel (tile shapes, a fused or vendor
+    kernel, a different precision) moves the whole GPU-side number.
 
     Example:
 

@@ -104,9 +104,17 @@ def launch_window(
         where = f"in the first {WARMUP_SHARE:.0%} of the capture's launches"
     else:
         where = f"before launch {steady_from} (warm-up)"
-    skip = max(1, sum(1 for o in order if o < steady_from))
-    skip = min(skip, calls - 1)
-    return skip, 1, f"skips the {skip} of {calls} launches {where}, profiles the next one"
+    warm = sum(1 for o in order if o < steady_from)
+    skip = min(max(1, warm), calls - 1)
+    if warm == 0:
+        why = "skips its first launch (cold caches, lazy loading, autotuning), profiles the next"
+    elif skip < warm:
+        why = (
+            f"all but the last of its {calls} launches ran {where}: skips {skip}, profiles the last"
+        )
+    else:
+        why = f"skips the {skip} of {calls} launches {where}, profiles the next one"
+    return skip, 1, why
 
 
 def sections_for(category: str, bound: str | None) -> tuple[tuple[str, ...], str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,24 @@ def test_builtin_json_is_the_table(tmp_path):
     assert gpu_specs.parse_table(raw, "x") == BY_NAME
     assert sum(len(e["names"]) for e in raw["gpus"]) == len(BY_NAME)
     assert all(math.isfinite(s.hbm_gbps) for s in BY_NAME.values())
+
+
+def test_docs_peak_table_matches_the_data():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "compute.md").read_text(encoding="utf-8")
+    table = doc[doc.index("| Model | CUDA device names |") :].split("\n\n", 1)[0].splitlines()[2:]
+    rows = [line.split(" | ") for line in table]
+    listed = set()
+
+    def fmt(v: float | None) -> str:
+        return "–" if v is None else f"{v:g}"
+
+    for cells in rows:
+        names = re.findall(r"`([^`]+)`", cells[1])
+        spec = lookup(names[0])
+        assert spec is not None and all(lookup(n) is spec for n in names), names
+        expected = [spec.model, cells[1], spec.arch, f"{fmt(spec.fp64_tflops)} / {fmt(spec.fp64_tensor_tflops)}",
+                    fmt(spec.fp32_tflops), fmt(spec.tf32_tflops), fmt(spec.bf16_tflops), fmt(spec.fp16_tflops),
+                    fmt(spec.fp8_tflops), fmt(spec.int8_tops), fmt(spec.hbm_gbps)]  # fmt: skip
+        assert [cells[0].lstrip("| ")] + cells[1:11] == expected, names
+        listed.update(names)
+    assert listed == set(BY_NAME)

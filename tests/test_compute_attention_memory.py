@@ -317,3 +317,36 @@ def test_composite_ops_match_their_children_on_the_real_qwen_trace():
     per_token_mm = 24 * (4 * 1024 * 1024 + 3 * 1024 * 2816) * 2
     attention = 24 * 2 * 16 * 16 * 559 * 559 * 128 // 2
     assert total == pytest.approx(16 * 559 * per_token_mm + attention, rel=1e-3)
+
+
+def test_efficient_sdpa_and_flash_backward_layouts():
+    dims = [[2, 4, 100, 64]] * 3 + [[], [], [], [], []]
+    values = [
+        "",
+        "",
+        "",
+        "",
+        "True",
+        "0.",
+        "True",
+        "0.125",
+    ]  # (q, k, v, attn_bias, log_sumexp, dropout, is_causal, scale)
+    eff = ok(
+        kin(
+            "aten::_scaled_dot_product_efficient_attention",
+            dims,
+            [BF16] * 3 + [""] + ["Scalar"] * 4,
+            values,
+        )
+    )
+    assert eff.flops == 2 * 2 * 4 * 100 * 100 * 128 // 2 == 10_240_000 and eff.composite
+    # _flash_attention_backward(grad_out, q, k, v, out, logsumexp, ...): [B, L, H, D] tensors
+    fb_dims = [[2, 100, 4, 64]] * 5 + [[2, 4, 100]] + [[]] * 8
+    fb_values = [""] * 10 + ["0.", "True", "", ""]
+    fb = ok(
+        kin("aten::_flash_attention_backward", fb_dims, [BF16] * 5 + [F32] + [""] * 8, fb_values)
+    )
+    assert fb.flops == 2 * 2 * 4 * 100 * 100 * (3 * 64 + 2 * 64) // 2 == 25_600_000
+    assert (
+        fb.bytes_read == 5 * 2 * 100 * 4 * 64 * 2 + 2 * 4 * 100 * 4
+    )  # five bf16 tensors, fp32 lse

@@ -317,3 +317,23 @@ def test_conv_flops_scale_linearly_in_batch(n, c, hw, o, k, stride, scale):
     out = (hw + 2 * (k // 2) - k) // stride + 1
     assert one.flops == 2 * n * o * c * k * k * out * out
     assert one.bytes >= one.bytes_written == n * o * out * out * 4
+
+
+def test_int_mm_and_vector_products():
+    i8 = ok(kin("aten::_int_mm", [[64, 128], [128, 32]], ["signed char", "signed char"]))
+    assert i8.flops == 2 * 64 * 32 * 128 == 524_288 and i8.compute_dtype == "int8"
+    assert i8.bytes_read == 64 * 128 + 128 * 32 and i8.bytes_written == 64 * 32 * 4  # int32 out
+    mv = ok(kin("aten::mv", [[4096, 1024], [1024]], [BF16, BF16]))
+    assert mv.flops == 2 * 4096 * 1024 and mv.bytes_written == 4096 * 2 and not mv.composite
+
+
+def test_invalid_convolution_parameters_are_uncounted():
+    dims = [[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], []]
+    types = [F32, F32, ""] + ["ScalarList"] * 3 + ["Scalar"]
+    for stride, pad, groups in (
+        ("[0, 0]", "[0, 0]", "1"),
+        ("[1, 1]", "[-1, 0]", "1"),
+        ("[1, 1]", "[0, 0]", "2"),
+    ):
+        r = kin("aten::conv2d", dims, types, ["", "", "", stride, pad, "[1, 1]", groups])
+        assert isinstance(r, Uncounted) and "not valid" in r.reason

@@ -136,9 +136,20 @@ def convolution(s: OpShapes, compute_dtype: str | None = None) -> OpCost | Uncou
     dilation = _per_dim(s.arg(sig.dilation).value, d)
     pad_text = s.arg(sig.padding).value
     padding = _per_dim(pad_text, d)
+    out_pad = _per_dim(s.arg(sig.output_padding).value, d) if sig.output_padding else None
+    if (
+        any(v < 1 for v in (stride or ()) + (dilation or ()))
+        or any(v < 0 for v in (padding or ()) + (out_pad or ()))
+        or groups < 1
+        or c_in % groups
+    ):
+        return Uncounted(
+            s.op,
+            f"stride {stride}, padding {padding}, dilation {dilation}, groups {groups} "
+            "are not valid for this convolution",
+        )
     if transposed:
         c_out = w[1] * groups
-        out_pad = _per_dim(s.arg(sig.output_padding).value, d) if sig.output_padding else None
         if stride is None or padding is None or dilation is None:
             out_sp = spatial
             notes.append(SAME_NOTE)
@@ -168,11 +179,11 @@ def convolution(s: OpShapes, compute_dtype: str | None = None) -> OpCost | Uncou
                 (i + 2 * p - dl * (k - 1) - 1) // st + 1
                 for i, st, p, dl, k in zip(spatial, stride, padding, dilation, kernel, strict=True)
             )
-        if any(o <= 0 for o in out_sp):
-            return Uncounted(s.op, f"the output would be empty (spatial {list(out_sp)})")
         k_taps, points = math.prod(kernel), math.prod(out_sp)
         macs = n * c_out * (c_in // groups) * k_taps * points
         formula = f"2*N*C_out*(C_in/g)*prod(k)*prod(out) = 2*{n}*{c_out}*{c_in // groups}*{k_taps}*{points}"
+    if any(o <= 0 for o in out_sp):
+        return Uncounted(s.op, f"the output would be empty (spatial {list(out_sp)})")
     dtype = s.tensor_dtype(0)
     cls = compute_dtype or _compute(s, sig, dtype, notes)
     bias = s.tensor(sig.bias) if sig.bias is not None else None
@@ -221,6 +232,7 @@ def convolution_backward(s: OpShapes, compute_dtype: str | None = None) -> OpCos
     groups = parse_int(s.arg(9).value)
     if groups is None or groups <= 0:
         groups = x[1] // w[1] if not transposed and w[1] and x[1] % w[1] == 0 else 1
+        groups = max(groups, 1)
     # MACs of the forward conv: every (output point, kernel tap, input channel of the group).
     if transposed:
         fwd = x[0] * x[1] * (go[1] // groups) * math.prod(w[2:]) * math.prod(x[2:])

@@ -154,7 +154,10 @@ BAD = [
     ({**BASE, "num_key_value_heads": 3}, "KV heads"),
     ({**BASE, "num_local_experts": 2, "num_experts_per_tok": 3}, "exceeds"),
     ({**BASE, "num_local_experts": 2}, "missing num_experts_per_tok"),
-    ({**BASE, "num_experts": 2, "num_experts_per_tok": 1, "mlp_only_layers": "0"}, "must be a list"),
+    (
+        {**BASE, "num_experts": 2, "num_experts_per_tok": 1, "mlp_only_layers": "0"},
+        "must be a list",
+    ),
 ]
 
 

@@ -1,31 +1,19 @@
-"""Bytes-only operators: elementwise math, reductions, softmax, normalisation, embedding
-lookups, copies and concatenation. Their arithmetic is not counted (flops = 0); their cost
-is the data they must move: every tensor input read once, every output written once.
-
-View and allocation ops (view, transpose, empty ...) move no data and cost zero; an op that
-may copy (aten::to, reshape, contiguous) records the copy as its own child op (_to_copy,
-clone), so it is zero here too.
+"""Bytes-only operators, part 1: elementwise math, reductions, softmax and normalisation
+(movement.py has copies, gathers, factories, concatenation and views). Their arithmetic is
+not counted (flops = 0); their cost is the data they must move: every tensor input read
+once, every output written once.
 """
 
 from __future__ import annotations
 
-from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import Family, OpCost, broadcast, direction_of, nbytes, numel
 from nsys_llm_explainer.compute.shapes import (
     OpShapes,
     Uncounted,
     parse_bool,
-    parse_int,
     parse_int_list,
 )
 
-VIEWS = frozenset(
-    """view reshape _reshape_alias _unsafe_view as_strided t transpose permute expand expand_as
-    unsqueeze squeeze slice select narrow detach alias unflatten flatten split split_with_sizes
-    chunk unbind view_as numpy_T lift_fresh resolve_conj resolve_neg result_type
-    _has_compatible_shallow_copy_type empty_strided empty_like new_empty new_empty_strided
-    resize_ record_stream set_ to contiguous type_as detach_ squeeze_ unsqueeze_ t_ transpose_""".split()
-)
 ELEMENTWISE = frozenset(
     """add sub mul div rsub pow neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan
     tanh sigmoid silu gelu relu leaky_relu hardswish hardsigmoid hardtanh elu selu softplus mish
@@ -77,7 +65,7 @@ _DIM_ARGS = {
 FULL_REDUCTION_NOTE = "reduced dims not recorded: output counted as one element (a lower bound)"
 
 
-def _cost(
+def bytes_cost(
     s: OpShapes,
     family: Family,
     read: int,
@@ -103,11 +91,11 @@ def _cost(
     )
 
 
-def _all_inputs(s: OpShapes) -> int:
+def all_inputs(s: OpShapes) -> int:
     return sum(nbytes(d, dt) for d, dt in s.tensors())
 
 
-def _first(s: OpShapes) -> tuple[tuple[int, ...], str] | None:
+def first_tensor(s: OpShapes) -> tuple[tuple[int, ...], str] | None:
     t = s.tensors()
     return t[0] if t else None
 
@@ -125,9 +113,9 @@ def elementwise(s: OpShapes, base: str, inplace: bool) -> OpCost | Uncounted:
         if base in COMPARISONS
         else (ts[0][1] if inplace else (floats[0] if floats else ts[0][1]))
     )
-    read = _all_inputs(s)
+    read = all_inputs(s)
     written = nbytes(out, out_dtype)
-    return _cost(
+    return bytes_cost(
         s,
         "memory",
         read,
@@ -158,7 +146,7 @@ def _reduced(
 
 
 def reduction(s: OpShapes, base: str) -> OpCost | Uncounted:
-    first = _first(s)
+    first = first_tensor(s)
     if first is None:
         return Uncounted(s.op, "no tensor input recorded")
     dims, dtype = first
@@ -171,21 +159,21 @@ def reduction(s: OpShapes, base: str) -> OpCost | Uncounted:
         "any": "bool",
     }.get(base, dtype)
     written = nbytes(out, out_dtype) * (2 if base in ("var_mean", "std_mean") else 1)
-    return _cost(
-        s, "memory", _all_inputs(s), written, dtype, f"read {list(dims)}, write {list(out)}", notes
+    return bytes_cost(
+        s, "memory", all_inputs(s), written, dtype, f"read {list(dims)}, write {list(out)}", notes
     )
 
 
 def softmax(s: OpShapes, base: str) -> OpCost | Uncounted:
-    first = _first(s)
+    first = first_tensor(s)
     if first is None:
         return Uncounted(s.op, "no tensor input recorded")
     dims, dtype = first
     out_dtype = "fp32" if base.startswith("_") and parse_bool(s.arg(2).value) else dtype
-    return _cost(
+    return bytes_cost(
         s,
         "memory",
-        _all_inputs(s),
+        all_inputs(s),
         nbytes(dims, out_dtype),
         dtype,
         f"read and write {list(dims)}",
@@ -194,7 +182,7 @@ def softmax(s: OpShapes, base: str) -> OpCost | Uncounted:
 
 
 def norm(s: OpShapes, base: str) -> OpCost | Uncounted:
-    first = _first(s)
+    first = first_tensor(s)
     if first is None:
         return Uncounted(s.op, "no tensor input recorded")
     dims, dtype = first
@@ -206,100 +194,15 @@ def norm(s: OpShapes, base: str) -> OpCost | Uncounted:
     )
     stats = {"native_layer_norm": 2, "_fused_rms_norm": 1}.get(base, 0) * rows * 4  # fp32 mean/rstd
     written = nbytes(dims, dtype) + stats
-    return _cost(
+    return bytes_cost(
         s,
         "memory",
-        _all_inputs(s),
+        all_inputs(s),
         written,
         dtype,
         f"read inputs, write {list(dims)} (+{stats} B stats)",
         composite=base in COMPOSITE,
     )
-
-
-def gather_rows(s: OpShapes, base: str) -> OpCost | Uncounted:
-    """embedding(weight [V, D], indices) / index_select(self, dim, index): only the rows the
-    indices pick are read, not the whole table."""
-    table, idx = (0, 1) if base == "embedding" else (0, 2)
-    w, ix = s.tensor(table), s.tensor(idx)
-    if not w or ix is None:
-        return Uncounted(s.op, f"needs a table and an index tensor ({w}, {ix})")
-    dim = 0 if base == "embedding" else (parse_int(s.arg(1).value) or 0) % len(w)
-    row = numel(w) // w[dim] if w[dim] else 0
-    n = numel(ix)
-    dtype = s.tensor_dtype(table)
-    picked = n * row * dtypes.size(dtype)
-    read = picked + nbytes(ix, s.tensor_dtype(idx))
-    return _cost(
-        s, "memory", read, picked, dtype, f"{n} rows of {row} {dtype}", composite=base in COMPOSITE
-    )
-
-
-def copy_like(s: OpShapes, base: str) -> OpCost | Uncounted:
-    first = _first(s)
-    if first is None:
-        return Uncounted(s.op, "no tensor input recorded")
-    dims, dtype = first
-    if base == "copy_":  # copy_(self, src): read src, write self
-        src = s.tensor(1)
-        read = nbytes(src, s.tensor_dtype(1)) if src is not None else 0
-        return _cost(s, "memory", read, nbytes(dims, dtype), dtype, f"read src, write {list(dims)}")
-    if base in ("fill_", "zero_", "zeros_like", "ones_like", "full_like"):
-        return _cost(s, "memory", 0, nbytes(dims, dtype), dtype, f"write {list(dims)}")
-    out_dtype = dtype
-    if base == "_to_copy":
-        out_dtype = dtypes.from_scalar_type(s.arg(1).value) or dtype
-    written = nbytes(dims, out_dtype)
-    if base == "native_dropout":
-        written += numel(dims)  # the bool mask
-    return _cost(
-        s,
-        "memory",
-        nbytes(dims, dtype),
-        written,
-        out_dtype,
-        f"read {list(dims)} {dtype}, write {out_dtype}",
-    )
-
-
-def concat(s: OpShapes) -> OpCost | Uncounted:
-    ts = s.tensors()
-    if not ts:
-        return Uncounted(s.op, "the tensor list sizes were not recorded")
-    total = sum(nbytes(d, dt) for d, dt in ts)
-    return _cost(s, "memory", total, total, ts[0][1], f"read and write {len(ts)} tensors")
-
-
-SCALAR_READS = frozenset("item _local_scalar_dense is_nonzero".split())
-FACTORIES = {"zeros": 1, "ones": 1, "empty": 1, "full": 2, "rand": 1, "randn": 1}  # dtype arg index
-
-
-def scalar_read(s: OpShapes) -> OpCost | Uncounted:
-    """item() and friends: one element copied to the host (and a device sync)."""
-    first = _first(s)
-    if first is None:
-        return Uncounted(s.op, "no tensor input recorded")
-    return _cost(
-        s, "memory", nbytes(first[0], first[1]), 0, first[1], "one element read by the host"
-    )
-
-
-def factory(s: OpShapes, base: str) -> OpCost | Uncounted:
-    """zeros(size, dtype, ...) and friends: the output is written, nothing is read; empty
-    allocates without writing."""
-    size = parse_int_list(s.arg(0).value)
-    if size is None or any(n < 0 for n in size):
-        return Uncounted(s.op, "the output size was not recorded")
-    dtype = dtypes.from_scalar_type(s.arg(FACTORIES[base]).value) or "fp32"
-    notes = (
-        () if s.arg(FACTORIES[base]).value else ("dtype not recorded: float32, PyTorch's default",)
-    )
-    written = 0 if base == "empty" else nbytes(size, dtype)
-    return _cost(s, "memory", 0, written, dtype, f"write {list(size)} {dtype}", notes)
-
-
-def view(s: OpShapes) -> OpCost:
-    return _cost(s, "view", 0, 0, s.dtype, "metadata only: no data moved")
 
 
 # Backward ops whose outputs are gradients of inputs at these argument positions.
@@ -317,27 +220,6 @@ def backward_grads(s: OpShapes, base: str) -> OpCost | Uncounted:
         return Uncounted(s.op, "the input tensor was not recorded")
     dtype = s.tensor_dtype(0)
     written = sum(nbytes(d, dtype) for d in picks if d is not None)
-    return _cost(s, "memory", _all_inputs(s), written, dtype, "read inputs, write their gradients")
-
-
-def embedding_backward(s: OpShapes) -> OpCost | Uncounted:
-    """embedding_dense_backward(grad_output, indices, num_weights, ...): the whole gradient
-    table [num_weights, D] is written (zeroed, then accumulated)."""
-    go = s.tensor(0)
-    rows = parse_int(s.arg(2).value)
-    if not go:
-        return Uncounted(s.op, "grad_output was not recorded")
-    notes: tuple[str, ...] = ()
-    if rows is None:
-        rows = numel(go[:-1])
-        notes = ("num_weights not recorded: only the looked-up rows counted as written",)
-    dtype = s.tensor_dtype(0)
-    return _cost(
-        s,
-        "memory",
-        _all_inputs(s),
-        rows * go[-1] * dtypes.size(dtype),
-        dtype,
-        f"write [{rows}, {go[-1]}]",
-        notes,
+    return bytes_cost(
+        s, "memory", all_inputs(s), written, dtype, "read inputs, write their gradients"
     )

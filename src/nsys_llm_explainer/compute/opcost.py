@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from nsys_llm_explainer.compute import attention, conv, gemm, memory_ops
+from nsys_llm_explainer.compute import attention, conv, gemm, memory_ops, movement
 from nsys_llm_explainer.compute.cost import OpCost, short_name
 from nsys_llm_explainer.compute.nvtx_shapes import shapes_from_nvtx
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto
@@ -71,20 +71,20 @@ def op_cost(
 
 
 def _bytes_only(s: OpShapes, base: str) -> OpCost | Uncounted:
-    if base in memory_ops.VIEWS:
-        return memory_ops.view(s)
-    if base in memory_ops.SCALAR_READS:
-        return memory_ops.scalar_read(s)
-    if base in memory_ops.FACTORIES:
-        return memory_ops.factory(s, base)
+    if base in movement.VIEWS:
+        return movement.view(s)
+    if base in movement.SCALAR_READS:
+        return movement.scalar_read(s)
+    if base in movement.FACTORIES:
+        return movement.factory(s, base)
     if base in COPIES:
-        return memory_ops.copy_like(s, base)
+        return movement.copy_like(s, base)
     if base in CONCAT:
-        return memory_ops.concat(s)
+        return movement.concat(s)
     if base in ("embedding", "index_select"):
-        return memory_ops.gather_rows(s, base)
+        return movement.gather_rows(s, base)
     if base == "embedding_dense_backward":
-        return memory_ops.embedding_backward(s)
+        return movement.embedding_backward(s)
     if base in memory_ops.SOFTMAX:
         return memory_ops.softmax(s, base)
     if base in memory_ops.NORMS:
@@ -98,7 +98,7 @@ def _bytes_only(s: OpShapes, base: str) -> OpCost | Uncounted:
     if base.endswith("_") and base[:-1] in memory_ops.ELEMENTWISE:
         return memory_ops.elementwise(s, base[:-1], inplace=True)
     if base == "dropout":
-        return memory_ops.view(s)  # runs native_dropout (counted there) or nothing in eval
+        return movement.view(s)  # runs native_dropout (counted there) or nothing in eval
     return Uncounted(s.op, f"no FLOP or byte formula for {base}")
 
 

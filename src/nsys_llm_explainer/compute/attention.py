@@ -74,7 +74,12 @@ def _causal(s: OpShapes, lay: Layout, given: bool | None, notes: list[str]) -> b
     return False
 
 
-def _shapes(s: OpShapes, lay: Layout, notes: list[str]):  # type: ignore[no-untyped-def]
+Dims4 = tuple[int, int, int, int]
+
+
+def _shapes(
+    s: OpShapes, lay: Layout, notes: list[str]
+) -> tuple[Dims4, tuple[int, int, int], int] | None:
     """(B, Hq, Lq, Dqk), (Hk, Lk, Dv) and the number of (query, key) pairs per head."""
     q, k, v = s.tensor(lay.q), s.tensor(lay.q + 1), s.tensor(lay.q + 2)
     if q is None or k is None or v is None:

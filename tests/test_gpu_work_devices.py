@@ -175,7 +175,7 @@ def test_gpu_table_names_are_exact_and_ridge_is_peak_over_bandwidth():
         spec = lookup(name)
         assert spec is not None and spec.source and spec.bf16_tflops > spec.tf32_tflops
     assert lookup("NVIDIA H100") is None and lookup("NVIDIA A100") is None and lookup(None) is None
-    assert lookup("NVIDIA A10G") is None  # similar names are never guessed
+    assert lookup("NVIDIA A10X") is None  # similar names are never guessed
     assert all(s.fp8_tflops is None for n, s in BY_NAME.items() if "A100" in n or n == "NVIDIA A10")
     h100 = lookup("NVIDIA H100 80GB HBM3")
     assert ridge_points(h100)["bf16"] == pytest.approx(989.5e12 / 3350e9, abs=0.05)
@@ -185,7 +185,7 @@ def test_gpu_context_known_unknown_and_copy_bandwidth(build):
     b = TraceBuilder("2024.6")
     b.process(100)
     b.gpu(0, name="NVIDIA H100 80GB HBM3", memory_bandwidth=3352320000000)
-    b.gpu(1, name="NVIDIA GeForce RTX 4060")
+    b.gpu(1, name="NVIDIA RTX A2000 12GB")
     b.gpu(2, name="NVIDIA A100-SXM4-80GB")  # idle: listed, not active
     b.kernel(0, 1_000, device=0)
     b.kernel(0, 1_000, device=1)
@@ -201,13 +201,13 @@ def test_gpu_context_known_unknown_and_copy_bandwidth(build):
     )
     assert not g[1]["known"] and g[1]["bf16_tflops"] is None and g[1]["ridge_flop_per_byte"] is None
     assert g[2]["active"] is False
-    assert d["unknown_models"] == ["NVIDIA GeForce RTX 4060"]
+    assert d["unknown_models"] == ["NVIDIA RTX A2000 12GB"]
     (c,) = d["copy_bandwidth"]
     assert (c["device_id"], c["kind"], c["count"]) == (0, "Host-to-Device", 1)
     assert c["achieved_gbps"] == pytest.approx((64 << 20) / 2_000_000, abs=1e-3)
     assert c["pct_of_reference"] == pytest.approx(100 * (64 << 20) / 2_000_000 / 64.0, abs=0.1)
     assert [f.title for f in report.findings if f.rule_id == "NLE310"] == [
-        "No peak figures for NVIDIA GeForce RTX 4060"
+        "No peak figures for NVIDIA RTX A2000 12GB"
     ]
 
 

@@ -112,4 +112,4 @@ def test_gpu_context_on_real_names():
     h2d = [c for c in cl["copy_bandwidth"] if c["kind"] == "Host-to-Device"]
     assert h2d and 0 < h2d[0]["pct_of_reference"] < 100
     wb = ok(analyze(_trace("weatherbench2_report1.sqlite")), "gpu_context")
-    assert wb["unknown_models"] == ["NVIDIA GeForce RTX 4060"]
+    assert wb["unknown_models"] == [] and wb["gpus"][0]["model"] == "GeForce RTX 4060"

@@ -1,0 +1,107 @@
+"""The GPU architecture family, from the compute capability or, when an export has no GPU
+information, from the kernel names (a kernel built for sm_XY runs only on sm_XY or newer).
+
+Kernel-name evidence gives a lower bound: "sm90_xmma_gemm_..." proves a Hopper-class GPU or
+newer; FlashAttention-2 or cuBLAS "sm80_" kernels also run on Hopper. The result is always
+labelled inferred, carries the names that decided it, and maps to a representative GPU's
+peaks only with an explicit "assumed" label (peaks.resolve does that).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# (family, lowest compute capability x10) in ascending order.
+FAMILIES = (
+    ("volta", 70),
+    ("turing", 75),
+    ("ampere", 80),
+    ("ada", 89),
+    ("hopper", 90),
+    ("blackwell", 100),
+)
+# A representative GPU per family (an exact name of the built-in table), for assumed peaks.
+REPRESENTATIVE = {
+    "volta": "Tesla V100-SXM2-32GB",
+    "turing": "Tesla T4",
+    "ampere": "NVIDIA A100-SXM4-80GB",
+    "ada": "NVIDIA L40S",
+    "hopper": "NVIDIA H100 80GB HBM3",
+    "blackwell": "NVIDIA B200",
+}
+# Explicit SM numbers: cuBLAS/cuDNN "sm90_xmma_...", CUTLASS "cutlass3x_sm90_...",
+# "cutlass::arch::Sm80", nvjet "nvjet_sm100_...", "cutlass_80_tensorop_...".
+_SM = re.compile(r"(?<![a-z0-9])(?:sm_?|cutlass_)(\d{2,3})[a-z]?(?=_|\b|[^0-9])", re.IGNORECASE)
+# Family words cuBLAS/cuDNN put in kernel names, and instruction names only one family has.
+_WORDS = (
+    (re.compile(r"(?<![a-z])volta_|h884|s884", re.IGNORECASE), 70),
+    (re.compile(r"(?<![a-z])turing_|h1688gemm|s1688gemm|i8816", re.IGNORECASE), 75),
+    (re.compile(r"(?<![a-z])ampere_|cudnn_ampere|s16816gemm|h16816gemm", re.IGNORECASE), 80),
+    (re.compile(r"(?<![a-z])hopper|wgmma|(?<![a-z])nvjet", re.IGNORECASE), 90),
+    (re.compile(r"(?<![a-z])blackwell|tcgen05", re.IGNORECASE), 100),
+)
+MAX_EVIDENCE = 3
+
+
+@dataclass(frozen=True)
+class ArchInference:
+    family: str  # the newest family the evidence requires ("hopper")
+    min_sm: int  # compute capability x10 that much evidence proves (90)
+    evidence: tuple[str, ...]  # kernel names that required it (at most MAX_EVIDENCE)
+    inferred: bool  # True: from kernel names (a lower bound); False: from compute capability
+    note: str
+
+
+def family_of_sm(sm: int) -> str | None:
+    """Family of a compute capability x10 (86 -> "ampere", 120 -> "blackwell")."""
+    found = None
+    for family, low in FAMILIES:
+        if sm >= low:
+            found = family
+    return found
+
+
+def from_compute_capability(major: int, minor: int) -> ArchInference | None:
+    """Exact family from the device's compute capability (TARGET_INFO_GPU, deviceProperties)."""
+    sm = major * 10 + minor
+    family = family_of_sm(sm)
+    if family is None:
+        return None
+    return ArchInference(family, sm, (), False, f"compute capability {major}.{minor}")
+
+
+def kernel_min_sm(name: str) -> int | None:
+    """The compute capability (x10) a kernel name requires, or None when it names none."""
+    best = None
+    for m in _SM.finditer(name):
+        sm = int(m.group(1))
+        if 50 <= sm <= 130:
+            best = max(best or 0, sm)
+    for rx, sm in _WORDS:
+        if rx.search(name):
+            best = max(best or 0, sm)
+    return best
+
+
+def infer_from_kernels(names: Iterable[str]) -> ArchInference | None:
+    """The newest family the kernel names require, with the names that show it; None when
+    no name carries architecture evidence."""
+    best, evidence = 0, list[str]()
+    for name in names:
+        sm = kernel_min_sm(name)
+        if sm is None or sm < best:
+            continue
+        if sm > best:
+            best, evidence = sm, []
+        if len(evidence) < MAX_EVIDENCE and name not in evidence:
+            evidence.append(name)
+    family = family_of_sm(best) if best else None
+    if family is None:
+        return None
+    note = (
+        f"inferred from kernel names: sm_{best} kernels run only on {family} or newer GPUs; "
+        "the exact GPU model is unknown"
+    )
+    return ArchInference(family, best, tuple(evidence), True, note)

@@ -1,0 +1,225 @@
+"""Bytes-only operators, part 1: elementwise math, reductions, softmax and normalisation
+(movement.py has copies, gathers, factories, concatenation and views). Their arithmetic is
+not counted (flops = 0); their cost is the data they must move: every tensor input read
+once, every output written once.
+"""
+
+from __future__ import annotations
+
+from nsys_llm_explainer.compute.cost import Family, OpCost, broadcast, direction_of, nbytes, numel
+from nsys_llm_explainer.compute.shapes import (
+    OpShapes,
+    Uncounted,
+    parse_bool,
+    parse_int_list,
+)
+
+ELEMENTWISE = frozenset(
+    """add sub mul div rsub pow neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan
+    tanh sigmoid silu gelu relu leaky_relu hardswish hardsigmoid hardtanh elu selu softplus mish
+    clamp clamp_min clamp_max clip where masked_fill maximum minimum fmod remainder floor ceil
+    round trunc frac sign sgn reciprocal erf erfinv lerp addcmul addcdiv bitwise_and bitwise_or
+    bitwise_xor bitwise_not logical_and logical_or logical_xor logical_not eq ne lt le gt ge isnan
+    isinf isfinite nan_to_num threshold threshold_backward silu_backward gelu_backward
+    sigmoid_backward tanh_backward hardswish_backward leaky_relu_backward elu_backward
+    _softmax_backward_data _log_softmax_backward_data clone square xlogy triu tril""".split()
+)
+COMPARISONS = frozenset(
+    "eq ne lt le gt ge isnan isinf isfinite logical_and logical_or logical_xor logical_not".split()
+)
+REDUCTIONS = frozenset(
+    """sum mean amax amin max min prod norm linalg_vector_norm var std var_mean std_mean logsumexp
+    argmax argmin all any count_nonzero nansum cumsum cumprod""".split()
+)
+SOFTMAX = frozenset("softmax _softmax log_softmax _log_softmax".split())
+NORMS = frozenset(
+    """layer_norm native_layer_norm rms_norm _fused_rms_norm group_norm native_group_norm
+    batch_norm native_batch_norm cudnn_batch_norm _batch_norm_impl_index instance_norm""".split()
+)
+# Ops PyTorch implements by calling a child op that has its own formula here.
+COMPOSITE = frozenset(
+    """softmax log_softmax layer_norm group_norm batch_norm _batch_norm_impl_index
+    instance_norm dropout embedding""".split()
+)
+# A reduction keeps its dims only in these ops' (dim, keepdim) argument positions.
+_DIM_ARGS = {
+    "sum": (1, 2),
+    "mean": (1, 2),
+    "amax": (1, 2),
+    "amin": (1, 2),
+    "nansum": (1, 2),
+    "var": (1, 3),
+    "std": (1, 3),
+    "logsumexp": (1, 2),
+    "prod": (1, 2),
+    "norm": (2, 3),
+    "linalg_vector_norm": (2, 3),
+    "argmax": (1, 2),
+    "argmin": (1, 2),
+    "all": (1, 2),
+    "any": (1, 2),
+    "max": (1, 2),
+    "min": (1, 2),
+    "count_nonzero": (1, None),
+}
+FULL_REDUCTION_NOTE = "reduced dims not recorded: output counted as one element (a lower bound)"
+
+
+def bytes_cost(
+    s: OpShapes,
+    family: Family,
+    read: int,
+    written: int,
+    dtype: str,
+    formula: str,
+    notes: tuple[str, ...] = (),
+    composite: bool = False,
+) -> OpCost:
+    return OpCost(
+        op=s.op,
+        family=family,
+        direction=direction_of(s.op),
+        flops=0,
+        bytes_read=read,
+        bytes_written=written,
+        dtype=dtype,
+        compute_dtype=None,
+        dtype_source=s.dtype_source,
+        formula=formula,
+        assumptions=notes,
+        composite=composite,
+    )
+
+
+def all_inputs(s: OpShapes) -> int:
+    return sum(nbytes(d, dt) for d, dt in s.tensors())
+
+
+def first_tensor(s: OpShapes) -> tuple[tuple[int, ...], str] | None:
+    t = s.tensors()
+    return t[0] if t else None
+
+
+def elementwise(s: OpShapes, base: str, inplace: bool) -> OpCost | Uncounted:
+    ts = [(d, dt) for d, dt in s.tensors()]
+    if not ts:
+        return Uncounted(s.op, "no tensor input recorded")
+    out = ts[0][0] if inplace else broadcast(*(d for d, _ in ts))
+    if out is None:
+        return Uncounted(s.op, f"input sizes {[list(d) for d, _ in ts]} do not broadcast")
+    floats = [dt for _, dt in ts if dt in ("fp64", "fp32", "fp16", "bf16")]
+    out_dtype = (
+        "bool"
+        if base in COMPARISONS
+        else (ts[0][1] if inplace else (floats[0] if floats else ts[0][1]))
+    )
+    read = all_inputs(s)
+    written = nbytes(out, out_dtype)
+    return bytes_cost(
+        s,
+        "memory",
+        read,
+        written,
+        out_dtype,
+        f"read inputs {read} B, write {list(out)} {out_dtype}",
+    )
+
+
+def _reduced(
+    s: OpShapes, base: str, dims: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Output sizes of a reduction from its recorded (dim, keepdim) values."""
+    if base in ("cumsum", "cumprod"):
+        return dims, ()
+    di, ki = _DIM_ARGS.get(base, (1, 2))
+    if s.concrete:
+        if len(s.args) <= di or s.arg(di).value is None:
+            return (), ()  # no dim argument, or dim=None: everything is reduced
+        reduce = parse_int_list(s.arg(di).value)
+        if reduce is not None and dims:
+            keep = bool(parse_bool(s.arg(ki).value)) if ki is not None else False
+            axes = {a % len(dims) for a in reduce} if reduce else set(range(len(dims)))
+            if keep:
+                return tuple(1 if i in axes else n for i, n in enumerate(dims)), ()
+            return tuple(n for i, n in enumerate(dims) if i not in axes), ()
+    return (), (FULL_REDUCTION_NOTE,)
+
+
+def reduction(s: OpShapes, base: str) -> OpCost | Uncounted:
+    first = first_tensor(s)
+    if first is None:
+        return Uncounted(s.op, "no tensor input recorded")
+    dims, dtype = first
+    out, notes = _reduced(s, base, dims)
+    out_dtype = {
+        "argmax": "int64",
+        "argmin": "int64",
+        "count_nonzero": "int64",
+        "all": "bool",
+        "any": "bool",
+    }.get(base, dtype)
+    written = nbytes(out, out_dtype) * (2 if base in ("var_mean", "std_mean") else 1)
+    return bytes_cost(
+        s, "memory", all_inputs(s), written, dtype, f"read {list(dims)}, write {list(out)}", notes
+    )
+
+
+def softmax(s: OpShapes, base: str) -> OpCost | Uncounted:
+    first = first_tensor(s)
+    if first is None:
+        return Uncounted(s.op, "no tensor input recorded")
+    dims, dtype = first
+    out_dtype = "fp32" if base.startswith("_") and parse_bool(s.arg(2).value) else dtype
+    return bytes_cost(
+        s,
+        "memory",
+        all_inputs(s),
+        nbytes(dims, out_dtype),
+        dtype,
+        f"read and write {list(dims)}",
+        composite=base in COMPOSITE,
+    )
+
+
+def norm(s: OpShapes, base: str) -> OpCost | Uncounted:
+    first = first_tensor(s)
+    if first is None:
+        return Uncounted(s.op, "no tensor input recorded")
+    dims, dtype = first
+    normalized = parse_int_list(s.arg(1).value) if "layer" in base or "rms" in base else None
+    rows = (
+        numel(dims[: len(dims) - len(normalized)])
+        if normalized and len(normalized) <= len(dims)
+        else (numel(dims[:-1]) if dims else 1)
+    )
+    stats = {"native_layer_norm": 2, "_fused_rms_norm": 1}.get(base, 0) * rows * 4  # fp32 mean/rstd
+    written = nbytes(dims, dtype) + stats
+    return bytes_cost(
+        s,
+        "memory",
+        all_inputs(s),
+        written,
+        dtype,
+        f"read inputs, write {list(dims)} (+{stats} B stats)",
+        composite=base in COMPOSITE,
+    )
+
+
+# Backward ops whose outputs are gradients of inputs at these argument positions.
+GRAD_OF = {
+    "native_layer_norm_backward": (1, 5, 6),  # (grad_out, input, shape, mean, rstd, weight, bias)
+    "native_group_norm_backward": (1, 4),  # (grad_out, input, mean, rstd, weight, ...)
+    "native_batch_norm_backward": (1, 2),  # (grad_out, input, weight, ...)
+}
+
+
+def backward_grads(s: OpShapes, base: str) -> OpCost | Uncounted:
+    """Norm backward ops: read every input, write one gradient per differentiable input."""
+    picks = [s.tensor(i) for i in GRAD_OF[base]]
+    if picks[0] is None:
+        return Uncounted(s.op, "the input tensor was not recorded")
+    dtype = s.tensor_dtype(0)
+    written = sum(nbytes(d, dtype) for d in picks if d is not None)
+    return bytes_cost(
+        s, "memory", all_inputs(s), written, dtype, "read inputs, write their gradients"
+    )

@@ -1,0 +1,217 @@
+"""Model-level figures from a ModelConfig: parameter counts, FLOPs per token, bytes a decode
+step must read, and the MFU / MBU ratios.
+
+Conventions (docs/compute.md):
+
+- N (matmul parameters per token) = the active parameters a token multiplies by: every
+  attention and MLP weight, the experts it is routed to, the router, the output projection
+  (also when tied to the embedding table), but not the input embedding, which is a row
+  lookup. Norm weights and biases are counted in the parameter totals, not in N.
+- Forward FLOPs per token = 2*N + 2*L*Hq*(Dqk + Dv)*C, where C is the number of keys each
+  token attends: the context length for a decode step; the sequence length for prefill and
+  training in the PaLM convention (which does not halve for causal masking).
+  Training = 3 x forward (backward is two matrix products per forward one), i.e. the
+  6N + 12*L*H*D*S of PaLM (Chowdhery et al. 2022, appendix B) when Dqk = Dv = D.
+- MFU = model FLOPs per step / (step time x peak FLOP/s per GPU x GPUs).
+- MBU = bytes a step must read / (step time x peak bandwidth per GPU x GPUs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from nsys_llm_explainer.compute import dtypes
+from nsys_llm_explainer.compute.model_config import ModelConfig
+from nsys_llm_explainer.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    embedding: int
+    lm_head: int  # 0 when tied to the embedding
+    attention: int  # all layers
+    mlp: int  # dense MLPs plus shared experts, all layers
+    experts: int  # routed experts, all layers
+    experts_active: int  # routed experts one token uses, all layers
+    router: int
+    norms: int
+    total: int
+    active: int  # parameters one token uses
+    matmul_active: int  # N: active parameters in matrix products (see module docstring)
+
+
+def _attention(c: ModelConfig) -> tuple[int, int]:
+    """(weights in matrix products, bias and norm parameters) of one attention block."""
+    h = c.hidden_size
+    if c.mla:
+        m, qk = c.mla, c.qk_head_dim
+        q = (
+            (h * m.q_lora_rank + m.q_lora_rank * c.num_heads * qk)
+            if m.q_lora_rank
+            else h * c.num_heads * qk
+        )
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * c.num_heads * (
+            m.qk_nope_head_dim + m.v_head_dim
+        )
+        o = c.num_heads * m.v_head_dim * h
+        return q + kv + o, m.kv_lora_rank + (m.q_lora_rank or 0)  # the two LoRA RMSNorms
+    q_out, kv_out = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    weights = h * q_out + 2 * h * kv_out + q_out * h
+    extra = (q_out + 2 * kv_out if c.qkv_bias else 0) + (h if c.o_bias else 0)
+    extra += 2 * c.head_dim if c.qk_norm else 0
+    return weights, extra
+
+
+def _mlp(c: ModelConfig, inter: int) -> int:
+    return (3 if c.gated_mlp else 2) * c.hidden_size * inter
+
+
+def param_counts(c: ModelConfig) -> ParamCounts:
+    h, layers = c.hidden_size, c.num_layers
+    embedding = c.vocab_size * h
+    lm_head = 0 if c.tie_word_embeddings else c.vocab_size * h
+    attn_w, attn_extra = _attention(c)
+    norms = layers * (2 * h + attn_extra) + h  # two RMSNorms per layer, the final norm
+    mlp = experts = experts_active = router = 0
+    for i in range(layers):
+        if c.moe and c.moe.layers[i]:
+            e = c.moe
+            experts += e.num_experts * _mlp(c, e.expert_intermediate)
+            experts_active += e.experts_per_token * _mlp(c, e.expert_intermediate)
+            mlp += e.shared_experts * _mlp(c, e.shared_intermediate)
+            router += h * e.num_experts + (h if e.shared_gate else 0)
+        else:
+            mlp += _mlp(c, c.intermediate_size)
+    attention = layers * attn_w
+    total = embedding + lm_head + attention + mlp + experts + router + norms
+    active = total - experts + experts_active
+    matmul = attention + mlp + experts_active + router + c.vocab_size * h
+    return ParamCounts(
+        embedding,
+        lm_head,
+        attention,
+        mlp,
+        experts,
+        experts_active,
+        router,
+        norms,
+        total,
+        active,
+        matmul,
+    )
+
+
+def attention_flops_per_token(c: ModelConfig, context: int) -> int:
+    """2*L*Hq*(Dqk + Dv)*C: the QK^T and PV products for one token attending C keys."""
+    ctx = min(context, c.sliding_window) if c.sliding_window else context
+    return 2 * c.num_layers * c.num_heads * (c.qk_head_dim + c.v_head_dim) * ctx
+
+
+def forward_flops_per_token(c: ModelConfig, context: int) -> int:
+    if context < 0:
+        raise ValueError("context must be non-negative")
+    return 2 * param_counts(c).matmul_active + attention_flops_per_token(c, context)
+
+
+def training_flops_per_token(c: ModelConfig, seq_len: int) -> int:
+    return 3 * forward_flops_per_token(c, seq_len)
+
+
+@dataclass(frozen=True)
+class DecodeBytes:
+    weights: int  # parameters read once per step, in the weight dtype
+    kv_cache: int  # cached keys and values read by the step's attention
+    total: int  # weights + kv_cache: what MBU divides by
+    kv_write: int  # the new token's keys and values (written, not in total)
+    experts_read: float  # routed experts read per MoE layer (expected; 0 for dense models)
+    notes: tuple[str, ...]
+
+
+def kv_bytes_per_token(c: ModelConfig, kv_dtype: str) -> int:
+    """Cache bytes per token over all layers: 2*Hkv*D per layer (MLA: latent + rope key)."""
+    per_layer = (
+        (c.mla.kv_lora_rank + c.mla.qk_rope_head_dim) if c.mla else 2 * c.num_kv_heads * c.head_dim
+    )
+    return c.num_layers * per_layer * dtypes.size(kv_dtype)
+
+
+def decode_step_bytes(
+    c: ModelConfig,
+    batch: int,
+    context: int,
+    weight_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+) -> DecodeBytes:
+    """Bytes one decode step of `batch` sequences, each attending `context` cached tokens,
+    must read: every weight it uses once, plus the KV cache. Activations are not counted."""
+    if batch < 1 or context < 0:
+        raise ValueError("batch must be >= 1 and context >= 0")
+    wd = dtypes.normalize(weight_dtype)
+    kd = dtypes.normalize(kv_dtype) if kv_dtype else wd
+    p = param_counts(c)
+    notes: list[str] = []
+    params = p.total - p.embedding - p.experts  # the table is only looked up (batch rows)...
+    if c.tie_word_embeddings:
+        params += p.embedding  # ...unless it is also the output projection, read whole
+    experts_read = 0.0
+    if c.moe:
+        e = c.moe
+        # Expected distinct experts per layer if each token picks k of E uniformly at random.
+        experts_read = e.num_experts * (1 - (1 - e.experts_per_token / e.num_experts) ** batch)
+        moe_layers = sum(e.layers)
+        params += round(moe_layers * experts_read * _mlp(c, e.expert_intermediate))
+        notes.append(
+            f"routing assumed uniform: {experts_read:.1f} of {e.num_experts} experts read per MoE "
+            f"layer (between {e.experts_per_token} and {min(e.num_experts, batch * e.experts_per_token)})"
+        )
+    weights = params * dtypes.size(wd) + batch * c.hidden_size * dtypes.size(wd)  # + looked-up rows
+    ctx = min(context, c.sliding_window) if c.sliding_window else context
+    kv = batch * ctx * kv_bytes_per_token(c, kd)
+    return DecodeBytes(
+        weights, kv, weights + kv, batch * kv_bytes_per_token(c, kd), experts_read, tuple(notes)
+    )
+
+
+def mfu(model_flops_per_step: float, step_time_s: float, peak_flops: float, gpus: int = 1) -> float:
+    """Model FLOPs utilisation: model FLOPs / (time x peak FLOP/s per GPU x GPUs)."""
+    _positive(step_time_s, peak_flops, gpus)
+    return model_flops_per_step / (step_time_s * peak_flops * gpus)
+
+
+def mbu(bytes_per_step: float, step_time_s: float, peak_bandwidth: float, gpus: int = 1) -> float:
+    """Model bandwidth utilisation: bytes read / (time x peak bytes/s per GPU x GPUs)."""
+    _positive(step_time_s, peak_bandwidth, gpus)
+    return bytes_per_step / (step_time_s * peak_bandwidth * gpus)
+
+
+def _positive(*values: float) -> None:
+    if not all(v > 0 and math.isfinite(v) for v in values):
+        raise ValueError("step time, peak and GPU count must be positive")
+
+
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([kKMGTP]?)\s*$")
+_SCALE = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+def parse_count(text: str, option: str) -> float:
+    """A positive number with an optional SI suffix ("1.2e9", "1.2G"); UsageError otherwise."""
+    m = _COUNT.match(text or "")
+    value = float(m.group(1)) * _SCALE[m.group(2)] if m else 0.0
+    if not m or not math.isfinite(value) or value <= 0:
+        raise UsageError(
+            f"{option} must be a positive number such as 1.2e9 or 1.2G, not {text!r:.40}"
+        )
+    return value
+
+
+def parse_model_flops_per_token(text: str) -> float:
+    return parse_count(text, "--model-flops-per-token")
+
+
+def parse_tokens_per_step(text: str) -> int:
+    value = parse_count(text, "--tokens-per-step")
+    if value != int(value):
+        raise UsageError(f"--tokens-per-step must be a whole number, not {text!r:.40}")
+    return int(value)

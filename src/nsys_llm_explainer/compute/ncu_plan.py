@@ -1,0 +1,206 @@
+"""An Nsight Compute plan for the kernels worth a closer look: ncu_plan.sh (one ready ncu
+command per kernel) and ncu_targets.json (the same list for scripts).
+
+Each command selects one kernel and one launch of it:
+
+- --kernel-name-base mangled with the mangled name when the trace has it (exact whatever
+  the demangler), else demangled with the name as the trace prints it; --kernel-name
+  regex:^...$ anchors the whole name, regex-escaped, so that it matches this kernel only.
+- --launch-skip counts launches of the matching kernel only (ncu's --launch-skip; the
+  unfiltered count is --launch-skip-before-match). It skips the launches that ran in the
+  warm-up: before `steady_from` (a launch ordinal the caller knows, e.g. the first steady
+  step) or, without one, in the first WARMUP_SHARE of the capture, and always the first
+  launch (cold caches, lazy loading, autotuning). --launch-count 1.
+- the sections answer the question the kernel raises: GEMM/attention (or compute-bound):
+  SpeedOfLight with the roofline charts; memory-bound: SpeedOfLight and MemoryWorkloadAnalysis;
+  else SpeedOfLight, launch statistics and occupancy.
+
+Every trace string is untrusted: the shell text single-quotes arguments (a ' becomes '\\''),
+the regex escapes metacharacters and writes control characters as \\xHH, and comment lines
+have control characters removed, so a kernel name cannot end a comment or a quote.
+NCCL kernels are left out with the reason: ncu serialises kernels, which stalls collectives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WARMUP_SHARE = 0.10
+COMPUTE_CATEGORIES = frozenset({"gemm", "attention", "moe"})
+MEMORY_CATEGORIES = frozenset({"memory", "norm", "reduction", "activation_elementwise"})
+COMPUTE_SECTIONS = (
+    "SpeedOfLight",
+    "SpeedOfLight_RooflineChart",
+    "SpeedOfLight_HierarchicalTensorRooflineChart",
+    "ComputeWorkloadAnalysis",
+)
+MEMORY_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables")
+OTHER_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+_REGEX_META = set("\\^$.|?*+()[]{}")
+_UNSAFE_COMMENT = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029]")
+
+
+@dataclass(frozen=True)
+class KernelTarget:
+    name: str  # full demangled name as the trace records it
+    device: int
+    calls: int
+    total_ns: int
+    call_order: Sequence[int]  # ordinal of each launch among all the capture's launches
+    category: str = "other"
+    bound: str | None = None  # "compute" | "memory" when a roofline said so
+    mangled_name: str | None = None
+    share_pct: float | None = None  # of all kernel time
+
+
+def regex_escape(text: str) -> str:
+    """Escape for ncu's regex (ECMAScript/PCRE) and Python's re: metacharacters get a
+    backslash, characters outside printable ASCII become \\xHH or \\uHHHH."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _REGEX_META:
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(".")  # no portable escape beyond the BMP: any one character
+    return "".join(out)
+
+
+def name_regex(name: str) -> str:
+    return f"^{regex_escape(name)}$"
+
+
+def shell_quote(text: str) -> str:
+    """POSIX single quotes: nothing inside is special except ' itself."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def comment_text(text: str, limit: int = 160) -> str:
+    s = _UNSAFE_COMMENT.sub("?", text)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def launch_window(
+    call_order: Sequence[int], steady_from: int | None = None, total_launches: int | None = None
+) -> tuple[int, int, str]:
+    """(launch_skip, launch_count, why) for one kernel from its launch ordinals."""
+    order = sorted(call_order)
+    calls = len(order)
+    if calls <= 1:
+        return 0, 1, "a single launch: nothing to skip"
+    if steady_from is None:
+        span = total_launches if total_launches else order[-1] + 1
+        steady_from = math.ceil(span * WARMUP_SHARE)
+        where = f"in the first {WARMUP_SHARE:.0%} of the capture's launches"
+    else:
+        where = f"before launch {steady_from} (warm-up)"
+    warm = sum(1 for o in order if o < steady_from)
+    skip = min(max(1, warm), calls - 1)
+    if warm == 0:
+        why = "skips its first launch (cold caches, lazy loading, autotuning), profiles the next"
+    elif skip < warm:
+        why = (
+            f"all but the last of its {calls} launches ran {where}: skips {skip}, profiles the last"
+        )
+    else:
+        why = f"skips the {skip} of {calls} launches {where}, profiles the next one"
+    return skip, 1, why
+
+
+def sections_for(category: str, bound: str | None) -> tuple[tuple[str, ...], str]:
+    if bound == "memory" or (bound is None and category in MEMORY_CATEGORIES):
+        return MEMORY_SECTIONS, "memory-bound: memory workload analysis"
+    if bound == "compute" or category in COMPUTE_CATEGORIES:
+        return COMPUTE_SECTIONS, "matrix work: speed of light with roofline charts"
+    return OTHER_SECTIONS, "speed of light, launch statistics and occupancy"
+
+
+def _target(rank: int, k: KernelTarget, steady_from: int | None, total: int | None) -> dict:
+    skip, count, why_skip = launch_window(k.call_order, steady_from, total)
+    sections, why_sections = sections_for(k.category, k.bound)
+    base, pattern_of = ("mangled", k.mangled_name) if k.mangled_name else ("demangled", k.name)
+    share = f", {k.share_pct:.1f}% of kernel time" if k.share_pct is not None else ""
+    return {
+        "rank": rank,
+        "name": k.name,
+        "mangled_name": k.mangled_name,
+        "device": k.device,
+        "calls": k.calls,
+        "total_ns": k.total_ns,
+        "category": k.category,
+        "bound": k.bound,
+        "kernel_name_base": base,
+        "regex": name_regex(pattern_of),
+        "launch_skip": skip,
+        "launch_count": count,
+        "sections": list(sections),
+        "export": f"ncu_{rank:02d}_{re.sub(r'[^a-z0-9]+', '_', k.category.lower()).strip('_') or 'kernel'}",
+        "why": f"#{rank} by GPU time ({k.total_ns / 1e6:,.3f} ms in {k.calls:,} calls{share}); "
+        f"{why_sections}; {why_skip}",
+    }
+
+
+def plan(
+    kernels: Sequence[KernelTarget],
+    steady_from: int | None = None,
+    total_launches: int | None = None,
+) -> dict:
+    """The plan as ncu_targets.json's object: targets in rank order, and the kernels left out."""
+    targets: list[dict] = []
+    skipped: list[dict] = []
+    for k in kernels:
+        if k.category == "communication" or k.name.startswith("nccl"):
+            skipped.append(
+                {
+                    "name": k.name,
+                    "reason": "NCCL kernel: ncu serialises kernels, which stalls collectives",
+                }
+            )
+            continue
+        targets.append(_target(len(targets) + 1, k, steady_from, total_launches))
+    return {"version": 1, "targets": targets, "skipped": skipped}
+
+
+def targets_json(p: dict) -> str:
+    return json.dumps(p, indent=2, ensure_ascii=True) + "\n"
+
+
+def plan_script(p: dict) -> str:
+    """ncu_plan.sh: run as `sh ncu_plan.sh <your command and its arguments>`."""
+    lines = [
+        "#!/bin/sh",
+        "# Nsight Compute plan written by nsys-llm-explain: one ncu run per kernel.",
+        "# Usage: sh ncu_plan.sh <the command you profiled with nsys, and its arguments>",
+        "# --devices is the device id as the trace numbers it; drop it if CUDA_VISIBLE_DEVICES remaps.",
+        "set -eu",
+        'if [ "$#" -eq 0 ]; then echo "usage: sh ncu_plan.sh <command> [args...]" >&2; exit 2; fi',
+        "",
+    ]
+    for t in p["targets"]:
+        lines.append(f"# {t['rank']}. {comment_text(t['name'])}")
+        lines.append(f"# why: {comment_text(t['why'], 400)}")
+        args = [
+            "ncu --target-processes all",
+            f"--devices {int(t['device'])}",
+            f"--kernel-name-base {t['kernel_name_base']}",
+            f"--kernel-name {shell_quote('regex:' + t['regex'])}",
+            f"--launch-skip {int(t['launch_skip'])} --launch-count {int(t['launch_count'])}",
+            " ".join(f"--section {s}" for s in t["sections"]),
+            f"--export {t['export']} --force-overwrite",
+            '"$@"',
+        ]
+        lines.append(" \\\n  ".join(args))
+        lines.append("")
+    for s in p["skipped"]:
+        lines.append(f"# left out: {comment_text(s['name'])}: {s['reason']}")
+    return "\n".join(lines).rstrip("\n") + "\n"

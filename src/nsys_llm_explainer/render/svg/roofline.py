@@ -1,0 +1,177 @@
+"""Roofline: achieved FLOP/s against arithmetic intensity on log-log axes, one roof per dtype
+present (its slope is the memory bandwidth, its flat part the dtype's dense peak) with the
+ridge point marked, one point per operation or kernel group, sized by its time.
+
+Takes plain data (compute.roofline.Roof and RooflinePoint), not a metric, so that whichever
+metric computes placements can draw them. Points without FLOPs (bytes-only work) have no
+place on a FLOP/s axis; the summary counts them instead of drawing them at zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nsys_llm_explainer.compute.roofline import Roof
+from nsys_llm_explainer.render.fmt import dur, pct
+from nsys_llm_explainer.render.svg.base import COLOURS, Plot, esc, fit, legend, line, n, path, text
+
+LEFT, TOP, PLOT_W, PLOT_H, RIGHT, LABEL_W = 80, 12, 560, 320, 20, 200
+R_MIN, R_MAX = 3.0, 11.0
+MAX_POINTS = 40
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str  # plain text from the trace; escaped here
+    dtype: str  # the roof it belongs to
+    flops: float
+    bytes: float
+    time_ns: float
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    return [10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g} {prefix}{unit}"
+    return f"{value:g} {unit}"
+
+
+def circle(x: float, y: float, r: float, cls: str, tip: str) -> str:
+    return f'<circle cx="{n(x)}" cy="{n(y)}" r="{n(r)}" class="{cls}"><title>{esc(tip)}</title></circle>'
+
+
+def build_roofline(
+    roofs: Sequence[Roof], points: Sequence[RooflinePoint], device: str = ""
+) -> Plot | None:
+    """The plot, or None when there is no roof or no point with FLOPs to draw."""
+    roofs = [r for r in roofs if r.peak_flops > 0 and r.peak_bandwidth > 0]
+    valid = [p for p in points if p.flops > 0 and p.bytes > 0 and p.time_ns > 0]
+    drawable = sorted(valid, key=lambda p: -p.time_ns)[:MAX_POINTS]
+    if not roofs or not drawable:
+        return None
+    order = {r.dtype: i % COLOURS for i, r in enumerate(roofs)}
+    ai = [p.flops / p.bytes for p in drawable]
+    perf = [p.flops / (p.time_ns * 1e-9) for p in drawable]
+    x_lo = min(min(ai), *(r.ridge for r in roofs)) / 4
+    x_hi = max(max(ai), *(r.ridge for r in roofs)) * 4
+    y_hi = max(max(perf), *(r.peak_flops for r in roofs)) * 2
+    y_lo = max(min(min(perf), min(r.attainable(x_lo) for r in roofs)) / 2, y_hi / 1e9)
+    lx0, lx1, ly0, ly1 = (math.log10(v) for v in (x_lo, x_hi, y_lo, y_hi))
+
+    def px(v: float) -> float:
+        return LEFT + PLOT_W * (math.log10(v) - lx0) / (lx1 - lx0)
+
+    def py(v: float) -> float:
+        return TOP + PLOT_H * (1 - (math.log10(max(v, y_lo)) - ly0) / (ly1 - ly0))
+
+    body: list[str] = []
+    for t in _decades(x_lo, x_hi):
+        if x_lo <= t <= x_hi:
+            body.append(line(px(t), TOP, px(t), TOP + PLOT_H))
+            body.append(text(px(t), TOP + PLOT_H + 16, f"{t:g}", cls="muted", anchor="middle"))
+    for t in _decades(y_lo, y_hi):
+        if y_lo <= t <= y_hi:
+            body.append(line(LEFT, py(t), LEFT + PLOT_W, py(t)))
+            body.append(text(LEFT - 6, py(t) + 4, _si(t, "FLOP/s"), cls="muted", anchor="end"))
+    body.append(
+        text(
+            LEFT + PLOT_W / 2,
+            TOP + PLOT_H + 34,
+            "arithmetic intensity (FLOP/byte)",
+            cls="muted",
+            anchor="middle",
+        )
+    )
+    for r in roofs:
+        i = order[r.dtype]
+        x_start = max(x_lo, y_lo / r.peak_bandwidth)
+        corners = (
+            (px(x_start), py(r.attainable(x_start))),
+            (px(r.ridge), py(r.peak_flops)),
+            (px(x_hi), py(r.peak_flops)),
+        )
+        d = "M" + "L".join(f"{n(x)},{n(y)}" for x, y in corners)
+        tip = (
+            f"{r.dtype.upper()} roof: {r.peak_flops / 1e12:,.1f} TFLOP/s, "
+            f"{r.peak_bandwidth / 1e9:,.0f} GB/s, ridge {r.ridge:,.1f} FLOP/byte"
+        )
+        body.append(path(d, f"dot s{i}", tip))
+        body.append(circle(px(r.ridge), py(r.peak_flops), 3.5, f"k{i}", tip))
+        body.append(
+            text(
+                px(x_hi) - 4,
+                py(r.peak_flops) - 5,
+                f"{r.dtype.upper()} {r.peak_flops / 1e12:,.0f} TFLOP/s",
+                cls="muted",
+                anchor="end",
+            )
+        )
+    t_max = max(p.time_ns for p in drawable)
+    rows = []
+    for p, a, f in zip(drawable, ai, perf, strict=True):
+        roof = next((r for r in roofs if r.dtype == p.dtype), None)
+        cls = f"k{order[p.dtype]}" if roof else f"k{COLOURS - 1}"
+        radius = R_MIN + (R_MAX - R_MIN) * math.sqrt(p.time_ns / t_max)
+        eff = f / roof.attainable(a) * 100 if roof else None
+        tip = f"{p.label}: {a:,.1f} FLOP/byte, {f / 1e12:,.2f} TFLOP/s in {dur(p.time_ns)}" + (
+            f", {pct(eff)} of the {p.dtype.upper()} roof" if eff is not None else ""
+        )
+        x, y = px(a), py(f)
+        body.append(circle(x, y, radius, cls, tip))
+        anchor = "end" if x > LEFT + PLOT_W - LABEL_W / 2 else "start"
+        lx = x - radius - 3 if anchor == "end" else x + radius + 3
+        body.append(text(lx, y + 4, fit(p.label, LABEL_W / 2), anchor=anchor, tip=p.label))
+        bound = "n/a" if roof is None else ("compute" if a >= roof.ridge else "memory")
+        rows.append(
+            (
+                p.label,
+                p.dtype,
+                f"{a:,.1f}",
+                f"{f / 1e12:,.2f}",
+                f"{roof.attainable(a) / 1e12:,.2f}" if roof else "n/a",
+                pct(eff),
+                bound,
+                dur(p.time_ns),
+            )
+        )
+    leg, leg_h = legend(
+        LEFT,
+        TOP + PLOT_H + 44,
+        [(f"k{order[r.dtype]}", f"{r.dtype.upper()} roof") for r in roofs],
+        PLOT_W,
+    )
+    body.append(leg)
+    no_flops, beyond = len(points) - len(valid), len(valid) - len(drawable)
+    summary = (
+        f"Roofline{' of ' + device if device else ''}: {len(drawable)} operations against "
+        f"{len(roofs)} roof(s) ({', '.join(r.dtype.upper() for r in roofs)}); the longest, "
+        f"{drawable[0].label}, reaches {perf[0] / 1e12:,.2f} TFLOP/s at {ai[0]:,.1f} FLOP/byte."
+        + (f" {no_flops} operations without FLOPs are not drawn." if no_flops else "")
+        + (f" {beyond} shorter ones are left out." if beyond else "")
+    )
+    headers = (
+        "Operation",
+        "Dtype",
+        "FLOP/byte",
+        "Achieved TFLOP/s",
+        "Roof TFLOP/s",
+        "Of roof",
+        "Bound",
+        "Time",
+    )
+    return Plot(
+        "roofline",
+        "Roofline",
+        summary,
+        LEFT + PLOT_W + RIGHT,
+        int(TOP + PLOT_H + 44 + leg_h + 6),
+        "".join(body),
+        headers,
+        tuple(rows),
+    )

@@ -1,4 +1,8 @@
-"""Command line: a thin typer app over api.explain() and the writers."""
+"""Command line: a thin typer app over explain() and Report.write().
+
+Only what parsing the command line needs is imported here; the analysis and the writers
+(numpy, pandas, Jinja) load when a report is made, so --help and --version answer at once.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import Format
 from nsys_llm_explainer.render.output import check_target
-from nsys_llm_explainer.report_files import summary_lines, write_report
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
@@ -70,6 +73,13 @@ def user_facing_errors(what: str) -> Iterator[None]:
         raise
     except Exception as exc:  # noqa: BLE001 - never a traceback for the user
         raise _internal(exc) from None
+
+
+def _print_version(value: bool) -> None:
+    """--version is eager: it answers before the trace argument is required."""
+    if value:
+        typer.echo(f"{TOOL_NAME} {__version__}")
+        raise typer.Exit(0)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -183,12 +193,12 @@ def explain(
             show_default=False,
         ),
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
 ) -> None:
     """Explain an Nsight Systems SQLite export of LLM inference: findings, report.md, report.json, CSV tables."""
-    if version:
-        typer.echo(f"{TOOL_NAME} {__version__}")
-        return
     with user_facing_errors("report"):
         if print_schema:
             from nsys_llm_explainer.report_files import schema_text
@@ -216,6 +226,8 @@ def explain(
             raise UsageError("--jobs must be >= 1")
         formats = Format.parse(format)
         check_target(out, force)
+        from nsys_llm_explainer.report_files import summary_lines, write_report
+
         report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs)
         if not quiet:
             for line in summary_lines(report, out):

@@ -1,5 +1,8 @@
 """tables/*.csv: every table a metric declares, with a header row even when empty or skipped.
 
+Tables holding kernel names (labels.KERNEL_TABLES) get a `label` column right after the
+name: the label report.md, report.html and the plots show for that kernel.
+
 Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, tab or CR;
 a kernel or range name comes from someone else's trace) get a leading apostrophe, the
 usual CSV-injection guard. Only CSV output does this; report.json keeps the exact names.
@@ -11,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from nsys_llm_explainer.labels import KERNEL_TABLES, LABEL_COLUMN
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report, Table
 
@@ -27,6 +31,30 @@ def tables(report: Report) -> dict[str, Table]:
         for stem, columns in metric.tables.items():
             out[stem] = produced.get(stem, Table(stem, columns))
     return out
+
+
+def columns(stem: str, declared: tuple[str, ...]) -> tuple[str, ...]:
+    """The CSV header of a table: its declared columns, plus `label` after a kernel name."""
+    name = KERNEL_TABLES.get(stem)
+    if name is None or name not in declared:
+        return declared
+    at = declared.index(name) + 1
+    return (*declared[:at], LABEL_COLUMN, *declared[at:])
+
+
+def frame(report: Report, stem: str) -> pd.DataFrame:
+    """The rows of tables/<stem>.csv (before the spreadsheet guard); KeyError when unknown."""
+    found = tables(report)
+    if stem not in found:
+        raise KeyError(f"no table {stem!r}; the tables are: {', '.join(found)}")
+    table = found[stem]
+    rows = table.rows().reset_index(drop=True)
+    header = columns(stem, table.columns)
+    if header != table.columns:
+        name = KERNEL_TABLES[stem]
+        labels = report.kernel_labels
+        rows.insert(header.index(LABEL_COLUMN), LABEL_COLUMN, [labels(n) for n in rows[name]])
+    return rows
 
 
 def defuse(value: Any) -> Any:
@@ -46,10 +74,14 @@ def _defused(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def render_table(table: Table) -> str:
-    text: str = _defused(table.rows()).to_csv(index=False, lineterminator="\n")
+def render_frame(rows: pd.DataFrame) -> str:
+    text: str = _defused(rows).to_csv(index=False, lineterminator="\n")
     return text
 
 
+def render_table(table: Table) -> str:
+    return render_frame(table.rows())
+
+
 def render(report: Report) -> dict[str, str]:
-    return {f"{stem}.csv": render_table(t) for stem, t in tables(report).items()}
+    return {f"{stem}.csv": render_frame(frame(report, stem)) for stem in tables(report)}

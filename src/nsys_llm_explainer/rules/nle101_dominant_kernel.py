@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding, Severity
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 
 HIGH_PCT = 50.0
 MEDIUM_PCT = 25.0
@@ -35,7 +35,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity,
         Confidence.HIGH,
         [
-            f"{shorten(top['name'])} on device {top['device_id']}: {pct(share)} of "
+            f"{view.kernel_label(top['name'])} on device {top['device_id']}: {pct(share)} of "
             f"{ms(res.data['total_kernel_ns'])} kernel time",
             f"{top['calls']:,} calls, {ms(top['total_ns'])} total, p50 {top['p50_ns'] / 1e3:,.1f} us, "
             f"max {top['max_ns'] / 1e3:,.1f} us",

@@ -19,7 +19,9 @@ VEC = "void at::native::vectorized_elementwise_kernel<(int)4, {f}, std::array<ch
 ADD = VEC.format(f="at::native::CUDAFunctorOnSelf_add<float>", n=2)
 FILL = VEC.format(f="at::native::FillFunctor<float>", n=1)
 ABS = VEC.format(f="at::native::AbsFunctor<float>", n=2)
-MULS = VEC.format(f="at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>", n=2)
+MULS = VEC.format(
+    f="at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>", n=2
+)
 EW = (
     "void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<{f}>"
     "(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)"
@@ -30,9 +32,9 @@ COPY = EW.format(
     "::[lambda() (instance 7)]::operator ()() const::[lambda(float) (instance 1)]"
 )
 POW = (
-    "void at::native::vectorized_elementwise_kernel<(int)4, void at::native::<unnamed>::pow_tensor_scalar_kernel_impl"
-    "<float, float>(at::TensorIteratorBase &, T2)::[lambda(float) (instance {i})], std::array<char *, (unsigned long)2>>"
-    "(int, T2, T3)"
+    "void at::native::vectorized_elementwise_kernel<(int)4, void at::native::<unnamed>::"
+    "pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase &, T2)::[lambda(float) (instance {i})], "
+    "std::array<char *, (unsigned long)2>>(int, T2, T3)"
 )
 # TensorRT convolution tactics: one long C name each, differing in the middle.
 TRT = "sm86_xmma_fprop_implicit_gemm_indexed_f16f16_f16f32_f32_nhwckrsc_nchw_tilesize{t}_stage{s}_warpsize{w}_g1_" \

@@ -27,6 +27,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "kernel_attribution": ("nvtx_attribution", "boundness", "idle_causes", "steps", "categories"),
     "kernel_categories:": ("categories",),
     "comm_mask": ("communication",),
+    "nvtx_normalized": ("nvtx_ranges", "nvtx_attribution"),
 }
 
 

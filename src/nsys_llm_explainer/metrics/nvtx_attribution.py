@@ -21,8 +21,9 @@ import pandas as pd
 from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.groups import distinct, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import group_phases, grouped
+from nsys_llm_explainer.analysis.nvtx_names import group_phases
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.load import TraceData
@@ -142,7 +143,7 @@ def run(ctx: Context) -> Outcome:
     pairs = nvtx_tree.containers(att.index, np.flatnonzero(own_ns > 0))
     raw_phases: list[str | None] = [pm.phase_of(n) for n in names] if pm else [None] * len(names)
     frame = _frame(names, own_ns, own_count, range_name, pairs, total, raw_phases)
-    norm_names, norm_of = grouped(names)
+    norm_names, norm_of = normalized_names(ctx.data)
     frame.insert(2, "normalized_name", [norm_names[c] for c in norm_of[frame["code"].to_numpy()]])
     norm_range = norm_of[range_name] if len(range_name) else range_name
     present = np.unique(range_name)

@@ -15,11 +15,18 @@ from nsys_llm_explainer.analysis.nvtx_names import group_phases, grouped
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.load import TraceData
 
 COLUMNS = ("name", "normalized_name", "phase", "count", "total_ns", "avg_ns", "p50_ns", "p90_ns", "max_ns")
 BY_PID_COLUMNS = ("pid", "name", "normalized_name", "count", "total_ns")
 JSON_COLUMNS = ("name", "phase", "count", "total_ns", "avg_ns", "p50_ns", "p90_ns", "max_ns")
 EVENT_KINDS = {59: "push_pop", 60: "start_end"}
+
+
+def normalized_names(data: TraceData) -> tuple[list[str], np.ndarray]:
+    """The distinct normalized NVTX names, and per raw name code its normalized code
+    (analysis/nvtx_names.grouped), computed once per trace for both NVTX metrics."""
+    return data.cached("nvtx_normalized", lambda: grouped(data.nvtx_names()))
 
 
 def phase_names(ctx: Context, names: list[str]) -> list[str | None]:
@@ -75,7 +82,7 @@ def run(ctx: Context) -> Outcome:
     # dtype=object keeps "no phase" as None: pandas 3 would store it in a str column as NaN.
     frame.insert(1, "phase", pd.Series(phases, dtype=object))
     frame = frame.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    norm_names, norm_of = grouped(names)
+    norm_names, norm_of = normalized_names(ctx.data)
     normalized = dict(zip(names, (norm_names[c] for c in norm_of.tolist()), strict=True))
     frame.insert(1, "normalized_name", frame["name"].map(normalized))
     by_pid = _stats(names, e.name, dur, e.pid)

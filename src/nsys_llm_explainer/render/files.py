@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format
 
@@ -9,16 +11,21 @@ from nsys_llm_explainer.render import Format
 def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
     """Relative path -> text for every file of the chosen formats."""
     files: dict[str, str] = {}
+    plots: Any = None  # built once for report.md and report.html
     for fmt in formats:
+        if fmt in (Format.MD, Format.HTML) and plots is None:
+            from nsys_llm_explainer.render.svg import build_plots
+
+            plots = build_plots(report)
         match fmt:
             case Format.MD:
                 from nsys_llm_explainer.render import markdown
-                from nsys_llm_explainer.render.svg import build_plots, plot_files
+                from nsys_llm_explainer.render.svg import plot_files
 
-                plots, _ = build_plots(report)
-                files.update(plot_files(plots))
+                plots_md, _ = plots
+                files.update(plot_files(plots_md))
                 files["report.md"] = markdown.render(
-                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots]
+                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots_md]
                 )
             case Format.JSON:
                 from nsys_llm_explainer.render import json_writer
@@ -33,5 +40,5 @@ def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
             case Format.HTML:
                 from nsys_llm_explainer.render import html
 
-                files["report.html"] = html.render(report)
+                files["report.html"] = html.render(report, plots)
     return files

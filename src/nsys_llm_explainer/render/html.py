@@ -20,7 +20,7 @@ from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.render.html_sections import Names, blocks
-from nsys_llm_explainer.render.svg import build_plots
+from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
 from nsys_llm_explainer.render.templates import bytecode_cache, loader
 
@@ -70,9 +70,10 @@ def _sections(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def render(report: Report) -> str:
+def render(report: Report, built: tuple[list[Plot], list[Missing]] | None = None) -> str:
+    """`built`: build_plots(report) when the caller has it already."""
     doc = report.document
-    plots, missing = build_plots(report, doc)
+    plots, missing = built if built is not None else build_plots(report, doc)
     figures = [{"plot": p, "svg": Markup(p.svg(standalone=False))} for p in plots]
     return (
         environment()

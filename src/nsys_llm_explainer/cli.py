@@ -117,7 +117,10 @@ def explain(
         ),
     ] = 50,
     top_n: Annotated[
-        int, typer.Option("--top-n", help="Rows per table in report.md (CSV and JSON keep all).")
+        int,
+        typer.Option(
+            "--top-n", help="Rows per table in report.md (CSV keeps all; report.json at least this many)."
+        ),
     ] = 20,
     phase_map: Annotated[
         Path | None,

@@ -15,8 +15,9 @@ from nsys_llm_explainer.render.svg.bars import Bar, hbars
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, legend
 
 TOP = 15
-# The label column fits LABEL_MAX characters: a label is never shortened again.
-LABEL_W, BAR_W, VALUE_W = 460, 380, 150
+# The label column holds LABEL_MAX characters of the widest glyph mix seen in kernel names
+# (about 7.8 px each at 12 px): labels are never shortened again, nor clipped.
+LABEL_W, BAR_W, VALUE_W = 520, 380, 150
 OTHER_CLASS = f"k{COLOURS - 1}"
 
 

@@ -69,27 +69,19 @@ def defuse(value: Any) -> Any:
 
 def _defused(frame: pd.DataFrame) -> pd.DataFrame:
     text_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
-    if not text_cols:
-        return frame
     out = None
     for c in text_cols:
-        # Vectorized: only the (rare) cells that need the guard are rewritten.
-        hit = frame[c].str.startswith(FORMULA_START, na=False) if _is_text(frame[c]) else None
-        if hit is None or not hit.any():
+        values = frame[c].tolist()
+        # A plain scan is several times faster than the .str accessor; hits are rare.
+        hits = [i for i, v in enumerate(values) if isinstance(v, str) and v.startswith(FORMULA_START)]
+        if not hits:
             continue
+        for i in hits:
+            values[i] = "'" + values[i]
         if out is None:
             out = frame.copy()
-        out[c] = out[c].astype(object).where(~hit.to_numpy(dtype=bool), "'" + frame[c][hit].astype(str))
+        out[c] = pd.Series(values, index=frame.index, dtype=object)
     return frame if out is None else out
-
-
-def _is_text(column: pd.Series) -> bool:
-    """A column the .str accessor works on (strings, possibly with None)."""
-    try:
-        column.str  # noqa: B018 - raises AttributeError for non-text columns
-    except AttributeError:
-        return False
-    return True
 
 
 def _cell(value: Any) -> str:

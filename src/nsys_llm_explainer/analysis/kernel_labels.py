@@ -10,10 +10,14 @@ one string. kernel_labels(names) labels a whole set at once:
    compacted: namespaces, casts, `void`, parameter lists and lambda noise dropped, so
    `at::native::BinaryFunctor<float, float, float, at::native::MulFunctor<float>>` reads
    `BinaryFunctor<float, float, float, MulFunctor<float>>`. Wrapper templates whose identity
-   is their first argument (`cutlass::Kernel2<...>`) always show it.
+   is their first argument (`cutlass::Kernel2<...>`) always show it. Arguments too long for
+   the budget lose their spaces, then the scalar type arguments of nested templates
+   (`BinaryFunctor<MulFunctor<float>>`), then their middle (the innermost functor, usually
+   the difference, comes last and is kept).
 2. Any other name (C names, Triton, cuBLAS `nvjet_*`, TensorRT tactics, mangled names) is
-   kept whole when it fits; a longer one keeps its head and tail, and names that would then
-   look alike show the stretch around their first difference instead.
+   kept whole when it fits, else cut head...tail. Names that would then look alike are shown
+   by their first and last `_`-separated tokens around the tokens that not all of them share
+   (`sm80…tilesize64x256x8_warpsize1x4x1…cublas`).
 3. Labels longer than LABEL_MAX characters are cut head...tail ("…"). Names whose labels
    still coincide get a suffix ` #` + the first HASH_DIGITS hex digits of the SHA-1 of the
    full name (more digits when those coincide too); the `label` column of the kernel CSV

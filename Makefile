@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE := examples/a100_vllm
 
-.PHONY: help install test lint example bench bench-large bench-kineto docs docs-check
+.PHONY: help install test lint example bench bench-large bench-kineto bench-shared docs docs-check
 
 help:
 	@echo "make install      create $(VENV) and install the project with test extras"
@@ -13,6 +13,7 @@ help:
 	@echo "make example      write the synthetic example trace and its report ($(EXAMPLE)/report)"
 	@echo "make bench        benchmarks on a medium synthetic trace (bench-large: large)"
 	@echo "make bench-kineto benchmark on a 1 GB synthetic PyTorch profiler trace"
+	@echo "make bench-shared the CLI on every shared real trace: wall time, report.json size"
 	@echo "make docs         regenerate docs/rules.md, docs/metrics/README.md, README CLI reference"
 	@echo "make docs-check   fail when the generated docs are out of date"
 
@@ -56,6 +57,9 @@ bench-large: $(BIN)/nsys-llm-explain
 
 bench-kineto: $(BIN)/nsys-llm-explain
 	$(BIN)/python benchmarks/run.py --size kineto
+
+bench-shared: $(BIN)/nsys-llm-explain
+	$(BIN)/python benchmarks/run.py --shared
 
 docs: $(BIN)/nsys-llm-explain
 	$(BIN)/python -m nsys_llm_explainer.docs_gen

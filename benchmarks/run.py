@@ -4,11 +4,14 @@
     python benchmarks/run.py --size large             # make bench-large (5M kernels)
     python benchmarks/run.py --compare-sizes          # medium vs large: linear growth?
     python benchmarks/run.py --size kineto            # make bench-kineto (1 GB PyTorch trace)
+    python benchmarks/run.py --shared                 # every shared real trace (benchmarks/shared.py)
 
 Times (a) the fetch floor: plain Python sqlite3 fetching once just the columns the report
 needs from the kernel, runtime and NVTX tables; (b) the whole CLI run in a child process
 (all metrics, all outputs) with its peak RSS; (c) in-process, each table loader and each
 metric. Exits 1 when the run's report.json totals differ from the generator's sidecar.
+With --shared, runs the CLI on every shared real export instead and reports wall time and
+report.json size per trace (skipped when the shared traces are absent).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import kineto_bench, measure  # noqa: E402
+from benchmarks import kineto_bench, measure, shared  # noqa: E402
 from benchmarks.report import print_comparison, print_result  # noqa: E402
 from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
 
@@ -91,7 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--no-breakdown", action="store_true", help="skip the per-metric timings")
     ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    ap.add_argument("--shared", action="store_true",
+                    help="run the CLI on every shared real trace (wall time, report.json size)")
+    ap.add_argument("--repeat", type=int, default=3, help="--shared: runs per trace (the best counts)")
     a = ap.parse_args(argv)
+    if a.shared:
+        found = shared.run(a.repeat)
+        shared.print_results(found)
+        if a.json:
+            a.json.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
+        for p in shared.problems(found):
+            print(f"FAILURE: {p}", file=sys.stderr)
+        return 1 if shared.problems(found) else 0
     names = ["medium", "large"] if a.compare_sizes else [a.size]
     cache = a.out or Path(tempfile.mkdtemp(prefix="nle-bench-"))
     cache.mkdir(parents=True, exist_ok=True)

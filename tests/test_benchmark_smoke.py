@@ -119,3 +119,21 @@ def test_runner_fails_on_wrong_totals(tmp_path: Path) -> None:
     assert run.main(["--size", "small", "--out", str(tmp_path), "--no-breakdown"]) == 1
     problems = measure.check_totals(tmp_path / "report_small" / "report.json", expected)
     assert problems and "attributed_ns" in problems[0]
+
+
+def test_shared_mode_reports_time_and_json_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import shared
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    generate(TINY, folder / "tiny.sqlite", sidecar=False)
+    results = shared.run(repeat=2, folder=folder)
+    assert [r["trace"] for r in results] == ["tiny.sqlite"]
+    r = results[0]
+    assert r["exit_code"] == 0 and shared.problems(results) == []
+    assert len(r["wall_s_all"]) == 2 and r["wall_s"] == min(r["wall_s_all"])
+    assert r["report_json_bytes"] and r["report_json_bytes"] > 1000
+    shared.print_results(results)
+    assert "tiny.sqlite" in capsys.readouterr().out
+    assert shared.run(repeat=1, folder=tmp_path / "absent") == []
+    assert "none found" in capsys.readouterr().out

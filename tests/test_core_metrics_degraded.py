@@ -8,7 +8,7 @@ import pytest
 
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Report, Skipped
-from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render import Format, csv_writer
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.report_files import build_files
 from tests.conftest import CORE_METRICS, GENERATIONS, analyze, ok
@@ -34,7 +34,7 @@ def assert_reasons_rendered(report: Report) -> dict[str, str]:
             assert doc["metrics"][mid]["status"] == "ok"
     for metric in REGISTRY:
         for stem, columns in metric.tables.items():
-            assert files[f"tables/{stem}.csv"].splitlines()[0] == ",".join(columns)
+            assert files[f"tables/{stem}.csv"].splitlines()[0] == ",".join(csv_writer.columns(stem, columns))
     return reasons
 
 

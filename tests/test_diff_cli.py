@@ -60,7 +60,8 @@ def test_writes_three_files_valid_against_schema(traces, tmp_path, capsys):
     csv = (tmp_path / "d" / "tables" / "diff_kernels.csv").read_text().splitlines()
     assert csv[0].startswith("key,match,base_name,new_name,") and len(csv) == 1 + 4
     md = (tmp_path / "d" / "diff.md").read_text()
-    assert "gemm\\_kernel\\<128, 64, 2\\> -> " in md or "gemm\\_kernel\\<128, 64, 2\\>" in md
+    # Kernel labels over both sides: the renamed pair shows the template argument that changed.
+    assert "| gemm\\_kernel\\<128\\> -> gemm\\_kernel\\<256\\> | renamed |" in md
     assert "| renamed |" in md and "**New kernels** (1)" in md and "**Vanished kernels** (1)" in md
 
 

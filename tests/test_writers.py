@@ -101,7 +101,13 @@ def test_csv_has_every_declared_table_with_a_header(report):
     assert set(files) == {f"{stem}.csv" for stem in declared}
     for stem, cols in declared.items():
         rows = list(csv.reader(io.StringIO(files[f"{stem}.csv"])))
-        assert rows and tuple(rows[0]) == tuple(cols)
+        assert rows and tuple(rows[0]) == csv_writer.columns(stem, cols)
+
+
+def test_kernel_tables_get_a_label_column_after_the_name():
+    assert csv_writer.columns("kernels", ("name", "device_id", "calls")) == ("name", "label", "device_id", "calls")
+    assert csv_writer.columns("tiny_kernels", ("name", "calls")) == ("name", "label", "calls")
+    assert csv_writer.columns("nvtx_ranges", ("name", "count")) == ("name", "count")
 
 
 def test_build_files_writes_each_chosen_format(report):

@@ -1,6 +1,40 @@
-"""nsys-llm-explain: explain Nsight Systems SQLite exports of LLM inference."""
+"""nsys-llm-explain: explain Nsight Systems SQLite exports of LLM inference.
+
+    from nsys_llm_explainer import explain
+    report = explain("trace.sqlite")
+    report.findings, report.table("kernels"), report.to_dict()
+    report.write("out/", formats="md,json")
+
+`explain`, `Options` and `Report` load on first use, so importing the package (the CLI
+does, for --version) stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 TOOL_NAME = "nsys-llm-explain"
 
-__all__ = ["TOOL_NAME", "__version__"]
+if TYPE_CHECKING:
+    from nsys_llm_explainer.api import explain
+    from nsys_llm_explainer.model import Report
+    from nsys_llm_explainer.options import Options
+
+_LAZY = {
+    "explain": ("nsys_llm_explainer.api", "explain"),
+    "Report": ("nsys_llm_explainer.model", "Report"),
+    "Options": ("nsys_llm_explainer.options", "Options"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["TOOL_NAME", "Options", "Report", "__version__", "explain"]

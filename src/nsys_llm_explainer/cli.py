@@ -1,4 +1,8 @@
-"""Command line: a thin typer app over api.explain() and the writers."""
+"""Command line: a thin typer app over explain() and Report.write().
+
+Only what parsing the command line needs is imported here; the analysis and the writers
+(numpy, pandas, Jinja) load when a report is made, so --help and --version answer at once.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import Format
 from nsys_llm_explainer.render.output import check_target
-from nsys_llm_explainer.report_files import summary_lines, write_report
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
@@ -73,6 +76,13 @@ def user_facing_errors(what: str) -> Iterator[None]:
         raise _internal(exc) from None
 
 
+def _print_version(value: bool) -> None:
+    """--version is eager: it answers before the trace argument is required."""
+    if value:
+        typer.echo(f"{TOOL_NAME} {__version__}")
+        raise typer.Exit(0)
+
+
 @app.command(epilog=EXIT_CODES_HELP)
 def explain(
     trace: Annotated[
@@ -110,7 +120,10 @@ def explain(
         ),
     ] = 50,
     top_n: Annotated[
-        int, typer.Option("--top-n", help="Rows per table in report.md (CSV and JSON keep all).")
+        int,
+        typer.Option(
+            "--top-n", help="Rows per table in report.md (CSV keeps all; report.json at least this many)."
+        ),
     ] = 20,
     phase_map: Annotated[
         Path | None,
@@ -186,13 +199,13 @@ def explain(
             show_default=False,
         ),
     ] = None,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+    ] = False,
 ) -> None:
     """Explain an Nsight Systems SQLite export or a PyTorch profiler trace of LLM work: findings, report.md,
     report.json, CSV tables."""
-    if version:
-        typer.echo(f"{TOOL_NAME} {__version__}")
-        return
     with user_facing_errors("report"):
         if print_schema:
             from nsys_llm_explainer.report_files import schema_text
@@ -220,6 +233,8 @@ def explain(
             raise UsageError("--jobs must be >= 1")
         formats = Format.parse(format)
         check_target(out, force)
+        from nsys_llm_explainer.report_files import summary_lines, write_report
+
         report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs)
         if not quiet:
             for line in summary_lines(report, out):

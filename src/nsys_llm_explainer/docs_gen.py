@@ -20,6 +20,7 @@ import typer
 
 from nsys_llm_explainer import TOOL_NAME
 from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.render import csv_writer
 from nsys_llm_explainer.rules import RETIRED, RULES, Rule
 
 HELP_WIDTH = 100
@@ -136,7 +137,9 @@ def metrics_index() -> str:
         "",
         'Metrics run in this order; each becomes report.json `metrics.<id>` (status "ok" with its',
         'data, or status "skipped" with a reason) and writes the CSV tables listed below (a header',
-        "row even when empty or skipped). Times are integer nanoseconds.",
+        "row even when empty or skipped). Times are integer nanoseconds. Tables of kernel names",
+        "have a `label` column beside the name: the short label report.md, report.html and the",
+        "plots show for that kernel.",
         "",
         "| Metric | Title | What it measures | Schema | CSV tables |",
         "|---|---|---|---|---|",
@@ -148,7 +151,7 @@ def metrics_index() -> str:
     out += ["", "## CSV columns", ""]
     for m in REGISTRY:
         for stem, columns in m.tables.items():
-            out.append(f"- `{stem}.csv` ({m.id}): {', '.join(columns)}")
+            out.append(f"- `{stem}.csv` ({m.id}): {', '.join(csv_writer.columns(stem, columns))}")
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""From a trace path to files on disk: explain, render each chosen format, write atomically."""
+"""From a trace path to files on disk, for the CLI: explain, then Report.write."""
 
 from __future__ import annotations
 
@@ -8,33 +8,14 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.progress import make_progress
-from nsys_llm_explainer.render import Format, csv_writer, html, json_writer, markdown, output
-from nsys_llm_explainer.render.svg import build_plots, plot_files
+from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render.files import build as build_files
 from nsys_llm_explainer.trace import sources
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.probe import describe
 from nsys_llm_explainer.trace.nsys.source import open_export
 
-
-def build_files(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
-    files: dict[str, str] = {}
-    for fmt in formats:
-        match fmt:
-            case Format.MD:
-                plots, _ = build_plots(report)
-                files.update(plot_files(plots))
-                files["report.md"] = markdown.render(
-                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots]
-                )
-            case Format.JSON:
-                files["report.json"] = json_writer.render(report)
-            case Format.CSV:
-                files.update(
-                    {f"tables/{name}": text for name, text in csv_writer.render(report).items()}
-                )
-            case Format.HTML:
-                files["report.html"] = html.render(report)
-    return files
+__all__ = ["build_files", "schema_text", "summary_lines", "write_report"]
 
 
 def write_report(
@@ -51,7 +32,7 @@ def write_report(
         report = explain(trace, options, progress=progress, jobs=jobs)
     finally:
         progress.close()
-    output.write(out, build_files(report, formats), force=force)
+    report.write(out, formats, force=force)
     return report
 
 

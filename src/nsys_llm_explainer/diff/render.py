@@ -11,8 +11,10 @@ from markupsafe import Markup
 
 from nsys_llm_explainer.diff.compare import Diff
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
+from nsys_llm_explainer.diff.kernels import NAME_SEP
+from nsys_llm_explainer.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import fmt, markdown
+from nsys_llm_explainer.render import escape, fmt, markdown
 from nsys_llm_explainer.render.csv_writer import render_table
 
 MD_NAME = "diff.md"
@@ -60,16 +62,30 @@ def change(row: dict[str, Any]) -> str:
     return f"{diff} ({pct})"
 
 
+def kernel_labels(diff: Diff) -> Labels:
+    """Labels over the kernel names of both sides, so no two rows of diff.md look alike."""
+    names: set[str] = set()
+    for row in diff.doc.get("kernels", {}).get("rows", []):
+        for key in ("base_name", "new_name"):
+            if isinstance(row.get(key), str):
+                names.update(row[key].split(NAME_SEP))
+    return Labels(names)
+
+
 def render_md(diff: Diff, top_n: int = 20) -> str:
     env = markdown.environment()
+    labels = kernel_labels(diff)
     env.filters.update(
         spct=lambda v: Markup(signed_pct(v)),
         sdur=lambda v: Markup(signed_dur(v)),
         value=lambda v, unit: Markup(value(v, unit)),
         change=lambda r: Markup(change(r)),
         gatev=lambda v: Markup("n/a" if v is None else gate_value(v)),
+        kernels=lambda v: Markup(escape.md(NAME_SEP.join(labels(n) for n in str(v).split(NAME_SEP)))),
     )
-    return env.get_template("diff.md.j2").render(d=diff.doc, top_n=top_n, verdict=verdict(diff))
+    return env.get_template("diff.md.j2").render(
+        d=diff.doc, top_n=top_n, verdict=verdict(diff), kernel_labels=labels
+    )
 
 
 def render_json(diff: Diff) -> str:

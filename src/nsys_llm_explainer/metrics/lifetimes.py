@@ -31,6 +31,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "kernel_categories:": ("categories",),
     "comm_mask": ("communication", "idle_causes", "steps", "host_patterns"),
     "operator_attribution": ("operators",),
+    "nvtx_normalized": ("nvtx_ranges", "nvtx_attribution"),
 }
 
 

@@ -9,13 +9,13 @@ names. Everything is a fixed-size summary, so a 60 s capture costs what a 1 s on
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import device_busy
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
@@ -25,7 +25,6 @@ from nsys_llm_explainer.trace.data import TraceData, Unavailable
 BINS = 1000  # pixel columns of the plotted strip; the schema caps it at 1200
 MAX_BANDS = 6
 NO_CAUSE = -1
-_ANNOTATION = re.compile(r"(,\s*\w+\s*=\s*[^,]*)+$")
 
 
 def bin_edges(start: int, end: int, bins: int = BINS) -> np.ndarray:
@@ -96,8 +95,9 @@ def top_level_rows(data: TraceData) -> np.ndarray:
 
 
 def band_name(name: str) -> str:
-    """Range name without trailing "key = value" annotations (PyTorch's ", op_id = 7")."""
-    return _ANNOTATION.sub("", name) or name
+    """A band is named like report.json's range lists: the normalized range name
+    (PyTorch's ", op_id = 7" annotations and pyprof dict markers reduced to the operation)."""
+    return normalize(name)
 
 
 def _labels(codes: np.ndarray, label: Any) -> np.ndarray:

@@ -8,19 +8,21 @@ by render/svg with its own escaping) and the stylesheet pass through as Markup.
 
 from __future__ import annotations
 
+import functools
 from pathlib import PurePath
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
+from nsys_llm_explainer.labels import KERNEL_FIELDS
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import fmt
-from nsys_llm_explainer.render.html_sections import blocks
-from nsys_llm_explainer.render.json_writer import report_dict
-from nsys_llm_explainer.render.svg import build_plots
+from nsys_llm_explainer.render.html_sections import Names, blocks
+from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
+from nsys_llm_explainer.render.templates import bytecode_cache, loader
 
 EXTENSION = ".html"
 CSP = (
@@ -29,9 +31,12 @@ CSP = (
 )
 
 
+@functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    """One environment per process (templates compiled once; bytecode cached on disk)."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("nsys_llm_explainer", "templates"),
+        loader=loader(),
+        bytecode_cache=bytecode_cache("html"),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -51,21 +56,24 @@ def _sections(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
     top_n = int(report.options.get("top_n", 20))
     out = []
     known = {m.id: m.title for m in REGISTRY}
+    labels = report.kernel_labels
     for mid, m in doc["metrics"].items():
+        names = Names(KERNEL_FIELDS.get(mid, {}), labels)
         out.append(
             {
                 "id": mid,
                 "title": known.get(mid, mid),
                 "outcome": m,
-                "blocks": blocks(m, top_n) if m["status"] == "ok" else [],
+                "blocks": blocks(m, top_n, names=names) if m["status"] == "ok" else [],
             }
         )
     return out
 
 
-def render(report: Report) -> str:
-    doc = report_dict(report)
-    plots, missing = build_plots(report, doc)
+def render(report: Report, built: tuple[list[Plot], list[Missing]] | None = None) -> str:
+    """`built`: build_plots(report) when the caller has it already."""
+    doc = report.document
+    plots, missing = built if built is not None else build_plots(report, doc)
     figures = [{"plot": p, "svg": Markup(p.svg(standalone=False))} for p in plots]
     return (
         environment()

@@ -12,13 +12,19 @@ import numpy as np
 
 from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report
+from nsys_llm_explainer.render.summary import summarize
 
 SCHEMA_VERSION = "1.1"
 EXTENSION = ".json"
 
 
+_AS_IS = (str, int, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
     """Convert numpy scalars, enums, dataclasses and NaN into JSON-ready Python values."""
+    if type(value) in _AS_IS:  # the common case first: most values are names and integers
+        return value
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -47,10 +53,13 @@ def _diagnosis(report: Report) -> Any:
 
 
 def report_dict(report: Report) -> dict[str, Any]:
+    """report.json as a dict, built from the Report (Report.document caches it: use that)."""
+    top_n = int(report.options.get("top_n", 20))
     metrics: dict[str, Any] = {}
     for mid, outcome in report.metrics.items():
         if isinstance(outcome, MetricResult):
-            metrics[mid] = {"status": "ok", **outcome.data, "notes": list(outcome.notes)}
+            data = summarize(mid, outcome.data, top_n)
+            metrics[mid] = {"status": "ok", **data, "notes": list(outcome.notes)}
         else:
             metrics[mid] = {"status": "skipped", "reason": outcome.reason}
     out: dict[str, Any] = {
@@ -70,4 +79,8 @@ def report_dict(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    return json.dumps(report_dict(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return dumps(report.document)
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

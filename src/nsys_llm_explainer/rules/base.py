@@ -9,8 +9,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
     Affected,
     Confidence,
@@ -39,6 +41,11 @@ class RuleInput:
     def skipped(self, metric_id: str) -> Skipped | None:
         out = self.metrics.get(metric_id)
         return out if isinstance(out, Skipped) else None
+
+    @cached_property
+    def kernel_label(self) -> Labels:
+        """Full kernel name -> the label report.md shows (evidence names kernels by it)."""
+        return labels_for(self.metrics)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,6 @@ def us(ns: int | float) -> str:
 
 
 def shorten(name: str, limit: int = 100) -> str:
-    """Long C++ names in evidence lines; the full name stays in the tables."""
+    """Long names (NVTX ranges) in evidence lines; kernels use RuleInput.kernel_label."""
     flat = " ".join(name.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."

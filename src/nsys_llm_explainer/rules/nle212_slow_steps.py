@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.model import Confidence, Finding, Severity
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten, us
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, whole
 
 GAP_CAUSE = {
@@ -62,8 +62,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             o = mine[0]
             why = {
                 "idle_gap": f"idle gap of {ms(o['gap_ns'])} ({o['gap_cause']})",
-                "slow_kernel": f"kernel {shorten(o['kernel_name'] or '', 80)} ran "
-                "{us(o['kernel_ns'] or 0)} "
+                "slow_kernel": f"kernel {view.kernel_label(o['kernel_name'] or '')} ran "
+                f"{us(o['kernel_ns'] or 0)} "
                 f"(median {us(o['kernel_median_ns'] or 0)})",
                 "host_call": f"{o['host_call']} took {ms(o['host_call_ns'])}",
             }.get(o["reason"] or "", "no single cause stands out")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 
 MEDIUM_PCT = 30.0  # share of kernel time the category table could not name
 SHOWN = 3
@@ -27,7 +27,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     d = res.data
     top = ", ".join(
-        f"{shorten(k['name'], 60)} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
+        f"{view.kernel_label(k['name'])} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
     )
     yield rule.note(
         Confidence.HIGH,

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, whole
 
 MIN_OCCURRENCES = 50
@@ -44,7 +44,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             severity,
             Confidence.MEDIUM,
             [
-                " -> ".join(shorten(k, 50) for k in c["kernels"]),
+                " -> ".join(view.kernel_label(k) for k in c["kernels"]),
                 f"{ms(c['kernel_ns'])} of kernel time, {ms(c['removable_gap_ns'])} of gaps inside, "
                 f"proximity {pct(100 * c['proximity'])}",
             ],

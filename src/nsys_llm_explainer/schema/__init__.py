@@ -3,7 +3,8 @@
 report.schema.json describes everything except the metric payloads. Each file
 schema/metrics/<metric_id>.json describes that metric's data when it ran (an object schema);
 load_report_schema() inserts it as `metrics.<metric_id>`, adding the keys every metric
-carries: `status` ("ok") and `notes` (limitations, plain text), or the skipped form
+carries: `status` ("ok"), `notes` (limitations, plain text) and `left_out` (rows of long
+lists that only the CSV tables hold, render/summary.py), or the skipped form
 {status: "skipped", reason}.
 
 jsonschema is a test dependency only: the package never imports it at module level, and
@@ -27,6 +28,30 @@ _OK_KEYS: dict[str, Any] = {
         "description": "Limitations of this metric's numbers on this trace (plain text).",
         "type": "array",
         "items": {"type": "string"},
+    },
+    "left_out": {
+        "description": (
+            "Lists of this metric cut short in report.json: list key -> {rows, csv}. Empty when "
+            "every list is complete. The CSV table holds every row."
+        ),
+        "type": "object",
+        "additionalProperties": {
+            "type": "object",
+            "required": ["rows", "csv"],
+            "additionalProperties": False,
+            "properties": {
+                "rows": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Rows of the list not in report.json.",
+                },
+                "csv": {
+                    "type": "string",
+                    "pattern": "^tables/[a-z0-9_]+\\.csv$",
+                    "description": "The CSV file, relative to the report directory, that holds every row.",
+                },
+            },
+        },
     },
 }
 

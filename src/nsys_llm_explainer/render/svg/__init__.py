@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render.json_writer import report_dict
 from nsys_llm_explainer.render.svg import gap_histogram, per_process, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
@@ -47,7 +46,7 @@ def _why_missing(inp: PlotInput, spec: PlotSpec) -> str:
 
 
 def build_plots(report: Report, doc: dict | None = None) -> tuple[list[Plot], list[Missing]]:
-    inp = PlotInput(doc if doc is not None else report_dict(report), report)
+    inp = PlotInput(doc if doc is not None else report.document, report)
     plots, missing = [], []
     for spec in PLOTS:
         try:

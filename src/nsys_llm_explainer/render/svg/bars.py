@@ -18,6 +18,7 @@ class Bar:
     value_text: str
     cls: str = "busy"
     tip: str = ""
+    full: str = ""  # the label's tooltip when it names something longer (a kernel's full name)
 
 
 def hbars(bars: list[Bar], top: float, label_w: float, bar_w: float) -> tuple[str, float]:
@@ -31,7 +32,7 @@ def hbars(bars: list[Bar], top: float, label_w: float, bar_w: float) -> tuple[st
         y = top + i * ROW_H
         w = bar_w * b.value / hi if hi > 0 else 0.0
         tip = b.tip or f"{b.label}: {b.value_text}"
-        out.append(text(label_w - 8, y + 15, fit(b.label, label_w - 12), anchor="end", tip=b.label))
+        out.append(text(label_w - 8, y + 15, fit(b.label, label_w - 12), anchor="end", tip=b.full or b.label))
         out.append(rect(label_w, y + (ROW_H - BAR_H) / 2, max(w, 1.0), BAR_H, b.cls, tip=tip))
         out.append(text(label_w + w + 6, y + 15, b.value_text, cls="muted"))
     return "".join(out), ROW_H * len(bars)

@@ -1,6 +1,8 @@
 """Top kernels by total time: horizontal bars, coloured by kernel category when the
 categories metric ran (its kernel_category_names table maps each name to a category).
-Rows of metrics.top_kernels are per (name, device); the plot sums a name over devices."""
+Rows of metrics.top_kernels are per (name, device); the plot sums a name over devices, from
+the full table (report.json may hold only the first rows). Bars are labelled with the
+report's kernel labels (labels.py), the full name in the tooltip and the data table."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from nsys_llm_explainer.render.svg.bars import Bar, hbars
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, legend
 
 TOP = 15
-LABEL_W, BAR_W, VALUE_W = 400, 440, 150
+# The label column holds LABEL_MAX characters of the widest glyph mix seen in kernel names
+# (about 7.8 px each at 12 px): labels are never shortened again, nor clipped.
+LABEL_W, BAR_W, VALUE_W = 520, 380, 150
 OTHER_CLASS = f"k{COLOURS - 1}"
 
 
@@ -28,9 +32,11 @@ def category_classes(inp: PlotInput) -> tuple[dict[str, str], dict[str, str]]:
     return dict(zip(names["name"].astype(str), names["category"].astype(str), strict=True)), classes
 
 
-def by_name(tk: dict[str, Any]) -> list[dict[str, Any]]:
-    """The TOP names by total time over all devices, with their devices."""
-    frame = pd.DataFrame(tk["kernels"], columns=["name", "device_id", "calls", "total_ns"])
+def by_name(tk: dict[str, Any], table: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """The TOP names by total time over all devices, with their devices (from `table`, the
+    kernels CSV rows, when given; else from report.json's list)."""
+    columns = ["name", "device_id", "calls", "total_ns"]
+    frame = table[columns] if table is not None else pd.DataFrame(tk["kernels"], columns=columns)
     grouped = frame.groupby("name", sort=False).agg(
         calls=("calls", "sum"),
         total_ns=("total_ns", "sum"),
@@ -50,8 +56,9 @@ def build(inp: PlotInput) -> Plot | None:
     tk = inp.metric("top_kernels")
     if tk is None or not tk["kernels"]:
         return None
-    rows = by_name(tk)
+    rows = by_name(tk, inp.frame("top_kernels", "kernels"))
     category, classes = category_classes(inp)
+    label = inp.report.kernel_labels
     bars = []
     for r in rows:
         cat = category.get(r["name"])
@@ -60,11 +67,12 @@ def build(inp: PlotInput) -> Plot | None:
         cls = classes.get(cat or "", OTHER_CLASS) if category else "busy"
         bars.append(
             Bar(
-                r["name"],
+                label(r["name"]),
                 float(r["total_ns"]),
                 f"{dur(r['total_ns'])} · {pct(r['pct'])}",
                 cls,
                 tip + (f" ({cat})" if cat else ""),
+                full=r["name"],
             )
         )
     body, h = hbars(bars, 8, LABEL_W, BAR_W)
@@ -80,12 +88,13 @@ def build(inp: PlotInput) -> Plot | None:
     summary = (
         f"The {len(rows)} kernels with the most GPU time (summed over devices) "
         f"take {dur(shown)} of "
-        f"{dur(tk['total_kernel_ns'])} kernel time; the first is {rows[0]['name']} "
+        f"{dur(tk['total_kernel_ns'])} kernel time; the first is {label(rows[0]['name'])} "
         f"with {pct(rows[0]['pct'])}."
     )
-    headers = ("Kernel", "Devices", "Calls", "Total", "Share", "Category")
+    headers = ("Kernel", "Full name", "Devices", "Calls", "Total", "Share", "Category")
     table = tuple(
         (
+            label(r["name"]),
             r["name"],
             " ".join(str(d) for d in r["devices"]),
             num(r["calls"]),

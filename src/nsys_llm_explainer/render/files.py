@@ -1,0 +1,44 @@
+"""The files of a report, per chosen format; each writer is imported only when chosen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render import Format
+
+
+def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
+    """Relative path -> text for every file of the chosen formats."""
+    files: dict[str, str] = {}
+    plots: Any = None  # built once for report.md and report.html
+    for fmt in formats:
+        if fmt in (Format.MD, Format.HTML) and plots is None:
+            from nsys_llm_explainer.render.svg import build_plots
+
+            plots = build_plots(report)
+        match fmt:
+            case Format.MD:
+                from nsys_llm_explainer.render import markdown
+                from nsys_llm_explainer.render.svg import plot_files
+
+                plots_md, _ = plots
+                files.update(plot_files(plots_md))
+                files["report.md"] = markdown.render(
+                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots_md]
+                )
+            case Format.JSON:
+                from nsys_llm_explainer.render import json_writer
+
+                files["report.json"] = json_writer.render(report)
+            case Format.CSV:
+                from nsys_llm_explainer.render import csv_writer
+
+                files.update(
+                    {f"tables/{name}": text for name, text in csv_writer.render(report).items()}
+                )
+            case Format.HTML:
+                from nsys_llm_explainer.render import html
+
+                files["report.html"] = html.render(report, plots)
+    return files

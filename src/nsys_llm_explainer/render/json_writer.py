@@ -14,7 +14,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render.summary import summarize
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "2.0"
 EXTENSION = ".json"
 
 

@@ -170,8 +170,13 @@ def test_report_json_inputs_give_the_same_diff_as_traces(traces, tmp_path, capsy
             "schema_version 9.0 is not supported",
         ),
         (
-            b'{"tool": {"name": "nsys-llm-explain"}, "schema_version": "1.0"}',
+            b'{"tool": {"name": "nsys-llm-explain"}, "schema_version": "2.0"}',
             "lacks its metrics or trace",
+        ),
+        (
+            b'{"tool": {"name": "nsys-llm-explain"}, "schema_version": "1.1", '
+            b'"metrics": {}, "trace": {}}',
+            "schema_version 1.1 is not supported",
         ),
         (b"plain text, not a database", "not a SQLite database"),
     ],

@@ -190,6 +190,8 @@ def _write_rank(cfg: FleetConfig, r: int, sim: dict[str, np.ndarray], origin_tru
 def generate(cfg: FleetConfig, out_dir: Path) -> dict[str, object]:
     """Write report_<rank>.sqlite for every rank into out_dir and expected.json; return the truth."""
     t0 = time.perf_counter()
+    if cfg.straggler is not None and not 0 <= cfg.straggler < cfg.ranks:
+        raise ValueError(f"straggler {cfg.straggler} is not one of the {cfg.ranks} ranks")
     out_dir.mkdir(parents=True, exist_ok=True)
     sim = simulate(cfg)
     rng = np.random.default_rng([cfg.seed, 1])

@@ -96,7 +96,7 @@ def _submit(client: Any, tasks: list[Task], scheduler: str, done: Done, distribu
     futures = client.map(summarize, tasks, pure=False)
     index = {f.key: i for i, f in enumerate(futures)}
     results: list[dict[str, Any] | None] = [None] * len(tasks)
-    for fut in distributed.as_completed(futures):
+    for fut in distributed.as_completed(futures, loop=client.loop):
         i = index[fut.key]
         results[i] = fut.result()
         done(i, results[i])  # type: ignore[arg-type]

@@ -65,7 +65,9 @@ def expand(args: list[str]) -> list[Path]:
         elif path.exists():
             out.append(path)
         elif GLOB_CHARS.search(arg):
-            hits = [Path(p) for p in glob.glob(arg, recursive=True) if Path(p).is_file()]
+            hits = []
+            for p in sorted(glob.glob(arg, recursive=True)):
+                hits.extend(_dir_traces(Path(p)) if Path(p).is_dir() else [Path(p)])
             if not hits:
                 raise InputError(f"{arg}: no file matches this pattern")
             out.extend(hits)

@@ -74,16 +74,17 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
     out = []
     if multi:
         out.append(f"<h2>Run {escape(run['label'])}</h2>")
-    out.append("<table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute/step</th><th>GPU busy</th>"
+    out.append("<table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute</th>"
+               "<th>compute/step</th><th>GPU busy</th>"
                "<th>exposed comm</th><th>arrived last</th><th>wait caused</th><th class=l>top kernel</th>"
                "<th class=l>verdict</th></tr>")
     for r in run["ranks"]:
-        cps = r["compute_per_step_ns"] if r["compute_per_step_ns"] is not None else r["compute_ns"]
-        vals = [str(r["rank"]), escape(r["name"]), fmt.dur(r["step_p50_ns"]), fmt.dur(cps), fmt.pct(r["gpu_busy_pct"]),
+        vals = [str(r["rank"]), escape(r["name"]), fmt.dur(r["step_p50_ns"]), fmt.dur(r["compute_ns"]),
+                fmt.dur(r["compute_per_step_ns"]), fmt.pct(r["gpu_busy_pct"]),
                 fmt.dur(r["exposed_comm_ns"]), fmt.num(r["arrived_last"]), fmt.dur(r["wait_caused_ns"]),
                 escape((r["top_kernel"] or "n/a")[:60]), escape(r["verdict"])]
         cls = ' class="strag"' if r["straggler"] else ""
-        out.append(f"<tr{cls}>{_cells(vals, {1, 8, 9})}</tr>")
+        out.append(f"<tr{cls}>{_cells(vals, {1, 9, 10})}</tr>")
     out.append("</table>")
     if tl is not None and tl["rows"]:
         out.append("<h3>Ranks over time</h3>")

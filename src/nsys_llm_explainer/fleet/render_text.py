@@ -54,8 +54,9 @@ def verdict(doc: dict[str, Any]) -> str:
 
 
 def _rank_table(rows: list[dict[str, Any]], limit: int | None) -> list[str]:
-    out = ["| rank | name | step p50 | compute/step | GPU busy | exposed comm | arrived last | wait caused | verdict |",
-           "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| rank | name | step p50 | compute | compute/step | GPU busy | exposed comm | arrived last | "
+           "wait caused | verdict |",
+           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     shown = rows
     if limit is not None and len(rows) > limit:
         flagged = [r for r in rows if r["straggler"] or r["wait_caused_ns"]]
@@ -66,7 +67,7 @@ def _rank_table(rows: list[dict[str, Any]], limit: int | None) -> list[str]:
         mark = " **straggler**" if r["straggler"] else ""
         out.append(
             f"| {r['rank']} | {md_name(r['name'], 40)}{mark} | {fmt.dur(r['step_p50_ns'])} | "
-            f"{fmt.dur(r['compute_per_step_ns'] if r['compute_per_step_ns'] is not None else r['compute_ns'])} | "
+            f"{fmt.dur(r['compute_ns'])} | {fmt.dur(r['compute_per_step_ns'])} | "
             f"{fmt.pct(r['gpu_busy_pct'])} | {fmt.dur(r['exposed_comm_ns'])} | {fmt.num(r['arrived_last'])} | "
             f"{fmt.dur(r['wait_caused_ns'])} | {md(r['verdict'])} |")
     if len(shown) < len(rows):

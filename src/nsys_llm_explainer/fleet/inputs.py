@@ -66,8 +66,8 @@ def expand(args: list[str]) -> list[Path]:
             out.append(path)
         elif GLOB_CHARS.search(arg):
             hits = []
-            for p in sorted(glob.glob(arg, recursive=True)):
-                hits.extend(_dir_traces(Path(p)) if Path(p).is_dir() else [Path(p)])
+            for hit in sorted(glob.glob(arg, recursive=True)):
+                hits.extend(_dir_traces(Path(hit)) if Path(hit).is_dir() else [Path(hit)])
             if not hits:
                 raise InputError(f"{arg}: no file matches this pattern")
             out.extend(hits)

@@ -28,7 +28,8 @@ import numpy as np
 
 REFINE_KINDS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
 MIN_MATCHED = 8
-SHIFT_WINDOW = 64
+SHIFT_WINDOW = 256
+SHIFT_SAMPLE = 200  # pairs scored per candidate shift (evenly spread over the overlap)
 
 Key = tuple[str, int]
 
@@ -77,9 +78,10 @@ def best_shift(ref_end: np.ndarray, end: np.ndarray) -> int:
     """s such that collective j of the reference matches collective j + s of the other.
 
     Matched collectives end together, so the right shift is the one whose end-time
-    differences are the most constant (smallest median absolute deviation). Shifts within
-    SHIFT_WINDOW of the nearest-in-time estimate are tried: the coarse clocks may be off by
-    more than the spacing of collectives, but not by more than SHIFT_WINDOW of them."""
+    differences are the most constant (smallest median absolute deviation, scored on up to
+    SHIFT_SAMPLE pairs). Shifts within SHIFT_WINDOW of the nearest-in-time estimate are
+    tried: the coarse clocks may be off by more than the spacing of collectives, but not by
+    more than SHIFT_WINDOW of them."""
     if len(ref_end) == 0 or len(end) == 0:
         return 0
     s0 = _nearest_shift(ref_end, end)
@@ -89,7 +91,8 @@ def best_shift(ref_end: np.ndarray, end: np.ndarray) -> int:
         j, k = pairs(ref_end, end, s)
         if len(j) < need:
             continue
-        d = ref_end[j] - end[k]
+        pick = np.linspace(0, len(j) - 1, min(len(j), SHIFT_SAMPLE)).astype(np.int64)
+        d = ref_end[j[pick]] - end[k[pick]]
         score = float(np.median(np.abs(d - np.median(d))))
         if best_score is None or score < best_score:
             best, best_score = s, score

@@ -72,6 +72,7 @@ def fleet_command(
         list[str] | None,
         typer.Argument(
             help="Trace files, directories or glob patterns (one trace per rank, or traces holding several processes).",
+            metavar="PATH",
             show_default=False,
         ),
     ] = None,

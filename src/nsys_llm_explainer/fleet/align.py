@@ -30,6 +30,7 @@ REFINE_KINDS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"}
 MIN_MATCHED = 8
 SHIFT_WINDOW = 256
 SHIFT_SAMPLE = 200  # pairs scored per candidate shift (evenly spread over the overlap)
+CERTAIN_NS = 1_000  # ends agreeing this closely (MAD) are the match: stop searching
 
 Key = tuple[str, int]
 
@@ -96,6 +97,8 @@ def best_shift(ref_end: np.ndarray, end: np.ndarray) -> int:
         score = float(np.median(np.abs(d - np.median(d))))
         if best_score is None or score < best_score:
             best, best_score = s, score
+        if score <= CERTAIN_NS:
+            break
     return best
 
 

@@ -15,7 +15,6 @@ TABLE_ROWS = 16  # ranks in the first table; all of them in tables/ranks.csv and
 
 def _run_verdict(run: dict[str, Any]) -> str:
     h = run["headline"]
-    rows = run["ranks"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
     if h["wait_caused_ns"]:
@@ -40,7 +39,7 @@ def _run_verdict(run: dict[str, Any]) -> str:
         text += f" No straggler beyond the robust band (median + {strag['k']:g} x MAD)."
     else:
         text += f" Stragglers: not measured, because {strag['reason']}."
-    return text + f" {len(rows)} ranks."
+    return text
 
 
 def verdict(doc: dict[str, Any]) -> str:

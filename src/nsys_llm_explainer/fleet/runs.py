@@ -33,7 +33,7 @@ class Run:
 def _name(path: str, pid: int, multi_trace: bool, multi_pid: bool, common: str) -> str:
     if not multi_trace:
         return f"pid {pid}"
-    rel = os.path.relpath(path, common) if common else path
+    rel = os.path.relpath(path, common) if common and common != "." else path
     return f"{rel} pid {pid}" if multi_pid else rel
 
 
@@ -90,7 +90,10 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
           k: float) -> Run:
     """members: (trace index, trace path, per-process summary) in rank order."""
     paths = sorted({p for _, p, _ in members})
-    common = os.path.commonpath([os.path.dirname(p) or "." for p in paths]) if len(paths) > 1 else ""
+    try:
+        common = os.path.commonpath([os.path.dirname(p) or "." for p in paths]) if len(paths) > 1 else ""
+    except ValueError:  # absolute and relative paths mixed: show them as given
+        common = ""
     pids_per_trace: dict[str, int] = {}
     for _, p, _ in members:
         pids_per_trace[p] = pids_per_trace.get(p, 0) + 1

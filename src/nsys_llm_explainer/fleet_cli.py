@@ -177,7 +177,9 @@ def fleet_command(
         if not quiet:
             failed = result.doc["inputs"]["failed"]
             typer.echo(f"wrote {out}/ ({result.doc['inputs']['ranks']} ranks, {failed} failed trace(s))")
-            typer.echo(result.doc["verdict"].replace("**", ""))
+            from nsys_llm_explainer.fleet.render_text import verdict
+
+            typer.echo(verdict(result.doc, plain=True))
     return None
 
 

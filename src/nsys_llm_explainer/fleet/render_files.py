@@ -21,6 +21,7 @@ from nsys_llm_explainer.fleet.build import FleetResult
 from nsys_llm_explainer.fleet.render_text import markdown, verdict
 from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.render.csv_writer import defuse
+from nsys_llm_explainer.render.escape import shorten
 from nsys_llm_explainer.render.html import CSP
 
 JSON_NAME = "fleet.json"
@@ -31,7 +32,8 @@ SWEEP_SVG = "plots/sweep.svg"
 CSS = (
     "body{font:14px system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;max-width:1100px;color:#1f2328}"
     "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:right}"
-    "td.l,th.l{text-align:left}tr.strag td{background:#fee2e2}.verdict{font-size:15px;padding:10px;"
+    ".scroll{overflow-x:auto}td{white-space:nowrap}td.l,th.l{text-align:left}tr.strag td{background:#fee2e2}"
+    ".verdict{font-size:15px;padding:10px;"
     "border-left:4px solid #dc2626;background:#f6f8fa}details{margin:8px 0}summary{cursor:pointer;font-weight:600}"
     "@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}.verdict{background:#161b22}"
     "td,th{border-color:#3d444d}tr.strag td{background:#4c1d1d}}"
@@ -74,7 +76,7 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
     out = []
     if multi:
         out.append(f"<h2>Run {escape(run['label'])}</h2>")
-    out.append("<table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute</th>"
+    out.append("<div class=scroll><table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute</th>"
                "<th>compute/step</th><th>GPU busy</th>"
                "<th>exposed comm</th><th>arrived last</th><th>wait caused</th><th class=l>top kernel</th>"
                "<th class=l>verdict</th></tr>")
@@ -82,10 +84,10 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
         vals = [str(r["rank"]), escape(r["name"]), fmt.dur(r["step_p50_ns"]), fmt.dur(r["compute_ns"]),
                 fmt.dur(r["compute_per_step_ns"]), fmt.pct(r["gpu_busy_pct"]),
                 fmt.dur(r["exposed_comm_ns"]), fmt.num(r["arrived_last"]), fmt.dur(r["wait_caused_ns"]),
-                escape((r["top_kernel"] or "n/a")[:60]), escape(r["verdict"])]
+                escape(shorten(r["top_kernel"] or "n/a", 48)), escape(r["verdict"])]
         cls = ' class="strag"' if r["straggler"] else ""
         out.append(f"<tr{cls}>{_cells(vals, {1, 9, 10})}</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     if tl is not None and tl["rows"]:
         out.append("<h3>Ranks over time</h3>")
         out.append(svg.timeline(run, tl))
@@ -130,7 +132,7 @@ def html_page(result: FleetResult) -> str:
            '<meta name="color-scheme" content="light dark">',
            f"<title>{escape(TOOL_NAME)} fleet</title><style>{CSS}</style></head><body>",
            f"<h1>{escape(TOOL_NAME)} fleet</h1>",
-           f'<p class="verdict">{escape(verdict(doc).replace("**", ""))}</p>']
+           f'<p class="verdict">{escape(verdict(doc, plain=True))}</p>']
     if doc["sweep"] is not None:
         out.append("<h2>Sweep</h2>")
         out.append(svg.sweep(doc["sweep"]["rows"], doc["sweep"]["numeric_labels"]))

@@ -8,12 +8,18 @@ from typing import Any
 from nsys_llm_explainer import TOOL_NAME
 from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.render.escape import md, md_name
+from nsys_llm_explainer.render.escape import md as _md
 
 HEADING = f"# {TOOL_NAME} fleet"
 TABLE_ROWS = 16  # ranks in the first table; all of them in tables/ranks.csv and the details
 
 
-def _run_verdict(run: dict[str, Any]) -> str:
+def _plain(text: object) -> str:
+    return str(text)
+
+
+def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
+    md = _plain if plain else _md  # plain text for the HTML page and stdout
     h = run["headline"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
@@ -42,14 +48,17 @@ def _run_verdict(run: dict[str, Any]) -> str:
     return text
 
 
-def verdict(doc: dict[str, Any]) -> str:
+def verdict(doc: dict[str, Any], plain: bool = False) -> str:
+    """The verdict line: Markdown, or plain text (HTML page, stdout) with plain=True."""
     runs = doc["runs"]
     if not runs:
         return "No trace could be analyzed."
     if len(runs) == 1:
-        return _run_verdict(runs[0])
-    return f"Sweep of {len(runs)} runs; per run: " + " ".join(
-        f"[{md(r['label'])}] {_run_verdict(r)}" for r in runs)
+        text = _run_verdict(runs[0], plain)
+    else:
+        text = f"Sweep of {len(runs)} runs; per run: " + " ".join(
+            f"[{r['label'] if plain else md(r['label'])}] {_run_verdict(r, plain)}" for r in runs)
+    return text.replace("**", "") if plain else text
 
 
 def _rank_table(rows: list[dict[str, Any]], limit: int | None) -> list[str]:

@@ -47,7 +47,7 @@ def timeline(run: dict[str, Any], tl: dict[str, Any]) -> str:
     bins = len(tl["rows"][0]["compute"]) if tl["rows"] else 1
     bw = PLOT_W / bins
     height = 24 + ROW_H * len(rows) + 28
-    width = LABEL_W + PLOT_W + 10
+    width = LABEL_W + PLOT_W + 40  # room for the last tick label
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="fleet" viewBox="0 0 {width} {height}" '
            f'width="{width}" height="{height}" role="img" aria-label="ranks over time">',
            f'<text x="{LABEL_W}" y="14" style="{FONT}">compute (upper, blue) and communication (lower, '

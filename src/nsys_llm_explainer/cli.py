@@ -267,7 +267,7 @@ def _usage_error(exc: Exception) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Dispatch: `diff` goes to the diff command, anything else to explain."""
+    """Dispatch: `diff` and `fleet` go to their commands, anything else to explain."""
     args = list(sys.argv[1:] if argv is None else argv)
     target = app
     prog = TOOL_NAME
@@ -275,6 +275,10 @@ def run(argv: list[str] | None = None) -> int:
         from nsys_llm_explainer.diff_cli import diff_app
 
         target, prog, args = diff_app, f"{TOOL_NAME} diff", args[1:]
+    elif args and args[0] == "fleet":
+        from nsys_llm_explainer.fleet_cli import fleet_app
+
+        target, prog, args = fleet_app, f"{TOOL_NAME} fleet", args[1:]
     command = typer.main.get_command(target)
     try:
         rv = command.main(args=args, prog_name=prog, standalone_mode=False)

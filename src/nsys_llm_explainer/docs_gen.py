@@ -50,6 +50,10 @@ def cli_reference() -> str:
         from nsys_llm_explainer.diff_cli import diff_app
 
         parts.append(f"$ {TOOL_NAME} diff --help\n" + command_help(diff_app, f"{TOOL_NAME} diff"))
+    if importlib.util.find_spec("nsys_llm_explainer.fleet_cli") is not None:
+        from nsys_llm_explainer.fleet_cli import fleet_app
+
+        parts.append(f"$ {TOOL_NAME} fleet --help\n" + command_help(fleet_app, f"{TOOL_NAME} fleet"))
     return "```text\n" + "\n".join(parts) + "```\n"
 
 

@@ -54,6 +54,15 @@ class Unavailable(Exception):
 
 
 @dataclass(frozen=True)
+class ClockOrigin:
+    """Where a trace's timestamp 0 lies on the wall clock (UTC epoch nanoseconds), so that
+    traces written by different processes or hosts can be put on one time axis."""
+
+    epoch_ns: int
+    source: str  # what it was read from, e.g. "TARGET_INFO_SESSION_START_TIME.utcEpochNs"
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """A message the profiler wrote about its own capture (e.g. nsys DIAGNOSTIC_EVENT)."""
 
@@ -220,6 +229,10 @@ class TraceData:
     def graph_trace_mode(self) -> str | None:
         """CUDA-graph trace mode of the capture: 'graph', 'node', 'mixed' or None (unknown)."""
         return None
+
+    def clock_origin(self) -> ClockOrigin:
+        """The wall-clock time of timestamp 0; Unavailable when the trace does not record it."""
+        raise Unavailable("the trace does not record the wall-clock time of its timestamps")
 
     def diagnostics(self) -> list[Diagnostic]:
         """Messages the profiler recorded about its own capture (possibly missing events)."""

@@ -20,7 +20,14 @@ from nsys_llm_explainer.trace.clean import (
     total_duration_problem,
 )
 from nsys_llm_explainer.trace.columns import Columns, surely_distinct
-from nsys_llm_explainer.trace.data import MISSING, UNNAMED_KERNEL, Diagnostic, TraceData, Unavailable
+from nsys_llm_explainer.trace.data import (
+    MISSING,
+    UNNAMED_KERNEL,
+    ClockOrigin,
+    Diagnostic,
+    TraceData,
+    Unavailable,
+)
 from nsys_llm_explainer.trace.names import api_base_name
 from nsys_llm_explainer.trace.nsys import activity, ids, metadata
 from nsys_llm_explainer.trace.nsys.fetch import (
@@ -371,6 +378,9 @@ class NsysTraceData(TraceData):
 
     def diagnostics(self) -> list[Diagnostic]:
         return self.cached("diagnostics", lambda: metadata.diagnostics(self))
+
+    def clock_origin(self) -> ClockOrigin:
+        return metadata.session_start(self)
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info

@@ -8,7 +8,7 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING
 
-from nsys_llm_explainer.trace.data import Diagnostic
+from nsys_llm_explainer.trace.data import ClockOrigin, Diagnostic, Unavailable
 from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, GPU_TABLE
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ MODE_SQL = (
     "'PROCESS_*:CUDA_GRAPH_TRACE_OPTIONS:MODE'"
 )
 KNOWN_MODES = ("graph", "node")
+SESSION_TABLE = "TARGET_INFO_SESSION_START_TIME"
+SESSION_SQL = f"SELECT utcEpochNs FROM {SESSION_TABLE} WHERE typeof(utcEpochNs) = 'integer' LIMIT 2"
 DIAGNOSTIC_TABLE = "DIAGNOSTIC_EVENT"
 DIAGNOSTIC_SQL = (
     f"SELECT timestamp, severity, text FROM {DIAGNOSTIC_TABLE} "
@@ -93,3 +95,18 @@ def diagnostics(data: NsysTraceData) -> list[Diagnostic]:
         if msg:
             out.append(Diagnostic(SEVERITIES[sev], msg, ts if isinstance(ts, int) else None))
     return out
+
+
+def session_start(data: NsysTraceData) -> ClockOrigin:
+    """Export timestamps count from the session start; utcEpochNs is that start on the
+    capturing host's wall clock."""
+    if not data.schema.has(SESSION_TABLE, "utcEpochNs"):
+        raise Unavailable(f"the export has no {SESSION_TABLE} table")
+    try:
+        rows = data.conn.execute(SESSION_SQL).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise Unavailable(f"{SESSION_TABLE} could not be read ({exc})") from None
+    values = {int(v) for (v,) in rows}
+    if len(values) != 1 or next(iter(values)) <= 0:
+        raise Unavailable(f"{SESSION_TABLE} holds no single plausible utcEpochNs")
+    return ClockOrigin(values.pop(), f"{SESSION_TABLE}.utcEpochNs")

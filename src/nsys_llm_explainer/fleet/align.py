@@ -1,0 +1,197 @@
+"""One clock for all ranks of a run.
+
+1. Coarse: every trace says where its timestamp 0 lies on its host's wall clock
+   (TraceData.clock_origin(): nsys TARGET_INFO_SESSION_START_TIME.utcEpochNs; Kineto
+   baseTimeNanoseconds or absolute timestamps). Processes inside one trace share its clock
+   exactly. Without an origin for every trace, the first kernel of each trace is taken as
+   simultaneous (no trust).
+2. Refinement: symmetric collectives (REFINE_KINDS) complete together on every rank, within
+   a few microseconds, whatever time each rank arrived. For each trace other than the
+   reference (the one holding rank 0), the median difference between the end times of its
+   matched collectives and the reference rank's is its residual clock error, and is
+   removed. The median absolute deviation of those differences is reported as the
+   remaining uncertainty. Used only with at least MIN_MATCHED matched collectives.
+
+Collectives are matched by key (kind, stream ordinal): the n-th stream a rank used for
+communication, in order of its first collective, and the i-th collective of that kind on
+it. An index shift between ranks (a capture that started a few collectives later) is
+found as the most common offset between each collective and the nearest one in time on
+the other rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+REFINE_KINDS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
+MIN_MATCHED = 8
+SHIFT_WINDOW = 256
+SHIFT_SAMPLE = 200  # pairs scored per candidate shift (evenly spread over the overlap)
+CERTAIN_NS = 1_000  # ends agreeing this closely (MAD) are the match: stop searching
+
+Key = tuple[str, int]
+
+
+@dataclass
+class Clock:
+    offsets: list[int]  # per rank: add to its timestamps to get fleet time (ns)
+    doc: dict[str, Any]  # fleet.json `clock`
+
+
+def keyed(coll: dict[str, Any]) -> dict[Key, np.ndarray]:
+    """(kind, stream ordinal) -> indices of that rank's collectives, in time order."""
+    n = len(coll["start"])
+    if n == 0:
+        return {}
+    stream = coll["stream"]
+    first: dict[int, int] = {}
+    for i, s in enumerate(stream.tolist()):
+        first.setdefault(s, i)
+    ordinal = {s: o for o, s in enumerate(sorted(first, key=first.__getitem__))}
+    ords = np.array([ordinal[s] for s in stream.tolist()], dtype=np.int64)
+    kinds = coll["kinds"]
+    out: dict[Key, np.ndarray] = {}
+    for code in np.unique(coll["kind"]).tolist():
+        for o in np.unique(ords).tolist():
+            idx = np.flatnonzero((coll["kind"] == code) & (ords == o))
+            if len(idx):
+                out[(kinds[code], o)] = idx
+    return out
+
+
+def _nearest_shift(ref_end: np.ndarray, end: np.ndarray) -> int:
+    """Most common index offset between each collective and the nearest reference one in time."""
+    pos = np.clip(np.searchsorted(ref_end, end), 1, max(len(ref_end) - 1, 1))
+    left = np.clip(pos - 1, 0, len(ref_end) - 1)
+    right = np.clip(pos, 0, len(ref_end) - 1)
+    nearest = np.where(np.abs(ref_end[left] - end) <= np.abs(ref_end[right] - end), left, right)
+    d = np.arange(len(end)) - nearest
+    lo = int(d.min())
+    counts = np.bincount(d - lo)
+    best = np.flatnonzero(counts == counts.max()) + lo
+    return int(best[np.argmin(np.abs(best))])
+
+
+def best_shift(ref_end: np.ndarray, end: np.ndarray) -> int:
+    """s such that collective j of the reference matches collective j + s of the other.
+
+    Matched collectives end together, so the right shift is the one whose end-time
+    differences are the most constant (smallest median absolute deviation, scored on up to
+    SHIFT_SAMPLE pairs). Shifts within SHIFT_WINDOW of the nearest-in-time estimate are
+    tried: the coarse clocks may be off by more than the spacing of collectives, but not by
+    more than SHIFT_WINDOW of them."""
+    if len(ref_end) == 0 or len(end) == 0:
+        return 0
+    s0 = _nearest_shift(ref_end, end)
+    need = max(1, min(len(ref_end), len(end)) // 2)
+    best, best_score = s0, None
+    for s in sorted(range(s0 - SHIFT_WINDOW, s0 + SHIFT_WINDOW + 1), key=lambda x: (abs(x - s0), x)):
+        j, k = pairs(ref_end, end, s)
+        if len(j) < need:
+            continue
+        pick = np.linspace(0, len(j) - 1, min(len(j), SHIFT_SAMPLE)).astype(np.int64)
+        d = ref_end[j[pick]] - end[k[pick]]
+        score = float(np.median(np.abs(d - np.median(d))))
+        if best_score is None or score < best_score:
+            best, best_score = s, score
+        if score <= CERTAIN_NS:
+            break
+    return best
+
+
+def pairs(ref: np.ndarray, other: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (into ref, into other) for the shift."""
+    j = np.arange(len(ref))
+    k = j + shift
+    ok = (k >= 0) & (k < len(other))
+    return j[ok], k[ok]
+
+
+def _domain_origin(ranks: list[dict[str, Any]], members: list[int]) -> int | None:
+    vals = {ranks[i]["clock"]["origin_ns"] for i in members}
+    return vals.pop() if len(vals) == 1 and None not in vals else None
+
+
+def _refine(ref: dict[str, Any], other: dict[str, Any], off_ref: int, off_other: int) -> tuple[int, int, int] | None:
+    """(correction to add to `other`, MAD, matched) from symmetric collective end times."""
+    a, b = keyed(ref["collectives"]), keyed(other["collectives"])
+    diffs = []
+    for key in sorted(set(a) & set(b)):
+        if key[0] not in REFINE_KINDS:
+            continue
+        ra = ref["collectives"]["end"][a[key]] + off_ref
+        rb = other["collectives"]["end"][b[key]] + off_other
+        j, k = pairs(ra, rb, best_shift(ra, rb))
+        diffs.append(ra[j] - rb[k])
+    if not diffs:
+        return None
+    d = np.concatenate(diffs)
+    if len(d) < MIN_MATCHED:
+        return None
+    corr = int(np.median(d))
+    return corr, int(np.median(np.abs(d - corr))), int(len(d))
+
+
+def align(ranks: list[dict[str, Any]]) -> Clock:
+    domains: dict[int, list[int]] = {}
+    for i, r in enumerate(ranks):
+        domains.setdefault(r["trace_index"], []).append(i)
+    origins = {d: _domain_origin(ranks, m) for d, m in domains.items()}
+    if len(domains) == 1:
+        method = "shared_clock"
+        base = {d: 0 for d in domains}
+    elif all(v is not None for v in origins.values()):
+        method = "session_start"
+        base = {d: int(v) for d, v in origins.items()}  # type: ignore[arg-type]
+    else:
+        method = "first_kernel"
+        base = {d: -min(ranks[i]["window_start_ns"] for i in m) for d, m in domains.items()}
+    ref_domain = ranks[0]["trace_index"]
+    corrections: dict[int, tuple[int, int, int] | None] = {d: None for d in domains}
+    for d, members in domains.items():
+        if d == ref_domain:
+            continue
+        ref_rank = ranks[domains[ref_domain][0]]
+        corrections[d] = _refine(ref_rank, ranks[members[0]], base[ref_domain], base[d])
+    fix = {d: c if c is not None else (0, 0, 0) for d, c in corrections.items()}
+    offs = {d: base[d] + fix[d][0] for d in domains}
+    zero = min(r["window_start_ns"] + offs[r["trace_index"]] for r in ranks)
+    refined = [c for c in corrections.values() if c is not None]
+    doc = {
+        "method": method,
+        "refined_by_collectives": bool(refined),
+        "trust": _trust(method, refined, len(domains)),
+        "zero_ns": int(zero),
+        "domains": [
+            {
+                "trace_index": d,
+                "ranks": len(m),
+                "origin_source": ranks[m[0]]["clock"]["source"],
+                "origin_ns": origins[d],
+                "offset_ns": int(offs[d] - zero),
+                "correction_ns": fix[d][0] if corrections[d] is not None else None,
+                "residual_mad_ns": fix[d][1] if corrections[d] is not None else None,
+                "matched": fix[d][2],
+            }
+            for d, m in sorted(domains.items())
+        ],
+    }
+    return Clock([int(offs[r["trace_index"]] - zero) for r in ranks], doc)
+
+
+def _trust(method: str, refined: list[tuple[int, int, int]], ndomains: int) -> str:
+    if method == "shared_clock":
+        return "exact: all ranks come from one capture and share its clock"
+    if refined and len(refined) == ndomains - 1:
+        worst = max(c[1] for c in refined)
+        return (f"high: clocks refined by the end times of matched collectives; residual spread "
+                f"{worst / 1000:.1f} us (MAD), so arrival differences below about "
+                f"{3 * max(worst, 1000) / 1000:.0f} us are ties")
+    if method == "session_start":
+        return ("medium: host wall clocks at capture start; as good as the hosts' clock "
+                "synchronization (NTP: typically 0.1-10 ms), so smaller skews are not resolved")
+    return ("low: the traces do not record when they started; each trace's first kernel is "
+            "taken as simultaneous, so skews between traces are not trustworthy")

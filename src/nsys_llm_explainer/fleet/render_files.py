@@ -1,0 +1,163 @@
+"""All fleet outputs as files (relative path -> text), written atomically by render/output.py.
+
+fleet.json, fleet.md, fleet.html, tables/*.csv and plots/sweep.svg depend only on the
+inputs and options; fleet_timing.json holds what depends on the machine (seconds per
+trace, workers, cache hits), so two runs can be compared by everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from html import escape
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.fleet import svg
+from nsys_llm_explainer.fleet.build import FleetResult
+from nsys_llm_explainer.fleet.render_text import markdown, verdict
+from nsys_llm_explainer.render import fmt
+from nsys_llm_explainer.render.csv_writer import defuse
+from nsys_llm_explainer.render.escape import shorten
+from nsys_llm_explainer.render.html import CSP
+
+JSON_NAME = "fleet.json"
+MD_NAME = "fleet.md"
+HTML_NAME = "fleet.html"
+TIMING_NAME = "fleet_timing.json"
+SWEEP_SVG = "plots/sweep.svg"
+CSS = (
+    "body{font:14px system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;max-width:1100px;color:#1f2328}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:right}"
+    ".scroll{overflow-x:auto}td{white-space:nowrap}td.l,th.l{text-align:left}tr.strag td{background:#fee2e2}"
+    ".verdict{font-size:15px;padding:10px;"
+    "border-left:4px solid #dc2626;background:#f6f8fa}details{margin:8px 0}summary{cursor:pointer;font-weight:600}"
+    "@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}.verdict{background:#161b22}"
+    "td,th{border-color:#3d444d}tr.strag td{background:#4c1d1d}}"
+)
+
+
+def plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return value
+
+
+def dumps(doc: Any) -> str:
+    return json.dumps(plain(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    out = frame.copy()
+    for c in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = out[c].map(defuse)
+    text: str = out.to_csv(index=False, lineterminator="\n")
+    return text
+
+
+def _cells(values: list[str], left: set[int]) -> str:
+    return "".join(f'<td class="l">{v}</td>' if i in left else f"<td>{v}</td>" for i, v in enumerate(values))
+
+
+def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> list[str]:
+    out = []
+    if multi:
+        out.append(f"<h2>Run {escape(run['label'])}</h2>")
+    out.append("<div class=scroll><table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute</th>"
+               "<th>compute/step</th><th>GPU busy</th>"
+               "<th>exposed comm</th><th>arrived last</th><th>wait caused</th><th class=l>top kernel</th>"
+               "<th class=l>verdict</th></tr>")
+    for r in run["ranks"]:
+        vals = [str(r["rank"]), escape(r["name"]), fmt.dur(r["step_p50_ns"]), fmt.dur(r["compute_ns"]),
+                fmt.dur(r["compute_per_step_ns"]), fmt.pct(r["gpu_busy_pct"]),
+                fmt.dur(r["exposed_comm_ns"]), fmt.num(r["arrived_last"]), fmt.dur(r["wait_caused_ns"]),
+                escape(shorten(r["top_kernel"] or "n/a", 48)), escape(r["verdict"])]
+        cls = ' class="strag"' if r["straggler"] else ""
+        out.append(f"<tr{cls}>{_cells(vals, {1, 9, 10})}</tr>")
+    out.append("</table></div>")
+    if tl is not None and tl["rows"]:
+        out.append("<h3>Ranks over time</h3>")
+        out.append(svg.timeline(run, tl))
+    c = run["collectives"]
+    out.append("<details open><summary>Collective alignment and wait</summary>")
+    if c["status"] == "ok":
+        out.append(f"<p>{c['matched']:,} matched collectives; total wait {escape(fmt.dur(c['total_wait_ns']))}.</p>")
+        out.append("<table><tr><th class=l>kind</th><th>stream</th><th>matched</th><th>skew p50</th><th>skew p99</th>"
+                   "<th>wait</th><th>slow</th></tr>")
+        for k in c["kinds"]:
+            vals = [escape(k["kind"]), str(k["stream_ordinal"]), f"{k['matched']:,}", fmt.dur(k["skew_p50_ns"]),
+                    fmt.dur(k["skew_p99_ns"]), fmt.dur(k["wait_ns"]), str(k["slow"])]
+            out.append(f"<tr>{_cells(vals, {0})}</tr>")
+        out.append("</table>")
+    else:
+        out.append(f"<p>Not measured, because {escape(c['reason'])}.</p>")
+    out.append("</details>")
+    s = run["stragglers"]
+    out.append("<details><summary>Stragglers</summary>")
+    if s["status"] == "ok":
+        for st in s["stragglers"]:
+            why = "; ".join(f"{w['title']} +{fmt.pct(w['excess_pct'])}" for w in st["why"])
+            kern = ", ".join(f"{k['name'][:60]} (+{fmt.dur(k['extra_ns'])})" for k in st["kernels"])
+            out.append(f"<p><b>rank {st['rank']}</b> {escape(st['name'])}: {escape(why)}. More time in: "
+                       f"{escape(kern or 'no kernel')}.</p>")
+        if not s["stragglers"]:
+            out.append("<p>No rank lies beyond the robust band.</p>")
+    else:
+        out.append(f"<p>Not measured, because {escape(s['reason'])}.</p>")
+    out.append("</details>")
+    clock = run["clock"]
+    out.append(f"<details><summary>Clock alignment</summary><p>{escape(clock['method'])}: "
+               f"{escape(clock['trust'])}.</p></details>")
+    return out
+
+
+def html_page(result: FleetResult) -> str:
+    doc = result.doc
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           '<meta name="color-scheme" content="light dark">',
+           f"<title>{escape(TOOL_NAME)} fleet</title><style>{CSS}</style></head><body>",
+           f"<h1>{escape(TOOL_NAME)} fleet</h1>",
+           f'<p class="verdict">{escape(verdict(doc, plain=True))}</p>']
+    if doc["sweep"] is not None:
+        out.append("<h2>Sweep</h2>")
+        out.append(svg.sweep(doc["sweep"]["rows"], doc["sweep"]["numeric_labels"]))
+    for run, built in zip(doc["runs"], result.runs, strict=True):
+        out += _html_run(run, built.timeline, len(doc["runs"]) > 1)
+    failed = [t for t in doc["traces"] if not t["ok"]]
+    if failed:
+        out.append("<h2>Traces that could not be analyzed</h2><ul>")
+        out += [f"<li>{escape(t['path'])}: {escape(t['error'] or '')}</li>" for t in failed]
+        out.append("</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def files(result: FleetResult) -> dict[str, str]:
+    doc = result.doc
+    out: dict[str, str] = {}
+    plots = []
+    if doc["sweep"] is not None:
+        out[SWEEP_SVG] = svg.sweep(doc["sweep"]["rows"], doc["sweep"]["numeric_labels"]) + "\n"
+        plots.append(("step time, steps/s and GPU busy per run", SWEEP_SVG))
+    for name, frame in sorted(result.tables.items()):
+        out[f"tables/{name}.csv"] = csv_text(frame)
+    out[MD_NAME] = markdown(doc, plots)
+    out[HTML_NAME] = html_page(result)
+    out[TIMING_NAME] = dumps(result.timing)
+    out[JSON_NAME] = dumps(doc)  # last: a directory with a new fleet.json holds the rest too
+    return out

@@ -12,7 +12,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
 from tests.rule_inputs import device_metrics, outcomes
 
-MINE = [r for r in RULES if r.id.startswith("NLE3") and r.id != "NLE307"]
+MINE = [r for r in RULES if r.id.startswith("NLE3") and r.id not in ("NLE307", "NLE313", "NLE315")]
 WINDOW = 100_000_000  # one device, 100 ms; 20 ms of it transfer and 10 ms sync_wait idle
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nsys_llm_explainer.metrics import (
     boundness,
     capture,
+    casts,
     categories,
     communication,
     cuda_graphs,
@@ -41,6 +42,7 @@ REGISTRY: tuple[Metric, ...] = (
     capture.METRIC,
     idle_causes.METRIC,
     steps.METRIC,
+    casts.METRIC,
     host_patterns.METRIC,
     categories.METRIC,
     memory_transfers.METRIC,

@@ -7,7 +7,9 @@ comm = union of communication kernel intervals, compute = union of all other ker
 intervals on that device, overlapped = |comm ∩ compute|, exposed = |comm| - overlapped.
 Overlap is never counted across devices: another GPU computing does not hide this one's
 communication. Skew = (max - min) / max of communication kernel time across devices (and
-across processes when there are several).
+across processes when there are several). Shared streams: streams of a device that run both
+communication and compute kernels; communication there cannot overlap that stream's compute
+by construction (shared_stream_comm_ns: the union of those communication kernels).
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ def run(ctx: Context) -> Outcome:
         union = int((ce - cs).sum())
         overlapped = int(intervals.overlap_with_union(cs, ce, os_, oe).sum())
         w0, w1 = busy[int(dev)].window
+        shared = np.intersect1d(np.unique(k.stream[c]), np.unique(k.stream[o]))
+        on_shared = c & np.isin(k.stream, shared)
         devices.append(
             {
                 "device_id": int(dev),
@@ -94,6 +98,8 @@ def run(ctx: Context) -> Outcome:
                 "exposed_pct_of_window": round(100.0 * (union - overlapped) / (w1 - w0), 2)
                 if w1 > w0
                 else None,
+                "shared_streams": [int(s) for s in shared.tolist()],
+                "shared_stream_comm_ns": intervals.union_length(k.start[on_shared], k.end[on_shared]),
             }
         )
     idx = np.flatnonzero(comm)

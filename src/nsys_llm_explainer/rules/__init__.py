@@ -32,6 +32,8 @@ from nsys_llm_explainer.rules import (
     nle310_unknown_gpu,
     nle311_slow_host_copies,
     nle312_fusion_candidate,
+    nle313_nccl_shared_stream,
+    nle315_repeated_casts,
 )
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
@@ -64,6 +66,8 @@ RULES: tuple[Rule, ...] = (
     nle310_unknown_gpu.RULE,
     nle311_slow_host_copies.RULE,
     nle312_fusion_candidate.RULE,
+    nle313_nccl_shared_stream.RULE,
+    nle315_repeated_casts.RULE,
 )
 
 # Ids no longer used, and where their finding went. An id is never reused.

@@ -35,11 +35,16 @@ def host_bound_phases(view: RuleInput) -> list[str]:
     ]
 
 
-def where(affected: Sequence[Affected]) -> str:
+def devices_phrase(affected: Sequence[Affected]) -> str:
+    """'GPU 3' or '8 GPUs'."""
     devs = sorted(a.device_id for a in affected if a.device_id is not None)
-    if len(devs) == 1:
-        return f"GPU {devs[0]}'s"
-    return f"{len(devs)} GPUs'"
+    return f"GPU {devs[0]}" if len(devs) == 1 else f"{len(devs)} GPUs"
+
+
+def where(affected: Sequence[Affected]) -> str:
+    """The possessive of devices_phrase: "GPU 3's", "8 GPUs'"."""
+    phrase = devices_phrase(affected)
+    return phrase + ("'" if phrase.endswith("s") else "'s")
 
 
 def cause_finding(

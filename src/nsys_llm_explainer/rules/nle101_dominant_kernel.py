@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -25,7 +27,8 @@ def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """One kernel takes a large share of its GPU's kernel time.
 
-    Per device, the kernel (by name) with the most time on that device; it fires when it holds
+    Per device, the kernel (by name) with the most time on that device, communication kernels
+    left out (they mostly wait, and NLE307 reports them); it fires when it holds
     at least 25% of that device's kernel time (never divided by other devices' time, so it can
     fire on an 8-GPU trace). Devices with less than 10% of the busiest device's kernel time are
     skipped (one warm-up kernel would otherwise always dominate its device). One finding per
@@ -45,8 +48,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     totals = device_kernel_ns(view, res.data["kernels"])
     top: dict[int, dict[str, Any]] = {}
+    comm = re.compile(COMM_PATTERN, re.IGNORECASE)
     for k in res.data["kernels"]:  # sorted by time: the first row per device is its top kernel
-        top.setdefault(k["device_id"], k)
+        if not comm.search(k["name"]):  # collectives mostly wait: NLE307 reports them
+            top.setdefault(k["device_id"], k)
     busiest = max(totals.values(), default=0)
     by_name: dict[str, list[tuple[dict[str, Any], float]]] = {}
     for dev, k in top.items():

@@ -6,14 +6,14 @@ from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
-SMALL_OP_CATEGORIES = ("activation_elementwise", "memory", "reduction", "norm")
+SMALL_OP_CATEGORIES = ("activation_elementwise", "memory", "cast_copy", "layout", "reduction", "norm")
 MEDIUM_PCT = 35.0
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Memory-bound small ops (elementwise, copies, reductions, norms) take a large share.
 
-    Sums the categories activation_elementwise, memory, reduction and norm. From 35% of
+    Sums the categories activation_elementwise, memory, cast_copy, layout, reduction and norm. From 35% of
     kernel time the GPU mostly streams tensors through unfused ops instead of doing
     GEMM/attention math: fusion (torch.compile, fused norm and activation kernels) is the
     lever; see fusion_candidates for concrete chains. Impact: those kernels' time per device

@@ -14,7 +14,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE310 info: No peak figures for NVIDIA GeForce RTX 4060
+        NLE310 info: No peak figures for NVIDIA RTX A2000 12GB
         - devices 0 run work on a model the built-in table does not list
     """
     res = view.metric("gpu_context")

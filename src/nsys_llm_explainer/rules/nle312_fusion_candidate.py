@@ -18,7 +18,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     in >= 30% of that kernel's occurrences (proximity) and holds >= 1 ms of kernel time.
     Fusing it removes the chain's launches, the idle gaps inside it (removable_gap_ns) and
     the intermediate tensors' round trips through memory. Impact: the chain's kernel time plus
-    its inner gaps (a ceiling), over all devices' windows; severity from the impact bands (rules/impact.py).
+    its inner gaps, those at most the host-side (launch and host work) idle time of the devices,
+    since fusing removes launches, not syncs or copies (a ceiling), over all devices' windows;
+    severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -36,7 +38,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             or c["kernel_ns"] < MIN_KERNEL_NS
         ):
             continue
-        affected, impact = whole(view.acct, int(c["kernel_ns"]) + int(c["removable_gap_ns"]))
+        gaps = min(int(c["removable_gap_ns"]), view.acct.total("host"))
+        affected, impact = whole(view.acct, int(c["kernel_ns"]) + gaps)
         severity = band(impact[1])
         if severity is None:
             return

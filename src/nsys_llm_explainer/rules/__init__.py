@@ -32,6 +32,10 @@ from nsys_llm_explainer.rules import (
     nle310_unknown_gpu,
     nle311_slow_host_copies,
     nle312_fusion_candidate,
+    nle320_gemm_below_roof,
+    nle321_low_mfu,
+    nle322_low_mbu,
+    nle323_fp32_gemm,
 )
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
@@ -64,6 +68,10 @@ RULES: tuple[Rule, ...] = (
     nle310_unknown_gpu.RULE,
     nle311_slow_host_copies.RULE,
     nle312_fusion_candidate.RULE,
+    nle320_gemm_below_roof.RULE,
+    nle321_low_mfu.RULE,
+    nle322_low_mbu.RULE,
+    nle323_fp32_gemm.RULE,
 )
 
 # Ids no longer used, and where their finding went. An id is never reused.

@@ -16,7 +16,9 @@ from tests.conftest import analyze, ok, run_cli, skipped
 from tests.fixtures.builder import TraceBuilder
 
 H100 = "NVIDIA H100 80GB HBM3"
-GEMM_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+GEMM_KERNEL = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+)
 MUL_KERNEL = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::BFloat16, "
     "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, "
@@ -152,7 +154,8 @@ def test_mfu_from_the_command_line_without_shapes(build, tmp_path: Path) -> None
     ],
 )
 def test_bad_compute_options_are_one_line_usage_errors(build, tmp_path: Path, args, message) -> None:
-    res = run_cli(build(nvtx_trace()), "--out", tmp_path / "o", *[str(tmp_path / a) if a.endswith(".json") else a for a in args])
+    argv = [str(tmp_path / a) if a.endswith(".json") else a for a in args]
+    res = run_cli(build(nvtx_trace()), "--out", tmp_path / "o", *argv)
     assert res.exit_code == 2 and message in res.stderr and res.stderr.count("\n") == 1
 
 
@@ -176,3 +179,20 @@ def test_no_gpu_name_infers_the_architecture(build) -> None:
     assert dev["peaks_basis"] == "assumed" and dev["model"] == "H100 SXM5 80GB"
     assert "inferred from kernel names" in dev["peaks_note"] and dev["arch_evidence"] == [GEMM_KERNEL]
     assert isinstance(report.metrics["ncu_plan"], MetricResult)
+
+
+def test_a_gpu_the_table_lacks_gets_its_figures_from_gpu_peaks(build, tmp_path: Path) -> None:
+    b = nvtx_trace()
+    b._rows["TARGET_INFO_GPU"][0]["name"] = "My Lab GPU"
+    trace = build(b)
+    report = analyze(trace, step_range="step")
+    assert [f.rule_id for f in report.findings].count("NLE310") == 1
+    mm = next(o for o in ok(report, "compute_efficiency")["operations"] if o["operator"] == "aten::addmm")
+    assert mm["bound"] is None and mm["pct_of_roof"] is None and mm["tflops"] is not None
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"gpus": [{"names": ["My Lab GPU"], "bf16_tflops": 100, "hbm_gbps": 1000}]}))
+    report = analyze(trace, step_range="step", gpu_peaks=str(peaks))
+    assert "NLE310" not in [f.rule_id for f in report.findings]
+    assert ok(report, "gpu_context")["gpus"][0]["bf16_tflops"] == 100
+    mm = next(o for o in ok(report, "compute_efficiency")["operations"] if o["operator"] == "aten::addmm")
+    assert mm["roof_tflops"] == pytest.approx(ADDMM_FLOPS / ADDMM_BYTES * 1000e9 / 1e12, abs=1e-3)

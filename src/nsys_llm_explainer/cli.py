@@ -302,18 +302,21 @@ def _options(**kw: Any) -> Options:
 
 def _compute_options(kw: dict[str, Any]) -> None:
     """Parse the MFU/roofline inputs; a bad file or value is a usage error before any work."""
-    from nsys_llm_explainer.compute import model_flops
-    from nsys_llm_explainer.metrics.compute_peaks import peak_table
-    from nsys_llm_explainer.metrics.model_inputs import model_config
-
     if kw.get("gpu_peaks") is not None:
-        peak_table(kw["gpu_peaks"])
+        from nsys_llm_explainer.compute.peaks import load_gpu_peaks
+
+        load_gpu_peaks(kw["gpu_peaks"])
     if kw.get("model_config") is not None:
-        model_config(kw["model_config"])
-    if kw.get("model_flops_per_token") is not None:
-        kw["model_flops_per_token"] = model_flops.parse_model_flops_per_token(kw["model_flops_per_token"])
-    if kw.get("tokens_per_step") is not None:
-        kw["tokens_per_step"] = model_flops.parse_tokens_per_step(kw["tokens_per_step"])
+        from nsys_llm_explainer.compute.model_config import load_model_config
+
+        load_model_config(kw["model_config"])
+    if kw.get("model_flops_per_token") is not None or kw.get("tokens_per_step") is not None:
+        from nsys_llm_explainer.compute import model_flops
+
+        if kw.get("model_flops_per_token") is not None:
+            kw["model_flops_per_token"] = model_flops.parse_model_flops_per_token(kw["model_flops_per_token"])
+        if kw.get("tokens_per_step") is not None:
+            kw["tokens_per_step"] = model_flops.parse_tokens_per_step(kw["tokens_per_step"])
 
 
 def _usage_error(exc: Exception) -> int:

@@ -20,23 +20,10 @@ from nsys_llm_explainer.compute.cost import OpCost, short_name
 from nsys_llm_explainer.compute.gemm import FP32_NOTE
 from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE, place_many
 from nsys_llm_explainer.math_mode import math_mode
+from nsys_llm_explainer.metrics.compute_columns import DIMS, KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.compute_count import ComputeView
 from nsys_llm_explainer.metrics.compute_peaks import DevicePeaks
 
-DIMS = ("batch", "m", "n", "k")
-PLACE_COLUMNS = (
-    "tflops", "gbps", "flop_per_byte", "ridge_flop_per_byte", "bound", "roof_tflops", "pct_of_roof",
-    "implausible",
-)
-OPERATION_COLUMNS = (
-    "operator", "label", "shapes", "dtype", "compute_dtype", "dtype_source", "family", "direction",
-    "device_id", "calls", "flops", "bytes", "kernel_ns", "pct_of_kernel_time", "flops_per_call",
-    *PLACE_COLUMNS, *DIMS, "formula", "assumptions",
-)
-KERNEL_COLUMNS = (
-    "name", "device_id", "compute_dtype", "family", "calls", "flops", "bytes", "kernel_ns",
-    *PLACE_COLUMNS, "math_dtype", "tensor_cores", "operator",
-)
 LABEL_CHARS = 60
 
 

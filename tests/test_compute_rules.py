@@ -83,3 +83,13 @@ def test_nle323_fp32_gemm_impact_is_their_kernel_time() -> None:
 
 def test_nle323_quiet_below_five_percent_of_gemm_time() -> None:
     assert check("NLE323", gemm_precision=precision(4_000_000, 100_000_000)) == []
+
+
+def test_nle323_lists_a_kernel_once_over_its_devices() -> None:
+    data = precision(20_000_000, 30_000_000)
+    data["by_device"].append({**data["by_device"][0], "device_id": 1})
+    data["fp32_kernels"].append({**data["fp32_kernels"][0], "device_id": 1})
+    (f,) = check("NLE323", gemm_precision=data)
+    assert f.impact_ns == 40_000_000 and len(f.affected) == 2
+    assert f.evidence[0].endswith("40.000 ms in 14 calls (named by 'sgemm')")
+    assert f.title == "Float32 GEMMs on CUDA cores take up to 66.7% of the GEMM time of 2 GPUs"

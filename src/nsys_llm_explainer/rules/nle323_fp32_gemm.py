@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
@@ -38,7 +39,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if severity is None:
         return
     devices = {d["device_id"] for d in rows}
-    kernels = [k for k in res.data["fp32_kernels"] if k["device_id"] in devices]
+    by_name: dict[str, dict[str, Any]] = {}  # one line per kernel name, summed over the devices
+    for k in res.data["fp32_kernels"]:
+        if k["device_id"] in devices:
+            row = by_name.setdefault(k["name"], {**k, "kernel_ns": 0, "calls": 0})
+            row["kernel_ns"] += k["kernel_ns"]
+            row["calls"] += k["calls"]
+    kernels = sorted(by_name.values(), key=lambda k: -k["kernel_ns"])
     worst = max(rows, key=lambda d: d["fp32_cuda_core_pct"])
     evidence = [
         f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls (named by {k['dtype_token']!r})"

@@ -12,7 +12,7 @@ from nsys_llm_explainer import gpu_specs
 from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE
 from nsys_llm_explainer.metrics.compute_peaks import DevicePeaks
-from nsys_llm_explainer.metrics.compute_tables import _place, implausible_note
+from nsys_llm_explainer.metrics.compute_tables import implausible_note, place
 from tests.conftest import analyze
 from tests.fixtures.builder import TraceBuilder
 
@@ -36,7 +36,7 @@ rows = st.lists(
 @given(rows)
 @settings(max_examples=300, deadline=None)
 def test_rows_above_peak_are_always_flagged(data: list[tuple[int, int, int, str]]) -> None:
-    frame = _place(pd.DataFrame({
+    frame = place(pd.DataFrame({
         "device_id": [0] * len(data), "compute_dtype": [r[3] for r in data],
         "flops": [r[0] for r in data], "bytes": [r[1] for r in data], "kernel_ns": [r[2] for r in data],
         "label": [f"op{i}" for i in range(len(data))],

@@ -23,11 +23,13 @@ from nsys_llm_explainer.metrics.compute_tables import (
     kernel_frame,
     key_attrs,
     operation_frame,
+    place,
 )
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 UNCOVERED_LISTED = 10
+OPERATORS_LISTED = 30
 COMPILED = ("CompiledFunction", "Torch-Compiled Region", "torch_compile")
 SOURCES = {
     "kineto": "PyTorch profiler operators (record_shapes: Input Dims, Input type)",
@@ -46,6 +48,15 @@ def _family_rows(ops: pd.DataFrame, total_ns: int) -> list[dict[str, Any]]:
             "gbps": round(nbytes / ns, 1) if ns else None,
         })
     return sorted(out, key=lambda r: -r["kernel_ns"])
+
+
+def _by_operator(ops: pd.DataFrame, dp: DevicePeaks) -> list[dict[str, Any]]:
+    """Operations summed per operator, dtype and device, placed like the operations."""
+    sums = ops.groupby(["operator", "compute_dtype", "device_id"], sort=False)[
+        ["calls", "flops", "bytes", "kernel_ns"]
+    ].sum().reset_index()
+    placed = place(sums, dp).sort_values(["kernel_ns", "operator"], ascending=[False, True], kind="stable")
+    return placed.head(OPERATORS_LISTED).to_dict("records")
 
 
 def _uncovered_reason(v: ComputeView, code: int) -> str:
@@ -157,6 +168,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
             "implausible_operations": int(ops["implausible"].astype(bool).sum()),
         },
         "by_family": _family_rows(ops, total),
+        "by_operator": _by_operator(ops, dp),
         "roofline": _roofline(ops, dp),
         "operations": ops.to_dict("records"),
         "kernels": kern.to_dict("records"),

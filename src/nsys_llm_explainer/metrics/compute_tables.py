@@ -65,7 +65,7 @@ def _codes(values: np.ndarray) -> np.ndarray:
     return pd.factorize(values, sort=False)[0].astype(np.int64)
 
 
-def _place(frame: pd.DataFrame, dp: DevicePeaks) -> pd.DataFrame:
+def place(frame: pd.DataFrame, dp: DevicePeaks) -> pd.DataFrame:
     """Adds the roofline columns from flops, bytes, kernel_ns, device_id, compute_dtype."""
     pairs = list(zip(frame["device_id"].tolist(), frame["compute_dtype"].tolist(), strict=True))
     cache: dict[tuple[int, str], tuple[float, float]] = {}
@@ -147,7 +147,7 @@ def operation_frame(v: ComputeView, a: KeyAttrs, dp: DevicePeaks, total_ns: int)
         "formula": a.formula[rep],
         "assumptions": [_notes(n, c) for n, c in zip(a.notes[rep], cls[first], strict=True)],
     })
-    frame = _place(frame, dp)
+    frame = place(frame, dp)
     for d in DIMS:
         frame[d] = frame[d].astype(object).where(frame[d] >= 0, None)
     frame = frame.sort_values(["kernel_ns", "flops", "operator"], ascending=[False, False, True], kind="stable")
@@ -182,7 +182,7 @@ def kernel_frame(v: ComputeView, a: KeyAttrs, dp: DevicePeaks, kernels: Any,
         "tensor_cores": [m.tensor_cores if m else None for m in modes],
         "operator": [v.inst.names[int(v.inst.name[c.pos[call[i]]])] for i in first],
     })
-    frame = _place(frame, dp)
+    frame = place(frame, dp)
     frame = frame.sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable")
     return frame.reset_index(drop=True)[list(KERNEL_COLUMNS)]
 

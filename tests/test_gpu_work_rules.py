@@ -10,6 +10,7 @@ from nsys_llm_explainer.diagnosis import accounting
 from nsys_llm_explainer.model import MetricResult, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
+from tests.compute_rule_data import efficiency, gemm_op, phase, precision, utilization
 from tests.rule_inputs import device_metrics, outcomes
 
 MINE = [r for r in RULES if r.id.startswith("NLE3") and r.id not in ("NLE307", "NLE313", "NLE315")]
@@ -129,6 +130,12 @@ CASES = [
     ("NLE310", "gpu_context", ctx_gpu(False, 90.0), ctx_gpu(True, 90.0)),
     ("NLE311", "gpu_context", ctx_gpu(True, 8.0), ctx_gpu(True, 90.0)),
     ("NLE312", "fusion_candidates", fusion(100, 0.9), fusion(100, 0.1)),
+    ("NLE320", "compute_efficiency", efficiency(gemm_op(20.0, 10_000_000)), efficiency(gemm_op(60.0, 10_000_000))),
+    ("NLE321", "model_utilization", utilization(phase("prefill", 50_000_000, mfu=10.0)),
+     utilization(phase("prefill", 50_000_000, mfu=45.0))),
+    ("NLE322", "model_utilization", utilization(phase("decode", 50_000_000, mbu=20.0)),
+     utilization(phase("prefill", 50_000_000, mbu=20.0))),
+    ("NLE323", "gemm_precision", precision(20_000_000, 30_000_000), precision(1_000_000, 30_000_000)),
 ]
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests import png
 from tests.cdp import Browser, Page
-from tests.conftest import NSYS_TRACES, run_cli
+from tests.conftest import NSYS_TRACES, SHARED_TRACES, run_cli
 
 TRACE = NSYS_TRACES / "nsysai_h100_2gpu_1s.sqlite"
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
@@ -152,5 +152,52 @@ def test_report_html_in_headless_chromium(report_html: Path, tmp_path: Path) -> 
             "dark.png", base64.b64decode(page.call("Page.captureScreenshot", format="png")["data"])
         )
 
+        errors, requests = problems(page, url)
+        assert errors == [] and requests == [], (errors, requests)
+
+
+QWEN = SHARED_TRACES / "kineto" / "hf_qwen1.5_0.5b_h100.json.gz"
+QWEN_CONFIG = Path(__file__).parent / "fixtures" / "hf_configs" / "qwen1.5-0.5b.json"
+
+
+@pytest.fixture(scope="module")
+def roofline_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not QWEN.is_file():
+        pytest.skip(f"shared real trace not found at {QWEN} (a clone outside /work)")
+    out = tmp_path_factory.mktemp("browser_roofline") / "out"
+    res = run_cli(QWEN, "--out", out, "-q", "--model", QWEN_CONFIG)
+    assert res.exit_code == 0, res.stderr
+    return out / "report.html"
+
+
+def test_roofline_renders_in_headless_chromium(roofline_html: Path, tmp_path: Path) -> None:
+    exe = chromium()
+    url = roofline_html.resolve().as_uri()
+    with Browser.launch(exe, tmp_path / "profile") as page:
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            page.call(f"{domain}.enable")
+        viewport(page, 1280, 900)
+        page.call("Page.navigate", url=url)
+        page.wait_event("Page.loadEventFired")
+        page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        box = page.evaluate("""(() => {
+            const svg = document.querySelector('svg[data-plot="roofline"]');
+            if (!svg) return null;
+            svg.scrollIntoView({block: 'center'});
+            const r = svg.getBoundingClientRect(), s = getComputedStyle(svg);
+            const dots = [...svg.querySelectorAll('circle')].map(c => c.getBoundingClientRect())
+                .filter(b => b.width > 0 && b.left >= r.left && b.right <= r.right + 1);
+            return {w: r.width, h: r.height, x: r.left + scrollX, y: r.top + scrollY,
+                    visible: s.visibility === 'visible' && s.display !== 'none',
+                    dots: dots.length, roofs: svg.querySelectorAll('path').length};
+        })()""")
+        assert box is not None, "no roofline SVG in the page"
+        assert box["visible"] and box["w"] >= 400 and box["h"] >= 200, box
+        assert box["dots"] >= 8 and box["roofs"] >= 2, box  # operations + ridge marks; BF16 and FP32 roofs
+        clip = {"x": box["x"], "y": box["y"], "width": box["w"], "height": box["h"], "scale": 1}
+        raw = base64.b64decode(page.call("Page.captureScreenshot", format="png", clip=clip)["data"])
+        keep("roofline.png", raw)
+        std, colours = not_blank(raw)
+        assert std > MIN_STD and colours >= MIN_COLOURS, (std, colours)
         errors, requests = problems(page, url)
         assert errors == [] and requests == [], (errors, requests)

@@ -100,8 +100,12 @@ def explain(
         ),
     ] = None,
     format: Annotated[
-        str, typer.Option("--format", help="Outputs to write, comma-separated: md,json,csv,html.")
-    ] = "md,json,csv,html",
+        str,
+        typer.Option(
+            "--format",
+            help="Outputs to write, comma-separated: md,json,csv,html,ncu (Nsight Compute plan).",
+        ),
+    ] = "md,json,csv,html,ncu",
     kernel_name: Annotated[
         str,
         typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled."),
@@ -190,6 +194,37 @@ def explain(
             help="JSON file extending or overriding the kernel category table.",
         ),
     ] = None,
+    gpu_peaks: Annotated[
+        Path | None,
+        typer.Option(
+            "--gpu-peaks",
+            help="JSON file of GPU peak figures (TFLOPS per dtype, HBM GB/s) replacing or adding "
+            "to the built-in table (docs/compute.md).",
+        ),
+    ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            help="The model's Hugging Face config.json (FLOPs per token, decode bytes for MFU/MBU).",
+        ),
+    ] = None,
+    model_flops_per_token: Annotated[
+        str | None,
+        typer.Option(
+            "--model-flops-per-token",
+            help="Model FLOPs per token for MFU (e.g. 1.2e9 or 1.2G); overrides --model's count.",
+            show_default=False,
+        ),
+    ] = None,
+    tokens_per_step: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens-per-step",
+            help="Tokens each step processes, for MFU (default: the embedding's recorded input).",
+            show_default=False,
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -228,6 +263,10 @@ def explain(
             timeout_s=timeout,
             step_range=step_range,
             kernel_categories=str(kernel_categories) if kernel_categories is not None else None,
+            gpu_peaks=str(gpu_peaks) if gpu_peaks is not None else None,
+            model_config=str(model) if model is not None else None,
+            model_flops_per_token=model_flops_per_token,
+            tokens_per_step=tokens_per_step,
         )
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
@@ -256,8 +295,28 @@ def _options(**kw: Any) -> Options:
         from nsys_llm_explainer.categories import load_table
 
         load_table(kw["kernel_categories"])  # a bad file is a usage error before any work
+    _compute_options(kw)
     pm = kw.pop("phase_map")
     return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
+
+
+def _compute_options(kw: dict[str, Any]) -> None:
+    """Parse the MFU/roofline inputs; a bad file or value is a usage error before any work."""
+    if kw.get("gpu_peaks") is not None:
+        from nsys_llm_explainer.compute.peaks import load_gpu_peaks
+
+        load_gpu_peaks(kw["gpu_peaks"])
+    if kw.get("model_config") is not None:
+        from nsys_llm_explainer.compute.model_config import load_model_config
+
+        load_model_config(kw["model_config"])
+    if kw.get("model_flops_per_token") is not None or kw.get("tokens_per_step") is not None:
+        from nsys_llm_explainer.compute import model_flops
+
+        if kw.get("model_flops_per_token") is not None:
+            kw["model_flops_per_token"] = model_flops.parse_model_flops_per_token(kw["model_flops_per_token"])
+        if kw.get("tokens_per_step") is not None:
+            kw["tokens_per_step"] = model_flops.parse_tokens_per_step(kw["tokens_per_step"])
 
 
 def _usage_error(exc: Exception) -> int:

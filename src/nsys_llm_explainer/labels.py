@@ -23,6 +23,8 @@ KERNEL_TABLES: dict[str, str] = {
     "tiny_kernels": "name",
     "launch_overhead_kernels": "name",
     "kernel_category_names": "name",
+    "compute_kernels": "name",
+    "gemm_precision": "name",
 }
 # metric id -> {list key in the metric's data: record key holding a kernel name, or a list of them}
 KERNEL_FIELDS: dict[str, dict[str, str]] = {
@@ -34,6 +36,9 @@ KERNEL_FIELDS: dict[str, dict[str, str]] = {
     "communication": {"top_kernels": "name"},
     "steps": {"outliers": "kernel_name"},
     "fusion_candidates": {"candidates": "kernels"},
+    "compute_efficiency": {"kernels": "name"},
+    "gemm_precision": {"fp32_kernels": "name"},
+    "ncu_plan": {"targets": "name"},
 }
 
 

@@ -255,7 +255,7 @@ class Report:
         return csv_writer.frame(self, name.removesuffix(".csv"))
 
     def write(
-        self, out_dir: Path | str, formats: str | Iterable[str] = "md,json,csv,html", force: bool = False
+        self, out_dir: Path | str, formats: str | Iterable[str] = "md,json,csv,html,ncu", force: bool = False
     ) -> Path:
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html). `force`: write into a non-empty directory that holds no previous report."""

@@ -25,6 +25,10 @@ class Options:
     timeout_s: float | None = None
     step_range: str | None = None  # NVTX range name that delimits one serving step
     kernel_categories: str | None = None  # path of a JSON file extending/overriding categories
+    gpu_peaks: str | None = None  # path of a --gpu-peaks JSON file (peak figures per GPU)
+    model_config: str | None = None  # path of a Hugging Face config.json (--model)
+    model_flops_per_token: float | None = None  # --model-flops-per-token
+    tokens_per_step: int | None = None  # --tokens-per-step
     extra: dict[str, Any] = field(default_factory=dict)  # options added by later metrics
 
     def to_json(self) -> dict[str, Any]:

@@ -157,5 +157,5 @@ def attention(
         formula=formula,
         assumptions=tuple(notes),
         composite=lay.composite,
-        extra={"causal": is_causal, "gqa_group": hq // hk},
+        extra={"causal": is_causal, "gqa_group": hq // hk, "batch": b, "lq": lq, "lk": lk},
     )

@@ -36,6 +36,7 @@ def _cost(
     compute_dtype: str | None,
     composite: bool = False,
     extra_notes: tuple[str, ...] = (),
+    dims: tuple[int, int, int, int] | None = None,
 ) -> OpCost:
     in_dtype = s.tensor_dtype(0) if s.tensor(0) is not None else s.dtype
     cls, notes = compute_class(in_dtype, compute_dtype)
@@ -52,6 +53,7 @@ def _cost(
         formula=formula,
         assumptions=notes + extra_notes,
         composite=composite,
+        extra=dict(zip(("batch", "m", "n", "k"), dims, strict=True)) if dims else {},
     )
 
 
@@ -78,7 +80,10 @@ def mm(s: OpShapes, compute_dtype: str | None = None, a: int = 0, b: int = 1) ->
         return Uncounted(s.op, f"inner sizes differ: [{m}, {k}] x [{k2}, {n}]")
     formula = f"2*M*N*K = 2*{m}*{n}*{k}"
     reads = [_in(s, i) for i in range(len(s.args))]
-    return _cost(s, 2 * m * n * k, formula, reads, (m, n), s.tensor_dtype(a), compute_dtype)
+    return _cost(
+        s, 2 * m * n * k, formula, reads, (m, n), s.tensor_dtype(a), compute_dtype,
+        dims=(1, m, n, k),
+    )
 
 
 def addmm(s: OpShapes, compute_dtype: str | None = None) -> OpCost | Uncounted:
@@ -98,7 +103,8 @@ def _bmm(s: OpShapes, a: int, b: int, compute_dtype: str | None) -> OpCost | Unc
     formula = f"2*B*M*N*K = 2*{bs}*{m}*{n}*{k}"
     reads = [_in(s, i) for i in range(len(s.args))]
     return _cost(
-        s, 2 * bs * m * n * k, formula, reads, (bs, m, n), s.tensor_dtype(a), compute_dtype
+        s, 2 * bs * m * n * k, formula, reads, (bs, m, n), s.tensor_dtype(a), compute_dtype,
+        dims=(bs, m, n, k),
     )
 
 
@@ -137,6 +143,7 @@ def matmul(s: OpShapes, compute_dtype: str | None = None) -> OpCost | Uncounted:
         s.tensor_dtype(0),
         compute_dtype,
         composite=True,
+        dims=(nb, m, n, k),
     )
 
 
@@ -166,6 +173,7 @@ def linear(s: OpShapes, compute_dtype: str | None = None) -> OpCost | Uncounted:
         s.tensor_dtype(0),
         compute_dtype,
         composite=True,
+        dims=(1, rows, out_f, in_f),
     )
 
 

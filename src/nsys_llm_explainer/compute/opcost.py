@@ -40,6 +40,22 @@ COPIES = frozenset(
 CONCAT = frozenset("cat concat concatenate stack hstack vstack _cat".split())
 
 
+# Short names op_cost gives a non-zero cost (views, allocations and dropout count nothing).
+COUNTED = frozenset(
+    set(GEMM) | VECTOR_PRODUCTS | set(conv.SIGNATURES) | {"convolution_backward"}
+    | set(attention.OPS) | movement.SCALAR_READS | set(movement.FACTORIES) | COPIES | CONCAT
+    | {"embedding", "index_select", "embedding_dense_backward"} | memory_ops.SOFTMAX
+    | memory_ops.NORMS | memory_ops.REDUCTIONS | set(memory_ops.GRAD_OF) | memory_ops.ELEMENTWISE
+    | {f"{e}_" for e in memory_ops.ELEMENTWISE}
+) - {"empty"}
+
+
+def has_formula(op: str) -> bool:
+    """Whether op_cost can give this operator a non-zero cost: a cheap filter before the
+    shapes of its calls are parsed (views, autograd nodes and unknown ops cost nothing)."""
+    return not is_autograd_node(op) and short_name(op) in COUNTED
+
+
 def is_autograd_node(op: str) -> bool:
     name = op.strip()
     return name.startswith("autograd::") or ("Backward" in name and "::" not in name)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from nsys_llm_explainer.gpu_specs import DTYPE_CLASSES, GpuSpec
 
 PLAUSIBLE_TOLERANCE = 0.10  # 10% over peak: more than clock or timer error can explain
@@ -132,3 +134,49 @@ def place(
         implausible=check_plausible(achieved, roof.peak_flops, tolerance),
         above_bandwidth=bandwidth > roof.peak_bandwidth,
     )
+
+
+@dataclass(frozen=True)
+class Placements:
+    """`place` over arrays (one entry per operation); NaN where the peak or time is unknown."""
+
+    intensity: np.ndarray  # FLOP/byte (inf for FLOPs without bytes)
+    achieved_flops: np.ndarray  # FLOP/s
+    achieved_bandwidth: np.ndarray  # bytes/s
+    attainable: np.ndarray  # FLOP/s the roof allows at this intensity
+    compute_bound: np.ndarray  # bool: intensity at or beyond the ridge point
+    efficiency: np.ndarray  # achieved / attainable; bandwidth share for bytes-only work
+    implausible: np.ndarray  # bool: achieved FLOP/s above peak x (1 + tolerance)
+    above_bandwidth: np.ndarray  # bool: achieved bandwidth above the memory peak
+
+
+def place_many(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    time_s: np.ndarray,
+    peak_flops: np.ndarray,
+    peak_bandwidth: np.ndarray,
+    tolerance: float = PLAUSIBLE_TOLERANCE,
+) -> Placements:
+    """The same arithmetic as `place`, vectorized; a zero time or peak gives NaN, not an error."""
+    f, b, t = (np.asarray(x, dtype=np.float64) for x in (flops, nbytes, time_s))
+    p, w = (np.asarray(x, dtype=np.float64) for x in (peak_flops, peak_bandwidth))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(t > 0, t, np.nan)
+        p = np.where(p > 0, p, np.nan)
+        w = np.where(w > 0, w, np.nan)
+        intensity = np.where(b > 0, f / np.where(b > 0, b, 1.0), np.where(f > 0, np.inf, np.nan))
+        achieved, bandwidth = f / t, b / t
+        roof = np.where(b > 0, np.minimum(p, intensity * w), p)
+        efficiency = np.where(f > 0, achieved / roof, bandwidth / w)
+        ridge = p / w
+        return Placements(
+            intensity=intensity,
+            achieved_flops=achieved,
+            achieved_bandwidth=bandwidth,
+            attainable=roof,
+            compute_bound=intensity >= ridge,
+            efficiency=efficiency,
+            implausible=achieved > p * (1 + tolerance),
+            above_bandwidth=bandwidth > w,
+        )

@@ -8,8 +8,10 @@ from nsys_llm_explainer.metrics import (
     casts,
     categories,
     communication,
+    compute_efficiency,
     cuda_graphs,
     fusion_candidates,
+    gemm_precision,
     gpu_context,
     gpu_idle,
     host_patterns,
@@ -17,6 +19,8 @@ from nsys_llm_explainer.metrics import (
     launch_overhead,
     launch_storm,
     memory_transfers,
+    model_utilization,
+    ncu_targets,
     nvtx_attribution,
     nvtx_ranges,
     operators,
@@ -51,7 +55,11 @@ REGISTRY: tuple[Metric, ...] = (
     cuda_graphs.METRIC,
     fusion_candidates.METRIC,
     operators.METRIC,  # PyTorch profiler traces only (Skipped elsewhere)
+    compute_efficiency.METRIC,  # after operators, nvtx_attribution, steps: shares their caches
     workload.METRIC,
+    model_utilization.METRIC,  # after steps, workload and compute_efficiency
+    gemm_precision.METRIC,
+    ncu_targets.METRIC,  # after top_kernels, capture and compute_efficiency
     timeline.METRIC,  # keep last: it summarizes the metrics above for plots
 )
 

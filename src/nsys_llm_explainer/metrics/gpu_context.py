@@ -1,4 +1,5 @@
-"""gpu_context: what each GPU is (TARGET_INFO_GPU) and what it could do (gpu_specs table):
+"""gpu_context: what each GPU is (TARGET_INFO_GPU) and what it could do (gpu_specs table, with
+the --gpu-peaks file's entries):
 dense peak TFLOPS, HBM bandwidth, ridge point, and achieved copy bandwidth against peak.
 
 Achieved copy bandwidth uses copies of at least LARGE_COPY_BYTES only (smaller copies
@@ -16,7 +17,9 @@ import pandas as pd
 
 from nsys_llm_explainer import gpu_specs
 from nsys_llm_explainer.analysis.groups import distinct_few
+from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.compute_peaks import peak_table
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -126,7 +129,12 @@ def run(ctx: Context) -> Outcome:
     if not gpus:
         return METRIC.skipped(ctx.data.gpus_missing_reason())
     active = _active_devices(ctx)
-    specs = {g.device_id: gpu_specs.lookup(g.name) for g in gpus}
+    # The built-in table, with the --gpu-peaks file's entries replacing or adding models.
+    try:
+        table = peak_table(ctx.options.gpu_peaks).by_name
+    except UsageError as exc:
+        return METRIC.skipped(exc.message)
+    specs = {g.device_id: gpu_specs.lookup(g.name, table) for g in gpus}
     rows = [_gpu_row(g, specs[g.device_id], g.device_id in active) for g in gpus]
     unknown = sorted({g.name or "(no name)" for g in gpus if specs[g.device_id] is None})
     copies = _copies(ctx, {d: s for d, s in specs.items() if d in active})

@@ -17,21 +17,28 @@ READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
+        "compute_efficiency",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
+        "compute_efficiency",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (
         "nvtx_attribution", "boundness", "idle_causes", "steps", "categories", "host_patterns",
+        "compute_efficiency",
     ),
-    "kernel_categories:": ("categories",),
+    "kernel_categories:": ("categories", "gemm_precision", "ncu_plan"),
     "comm_mask": ("communication", "idle_causes", "steps", "host_patterns"),
-    "operator_attribution": ("operators",),
-    "nvtx_normalized": ("nvtx_ranges", "nvtx_attribution"),
+    "operator_attribution": ("operators", "compute_efficiency"),
+    # compute_sources / compute_count (FLOPs per call) and the peaks per device
+    "compute_instances": ("compute_efficiency", "model_utilization"),
+    "compute_view": ("compute_efficiency", "model_utilization"),
+    "compute_peaks:": ("compute_efficiency", "model_utilization"),
+    "nvtx_normalized": ("nvtx_ranges", "nvtx_attribution", "compute_efficiency"),
 }
 
 

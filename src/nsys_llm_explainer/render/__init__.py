@@ -10,6 +10,7 @@ class Format(StrEnum):
     JSON = "json"
     CSV = "csv"
     HTML = "html"
+    NCU = "ncu"  # ncu_plan.sh and ncu_targets.json: the Nsight Compute plan
 
     @staticmethod
     def parse(text: str) -> tuple[Format, ...]:

@@ -41,4 +41,20 @@ def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
                 from nsys_llm_explainer.render import html
 
                 files["report.html"] = html.render(report, plots)
+            case Format.NCU:
+                files.update(ncu_files(report))
     return files
+
+
+def ncu_files(report: Report) -> dict[str, str]:
+    """ncu_plan.sh and ncu_targets.json, when the plan has targets (none without kernels)."""
+    from nsys_llm_explainer.model import MetricResult
+
+    outcome = report.metrics.get("ncu_plan")
+    if not isinstance(outcome, MetricResult) or not outcome.data.get("targets"):
+        return {}
+    from nsys_llm_explainer.compute import ncu_plan
+    from nsys_llm_explainer.metrics.ncu_targets import plan_of
+
+    plan = plan_of(outcome.data)
+    return {"ncu_plan.sh": ncu_plan.plan_script(plan), "ncu_targets.json": ncu_plan.targets_json(plan)}

@@ -21,6 +21,7 @@ MD_MARKER = "report.md"
 MD_HEADING = f"# {TOOL_NAME} report"
 CHOOSE = "choose another --out"
 OUR_SUBDIRS = ("tables", "plots")
+OUR_FILES = ("ncu_plan.sh", "ncu_targets.json")  # the Nsight Compute plan beside the report
 
 
 def _is_ours(directory: Path) -> bool:
@@ -37,7 +38,8 @@ def _is_ours(directory: Path) -> bool:
                 return True
     except OSError:
         pass
-    entries = list(directory.iterdir())  # written with --format csv only
+    # written with --format csv only (and the Nsight Compute plan beside it)
+    entries = [e for e in directory.iterdir() if e.name not in OUR_FILES or not e.is_file()]
     return [e.name for e in entries] == ["tables"] and all(
         f.suffix == ".csv" for f in entries[0].iterdir()
     )
@@ -110,7 +112,7 @@ def _only_ours(out_dir: Path) -> bool:
 def _our_file(rel: Path) -> bool:
     parts = rel.parts
     if len(parts) == 1:
-        return parts[0].startswith("report.") or parts[0].startswith("diff.")
+        return parts[0].startswith("report.") or parts[0].startswith("diff.") or parts[0] in OUR_FILES
     return len(parts) == 2 and parts[0] in OUR_SUBDIRS
 
 

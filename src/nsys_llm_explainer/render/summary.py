@@ -35,6 +35,9 @@ CUTS: tuple[Cut, ...] = (
     Cut("nvtx_attribution", "ranges", "nvtx_attribution", 100),
     Cut("per_process", "processes", "processes", 100),
     Cut("cuda_graphs", "graphs", "cuda_graphs", 100),
+    Cut("compute_efficiency", "operations", "compute_operations", 50),
+    Cut("compute_efficiency", "kernels", "compute_kernels", 50),
+    Cut("model_utilization", "steps", "model_utilization_steps", 100),
 )
 _BY_METRIC: dict[str, tuple[Cut, ...]] = {}
 for _cut in CUTS:

@@ -34,6 +34,10 @@ from nsys_llm_explainer.rules import (
     nle312_fusion_candidate,
     nle313_nccl_shared_stream,
     nle315_repeated_casts,
+    nle320_gemm_below_roof,
+    nle321_low_mfu,
+    nle322_low_mbu,
+    nle323_fp32_gemm,
 )
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
@@ -68,6 +72,10 @@ RULES: tuple[Rule, ...] = (
     nle312_fusion_candidate.RULE,
     nle313_nccl_shared_stream.RULE,
     nle315_repeated_casts.RULE,
+    nle320_gemm_below_roof.RULE,
+    nle321_low_mfu.RULE,
+    nle322_low_mbu.RULE,
+    nle323_fp32_gemm.RULE,
 )
 
 # Ids no longer used, and where their finding went. An id is never reused.

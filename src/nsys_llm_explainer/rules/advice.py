@@ -117,6 +117,80 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "larger collectives amortize their latency.",
         ),
     },
+    "gemm_roof": {
+        "llm_inference": (
+            "Batch more requests per step (continuous batching, a larger max batch or max tokens): in "
+            "decode M is the batch, and a GEMM with a tiny M streams the whole weight matrix for a few rows.",
+            "Where M must stay small, weight-only quantization (INT8/INT4/FP8 weights) cuts the bytes that "
+            "bound it; pad hidden sizes to multiples of 64 so the kernels' tiles fit.",
+            "Profile the GEMM with Nsight Compute (ncu_plan.sh in the report directory) to see the tile "
+            "shape and wave quantization cuBLAS picked.",
+        ),
+        "pytorch": (
+            "Grow M (batch or sequence per call) or merge small GEMMs (torch.compile, a grouped GEMM); pad "
+            "dimensions to multiples of 64 (8 at least) so tensor-core tiles fit.",
+            "Profile the GEMM with Nsight Compute (ncu_plan.sh in the report directory) for its tile "
+            "shape, occupancy and wave quantization.",
+        ),
+        "generic": (
+            "Give each GEMM more work (a larger M, batched or grouped GEMMs) and pad dimensions to "
+            "multiples of 64 so tensor-core tiles fit; profile it with Nsight Compute (ncu_plan.sh).",
+        ),
+    },
+    "mfu": {
+        "llm_inference": (
+            "Prefill more tokens per step (larger prefill chunks, more prompts batched together) so the "
+            "matrix products dominate the step.",
+            "Fuse the memory-bound operators around the GEMMs (RMSNorm, rotary embedding, SiLU-and-mul, "
+            "residual adds): fused kernels from vLLM/FlashInfer, or torch.compile.",
+            "Use FlashAttention or FlashInfer kernels for prefill attention, and CUDA graphs where steps are short.",
+        ),
+        "llm_training": (
+            "Raise the micro-batch or sequence length per GPU until memory allows; use FlashAttention and "
+            "fused optimizers (fused Adam); compile the model (torch.compile).",
+            "Check that GEMMs run in BF16 or FP8 (Transformer Engine) and that communication overlaps "
+            "compute (FSDP/DDP bucketing).",
+        ),
+        "pytorch": (
+            "Fuse the memory-bound operators between the matrix products (torch.compile) and give each "
+            "step more work (a larger batch).",
+        ),
+        "generic": (
+            "Give each step more arithmetic per byte moved: larger batches, fused kernels, "
+            "tensor-core precisions (BF16/FP16/TF32).",
+        ),
+    },
+    "mbu": {
+        "llm_inference": (
+            "A decode step should stream its weights and KV cache at near-peak bandwidth; low MBU means "
+            "time goes elsewhere: capture decode in CUDA graphs, remove per-step host syncs, and fuse "
+            "the small kernels (norms, rotary, sampling).",
+            "Use paged/flash decode attention kernels (FlashInfer, vLLM) that read the KV cache at full "
+            "bandwidth; batch more sequences per step to amortize the weight reads.",
+        ),
+        "pytorch": (
+            "Capture the decode loop in a CUDA graph (torch.compile mode='reduce-overhead') and fuse "
+            "its small kernels so the step time is spent reading weights.",
+        ),
+        "generic": (
+            "Cut launch and host overhead between the memory-bound kernels (CUDA graphs, fused kernels) "
+            "so they stream memory back to back.",
+        ),
+    },
+    "fp32_gemm": {
+        "pytorch": (
+            "Let float32 matrix products use TF32 tensor cores: `torch.backends.cuda.matmul.allow_tf32 = "
+            "True` or `torch.set_float32_matmul_precision('high')` (and `torch.backends.cudnn.allow_tf32 "
+            "= True` for convolutions).",
+            "Better: run the model in BF16 (`torch.autocast('cuda', dtype=torch.bfloat16)`, or cast the "
+            "weights), which also halves the bytes moved.",
+        ),
+        "generic": (
+            "Enable TF32 tensor-core math for float32 GEMMs (`cublasSetMathMode(handle, "
+            "CUBLAS_TF32_TENSOR_OP_MATH)` or `CUBLAS_COMPUTE_32F_FAST_TF32` in cublasGemmEx), or store "
+            "the operands in BF16/FP16.",
+        ),
+    },
 }
 
 

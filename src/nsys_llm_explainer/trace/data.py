@@ -21,7 +21,8 @@ Columns every source provides (int64 numpy arrays; times in integer nanoseconds 
 Only some formats have these (the base class raises Unavailable):
 
 - operators(): start, end, pid, tkey, name (index into operator_names()), ext (External id),
-  shape (index into operator_shapes(): (Input Dims, Input type) JSON text; -1: not recorded)
+  shape (index into operator_shapes(): (Input Dims, Input type) JSON text; -1: not recorded),
+  concrete (index into operator_concrete_inputs(): the Concrete Inputs list; -1: not recorded)
 - python_functions(): start, end, pid, tkey, name (index into operator_names()), py_id, py_parent
 - step_marks(): NVTX range names the format itself says delimit steps (ProfilerStep#N)
 """
@@ -190,6 +191,15 @@ class TraceData:
 
     def operator_shapes(self) -> list[tuple[str, str]]:
         return []
+
+    def operator_concrete_inputs(self) -> list[Any]:
+        """Per id: the printed argument values (PyTorch 2.1+ "Concrete Inputs")."""
+        return []
+
+    def kernel_mangled_names(self, name_ids: np.ndarray) -> dict[int, str]:
+        """Mangled names of the kernels whose name_id is given, where the trace records them
+        (Nsight Systems exports); {} when the format has none."""
+        return {}
 
     def python_functions(self) -> Columns:
         raise Unavailable(f"an {self.format_name} has no Python call stacks")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render.svg import gap_histogram, per_process, steps, timeline, top_kernels
+from nsys_llm_explainer.render.svg import gap_histogram, per_process, roofline, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
 
@@ -27,6 +27,7 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Idle-gap sizes", "gpu_idle", gap_histogram.build),
     PlotSpec("Step latency", "steps", steps.build),
     PlotSpec("Kernel time per process", "per_process", per_process.build),
+    PlotSpec("Roofline", "compute_efficiency", roofline.build),
 )
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from nsys_llm_explainer.compute.roofline import Roof
 from nsys_llm_explainer.render.fmt import dur, pct
-from nsys_llm_explainer.render.svg.base import COLOURS, Plot, esc, fit, legend, line, n, path, text
+from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, esc, fit, legend, line, n, path, text
 
 LEFT, TOP, PLOT_W, PLOT_H, RIGHT, LABEL_W = 80, 12, 560, 320, 20, 200
 R_MIN, R_MAX = 3.0, 11.0
@@ -40,6 +40,10 @@ def _si(value: float, unit: str) -> str:
         if value >= scale:
             return f"{value / scale:g} {prefix}{unit}"
     return f"{value:g} {unit}"
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def circle(x: float, y: float, r: float, cls: str, tip: str) -> str:
@@ -88,8 +92,10 @@ def build_roofline(
             anchor="middle",
         )
     )
+    placed: list[tuple[float, float, float, float]] = []  # label boxes, for collisions
     for r in roofs:
         i = order[r.dtype]
+        placed.append((px(x_hi) - 130, py(r.peak_flops) - 16, px(x_hi), py(r.peak_flops)))
         x_start = max(x_lo, y_lo / r.peak_bandwidth)
         corners = (
             (px(x_start), py(r.attainable(x_start))),
@@ -126,7 +132,11 @@ def build_roofline(
         body.append(circle(x, y, radius, cls, tip))
         anchor = "end" if x > LEFT + PLOT_W - LABEL_W / 2 else "start"
         lx = x - radius - 3 if anchor == "end" else x + radius + 3
-        body.append(text(lx, y + 4, fit(p.label, LABEL_W / 2), anchor=anchor, tip=p.label))
+        x0 = lx if anchor == "start" else lx - LABEL_W / 2
+        box = (x0, y - 8, x0 + LABEL_W / 2, y + 8)
+        if not any(_overlap(box, b) for b in placed):  # a crowded label stays in the tooltip and table
+            placed.append(box)
+            body.append(text(lx, y + 4, fit(p.label, LABEL_W / 2), anchor=anchor, tip=p.label))
         bound = "n/a" if roof is None else ("compute" if a >= roof.ridge else "memory")
         rows.append(
             (
@@ -175,3 +185,23 @@ def build_roofline(
         headers,
         tuple(rows),
     )
+
+
+def build(inp: PlotInput) -> Plot | None:
+    """The roofline of compute_efficiency: its roofs, and its operations with FLOPs that ran
+    on the roofline's device, sized by their kernel time."""
+    m = inp.metric("compute_efficiency")
+    if m is None or not m.get("roofline"):
+        return None
+    rl = m["roofline"]
+    roofs = [
+        Roof(r["dtype"], float(r["peak_tflops"]) * 1e12, float(r["bandwidth_gbps"]) * 1e9)
+        for r in rl["roofs"]
+    ]
+    points = [
+        RooflinePoint(o["label"], o["compute_dtype"], float(o["flops"]), float(o["bytes"]), float(o["kernel_ns"]))
+        for o in m["operations"]
+        if o["device_id"] == rl["device_id"] and o["flops"] and o["bytes"] and o["kernel_ns"]
+    ]
+    device = f"{rl['model']}{' (assumed)' if rl['peaks_basis'] == 'assumed' else ''}" if rl["model"] else ""
+    return build_roofline(roofs, points, device)

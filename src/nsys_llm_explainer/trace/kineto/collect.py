@@ -56,6 +56,7 @@ class Table:
     stream: array = field(default_factory=_i64)
     bytes: array = field(default_factory=_i64)
     extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
+    concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -94,6 +95,7 @@ class Collected:
     procs: Interner  # pid values as written (int or str)
     threads: Interner  # (pid value, tid value)
     shapes: Interner  # (Input Dims text, Input type text)
+    concrete: Interner  # Concrete Inputs as a tuple of printed values (or JSON text)
     flows_start: dict[int, tuple[int, int, int]]  # flow id -> (proc, thread, ts ns) at the call
     flows_end: dict[tuple[int, int, int], int]  # (proc, thread, ts ns) at the GPU event -> flow id
     categories: Counter[str]
@@ -112,7 +114,7 @@ class Collector:
     def __init__(self) -> None:
         self.collected = Collected(
             tables=[Table() for _ in KIND_NAMES], names=Interner(), procs=Interner(),
-            threads=Interner(), shapes=Interner(), flows_start={}, flows_end={},
+            threads=Interner(), shapes=Interner(), concrete=Interner(), flows_start={}, flows_end={},
             categories=Counter(), metadata=[], python_ids=_i64(), python_parents=_i64(),
             bad=Counter(),
         )
@@ -121,7 +123,7 @@ class Collector:
     def _make_add(self) -> Any:
         c = self.collected
         tables, kinds, categories = c.tables, KINDS, c.categories
-        names, procs, threads, shapes = c.names, c.procs, c.threads, c.shapes
+        names, procs, threads, shapes, concrete = c.names, c.procs, c.threads, c.shapes, c.concrete
         flow_start, flow_end, bad = c.flows_start, c.flows_end, c.bad
         py_ids, py_parents = c.python_ids, c.python_parents
         gpu_kinds = GPU_KINDS
@@ -195,6 +197,8 @@ class Collector:
                     t.extra.append(NONE)
                 else:
                     t.extra.append(shapes.id((_text(dims), _text(args.get("Input type")))))
+                values = args.get("Concrete Inputs")
+                t.concrete.append(NONE if values is None else concrete.id(_values_key(values)))
             elif kind == PYTHON:
                 py_ids.append(_int(args.get("Python id")))
                 py_parents.append(_int(args.get("Python parent id")))
@@ -218,6 +222,19 @@ class Collector:
 def _hashable(value: Any) -> Any:
     """pid/tid as a dict key: ints and text as they are, anything else (a list ...) as text."""
     return value if type(value) in (int, str) or value is None else repr(value)
+
+
+def _values_key(value: Any) -> Any:
+    """Concrete Inputs as a hashable key: a list of printed values as a tuple (cheaper than
+    JSON text per event), anything else as JSON text."""
+    if type(value) is list:
+        key = tuple(value)
+        try:
+            hash(key)
+            return key
+        except TypeError:
+            pass
+    return _text(value)
 
 
 def _text(value: Any) -> str:

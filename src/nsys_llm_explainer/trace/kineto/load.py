@@ -304,6 +304,7 @@ class KinetoTraceData(TraceData):
         cols = Columns("operators", {
             "start": start, "end": end, "pid": self._pid_of_proc[_arr(t.proc)],
             "tkey": _arr(t.thread), "name": _arr(t.name), "ext": _arr(t.ext), "shape": _arr(t.extra),
+            "concrete": _arr(t.concrete),
         })
         return self._check("cpu_op", cols.take(keep) if not keep.all() else cols)
 
@@ -312,6 +313,9 @@ class KinetoTraceData(TraceData):
 
     def operator_shapes(self) -> list[tuple[str, str]]:
         return self.c.shapes.values_list()
+
+    def operator_concrete_inputs(self) -> list[Any]:
+        return [list(v) if isinstance(v, tuple) else v for v in self.c.concrete.values_list()]
 
     def step_ranges(self) -> Columns:
         """ProfilerStep#N user annotations: start, end, pid, tkey, step (N)."""

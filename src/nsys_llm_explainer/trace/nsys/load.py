@@ -213,6 +213,28 @@ class NsysTraceData(TraceData):
         names.update({int(i): UNNAMED_KERNEL for i in wanted if int(i) < 0})
         return names
 
+    def kernel_mangled_names(self, name_ids: np.ndarray) -> dict[int, str]:
+        """Mangled names of a few kernels (the Nsight Compute plan's targets): one lookup per
+        name, which stops at the first kernel row of that name carrying a mangledName."""
+        table = self.schema.kernel_table
+        have = self.schema.tables.get(table or "", ())
+        name_col = KERNEL_NAME_COLUMNS.get(self.kernel_name_mode, "demangledName")
+        if table is None or "mangledName" not in have or name_col not in have:
+            return {}
+        found: dict[int, int] = {}
+        sql = (
+            f'SELECT "mangledName" FROM {quote_ident(table)} WHERE {quote_ident(name_col)} = ? '
+            "AND typeof(\"mangledName\") = 'integer' LIMIT 1"
+        )
+        for i in np.unique(name_ids).tolist():
+            if int(i) < 0:
+                continue
+            row = self.conn.execute(sql, (int(i),)).fetchone()
+            if row is not None:
+                found[int(i)] = int(row[0])
+        names = self.strings.resolve(found.values())
+        return {i: names[m] for i, m in found.items() if m not in self.strings.missing and names[m]}
+
     def runtime(self) -> Columns:
         return self.cached("runtime", self._load_runtime)
 

@@ -1,0 +1,36 @@
+"""compute_efficiency: how close each operation and kernel comes to the GPU's roof.
+
+Shapes come from the PyTorch profiler's record_shapes (Input Dims / Input type) or from the
+NVTX range names PyTorch emits with shapes under Nsight Systems (compute_sources.py; their
+dtype is assumed from the kernels' names). Each counted call (compute_count.py: composite
+operators or their children, never both) gets FLOPs and compulsory bytes (docs/compute.md)
+and the time of its kernels; per operation (operator, input sizes, dtype, device) and per
+kernel: achieved TFLOP/s and GB/s, arithmetic intensity, the bound against the ridge point of
+its dtype, and the share of the roof it reaches (compute_tables.py). Peaks: compute_peaks.py.
+"""
+
+
+from __future__ import annotations
+
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.compute_columns import KERNEL_COLUMNS, OPERATION_COLUMNS
+from nsys_llm_explainer.model import Outcome
+
+
+def run(ctx: Context) -> Outcome:
+    from nsys_llm_explainer.metrics import compute_report  # the formulas load when needed
+
+    return compute_report.run(ctx, METRIC)
+
+
+METRIC = Metric(
+    id="compute_efficiency",
+    title="How close to the hardware: FLOPs, bytes and roofline",
+    run=run,
+    tables={"compute_operations": OPERATION_COLUMNS, "compute_kernels": KERNEL_COLUMNS},
+    description=(
+        "FLOPs and bytes of each operator call from its recorded shapes (PyTorch profiler or "
+        "PyTorch NVTX ranges), per operation and per kernel: achieved TFLOP/s and GB/s, "
+        "arithmetic intensity, compute- or memory-bound against the GPU's ridge point, share of the roof."
+    ),
+)

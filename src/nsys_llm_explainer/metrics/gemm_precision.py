@@ -1,0 +1,99 @@
+"""gemm_precision: the math mode of the GEMM kernels (operand type, tensor cores or not), read
+from their names (math_mode.py), with the GPU time of each mode per device.
+
+GEMM kernels are the kernels the categories table puts in "gemm". A float32 GEMM that does
+not run on tensor cores (`sgemm`, `..._f32f32_..._ffma`, `simt`) runs at the FP32 CUDA-core
+peak, a small fraction of what TF32 or BF16 tensor cores give (H100: 67 vs 494.5 and 989.5
+TFLOPS); NLE323 reports their time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.categories import load_table
+from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.math_mode import math_mode
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.categories import kernel_categories
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+
+COLUMNS = ("name", "device_id", "math_dtype", "tensor_cores", "dtype_token", "calls", "kernel_ns",
+           "pct_of_gemm_time")
+LISTED = 20
+
+
+def is_fp32_cuda_core(dtype: Any, tensor_cores: Any) -> bool:
+    """fp32 operands multiplied without tensor cores (TF32 would be reported as tf32)."""
+    return dtype == "fp32" and tensor_cores is not True
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    try:
+        kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    except UsageError as exc:
+        return METRIC.skipped(exc.message)
+    if "gemm" not in kc.categories:
+        return METRIC.skipped("the kernel category table has no gemm category")
+    rows = np.flatnonzero(kc.code == kc.categories.index("gemm"))
+    if not len(rows):
+        return METRIC.skipped("no kernel is a GEMM (categories)")
+    g, (g_code, g_dev) = group_codes(kc.name_code[rows], k.device[rows])
+    n = int(g.max()) + 1
+    names = [kc.names[int(c)] for c in g_code]
+    modes = [math_mode(nm) for nm in names]
+    ns = group_sum(k.dur[rows], g, n)
+    dev_total: dict[int, int] = {}
+    for d, t in zip(g_dev.tolist(), ns.tolist(), strict=True):
+        dev_total[d] = dev_total.get(d, 0) + int(t)
+    frame = pd.DataFrame({
+        "name": names, "device_id": g_dev, "math_dtype": [m.dtype for m in modes],
+        "tensor_cores": [m.tensor_cores for m in modes], "dtype_token": [m.dtype_token for m in modes],
+        "calls": np.bincount(g, minlength=n), "kernel_ns": ns,
+        "pct_of_gemm_time": [round(100.0 * t / dev_total[d], 2) if dev_total[d] else 0.0
+                             for d, t in zip(g_dev.tolist(), ns.tolist(), strict=True)],
+    }).sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    fp32 = frame[[is_fp32_cuda_core(d, t) for d, t in zip(frame["math_dtype"], frame["tensor_cores"], strict=True)]]
+    by_device = []
+    for dev in sorted(dev_total):
+        f = int(fp32.loc[fp32["device_id"] == dev, "kernel_ns"].sum())
+        by_device.append({"device_id": dev, "gemm_ns": dev_total[dev], "fp32_cuda_core_ns": f,
+                          "fp32_cuda_core_pct": round(100.0 * f / dev_total[dev], 2) if dev_total[dev] else 0.0})
+    mode_rows: list[dict[str, Any]] = []
+    tc = frame["tensor_cores"].map({True: "yes", False: "no"}).fillna("unknown")
+    key = frame["math_dtype"].fillna("unknown") + "|" + tc
+    gemm_ns = int(frame["kernel_ns"].sum())
+    for mode, part in frame.groupby(key, sort=False):
+        dtype, tc = str(mode).split("|")
+        t = int(part["kernel_ns"].sum())
+        mode_rows.append({"math_dtype": dtype, "tensor_cores": tc, "kernels": int(len(part)),
+                          "calls": int(part["calls"].sum()), "kernel_ns": t,
+                          "pct_of_gemm_time": round(100.0 * t / gemm_ns, 2) if gemm_ns else 0.0})
+    data = {
+        "gemm_ns": gemm_ns,
+        "kernel_names": int(len(frame)),
+        "modes": sorted(mode_rows, key=lambda r: -int(r["kernel_ns"])),
+        "by_device": by_device,
+        "fp32_kernels": fp32.head(LISTED).to_dict("records"),
+    }
+    return MetricResult(METRIC.id, data, (Table("gemm_precision", COLUMNS, frame),))
+
+
+METRIC = Metric(
+    id="gemm_precision",
+    title="GEMM math modes",
+    run=run,
+    tables={"gemm_precision": COLUMNS},
+    description=(
+        "GEMM kernel time per math mode read from kernel names: operand type and tensor cores or "
+        "not; float32 GEMMs on CUDA cores per device."
+    ),
+)

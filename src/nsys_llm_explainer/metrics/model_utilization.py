@@ -1,0 +1,46 @@
+"""model_utilization: MFU, MBU and hardware FLOPs utilisation per step and phase.
+
+- MFU = model FLOPs per step / (step time x peak FLOP/s x GPUs); model FLOPs per step =
+  FLOPs per token (--model-flops-per-token, or from --model config.json: 2N plus attention
+  over the step's context, x3 for training) x tokens per step (--tokens-per-step, or the
+  element count of the token embedding's input in the step).
+- MBU (decode steps) = bytes a step must read (weights + KV cache, from --model config.json
+  with the step's batch and key length) / (step time x peak bandwidth x GPUs).
+- HFU = FLOPs of the operator calls measured in the step (compute_efficiency's counting) /
+  (step time x peak x GPUs): a lower bound where operators lack shapes.
+
+Peak: the dtype most GEMM FLOPs ran in, on the step's GPU (compute_peaks.py); GPUs: the
+devices the step's process ran kernels on. Every row lists the inputs it used and says which
+were assumed; a figure that cannot be computed is null with the missing input named.
+"""
+
+from __future__ import annotations
+
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.model import Outcome
+
+STEP_COLUMNS = (
+    "step", "phase", "pid", "latency_ns", "kind", "tokens", "batch", "context", "gpus",
+    "flops_per_token", "model_flops", "mfu_pct", "bytes_per_step", "mbu_pct", "measured_flops",
+    "hfu_pct", "peak_tflops", "bandwidth_gbps", "kind_from", "tokens_from", "flops_from", "bytes_from",
+)
+
+
+def run(ctx: Context) -> Outcome:
+    from nsys_llm_explainer.metrics import model_report  # the model formulas load when needed
+
+    return model_report.run(ctx, METRIC)
+
+
+METRIC = Metric(
+    id="model_utilization",
+    title="Model FLOPs and bandwidth utilisation (MFU, MBU)",
+    run=run,
+    tables={"model_utilization_steps": STEP_COLUMNS},
+    description=(
+        "Per step and phase: MFU from model FLOPs per token x tokens per step (--model, "
+        "--model-flops-per-token, --tokens-per-step or the embedding's recorded input), MBU of "
+        "decode steps (weights + KV cache), hardware FLOPs utilisation from measured operator FLOPs."
+    ),
+    after=("steps", "workload"),
+)

@@ -1,0 +1,113 @@
+"""ncu_plan: an Nsight Compute plan for the kernels worth a closer look (compute/ncu_plan.py).
+
+The top kernels by GPU time (per name and device, top_kernels' order), each with its
+category (categories), its bound where compute_efficiency placed it, and the ordinal of
+each of its launches among all the capture's launches (kernel start order). The warm-up to
+skip ends at capture's steady_start_ns when the capture metric found start-up work, else at
+the first 10% of the launches. Mangled names come from the export when it has them. The
+report writer turns the plan into ncu_plan.sh and ncu_targets.json beside report.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.categories import load_table
+from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.categories import kernel_categories
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome
+
+TARGETS = 10  # kernels in the plan (NCCL kernels are listed as left out, not counted)
+FILES = ("ncu_plan.sh", "ncu_targets.json")
+WARMUP_PCT = 10  # compute/ncu_plan.WARMUP_SHARE, as the report states it
+
+
+def _bounds(ctx: Context) -> dict[tuple[str, int], str]:
+    ce = ctx.result("compute_efficiency")
+    if ce is None:
+        return {}
+    return {(r["name"], int(r["device_id"])): r["bound"] for r in ce.data["kernels"] if r.get("bound")}
+
+
+def _categories(ctx: Context) -> dict[int, str]:
+    """name_id -> category."""
+    try:
+        kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    except UsageError:
+        return {}
+    return {int(i): kc.categories[int(c)] for i, c in zip(kc.name_ids, kc.name_category, strict=True)}
+
+
+def run(ctx: Context) -> Outcome:
+    from nsys_llm_explainer.compute import ncu_plan
+
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    top = ctx.result("top_kernels")
+    if top is None:
+        return METRIC.skipped("top_kernels did not run")
+    order = np.argsort(k.start, kind="stable")
+    ordinal = np.empty(len(order), dtype=np.int64)
+    ordinal[order] = np.arange(len(order))
+    capture = ctx.result("capture")
+    steady_ns = capture.data.get("steady_start_ns") if capture else None
+    steady_from = int(np.searchsorted(k.start[order], steady_ns)) if steady_ns is not None else None
+    codes, uniq = factorize(k.name_id)
+    names = ctx.data.kernel_names(np.asarray(uniq, dtype=np.int64))
+    code_of = {names.get(int(i), ""): j for j, i in enumerate(uniq.tolist())}
+    total = int(k.dur.sum())
+    categories, bounds = _categories(ctx), _bounds(ctx)
+    chosen: list[tuple[dict[str, Any], int]] = []
+    for row in top.data["kernels"]:
+        j = code_of.get(row["name"])
+        if j is None:
+            continue
+        chosen.append((row, int(uniq[j])))
+        if sum(1 for r, _ in chosen if not r["name"].startswith("nccl")) >= TARGETS:
+            break
+    mangled = ctx.data.kernel_mangled_names(np.array([i for _, i in chosen], dtype=np.int64))
+    targets = []
+    for row, name_id in chosen:
+        dev = int(row["device_id"])
+        sel = (k.name_id == name_id) & (k.device == dev)
+        targets.append(ncu_plan.KernelTarget(
+            name=row["name"], device=dev, calls=int(row["calls"]), total_ns=int(row["total_ns"]),
+            call_order=ordinal[sel].tolist(), category=categories.get(name_id, "other"),
+            bound=bounds.get((row["name"], dev)),
+            mangled_name=row["name"] if ctx.data.kernel_name_mode == "mangled" else mangled.get(name_id),
+            share_pct=100.0 * int(row["total_ns"]) / total if total else None,
+        ))
+    plan = ncu_plan.plan(targets, steady_from, len(order))
+    data = {
+        "steady_from_launch": steady_from,
+        "warmup": "launches before the capture's steady start (capture.steady_start_ns)"
+        if steady_from is not None else f"the first {WARMUP_PCT}% of the capture's launches",
+        "launches": int(len(order)),
+        "files": list(FILES),
+        "targets": plan["targets"],
+        "skipped": plan["skipped"],
+    }
+    return MetricResult(METRIC.id, data)
+
+
+def plan_of(data: dict[str, Any]) -> dict[str, Any]:
+    """The ncu_targets.json object of a finished ncu_plan metric."""
+    return {"version": 1, "targets": data["targets"], "skipped": data["skipped"]}
+
+
+METRIC = Metric(
+    id="ncu_plan",
+    title="Nsight Compute plan",
+    run=run,
+    description=(
+        "The top kernels by GPU time with a ready ncu command each (ncu_plan.sh, "
+        "ncu_targets.json): escaped name regex, launch skip past the warm-up, sections for the question."
+    ),
+    after=("top_kernels", "capture", "compute_efficiency"),
+)

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.impact import band, per_device
+
+MIN_SHARE_PCT = 5.0  # of a device's GEMM time
+EVIDENCE = 3
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Float32 GEMMs run on CUDA cores instead of tensor cores.
+
+    Reads gemm_precision: GEMM kernels whose names show float32 operands multiplied without
+    tensor cores (`sgemm`, `sm80_xmma_gemm_f32f32_..._ffma`, `simt`, cuBLAS gemv; math_mode.py).
+    Such a GEMM runs at the FP32 CUDA-core peak, a fraction of TF32 or BF16 tensor cores
+    (A100: 19.5 vs 156 and 312 TFLOPS). Fires when they take at least 5% of a device's GEMM
+    time. Impact: their kernel time per device (a ceiling: TF32 or BF16 kernels take some
+    time too); severity from the impact bands (rules/impact.py).
+
+    Example:
+
+        NLE323 high: Float32 GEMMs on CUDA cores take 64.0% of GPU 0's GEMM time
+        - ampere_sgemm_128x64_nn: 412.000 ms in 2,048 calls (named by 'sgemm')
+        - GPU 0: 412.000 ms of 643.750 ms of GEMM time
+    """
+    res = view.metric("gemm_precision")
+    if res is None:
+        return
+    rows = [d for d in res.data["by_device"] if d["fp32_cuda_core_pct"] >= MIN_SHARE_PCT]
+    if not rows:
+        return
+    affected, impact = per_device(view.acct, {d["device_id"]: int(d["fp32_cuda_core_ns"]) for d in rows})
+    severity = band(impact[1])
+    if severity is None:
+        return
+    devices = {d["device_id"] for d in rows}
+    by_name: dict[str, dict[str, Any]] = {}  # one line per kernel name, summed over the devices
+    for k in res.data["fp32_kernels"]:
+        if k["device_id"] in devices:
+            row = by_name.setdefault(k["name"], {**k, "kernel_ns": 0, "calls": 0})
+            row["kernel_ns"] += k["kernel_ns"]
+            row["calls"] += k["calls"]
+    kernels = sorted(by_name.values(), key=lambda k: -k["kernel_ns"])
+    worst = max(rows, key=lambda d: d["fp32_cuda_core_pct"])
+    evidence = [
+        f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls (named by {k['dtype_token']!r})"
+        for k in kernels[:EVIDENCE]
+    ]
+    evidence += [f"GPU {d['device_id']}: {ms(d['fp32_cuda_core_ns'])} of {ms(d['gemm_ns'])} of GEMM time" for d in rows]
+    share = pct(worst["fp32_cuda_core_pct"])
+    title = (
+        f"Float32 GEMMs on CUDA cores take {share} of GPU {worst['device_id']}'s GEMM time"
+        if len(rows) == 1
+        else f"Float32 GEMMs on CUDA cores take up to {share} of the GEMM time of {len(rows)} GPUs"
+    )
+    yield rule.finding(
+        severity,
+        Confidence.HIGH,
+        evidence,
+        advice("fp32_gemm", view.workload),
+        title=title,
+        affected=affected, impact=impact, cause="compute",
+    )
+
+
+RULE = Rule("NLE323", "fp32-gemm", "Float32 GEMMs without tensor cores", check, ("gemm_precision",))

@@ -67,8 +67,10 @@ def run(ctx: Context) -> Outcome:
     p50 = group_percentiles(k.dur, codes, g, (50,))[50]
     total = group_sum(k.dur, codes, g)
     tiny = np.flatnonzero(p50 < TINY_KERNEL_NS)
-    tiny = tiny[np.lexsort((-total[tiny], -calls[tiny]))][:TINY_TABLE_ROWS]
     lookup = ctx.data.kernel_names(name_ids[tiny])
+    # Ties broken by name, so the table does not depend on the row order of the export.
+    tiny = np.array(sorted(tiny.tolist(), key=lambda i: (-calls[i], -total[i], lookup[int(name_ids[i])])),
+                    dtype=np.int64)[:TINY_TABLE_ROWS]
     frame = pd.DataFrame(
         {
             "name": [lookup[int(name_ids[i])] for i in tiny],

@@ -34,6 +34,7 @@ KERNEL_FIELDS: dict[str, dict[str, str]] = {
     "communication": {"top_kernels": "name"},
     "steps": {"outliers": "kernel_name"},
     "fusion_candidates": {"candidates": "kernels"},
+    "operators": {"operator_kernels": "kernel"},
 }
 
 

@@ -44,6 +44,13 @@ def _rich(ctx: jinja2.runtime.Context, text: object) -> Markup:
     return rich.html(text, ctx.get("tainted") or frozenset())
 
 
+def _th(text: object) -> Markup:
+    """Plain header text that wraps only at its spaces (md_html.words)."""
+    from html import escape
+
+    return Markup(md_html.words([(w, escape(w, quote=True)) for w in str(text).split(" ") if w]))
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One environment per process (templates compiled once; bytecode cached on disk)."""
@@ -62,6 +69,7 @@ def environment() -> jinja2.Environment:
         size=fmt.size,
         basename=lambda p: PurePath(str(p)).name,
         rich=_rich,
+        th=_th,
     )
     env.globals.update(
         impact=overview.impact,

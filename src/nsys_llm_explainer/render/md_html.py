@@ -173,13 +173,30 @@ def _plain(src: str) -> str:
     return re.sub(r"\\(.)", r"\1", src).replace("`", "").replace("**", "")
 
 
+_BREAKABLE = re.compile(r"[^\w.,%]")  # characters a browser may wrap after or before (- / ( ...)
+_SPLIT_UNSAFE = re.compile(r"`|\*\*|(?<!\\)_|\ue000")
+
+
+def words(html_words: Sequence[tuple[str, str]]) -> str:
+    """(plain, html) words joined by spaces, a word that holds a hyphen, slash or bracket kept
+    on one line: a column header wraps only at its spaces."""
+    return " ".join(f'<span class="nw">{h}</span>' if _BREAKABLE.search(p) else h for p, h in html_words)
+
+
+def header(src: str, kernels: Sequence[str] = (), label: Label = str) -> str:
+    """A table header cell's Markdown as HTML that wraps only at spaces."""
+    if _SPLIT_UNSAFE.search(src):
+        return inline(src, kernels, label)
+    return words([(_plain(w), inline(w, kernels, label)) for w in src.split(" ") if w])
+
+
 def _table(lines: list[str], kernels: Sequence[str], label: Label) -> str:
-    header = _cells(lines[0])
+    names = _cells(lines[0])
     align = ["n" if c.endswith(":") and not c.startswith(":") else "" for c in _cells(lines[1])]
     heads = []
-    for k, h in enumerate(header):
+    for k, h in enumerate(names):
         cls = ' class="n"' if k < len(align) and align[k] else ""
-        heads.append(f'<th scope="col"{cls}><button type="button">{inline(h, kernels, label)}</button></th>')
+        heads.append(f'<th scope="col"{cls}><button type="button">{header(h, kernels, label)}</button></th>')
     rows = []
     for line in lines[2:]:
         cells = _cells(line)
@@ -187,7 +204,7 @@ def _table(lines: list[str], kernels: Sequence[str], label: Label) -> str:
         for k, c in enumerate(cells):
             num = k < len(align) and align[k]
             key = sort_key(_plain(c)) if num else None
-            attrs = (' class="n"' if num else "") + (f' data-v="{key:g}"' if key is not None else "")
+            attrs = (' class="n"' if num else "") + (f' data-v="{key:.15g}"' if key is not None else "")
             tds.append(f"<td{attrs}>{inline(c, kernels, label)}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
     return (
@@ -249,4 +266,4 @@ def convert(md: str, kernels: Sequence[str] = (), label: Label = str) -> Markup:
     return Markup("\n".join(out))
 
 
-__all__ = ["convert", "inline", "sort_key"]
+__all__ = ["convert", "header", "inline", "sort_key", "words"]

@@ -126,15 +126,11 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if primary is not None:
         where = devices_text(list(primary["devices"]))
         rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} of GPU "
-                                           f"time at stake, {pct(primary['impact_pct'])} of {_whose(where)} time"))
+                                           f"time at stake, {pct(primary['impact_pct'])} of their time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
         rows.append(("Workload", f"{wl['kind'].replace('_', ' ')} (confidence {wl['confidence']})"))
     return rows
-
-
-def _whose(where: str) -> str:
-    return where + ("'" if where.endswith("s") else "'s")
 
 
 def impact(finding: dict[str, Any]) -> str:
@@ -143,7 +139,7 @@ def impact(finding: dict[str, Any]) -> str:
     if ns is None:
         return "No GPU time at stake: a note about the capture or the data."
     devices = [a["device_id"] for a in finding.get("affected", []) if a.get("device_id") is not None]
-    where = f"{_whose(devices_text(sorted(set(devices))))} time" if devices else "the GPUs' time"
+    where = f"the time of {devices_text(sorted(set(devices)))}" if devices else "the time of all GPUs"
     return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}."
 
 

@@ -72,6 +72,11 @@ def test_to_dict_is_report_json_and_a_copy(report: Report, tmp_path: Path):
     report.write(tmp_path, formats="json")
     doc = report.to_dict()
     assert doc == json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    # explain() fills the diagnosis; report.json holds the same one.
+    d = report.diagnosis
+    assert d is not None and d.summary
+    assert (doc["diagnosis"]["verdict"], doc["diagnosis"]["summary"]) == (d.verdict, d.summary)
+    assert doc["diagnosis"]["devices"] == list(d.devices)
     doc["metrics"].clear()
     assert report.to_dict()["metrics"]
 

@@ -83,15 +83,21 @@ def test_report_md_keeps_rule_code_and_escapes_trace_backticks(tmp_path: Path):
     hostile = "`tick` <img src=x> [l](http://e.x)"
     t = 1_000
     for i in range(200):
+        length = 20_000 if i % 2 else 2_000
         b.runtime(t, t + 10, corr=i + 1)
-        b.kernel(t + 50, t + 50 + (9_000 if i % 2 else 500), corr=i + 1, name=hostile if i % 2 else "small")
-        t += 10_000
+        b.kernel(t + 50, t + 50 + length, corr=i + 1, name=hostile if i % 2 else "small")
+        t += length + 100  # back to back: the GPU is busy, the verdict names this kernel
     report = analyze(b.write(tmp_path / "t.sqlite"))
     assert any(f.rule_id == "NLE101" for f in report.findings)
+    # The diagnosis quotes the kernel too: its evidence renders escaped like the rest.
+    primary = report.document["diagnosis"]["primary"]
+    assert primary is not None and any(hostile in e for e in primary["evidence"])
     text = render(report, mode="full")
     assert "`ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`" in text
     assert "`tick`" not in text.replace("\\`", "")
     assert "\\`tick\\` \\<img src=x\\>" in text
+    diagnosis = text.split("## Diagnosis", 1)[1].split("## Findings", 1)[0]
+    assert "- \\`tick\\` \\<img src=x\\> \\[l\\](http:\u200b//e.x) on GPU 0: " in diagnosis
     assert not re.search(r"(?<!\\)<img", text) and not re.search(r"(?<!\\)\]\(http", text)
 
     class Tags(HTMLParser):

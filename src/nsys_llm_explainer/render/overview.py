@@ -126,7 +126,8 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if primary is not None:
         where = devices_text(list(primary["devices"]))
         rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} of GPU "
-                                           f"time at stake, {pct(primary['impact_pct'])} of their time"))
+                                           f"time at stake, {pct(primary['impact_pct'])} of "
+                                           f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
         rows.append(("Workload", f"{wl['kind'].replace('_', ' ')} (confidence {wl['confidence']})"))

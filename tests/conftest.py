@@ -90,3 +90,29 @@ def run_cli(*args: str | Path) -> CliResult:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+def md_open_lines(text: str) -> list[str]:
+    """report.md's lines outside <details> blocks: what GitHub shows before anything is opened."""
+    out, depth = [], 0
+    for line in text.splitlines():
+        opens, closes = line.count("<details>"), line.count("</details>")
+        if depth == 0 and not opens:
+            out.append(line)
+        depth = max(0, depth + opens - closes)
+    return out
+
+
+def md_section(text: str, title: str) -> list[str]:
+    """The lines under the heading `title` (## or ###), up to the next heading of that level or
+    higher, or the end of the <details> block holding it."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line in (f"## {title}", f"### {title}"))
+    level = len(lines[start].split(" ", 1)[0])
+    end = start + 1
+    while end < len(lines):
+        mark = lines[end].split(" ", 1)[0]
+        if lines[end].startswith("</details>") or (set(mark) == {"#"} and len(mark) <= level):
+            break
+        end += 1
+    return lines[start + 1 : end]

@@ -29,6 +29,10 @@ def _input_dir(tmp_path):
     (tmp_path / "in").mkdir()
 
 
+def doc_of(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -40,6 +44,9 @@ def test_writes_all_outputs_and_a_summary(trace, tmp_path):
     assert res.exit_code == 0, res.stderr
     assert res.stdout.splitlines()[0].startswith(f"wrote {out}/ (")
     assert "findings)" in res.stdout.splitlines()[0]
+    diagnosis = doc_of(out)["diagnosis"]
+    verdict = f"  verdict: {diagnosis['verdict']} ({diagnosis['confidence']}): {diagnosis['summary']}"
+    assert res.stdout.splitlines()[1] == verdict
     assert (out / "report.md").read_text(encoding="utf-8").startswith("# nsys-llm-explain report")
     doc = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert doc["metrics"]["top_kernels"]["total_kernel_ns"] == 4_100

@@ -2,14 +2,18 @@
 
 Opens the report of a shared real trace from file://, and checks: no console errors or
 exceptions, no network request besides the file itself, the timeline SVG laid out and
-visible, a screenshot that is not blank, no page-wide horizontal scroll on a phone-sized
-screen, and dark mode switching the colours. Set NLE_SCREENSHOT_DIR to keep the PNGs.
+visible with a lane per GPU coloured by idle cause and a legend, a screenshot that is not
+blank, no data dump in the visible text (no `{`, no `re:` pattern, no "(see report.json)"),
+no column header wrapped inside a word at 1280 px, every in-page link (the findings list
+first) leading to an element, no page-wide horizontal scroll on a phone-sized screen, and
+dark mode switching the colours. Set NLE_SCREENSHOT_DIR to keep the PNGs.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -99,6 +103,43 @@ def keep(name: str, data: bytes) -> None:
         (Path(folder) / name).write_bytes(data)
 
 
+# Every visible header cell: each space-separated word must lie on one line (a word broken
+# across lines gives a Range two client rects on different lines), and a header without a
+# space must be one line.
+HEADER_WORDS_JS = """(() => {
+    const out = {headers: 0, single: 0, split: []};
+    // Lines a set of text rects spans: tops more than 3 px apart are different lines.
+    const lines = rects => {
+        const tops = [...rects].filter(r => r.width > 0).map(r => r.top).sort((a, b) => a - b);
+        return tops.filter((t, i) => i === 0 || t - tops[i - 1] > 3).length;
+    };
+    const textRects = (node, a, b) => {
+        const r = document.createRange(); r.setStart(node, a); r.setEnd(node, b);
+        return [...r.getClientRects()];
+    };
+    for (const th of document.querySelectorAll('th')) {
+        if (!th.getClientRects().length) continue;
+        out.headers++;
+        const text = th.textContent.trim();
+        const nodes = [];
+        const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) nodes.push(node);
+        if (text && !/\\s/.test(text)) {
+            out.single++;
+            const all = nodes.flatMap(n => n.data.trim() ? textRects(n, 0, n.data.length) : []);
+            if (lines(all) > 1) out.split.push(text);
+            continue;
+        }
+        for (const node of nodes) {
+            for (const m of node.data.matchAll(/\\S+/g)) {
+                if (lines(textRects(node, m.index, m.index + m[0].length)) > 1) out.split.push(m[0] + ' in ' + text);
+            }
+        }
+    }
+    return out;
+})()"""
+
+
 def test_report_html_in_headless_chromium(report_html: Path, tmp_path: Path) -> None:
     exe = chromium()
     url = report_html.resolve().as_uri()
@@ -138,6 +179,35 @@ def test_report_html_in_headless_chromium(report_html: Path, tmp_path: Path) -> 
             keep(name, raw)
             std, colours = not_blank(raw)
             assert std > MIN_STD and colours >= MIN_COLOURS, (name, std, colours)
+
+        text = page.evaluate("document.body.innerText")
+        for bad in ("{", "(see report.json)"):
+            assert bad not in text, text[max(0, text.find(bad) - 100) : text.find(bad) + 100]
+        assert not re.search(r"(?<![A-Za-z])re:", text)
+
+        broken = page.evaluate(HEADER_WORDS_JS)
+        assert broken["headers"] >= 50, broken  # the check saw the report's tables
+        assert broken["single"] >= 20, broken
+        assert broken["split"] == [], f"header cells wrapped inside a word: {broken['split']}"
+
+        links = page.evaluate("""(() => {
+            const hrefs = [...document.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href').slice(1));
+            return {all: hrefs, missing: hrefs.filter(h => !document.getElementById(h)),
+                    findings: [...document.querySelectorAll('ol.findex a')].map(a => a.getAttribute('href'))};
+        })()""")
+        assert links["missing"] == [], links["missing"]
+        assert links["findings"][0] == "#finding-1" and any(h.startswith("#m-") for h in links["findings"])
+
+        lanes = page.evaluate("""(() => {
+            const svg = document.querySelector('svg[data-plot="timeline"]');
+            const texts = [...svg.querySelectorAll('text')].map(t => t.textContent);
+            const legend = texts.filter(t => t.startsWith('idle: '));
+            const classes = [...svg.querySelectorAll('path')].map(p => p.getAttribute('class'));
+            return {legend: legend, causes: classes.filter(c => /^k[0-9]$/.test(c)).length,
+                    gpus: [...svg.querySelectorAll('text')].filter(t => /^GPU [0-9]+$/.test(t.textContent)).length};
+        })()""")
+        # This trace's GPUs idle mostly while copies run: each lane shows copy-coloured idle time.
+        assert lanes["gpus"] == 2 and "idle: copying" in lanes["legend"] and lanes["causes"] >= 2, lanes
 
         viewport(page, 390, 844)
         widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")

@@ -11,7 +11,7 @@ from nsys_llm_explainer.render import Format, json_writer
 from nsys_llm_explainer.report_files import build_files
 from nsys_llm_explainer.schema import errors
 from tests import kineto_reference as ref
-from tests.conftest import analyze, ok, skipped
+from tests.conftest import analyze, md_section, ok, skipped
 from tests.fixtures.builder import TraceBuilder
 from tests.fixtures.kineto import workload as wl
 
@@ -122,8 +122,10 @@ def test_report_json_validates_and_every_file_renders(trace):
     assert "tables/operators.csv" in files and "tables/operator_kernels.csv" in files
     md = files["report.md"]
     assert "| Source | PyTorch profiler trace (Kineto JSON)" in md
-    assert md.count("_Source: PyTorch profiler trace (Kineto JSON)._") == len(report.metrics)
-    assert "Not measured, because" not in md.split("## PyTorch operators")[1].split("##")[0]
+    assert "PyTorch profiler trace (Kineto JSON)) |" in md  # the key numbers' trace row
+    assert not any("Not measured, because" in line for line in md_section(md, "PyTorch operators"))
+    full = build_files(report, (Format.MD,), md="full")["report.md"]
+    assert full.count("_Source: PyTorch profiler trace (Kineto JSON)._") == len(report.metrics)
     assert json.loads(files["report.json"])["metrics"]["operators"]["status"] == "ok"
 
 

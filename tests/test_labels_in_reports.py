@@ -71,8 +71,9 @@ def md_tables(text: str) -> dict[str, list[list[dict[str, str]]]]:
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].startswith("## "):
-            section = lines[i][3:].strip().replace("\\", "")
+        heading = re.match(r"#{2,3} (.*)", lines[i])
+        if heading:
+            section = heading.group(1).strip().replace("\\", "")
         if lines[i].startswith("|") and i + 1 < len(lines) and set(lines[i + 1]) <= set("|-: "):
             header = _cells(lines[i])
             rows = []

@@ -72,6 +72,11 @@ def test_to_dict_is_report_json_and_a_copy(report: Report, tmp_path: Path):
     report.write(tmp_path, formats="json")
     doc = report.to_dict()
     assert doc == json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    # explain() fills the diagnosis; report.json holds the same one.
+    d = report.diagnosis
+    assert d is not None and d.summary
+    assert (doc["diagnosis"]["verdict"], doc["diagnosis"]["summary"]) == (d.verdict, d.summary)
+    assert doc["diagnosis"]["devices"] == list(d.devices)
     doc["metrics"].clear()
     assert report.to_dict()["metrics"]
 
@@ -101,13 +106,14 @@ def test_the_cli_writes_through_report_write(trace: Path, tmp_path: Path, monkey
     calls = []
     original = Report.write
 
-    def spy(self, out_dir, formats="md,json,csv,html", force=False):
-        calls.append((Path(out_dir), formats, force))
-        return original(self, out_dir, formats, force)
+    def spy(self, out_dir, formats="md,json,csv,html", force=False, md="compact"):
+        calls.append((Path(out_dir), formats, force, md))
+        return original(self, out_dir, formats, force, md)
 
     monkeypatch.setattr(Report, "write", spy)
     assert run_cli(trace, "--out", tmp_path / "o", "--format", "json", "--quiet").exit_code == 0
-    assert [(p.name, force) for p, _, force in calls] == [("o", False)]
+    assert run_cli(trace, "--out", tmp_path / "f", "--md", "full", "--quiet").exit_code == 0
+    assert [(p.name, force, md) for p, _, force, md in calls] == [("o", False, "compact"), ("f", False, "full")]
 
 
 # --- the small-table CSV writer equals pandas' to_csv -----------------------------------

@@ -15,7 +15,7 @@ from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.report_files import build_files
-from tests.conftest import analyze, ok
+from tests.conftest import analyze, md_section, ok
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder
 
@@ -69,22 +69,28 @@ def unescaped_pipes(line: str) -> int:
     return count
 
 
-def section(text: str, title: str) -> list[str]:
-    lines = text.splitlines()
-    start = lines.index(f"## {title}")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    return lines[start + 1 : end]
-
-
-def test_markdown_has_every_section(report):
-    text = markdown.render(report)
+@pytest.mark.parametrize("mode, mark", [("compact", "###"), ("full", "##")])
+def test_markdown_has_every_section(report, mode, mark):
+    text = markdown.render(report, mode=mode)
     assert text.startswith("# nsys-llm-explain report\n")
+    lines = text.splitlines()
     for metric in REGISTRY:
-        assert f"## {md(metric.title)}" in text.splitlines()
-    assert "## Coverage and limitations" in text
-    for line in text.splitlines():
+        assert f"{mark} {md(metric.title)}" in lines
+    assert f"{mark} Coverage and limitations" in lines
+    assert lines[2].startswith(f"**Verdict:** `{report.document['diagnosis']['verdict']}`")
+    for line in lines:
         if line.startswith("|"):
             assert line.rstrip().endswith("|"), line
+    # Every <details> is closed, never nested in a table, and GitHub needs a blank line after
+    # </summary> and before </details> for the Markdown between them to render.
+    assert text.count("<details>") == text.count("</details>")
+    for i, line in enumerate(lines):
+        if line.startswith("<details>"):
+            assert line.endswith("</summary>") and lines[i + 1] == "", line
+        if line == "</details>":
+            assert lines[i - 1] == "", lines[i - 1]
+    if mode == "full":
+        assert "<details>" not in text.replace("<details><summary>What to do", "")
 
 
 def test_json_is_valid_and_matches_the_schema(report):
@@ -124,7 +130,7 @@ def test_hostile_names_cannot_break_report_md(tmp_path):
     report = analyze(full_trace(tmp_path / "t.sqlite"))
     text = markdown.render(report)
     assert "<script>" not in text and "<b>" not in text
-    rows = [line for line in section(text, "Top kernels") if line.startswith("| ")]
+    rows = [line for line in md_section(text, "Top kernels") if line.startswith("| ")]
     header, body = rows[0], rows[1:]
     assert unescaped_pipes(header) == 12
     # One row per (name, device): 5 names on both devices.
@@ -134,7 +140,7 @@ def test_hostile_names_cannot_break_report_md(tmp_path):
     assert sum("line1 line2" in line for line in body) == 2  # the newline became a space
     assert any("a\\|b" in line for line in body)
     assert any("x\\`y\\`z" in line for line in body)
-    ranges = [line for line in section(text, "NVTX ranges") if line.startswith("| ")]
+    ranges = [line for line in md_section(text, "NVTX ranges") if line.startswith("| ")]
     assert all(unescaped_pipes(line) == 8 for line in ranges)
     assert any("range\\|\\<b\\>bold\\</b\\> next" in line for line in ranges)
 

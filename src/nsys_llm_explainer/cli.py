@@ -19,7 +19,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.errors import ExitCode, ExplainError, UsageError
 from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
-from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render import MD_LAYOUTS, Format
 from nsys_llm_explainer.render.output import check_target
 
 EXIT_CODES_HELP = (
@@ -106,6 +106,14 @@ def explain(
             help="Outputs to write, comma-separated: md,json,csv,html,ncu (Nsight Compute plan).",
         ),
     ] = "md,json,csv,html,ncu",
+    md: Annotated[
+        str,
+        typer.Option(
+            "--md",
+            help="report.md layout: compact (key facts open, the rest in closed sections, for pull "
+            "requests) or full (every section open).",
+        ),
+    ] = "compact",
     kernel_name: Annotated[
         str,
         typer.Option("--kernel-name", help="Kernel names to show: demangled, short or mangled."),
@@ -271,10 +279,12 @@ def explain(
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
         formats = Format.parse(format)
+        if md not in MD_LAYOUTS:
+            raise UsageError(f"--md: unknown layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
         check_target(out, force)
         from nsys_llm_explainer.report_files import summary_lines, write_report
 
-        report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs)
+        report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md)
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)

@@ -39,6 +39,7 @@ KERNEL_FIELDS: dict[str, dict[str, str]] = {
     "compute_efficiency": {"kernels": "name"},
     "gemm_precision": {"fp32_kernels": "name"},
     "ncu_plan": {"targets": "name"},
+    "operators": {"operator_kernels": "kernel"},
 }
 
 

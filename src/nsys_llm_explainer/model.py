@@ -255,13 +255,18 @@ class Report:
         return csv_writer.frame(self, name.removesuffix(".csv"))
 
     def write(
-        self, out_dir: Path | str, formats: str | Iterable[str] = "md,json,csv,html,ncu", force: bool = False
+        self,
+        out_dir: Path | str,
+        formats: str | Iterable[str] = "md,json,csv,html,ncu",
+        force: bool = False,
+        md: str = "compact",
     ) -> Path:
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
-        html). `force`: write into a non-empty directory that holds no previous report."""
+        html). `force`: write into a non-empty directory that holds no previous report.
+        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full"."""
         from nsys_llm_explainer.render import Format, files, output
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        output.write(out, files.build(self, chosen), force=force)
+        output.write(out, files.build(self, chosen, md=md), force=force)
         return out

@@ -26,18 +26,22 @@ def write_report(
     force: bool = False,
     quiet: bool = False,
     jobs: int | None = None,
+    md: str = "compact",
 ) -> Report:
     progress = make_progress(enabled=not quiet)
     try:
         report = explain(trace, options, progress=progress, jobs=jobs)
     finally:
         progress.close()
-    report.write(out, formats, force=force)
+    report.write(out, formats, force=force, md=md)
     return report
 
 
 def summary_lines(report: Report, out: Path) -> list[str]:
     lines = [f"wrote {out}/ ({len(report.findings)} findings)"]
+    d = report.diagnosis
+    if d is not None:
+        lines.append(f"  verdict: {d.verdict} ({d.confidence.value}): {d.summary}")
     for f in report.findings[:5]:
         lines.append(f"  [{f.severity.value}] {f.rule_id} {f.title}")
     skipped = [m for m, o in report.metrics.items() if isinstance(o, Skipped)]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# report.md layouts: "compact" (closed <details> sections, for pull requests), "full" (all open).
+MD_LAYOUTS = ("compact", "full")
+
 
 class Format(StrEnum):
     MD = "md"

@@ -5,27 +5,37 @@ from __future__ import annotations
 from typing import Any
 
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render import MD_LAYOUTS, Format
 
 
-def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
-    """Relative path -> text for every file of the chosen formats."""
+def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> dict[str, str]:
+    """Relative path -> text for every file of the chosen formats. `md`: the report.md
+    layout, "compact" (closed sections, for pull requests) or "full" (everything open)."""
+    if md not in MD_LAYOUTS:
+        raise ValueError(f"unknown report.md layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
     files: dict[str, str] = {}
     plots: Any = None  # built once for report.md and report.html
+    sections: Any = None  # the metric sections, rendered once for both
     for fmt in formats:
         if fmt in (Format.MD, Format.HTML) and plots is None:
+            from nsys_llm_explainer.render import sections as sections_mod
             from nsys_llm_explainer.render.svg import build_plots
 
             plots = build_plots(report)
+            sections = sections_mod.render(report)
         match fmt:
             case Format.MD:
                 from nsys_llm_explainer.render import markdown
                 from nsys_llm_explainer.render.svg import plot_files
 
-                plots_md, _ = plots
+                plots_md, missing = plots
                 files.update(plot_files(plots_md))
                 files["report.md"] = markdown.render(
-                    report, plots=[(p.title, f"plots/{p.id}.svg") for p in plots_md]
+                    report,
+                    plots=[(p.title, f"plots/{p.id}.svg") for p in plots_md],
+                    mode=md,
+                    sections=sections,
+                    missing=missing,
                 )
             case Format.JSON:
                 from nsys_llm_explainer.render import json_writer
@@ -40,7 +50,7 @@ def build(report: Report, formats: tuple[Format, ...]) -> dict[str, str]:
             case Format.HTML:
                 from nsys_llm_explainer.render import html
 
-                files["report.html"] = html.render(report, plots)
+                files["report.html"] = html.render(report, plots, sections=sections)
             case Format.NCU:
                 files.update(ncu_files(report))
     return files

@@ -2,8 +2,15 @@
 sort tables). A Content-Security-Policy forbids every network fetch, so the page opens the
 same from a CI artifact, an e-mail attachment or an air-gapped machine.
 
+Reading order: the diagnosis (verdict, summary, key numbers, primary evidence, workload,
+capture), the findings (a list linking to each finding, each finding linking to the
+sections with its evidence), where each GPU's time went with the timeline, then the metric
+sections grouped by question (render/overview.py). Metric sections are the same prose and
+tables as report.md (render/sections.py, turned into HTML by render/md_html.py).
+
 Jinja autoescaping is on: every value from the trace is escaped; only the SVG markup (built
-by render/svg with its own escaping) and the stylesheet pass through as Markup.
+by render/svg with its own escaping), converted sections (md_html escapes every character
+it does not build markup from) and the stylesheet pass through as Markup.
 """
 
 from __future__ import annotations
@@ -15,11 +22,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from nsys_llm_explainer.labels import KERNEL_FIELDS
-from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import fmt
-from nsys_llm_explainer.render.html_sections import Names, blocks
+from nsys_llm_explainer.render import fmt, md_html, overview, rich
+from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
 from nsys_llm_explainer.render.templates import bytecode_cache, loader
@@ -29,6 +35,20 @@ CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
     "base-uri 'none'; form-action 'none'"
 )
+TIMELINE = "timeline"  # the plot shown with the per-device time table, not in its section
+
+
+@jinja2.pass_context
+def _rich(ctx: jinja2.runtime.Context, text: object) -> Markup:
+    """Rule or diagnosis text: its code spans as <code>, the rest escaped (render/rich.py)."""
+    return rich.html(text, ctx.get("tainted") or frozenset())
+
+
+def _th(text: object) -> Markup:
+    """Plain header text that wraps only at its spaces (md_html.words)."""
+    from html import escape
+
+    return Markup(md_html.words([(w, escape(w, quote=True)) for w in str(text).split(" ") if w]))
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,42 +68,97 @@ def environment() -> jinja2.Environment:
         num=fmt.num,
         size=fmt.size,
         basename=lambda p: PurePath(str(p)).name,
+        rich=_rich,
+        th=_th,
+    )
+    env.globals.update(
+        impact=overview.impact,
+        impact_short=overview.impact_short,
+        devices_text=lambda ds: devices_text(list(ds)),
+        verdict_words=overview.verdict_words,
     )
     return env
 
 
-def _sections(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    top_n = int(report.options.get("top_n", 20))
-    out = []
-    known = {m.id: m.title for m in REGISTRY}
+def _metric_of(title: str) -> str:
+    from nsys_llm_explainer.render.svg import PLOTS
+
+    return next((p.metric_id for p in PLOTS if p.title == title), "")
+
+
+def _figure(p: Plot) -> dict[str, Any]:
+    return {"plot": p, "svg": Markup(p.svg(standalone=False))}
+
+
+def _groups(
+    report: Report, built: list[sections_mod.Section], plots: list[Plot], missing: list[Missing]
+) -> list[dict[str, Any]]:
+    from nsys_llm_explainer.render.svg import PLOTS
+
+    metric_of = {p.title: p.metric_id for p in PLOTS}
     labels = report.kernel_labels
-    for mid, m in doc["metrics"].items():
-        names = Names(KERNEL_FIELDS.get(mid, {}), labels)
-        out.append(
-            {
-                "id": mid,
-                "title": known.get(mid, mid),
-                "outcome": m,
-                "blocks": blocks(m, top_n, names=names) if m["status"] == "ok" else [],
-            }
-        )
+    figures: dict[str, list[dict[str, Any]]] = {}
+    for p in plots:
+        if p.id != TIMELINE:
+            figures.setdefault(metric_of.get(p.title, ""), []).append(_figure(p))
+    gone: dict[str, list[Missing]] = {}
+    for m in missing:
+        if metric_of.get(m.title) != TIMELINE:
+            gone.setdefault(metric_of.get(m.title, ""), []).append(m)
+    views = {
+        s.metric_id: {
+            "id": s.metric_id,
+            "title": s.title,
+            "status": s.status,
+            "reason": s.reason,
+            "html": md_html.convert(s.body, s.kernels, labels) if s.status == "ok" else Markup(""),
+            "figures": figures.get(s.metric_id, []),
+            "missing": gone.get(s.metric_id, []),
+        }
+        for s in built
+    }
+    return [
+        {"id": g.id, "title": g.title, "sections": [views[m] for m in ids]}
+        for g, ids in overview.groups(list(views))
+    ]
+
+
+def _findings(doc: dict[str, Any], titles: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for i, f in enumerate(doc.get("findings", []), start=1):
+        links = [(f"m-{mid}", titles[mid]) for mid in f.get("metric_ids", []) if mid in titles]
+        out.append({"f": f, "anchor": f"finding-{i}", "links": links})
     return out
 
 
-def render(report: Report, built: tuple[list[Plot], list[Missing]] | None = None) -> str:
-    """`built`: build_plots(report) when the caller has it already."""
+def render(
+    report: Report,
+    built: tuple[list[Plot], list[Missing]] | None = None,
+    sections: list[sections_mod.Section] | None = None,
+) -> str:
+    """`built`: build_plots(report), and `sections`: sections.render(report), when the caller
+    has them already."""
     doc = report.document
     plots, missing = built if built is not None else build_plots(report, doc)
-    figures = [{"plot": p, "svg": Markup(p.svg(standalone=False))} for p in plots]
+    parts = sections if sections is not None else sections_mod.render(report)
+    titles = {s.metric_id: s.title for s in parts}
+    timeline = next((_figure(p) for p in plots if p.id == TIMELINE), None)
+    devices = doc["diagnosis"].get("devices") or []
+    top, rest = overview.split_findings(doc)
     return (
         environment()
         .get_template("report.html.j2")
         .render(
             report=doc,
-            figures=figures,
-            missing=missing,
-            sections=_sections(report, doc),
+            diagnosis=doc["diagnosis"],
+            key_numbers=overview.key_numbers(doc),
+            device_table=overview.device_table(devices),
+            findings=_findings(doc, titles),
+            timeline=timeline,
+            timeline_missing=[m for m in missing if _metric_of(m.title) == TIMELINE],
+            groups=_groups(report, parts, plots, missing),
             svg_style=Markup(STYLE),
             csp=CSP,
+            tainted=rich.taint(report),
         )
     )

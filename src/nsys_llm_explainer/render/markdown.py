@@ -1,25 +1,36 @@
 """report.md: GitHub-flavoured Markdown rendered from Jinja templates.
 
+Two layouts (`mode`):
+- compact (the default, for pull requests): the verdict, its summary and the key numbers,
+  the top findings with their evidence, then closed `<details>` blocks grouped by question
+  (render/overview.py GROUPS) holding the rest: more findings, the diagnosis, the metric
+  sections with their plots, capture facts, coverage and limitations.
+- full: everything open, the diagnosis first, then findings, plots and every metric section.
+
 Every `{{ value }}` is Markdown-escaped by default (finalize), so a kernel or range name
 cannot break a table or inject HTML; filters that format numbers return Markup and pass
-through untouched. Kernel names go through the `kernel` filter (the report's labels,
-labels.py); NVTX names through `name` (shortened) or `nvtx` (normalized, then shortened).
+through untouched. Rule and diagnosis text goes through `rich`: its own `code spans` stay
+code, the rest is escaped (render/rich.py). Kernel names go through the `kernel` filter (the
+report's labels, labels.py); NVTX names through `name` (shortened) or `nvtx` (normalized,
+then shortened). Metric sections are rendered by render/sections.py, shared with report.html.
 """
 
 from __future__ import annotations
 
 import functools
-import os
+import html
 from collections.abc import Callable, Sequence
+from pathlib import PurePath
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.metrics import REGISTRY
-from nsys_llm_explainer.model import MetricResult, Report
-from nsys_llm_explainer.render import escape, fmt
+from nsys_llm_explainer.diagnosis.evidence import devices_text
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich
+from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.summary import more
 from nsys_llm_explainer.render.templates import bytecode_cache, loader
 
@@ -45,8 +56,18 @@ def _finalize(value: Any) -> Any:
 
 @jinja2.pass_context
 def _kernel(ctx: jinja2.runtime.Context, name: object) -> Markup:
-    """A kernel name as its label (the report's labels, passed as `kernel_labels`)."""
+    """A kernel name as its label (the report's labels, passed as `kernel_labels`), or as a
+    mark into `kernel_refs` when the caller resolves names later (render/sections.py)."""
+    refs = ctx.get("kernel_refs")
+    if refs is not None:
+        return Markup(sections_mod.mark(refs, name))
     return Markup(escape.md(ctx["kernel_labels"](name)))
+
+
+@jinja2.pass_context
+def _rich(ctx: jinja2.runtime.Context, text: object, table: bool = False) -> Markup:
+    """Rule or diagnosis text: its code spans kept, the rest escaped (render/rich.py)."""
+    return Markup(rich.md(text, ctx.get("tainted") or frozenset(), table))
 
 
 def _nvtx(name: object, limit: int = 80) -> Markup:
@@ -77,8 +98,16 @@ def environment() -> jinja2.Environment:
         pct=_safe(fmt.pct),
         num=_safe(fmt.num),
         size=_safe(fmt.size),
+        rich=_rich,
+        h=lambda v: Markup(html.escape(escape.strip_controls(v), quote=True)),
+        basename=lambda p: PurePath(str(p)).name,
     )
-    env.globals["more"] = more
+    env.globals.update(
+        more=more,
+        impact=overview.impact,
+        impact_short=overview.impact_short,
+        devices_text=lambda ds: devices_text(list(ds)),
+    )
     return env
 
 
@@ -88,42 +117,79 @@ def shared() -> jinja2.Environment:
     return environment()
 
 
-def _section(env: jinja2.Environment, metric_id: str, doc: dict[str, Any], top_n: int, labels: Any) -> str:
-    """One metric's section; a template that fails on unusual data loses only that section."""
-    try:
-        template = env.get_template(f"metrics/{metric_id}.md.j2")
-        return template.render(m=doc["metrics"][metric_id], top_n=top_n, report=doc, kernel_labels=labels)
-    except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
-        if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
-            raise
-        what = escape.md(type(exc).__name__)
-        return (
-            f"_Not shown, because this section could not be rendered ({what}); "
-            "the numbers are in report.json. Please report it._\n"
-        )
+MODES = MD_LAYOUTS
 
 
-def render(report: Report, plots: Sequence[tuple[str, str]] = ()) -> str:
-    """`plots`: (title, relative path) of the SVG files written beside report.md."""
+def _source(doc: dict[str, Any]) -> str:
+    kineto = doc["trace"].get("format") == "kineto-json"
+    return "PyTorch profiler trace (Kineto JSON)" if kineto else "Nsight Systems SQLite export"
+
+
+def render(
+    report: Report,
+    plots: Sequence[tuple[str, str]] = (),
+    mode: str = "compact",
+    sections: list[sections_mod.Section] | None = None,
+    missing: Sequence[Any] = (),
+) -> str:
+    """`plots`: (title, relative path) of the SVG files written beside report.md; `missing`:
+    the plots not drawn (svg.Missing); `sections`: sections.render(report) when the caller has
+    it already (report.html uses the same)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown report.md layout {mode!r} (choose from {', '.join(MODES)})")
     env = shared()
     doc = report.document
     labels = report.kernel_labels
-    sections = []
-    for metric in REGISTRY:
-        outcome = report.metrics.get(metric.id)
-        if outcome is None:
-            continue
-        body = ""
-        if isinstance(outcome, MetricResult):
-            body = _section(env, metric.id, doc, report.options.get("top_n", 20), labels)
-        sections.append(
-            {
-                "id": metric.id,
-                "title": metric.title,
-                "outcome": doc["metrics"][metric.id],
-                "body": Markup(body),
-            }
-        )
-    return env.get_template("report.md.j2").render(
-        report=doc, sections=sections, plots=list(plots), kernel_labels=labels
+    built = sections_mod.render(report) if sections is None else sections
+    plot_metric = _plot_metrics()
+    by_metric: dict[str, list[tuple[str, str]]] = {}
+    for title, path in plots:
+        by_metric.setdefault(plot_metric.get(title, ""), []).append((title, path))
+    missing_by: dict[str, list[Any]] = {}
+    for m in missing:
+        missing_by.setdefault(plot_metric.get(m.title, ""), []).append(m)
+    views: dict[str, dict[str, Any]] = {
+        s.metric_id: {
+            "id": s.metric_id,
+            "title": s.title,
+            "status": s.status,
+            "reason": s.reason,
+            "body": Markup(sections_mod.to_markdown(s, labels)),
+            "plots": by_metric.get(s.metric_id, []) if mode == "compact" else [],
+            "missing": missing_by.get(s.metric_id, []),
+        }
+        for s in built
+    }
+    top, rest = overview.split_findings(doc)
+    groups = []
+    for g, ids in overview.groups(list(views)):
+        about = [str(views[m]["title"]) for m in ids]
+        if g.id == "capture":
+            about.append("the trace, coverage and limitations")
+        groups.append({"id": g.id, "title": g.title, "about": ", ".join(about) or g.title,
+                       "sections": [views[m] for m in ids]})
+    template = "report.md.j2" if mode == "compact" else "report_full.md.j2"
+    return env.get_template(template).render(
+        report=doc,
+        source=_source(doc),
+        key_numbers=overview.key_numbers(doc),
+        device_table=overview.device_table(doc["diagnosis"].get("devices") or []),
+        top_findings=top,
+        more_findings=rest,
+        more_counts=overview.severity_counts(rest),
+        open_evidence=overview.OPEN_EVIDENCE,
+        groups=groups,
+        sections=[views[s.metric_id] for s in built],
+        plots=list(plots),
+        kineto=doc["trace"].get("format") == "kineto-json",
+        kernel_labels=labels,
+        tainted=rich.taint(report),
     )
+
+
+@functools.lru_cache(maxsize=1)
+def _plot_metrics() -> dict[str, str]:
+    """Plot title -> the metric whose section shows it."""
+    from nsys_llm_explainer.render.svg import PLOTS
+
+    return {p.title: p.metric_id for p in PLOTS}

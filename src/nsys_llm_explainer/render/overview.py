@@ -1,0 +1,211 @@
+"""What report.md and report.html show first, from report.json's dict: the key numbers under
+the verdict, each finding's time at stake in words, the per-device time table, and the
+grouping of metric sections by the question they answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nsys_llm_explainer.diagnosis.evidence import devices_text
+from nsys_llm_explainer.render.fmt import dur, pct
+
+TOP_FINDINGS = 3
+OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md
+DEVICE_ROWS = 4  # GPUs listed one per key-number row; more are summarized in one row
+STEP_PHASES = 3
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str
+    title: str
+    metric_ids: tuple[str, ...]
+
+
+# Metric sections by the question they answer, in reading order. A metric not listed here
+# goes to OTHER (add it to the group it belongs to).
+GROUPS: tuple[Group, ...] = (
+    Group("gpu", "What runs on the GPU", (
+        "top_kernels", "categories", "operators", "fusion_candidates", "cuda_graphs", "per_process",
+        "gpu_context", "casts",
+    )),
+    Group("efficiency", "How close to the hardware", (
+        "compute_efficiency", "model_utilization", "gemm_precision", "ncu_plan",
+    )),
+    Group("waits", "Why the GPU waits", (
+        "timeline", "idle_causes", "gpu_idle", "boundness", "launch_overhead", "launch_storm", "sync",
+        "host_patterns",
+    )),
+    Group("io", "Transfers and communication", ("memory_transfers", "communication")),
+    Group("nvtx", "NVTX and steps", ("steps", "nvtx_ranges", "nvtx_attribution")),
+    Group("other", "Other measurements", ()),
+    Group("capture", "Capture facts", ("workload", "capture")),
+)
+OTHER = "other"
+GROUP_OF = {mid: g.id for g in GROUPS for mid in g.metric_ids}
+
+VERDICT_WORDS = {
+    "gpu_compute_bound": "GPU compute-bound",
+    "transfer_bound": "Transfer-bound",
+    "communication_bound": "Communication-bound",
+    "sync_bound": "Sync-bound",
+    "host_bound": "Host-bound",
+    "not_steady_state": "Not steady state",
+    "insufficient_data": "Too little data",
+    "no_gpu_work": "No GPU work",
+}
+BUCKET_WORDS = {
+    "compute": "Kernels running (compute)",
+    "exposed_communication": "Communication kernels, nothing overlapping",
+    "transfer": "Idle, copies running",
+    "communication_wait": "Idle, waiting on communication",
+    "sync_wait": "Idle, host waiting in a sync",
+    "launch_bound": "Idle, host launching kernels",
+    "host_other": "Idle, host busy outside CUDA",
+    "capture_edge": "Capture edge (host not visible)",
+}
+BUCKET_SHORT = {
+    "compute": "Compute", "exposed_communication": "Exposed comm.", "transfer": "Copies",
+    "communication_wait": "Comm. wait", "sync_wait": "Sync wait", "launch_bound": "Launching",
+    "host_other": "Host other", "capture_edge": "Capture edge",
+}
+BUSY_BUCKETS = ("compute", "exposed_communication")
+DEVICE_COLUMNS = 8
+
+
+def group_of(metric_id: str) -> str:
+    return GROUP_OF.get(metric_id, OTHER)
+
+
+def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
+    m = doc.get("metrics", {}).get(mid)
+    return m if isinstance(m, dict) and m.get("status") == "ok" else None
+
+
+def verdict_words(verdict: str) -> str:
+    return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
+
+
+def _busy(device: dict[str, Any]) -> tuple[int, int]:
+    ns = sum(b["ns"] for b in device["buckets"] if b["bucket"] in BUSY_BUCKETS)
+    return ns, int(device["window_ns"])
+
+
+def _share(ns: int, window: int) -> float:
+    return 100.0 * ns / window if window else 0.0
+
+
+def busy_rows(devices: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """GPU busy (kernels running) per device, or one summary row for many devices."""
+    if not devices:
+        return [("GPU busy", "not measured, because no kernels were captured")]
+    if len(devices) <= DEVICE_ROWS:
+        rows = []
+        for d in devices:
+            ns, window = _busy(d)
+            rows.append((f"GPU {d['device_id']} busy", f"{pct(_share(ns, window))} of its {dur(window)} window"))
+        return rows
+    shares = sorted((_share(*_busy(d)), d["device_id"]) for d in devices)
+    mid = shares[len(shares) // 2][0]
+    return [("GPU busy", f"{len(shares)} GPUs: lowest {pct(shares[0][0])} (GPU {shares[0][1]}), median {pct(mid)}, "
+                         f"highest {pct(shares[-1][0])} (GPU {shares[-1][1]})")]
+
+
+def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, value) rows of plain text: GPU busy, kernel time, steps, the primary bottleneck."""
+    diag = doc["diagnosis"]
+    rows = busy_rows(diag.get("devices") or [])
+    tk = metric(doc, "top_kernels")
+    if tk is not None:
+        rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {tk['kernel_count']:,} kernels "
+                                    f"({tk['distinct_kernels']:,} names)"))
+    steps = metric(doc, "steps")
+    phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
+    for p in phases[:STEP_PHASES]:
+        what = "Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"
+        rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
+    primary = diag.get("primary")
+    if primary is not None:
+        where = devices_text(list(primary["devices"]))
+        rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} of GPU "
+                                           f"time at stake, {pct(primary['impact_pct'])} of "
+                                           f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
+    wl = diag.get("workload")
+    if wl is not None and wl.get("kind") != "unknown":
+        rows.append(("Workload", f"{wl['kind'].replace('_', ' ')} (confidence {wl['confidence']})"))
+    return rows
+
+
+def impact(finding: dict[str, Any]) -> str:
+    """"GPU time at stake: ..." for a finding, in words."""
+    ns = finding.get("impact_ns")
+    if ns is None:
+        return "No GPU time at stake: a note about the capture or the data."
+    devices = [a["device_id"] for a in finding.get("affected", []) if a.get("device_id") is not None]
+    where = f"the time of {devices_text(sorted(set(devices)))}" if devices else "the time of all GPUs"
+    return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}."
+
+
+def impact_short(finding: dict[str, Any]) -> str:
+    ns = finding.get("impact_ns")
+    if ns is None:
+        return "a note"
+    return f"{dur(ns)} at stake ({pct(finding.get('impact_pct'))})"
+
+
+def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    findings = list(doc.get("findings", []))
+    return findings[:TOP_FINDINGS], findings[TOP_FINDINGS:]
+
+
+def severity_counts(findings: list[dict[str, Any]]) -> str:
+    """"2 low, 3 notes" for a list of findings."""
+    order = ("high", "medium", "low", "info")
+    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in order}
+    words = {"info": ("note", "notes")}
+    parts = []
+    for s in order:
+        if counts[s]:
+            one, many = words.get(s, (s, s))
+            parts.append(f"{counts[s]} {one if counts[s] == 1 else many}")
+    return ", ".join(parts)
+
+
+def device_table(devices: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Where each device's time went: one row per bucket and a column per device, or for
+    more than DEVICE_COLUMNS devices one row per device."""
+    buckets = [b["bucket"] for b in devices[0]["buckets"]] if devices else []
+
+    def cell(d: dict[str, Any], b: str) -> str:
+        entry = next((x for x in d["buckets"] if x["bucket"] == b), None)
+        return "n/a" if entry is None else f"{dur(entry['ns'])} ({pct(entry['pct_of_window'])})"
+
+    if len(devices) > DEVICE_COLUMNS:
+        headers = ["GPU", "Window", *(BUCKET_SHORT.get(b, b.replace("_", " ")) for b in buckets)]
+        return headers, [[str(d["device_id"]), dur(d["window_ns"]), *(cell(d, b) for b in buckets)]
+                         for d in devices]
+    headers = ["Where the time went", *(f"GPU {d['device_id']}" for d in devices)]
+    rows = [["Window (first to last activity)", *(dur(d["window_ns"]) for d in devices)]]
+    for b in buckets:
+        rows.append([BUCKET_WORDS.get(b, b.replace("_", " ")), *(cell(d, b) for d in devices)])
+    return headers, rows
+
+
+def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
+    """The groups that hold sections of this report, each with its metric ids in order."""
+    out = []
+    for g in GROUPS:
+        if g.id == OTHER:
+            ids = [m for m in metric_ids if m not in GROUP_OF]
+        else:
+            ids = [m for m in g.metric_ids if m in metric_ids]
+        if ids or g.id == "capture":
+            out.append((g, ids))
+    return out
+
+
+__all__ = [
+    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "busy_rows", "device_table", "group_of", "groups",
+    "impact", "impact_short", "key_numbers", "metric", "severity_counts", "split_findings", "verdict_words",
+]

@@ -1,0 +1,238 @@
+"""report.md and report.html read like a report, on every shared real trace and the example:
+report.md opens with the verdict, the key numbers and the top findings in at most OPEN_LIMIT
+lines, everything else in closed <details>; report.html puts the diagnosis and the findings
+first and its metric sections are prose and tables, not data dumps."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsys_llm_explainer.api import explain
+from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.render import Format, files, rich
+from nsys_llm_explainer.render.escape import md
+from nsys_llm_explainer.render.fmt import dur
+from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
+from tests.test_labels_in_reports import example_trace
+
+OPEN_LIMIT = 60
+KINETO = sorted((SHARED_TRACES / "kineto").glob("*.json.gz")) if (SHARED_TRACES / "kineto").is_dir() else []
+CASES = [p.name for p in nsys_trace_files() + KINETO] + ["example"]
+BUSY = ("compute", "exposed_communication")
+
+
+@pytest.fixture(scope="module", params=CASES)
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if request.param == "example":
+        trace = example_trace(tmp_path_factory.mktemp("example"))
+    else:
+        trace = next(p for p in nsys_trace_files() + KINETO if p.name == request.param)
+    report = explain(trace)
+    out = files.build(report, (Format.MD, Format.HTML))
+    full = files.build(report, (Format.MD,), md="full")["report.md"]
+    return {"report": report, "doc": report.document, "md": out["report.md"], "full": full,
+            "html": out["report.html"], "plots": sorted(k for k in out if k.startswith("plots/"))}
+
+
+def key_table(lines: list[str]) -> dict[str, str]:
+    start = lines.index("| Key number | Value |")
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        what, value = (c.strip() for c in re.split(r"(?<!\\)\|", line)[1:3])
+        rows[what] = value
+    return rows
+
+
+def gpus(devices: list[int]) -> str:
+    """GPU 0, GPUs 0-1 or GPUs 0, 2: written here independently of diagnosis/evidence.py."""
+    if len(devices) == 1:
+        return f"GPU {devices[0]}"
+    if devices == list(range(devices[0], devices[-1] + 1)):
+        return f"GPUs {devices[0]}-{devices[-1]}"
+    return "GPUs " + ", ".join(map(str, devices))
+
+
+def test_open_part_is_short_and_starts_with_the_verdict(built):
+    lines = md_open_lines(built["md"])
+    assert len(lines) <= OPEN_LIMIT, f"{len(lines)} open lines"
+    d = built["doc"]["diagnosis"]
+    assert lines[0] == "# nsys-llm-explain report" and lines[1] == ""
+    assert lines[2] == f"**Verdict:** `{d['verdict']}` ({d['confidence']} confidence): {rich.md(d['summary'])}"
+
+
+def test_key_numbers_come_from_the_diagnosis(built):
+    doc = built["doc"]
+    keys = key_table(md_open_lines(built["md"]))
+    devices = doc["diagnosis"]["devices"]
+    if not devices:
+        assert keys["GPU busy"] == "not measured, because no kernels were captured"
+    for d in devices:  # the shared traces have at most 4 GPUs: one row each
+        busy = sum(b["ns"] for b in d["buckets"] if b["bucket"] in BUSY)
+        window = d["window_end_ns"] - d["window_start_ns"]
+        assert keys[f"GPU {d['device_id']} busy"] == f"{100 * busy / window:.1f}% of its {dur(window)} window"
+    tk = doc["metrics"]["top_kernels"]
+    if tk["status"] == "ok":
+        assert keys["Kernel time"].startswith(f"{dur(tk['total_kernel_ns'])} in {len_kernels(built):,} kernels")
+    else:
+        assert "Kernel time" not in keys
+    steps = doc["metrics"]["steps"]
+    phases = [p for p in steps.get("phases", []) if p["steps"]] if steps["status"] == "ok" else []
+    for p in phases:
+        row = keys["Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"]
+        assert row == f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"
+    if not phases:
+        assert not any(k.startswith("Step latency") for k in keys)
+    primary = doc["diagnosis"]["primary"]
+    if primary is None:
+        assert "Primary bottleneck" not in keys
+    else:
+        where = gpus(primary["devices"])
+        assert keys["Primary bottleneck"].startswith(
+            f"{primary['kind']} on {md(where)}: {dur(primary['impact_ns'])} of GPU time at stake, "
+            f"{primary['impact_pct']:.1f}%")
+
+
+def len_kernels(built: dict[str, Any]) -> int:
+    """Kernels counted from the CSV table, not from the metric's own count."""
+    return int(built["report"].table("kernels")["calls"].sum())
+
+
+def test_top_findings_show_evidence_and_time_at_stake(built):
+    text, doc = built["md"], built["doc"]
+    lines = md_open_lines(text)
+    findings = doc["findings"]
+    for i, f in enumerate(findings[:3], start=1):
+        head = f"### {i}. {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}"
+        at = lines.index(head)
+        if f["impact_ns"] is None:
+            assert lines[at + 2].startswith("No GPU time at stake")
+        else:
+            devices = sorted({a["device_id"] for a in f["affected"] if a["device_id"] is not None})
+            whose = gpus(devices) if devices else "all GPUs"
+            assert lines[at + 2] == (f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of "
+                                     f"the time of {md(whose)}. Confidence: {f['confidence']}.")
+        shown = [f"- {rich.md(e)}" for e in f["evidence"][:5]]
+        assert lines[at + 4 : at + 4 + len(shown)] == shown
+        for e in f["evidence"][5:] + f["recommendation"]:
+            assert f"- {rich.md(e)}" in text and f"- {rich.md(e)}" not in lines
+    if not findings:
+        assert "No rule fired. The sections below still hold the measurements." in lines
+
+
+def test_other_findings_are_one_line_each_behind_details(built):
+    text, lines = built["md"], md_open_lines(built["md"])
+    rest = built["doc"]["findings"][3:]
+    for f in rest:
+        line = f"- **{f['severity'].upper()}** · {f['rule_id']}: {rich.md(f['title'])} · "
+        assert sum(x.startswith(line) for x in text.splitlines()) == 1, line
+        assert not any(x.startswith(line) for x in lines)
+    summary = next((x for x in text.splitlines() if "more finding" in x), None)
+    assert (summary is not None) == bool(rest)
+    if rest:
+        assert summary.startswith(f"<details><summary><strong>{len(rest)} more finding")
+
+
+def test_sections_and_plots_are_inside_details(built):
+    text, lines = built["md"], md_open_lines(built["md"])
+    all_lines = text.splitlines()
+    for metric in REGISTRY:
+        head = f"### {md(metric.title)}"
+        assert head in all_lines and head not in lines
+    for plot in built["plots"]:
+        link = f"]({plot})"
+        assert link in text and not any(link in x for x in lines)
+    for head in ("### Coverage and limitations", "### About the trace"):
+        assert head in all_lines and head not in lines
+
+
+def test_full_layout_is_open_with_the_diagnosis_first(built):
+    full = built["full"]
+    lines = full.splitlines()
+    assert "<details" not in full
+    assert lines[2].startswith("**Verdict:**")
+    order = [lines.index("## Diagnosis"), lines.index("## Findings"), lines.index(f"## {md(REGISTRY[0].title)}"),
+             lines.index("## Coverage and limitations")]
+    assert order == sorted(order)
+    for f in built["doc"]["findings"]:
+        assert f"### {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}" in lines
+    assert len(md_open_lines(full)) == len(lines)
+
+
+class Page(HTMLParser):
+    """Ids, in-page links, and the visible text of each metric section (its figures aside:
+    a plot's data table may name kernels in full)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.links: list[str] = []
+        self.text: dict[str, list[str]] = {}
+        self.stack: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.append(str(a["id"]))
+        if tag == "a" and (a.get("href") or "").startswith("#"):
+            self.links.append(str(a["href"])[1:])
+        self.stack.append((tag, a.get("id")))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        tags = [t for t, _ in self.stack]
+        if any(t in ("figure", "script", "style", "svg") for t in tags):
+            return
+        section = next((i for t, i in reversed(self.stack) if t == "section" and i and i.startswith("m-")), None)
+        if section:
+            self.text.setdefault(section, []).append(data)
+
+
+def test_html_reads_like_a_report(built):
+    page = Page()
+    page.feed(built["html"])
+    assert len(page.ids) == len(set(page.ids)), "duplicate ids"
+    assert set(page.links) <= set(page.ids), set(page.links) - set(page.ids)
+    order = [page.ids.index(i) for i in ("diagnosis", "findings", "time")]
+    order.append(min(page.ids.index(i) for i in page.ids if i.startswith("m-")))
+    assert order == sorted(order)
+    doc = built["doc"]
+    findings = [f"finding-{i}" for i in range(1, len(doc["findings"]) + 1)]
+    assert [x for x in page.links if x.startswith("finding-")] == findings  # the list at the top
+    for i, f in enumerate(doc["findings"], start=1):
+        for mid in f["metric_ids"]:
+            assert f'<a href="#m-{mid}">' in built["html"].split(f'id="finding-{i}"', 1)[1].split("</details>")[0]
+    assert {m.id for m in REGISTRY} <= {i[2:] for i in page.ids if i.startswith("m-")}
+    for section, parts in page.text.items():
+        text = " ".join(parts)
+        for bad in ("{", "(see report.json)", " entries"):
+            assert bad not in text, (section, bad, text[max(0, text.find(bad) - 80): text.find(bad) + 80])
+        assert not re.search(r"(?<![A-Za-z])re:", text), section
+
+
+def test_html_numbers_are_sortable_with_units(built):
+    """Right-aligned cells carry their number in base units for the sorter (ns, bytes)."""
+    cells = re.findall(r'<td class="n" data-v="([^"]+)">([^<]*)</td>', built["html"])
+    assert cells
+    unit = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "%": 1}
+    for value, shown in cells:
+        m = re.match(r"(-?[\d,.]+) ?(ns|us|ms|s|B|KiB|MiB|GiB|%)?", shown)
+        assert m, shown
+        expected = float(m.group(1).replace(",", "")) * unit.get(m.group(2) or "", 1)
+        assert float(value) == pytest.approx(expected, rel=1e-6), shown
+
+
+def test_md_files_name_no_path_outside_the_report(built: dict[str, Any]) -> None:
+    """Plots are linked relative to report.md."""
+    for link in re.findall(r"\]\(([^)]*)\)", built["md"]):
+        assert re.fullmatch(r"plots/[a-z_]+\.svg", link), link
+        assert Path(link).as_posix() in built["plots"]

@@ -40,6 +40,7 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.categories import BUILTIN_TABLE
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
+from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -103,7 +104,7 @@ def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str]]:
     try:
         nv = data.nvtx()
         nv_names = data.nvtx_names()
-        hit = np.array([bool(COMPILE_RANGE.search(n)) for n in nv_names] or [False], dtype=bool)
+        hit = name_mask(data, COMPILE_RANGE)
         sel = (nv.end >= 0) & hit[nv.name] if len(nv) else np.zeros(0, bool)
         if sel.any():
             longest = int(np.argmax(np.where(sel, nv.end - nv.start, -1)))

@@ -44,6 +44,7 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.communication import comm_mask
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
+from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
 from nsys_llm_explainer.metrics.sync import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -162,8 +163,7 @@ def _comm_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nv = data.nvtx()
     except Unavailable:
         return empty, empty, empty
-    names = data.nvtx_names()
-    is_comm = np.array([bool(COMM_RANGE.match(n.strip())) for n in names] or [False], dtype=bool)
+    is_comm = name_mask(data, COMM_RANGE, anchored=True)
     sel = (nv.end >= 0) & is_comm[nv.name] if len(nv) else np.zeros(0, dtype=bool)
     return nv.pid[sel], nv.start[sel], nv.end[sel]
 

@@ -7,6 +7,8 @@ normalized name beside it.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -27,6 +29,15 @@ def normalized_names(data: TraceData) -> tuple[list[str], np.ndarray]:
     """The distinct normalized NVTX names, and per raw name code its normalized code
     (analysis/nvtx_names.grouped), computed once per trace for both NVTX metrics."""
     return data.cached("nvtx_normalized", lambda: grouped(data.nvtx_names()))
+
+
+def name_mask(data: TraceData, pattern: re.Pattern[str], anchored: bool = False) -> np.ndarray:
+    """Per raw NVTX name code: does the pattern hit its normalized name? (One regex per
+    distinct normalized name: PyTorch's emit_nvtx names are unique per call.)"""
+    norm, codes = normalized_names(data)
+    test = pattern.match if anchored else pattern.search
+    hit = np.array([bool(test(n.strip())) for n in norm] or [False], dtype=bool)
+    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
 def phase_names(ctx: Context, names: list[str]) -> list[str | None]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.groups import factorize, group_sum
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -110,8 +111,9 @@ def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
         nv = data.nvtx()
     except Unavailable:
         return {}
-    names = data.nvtx_names()
-    counts = np.bincount(nv.name, minlength=len(names)) if len(nv) else np.zeros(len(names), np.int64)
+    names, codes = normalized_names(data)  # emit_nvtx names are unique per call: test each op once
+    raw = np.bincount(nv.name, minlength=len(codes)) if len(nv) else np.zeros(len(codes), np.int64)
+    counts = np.bincount(codes, weights=raw, minlength=len(names)).astype(np.int64) if len(codes) else raw
     out = {}
     for sid, (_, rpat, _) in SIGNALS.items():
         if rpat is None:

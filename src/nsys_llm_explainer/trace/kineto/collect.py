@@ -94,7 +94,7 @@ class Collected:
     names: Interner  # event names of every kind
     procs: Interner  # pid values as written (int or str)
     threads: Interner  # (pid value, tid value)
-    shapes: Interner  # (Input Dims text, Input type text)
+    shapes: Interner  # repr of (Input Dims, Input type) as written -> id (see shape_texts)
     concrete: Interner  # Concrete Inputs as a tuple of printed values (or JSON text)
     flows_start: dict[int, tuple[int, int, int]]  # flow id -> (proc, thread, ts ns) at the call
     flows_end: dict[tuple[int, int, int], int]  # (proc, thread, ts ns) at the GPU event -> flow id
@@ -103,6 +103,12 @@ class Collected:
     python_ids: array  # per python_function: its "Python id" (-1 none)
     python_parents: array  # per python_function: its "Python parent id" (-1 none)
     bad: Counter[str]  # kind -> events ignored (no time, negative duration)
+    shape_values: list[tuple[Any, Any]] = field(default_factory=list)  # per shape id: as written
+
+    def shape_texts(self) -> list[tuple[str, str]]:
+        """Per shape id: (Input Dims, Input type) as compact JSON text. Keyed per event by a
+        cheap repr and turned into JSON once per distinct shape."""
+        return [(_text(d), _text(t)) for d, t in self.shape_values]
 
     def table(self, kind: int) -> Table:
         return self.tables[kind]
@@ -126,6 +132,7 @@ class Collector:
         names, procs, threads, shapes, concrete = c.names, c.procs, c.threads, c.shapes, c.concrete
         flow_start, flow_end, bad = c.flows_start, c.flows_end, c.bad
         py_ids, py_parents = c.python_ids, c.python_parents
+        shape_values = c.shape_values
         gpu_kinds = GPU_KINDS
         to_ns = us_to_ns
 
@@ -196,7 +203,13 @@ class Collector:
                 if dims is None:
                     t.extra.append(NONE)
                 else:
-                    t.extra.append(shapes.id((_text(dims), _text(args.get("Input type")))))
+                    types = args.get("Input type")
+                    key = repr((dims, types))
+                    sid = shapes.get(key)
+                    if sid is None:
+                        sid = shapes.id(key)
+                        shape_values.append((dims, types))
+                    t.extra.append(sid)
                 values = args.get("Concrete Inputs")
                 t.concrete.append(NONE if values is None else concrete.id(_values_key(values)))
             elif kind == PYTHON:

@@ -312,7 +312,7 @@ class KinetoTraceData(TraceData):
         return [n or "(unnamed operator)" for n in self.c.names.values_list()]
 
     def operator_shapes(self) -> list[tuple[str, str]]:
-        return self.c.shapes.values_list()
+        return self.cached("operator_shapes", self.c.shape_texts)
 
     def operator_concrete_inputs(self) -> list[Any]:
         return [list(v) if isinstance(v, tuple) else v for v in self.c.concrete.values_list()]

@@ -194,6 +194,80 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+ADVICE["nvtx"] = {
+    "llm_inference": (
+        "Add NVTX ranges around prefill and decode steps on the launching thread "
+        "(`torch.cuda.nvtx.range_push('decode')` ... `range_pop()`), capture with `--trace=cuda,nvtx`, "
+        'then pass `--phase-map` with `{"prefill": ["prefill"], "decode": ["decode"]}`.',
+    ),
+    "pytorch": (
+        "Add NVTX ranges around the steps and the parts you care about (`torch.cuda.nvtx.range_push` / "
+        "`range_pop`, or `torch.autograd.profiler.emit_nvtx()` for every operator), capture with "
+        "`--trace=cuda,nvtx`.",
+    ),
+    "generic": (
+        "Add NVTX ranges (`nvtxRangePushA` / `nvtxRangePop` from nvToolsExt, or the NVTX3 C++ API) around "
+        "the iterations and phases of the code, capture with `--trace=cuda,nvtx`.",
+    ),
+}
+ADVICE["steps"] = {
+    "llm_inference": (
+        "Wrap each serving step in an NVTX range on the launching thread "
+        "(`torch.cuda.nvtx.range('decode_step')`) and pass `--step-range decode_step`, or map range "
+        "names to phases with `--phase-map`.",
+    ),
+    "pytorch": (
+        "Wrap each iteration in an NVTX range (`torch.cuda.nvtx.range('step')`) and pass `--step-range "
+        "step`; with the PyTorch profiler, call `prof.step()` once per iteration.",
+    ),
+    "generic": (
+        "Wrap each iteration of the main loop in an NVTX range and pass its name with `--step-range`.",
+    ),
+}
+ADVICE["sync_copy"] = {
+    "pytorch": (
+        "Replace `.item()`, `.cpu()` and `.tolist()` in the loop with non-blocking copies into pinned "
+        "buffers read after an event, or move them off the launching thread.",
+    ),
+    "generic": (
+        "Use `cudaMemcpyAsync` from pinned memory (`cudaHostAlloc`) and wait on an event only where the "
+        "data is used, instead of synchronous `cudaMemcpy` between launches.",
+    ),
+}
+ADVICE["fusion"] = {
+    "llm_inference": (
+        "Fuse the chains: fused RMSNorm+residual, SiLU-and-mul and rotary kernels (vLLM/FlashInfer/"
+        "TensorRT-LLM ship them), or `torch.compile`; fusion_candidates.csv lists the chains.",
+    ),
+    "pytorch": (
+        "Fuse the chains with `torch.compile` (or a custom Triton kernel); fusion_candidates.csv "
+        "lists the most frequent chains of short kernels.",
+    ),
+    "tensorrt": (
+        "Check why TensorRT did not fuse these layers (unsupported op or plugin boundary, "
+        "`trtexec --verbose` layer info) and rebuild the engine.",
+    ),
+    "generic": (
+        "Merge the short kernels of each chain into one kernel (kernel fusion) so intermediates stay in "
+        "registers or shared memory; fusion_candidates.csv lists the chains.",
+    ),
+}
+ADVICE["pinned"] = {
+    "pytorch": (
+        "Allocate the host buffers pinned (`pin_memory=True` in the DataLoader, `tensor.pin_memory()`) "
+        "so async copies stay asynchronous.",
+    ),
+    "generic": (
+        "Allocate the host buffers pinned (`cudaHostAlloc` / `cudaHostRegister`) so `cudaMemcpyAsync` "
+        "stays asynchronous.",
+    ),
+}
+UNSTEADY_ADVICE = (
+    "Capture again in steady state before acting on this: in this capture the time is start-up "
+    "(the capture section says what, and how to capture the steady loop).",
+)
+
+
 def advice(topic: str, workload: str) -> tuple[str, ...]:
     table = ADVICE[topic]
     group = GROUP.get(workload, "generic")

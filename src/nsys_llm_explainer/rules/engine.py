@@ -3,8 +3,9 @@
 Findings are ordered by severity, then by GPU time at stake (largest first), then by rule id,
 so the first finding is the costliest cause. When the capture is not steady state (capture
 metric), a finding above low keeps its severity only if it holds in the steady part (see
-rules/impact.py); every other one is capped at low. With too little data to judge, every
-finding is capped at low.
+rules/impact.py); every other one is capped at low, and a finding with time at stake says to
+capture the steady loop before acting on it instead of giving advice for start-up time. With
+too little data to judge, every finding is capped at low.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES
+from nsys_llm_explainer.rules.advice import UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
 
@@ -56,6 +58,8 @@ def cap_unsteady(findings: list[Finding], acct: Accounting, too_little: bool = F
             steady = Severity.LOW if too_little else _steady_severity(f, acct)
             if steady.rank > f.severity.rank:
                 f = dataclasses.replace(f, severity=steady)
+        if f.impact_ns is not None and f.severity is not Severity.INFO:
+            f = dataclasses.replace(f, recommendation=UNSTEADY_ADVICE)
         out.append(f)
     return out
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 
 VERY_LOW = 0.3
@@ -36,11 +37,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             f"{res.data['kernels_without_launch']:,} kernels had no matching launch call; "
             f"{res.data['kernels_outside_ranges']:,} were launched outside any range",
         ],
-        [
-            "Wrap each serving step in an NVTX range on the thread that launches kernels "
-            "(torch.cuda.nvtx.range_push/pop, or nvtx.annotate), e.g. 'prefill' and 'decode'.",
-            "vLLM: run with its NVTX/profiler hooks enabled; PyTorch: torch.autograd.profiler.emit_nvtx().",
-        ],
+        advice("nvtx", view.workload),
         title=f"NVTX ranges cover only {pct(100 * cov)} of kernel time",
     )
 

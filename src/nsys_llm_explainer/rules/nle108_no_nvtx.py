@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 
@@ -26,11 +27,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     yield rule.note(
         Confidence.HIGH,
         [skipped.reason],
-        [
-            "Add NVTX ranges around prefill and decode steps on the launching thread "
-            "(torch.cuda.nvtx.range_push('decode') ... range_pop()), and capture with --trace=cuda,nvtx.",
-            'Then pass a --phase-map such as {"prefill": ["prefill"], "decode": ["decode"]}.',
-        ],
+        advice("nvtx", view.workload),
         title="No NVTX ranges: kernel time cannot be split into phases",
     )
 

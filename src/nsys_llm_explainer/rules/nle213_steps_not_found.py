@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 NOT_FOUND_PREFIX = "no steps found"
@@ -33,11 +34,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     yield rule.note(
         Confidence.HIGH,
         evidence,
-        [
-            "Wrap each serving step in an NVTX range (torch.cuda.nvtx.range('decode_step')) and "
-            "pass "
-            "--step-range decode_step, or map range names to phases with --phase-map."
-        ],
+        advice("steps", view.workload),
         title=title,
     )
 

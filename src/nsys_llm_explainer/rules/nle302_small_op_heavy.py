@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -47,11 +48,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             ", ".join(f"{c} {pct(v)}" for c, v in parts if v > 0)
             + f" of {ms(res.data['total_kernel_ns'])}"
         ],
-        [
-            "Fuse elementwise/norm chains: torch.compile, fused RMSNorm+residual and "
-            "SiLU-and-mul kernels.",
-            "Check fusion_candidates for the most frequent chains of short kernels.",
-        ],
+        advice("fusion", view.workload),
         title=f"Unfused small ops take {pct(total)} of kernel time",
         affected=affected, impact=impact, cause="compute",
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -35,10 +36,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             f"{p['count']:,} copies, {p['bytes']:,} bytes, {ms(p['time_ns'])} "
             "(memory_transfer_issues.csv, issue pageable_async)"
         ],
-        [
-            "Allocate host buffers pinned (torch: pin_memory=True, tensor.pin_memory(); "
-            "cudaHostAlloc) so async copies stay asynchronous."
-        ],
+        advice("pinned", view.workload),
         title=f"{p['count']:,} async copies use pageable host memory",
         affected=affected, impact=impact, cause="transfer",
     )

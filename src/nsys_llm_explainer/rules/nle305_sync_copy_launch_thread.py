@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -38,11 +39,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity,
         Confidence.MEDIUM,
         [f"{s['count']:,} copies, {ms(s['time_ns'])} of copy time, {s['scope']}"],
-        [
-            "Replace .item()/.cpu()/.tolist() in the step loop with non_blocking copies "
-            "into pinned "
-            "buffers, read after an event, or move them off the launch thread."
-        ],
+        advice("sync_copy", view.workload),
         title=f"{s['count']:,} synchronous copies on the kernel-launching thread",
         affected=affected, impact=impact, cause="transfer",
     )

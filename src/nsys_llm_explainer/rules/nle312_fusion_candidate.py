@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -51,11 +52,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 f"{ms(c['kernel_ns'])} of kernel time, {ms(c['removable_gap_ns'])} of gaps inside, "
                 f"proximity {pct(100 * c['proximity'])}",
             ],
-            [
-                "Fuse the chain (torch.compile, a fused kernel from vLLM/FlashInfer/Apex, "
-                "or a custom "
-                "Triton kernel); fusion_candidates.csv lists the other chains."
-            ],
+            advice("fusion", view.workload),
             title=f"A chain of {c['length']} short kernels repeats {c['occurrences']:,} times",
             affected=affected, impact=impact, cause="compute",
         )

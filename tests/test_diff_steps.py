@@ -182,25 +182,49 @@ def test_categories_absent_or_unreadable(doc):
     )
 
 
-def test_findings_appeared_disappeared_and_new_high(doc):
+def test_findings_are_judged_by_time_at_stake_not_bands(doc):
     base = side(doc)
     base.doc["findings"] = [
-        {"rule_id": "NLE101", "severity": "medium", "title": "a"},
-        {"rule_id": "NLE103", "severity": "low", "title": "b"},
+        {"rule_id": "NLE101", "severity": "medium", "title": "a", "impact_pct": 24.0},
+        {"rule_id": "NLE103", "severity": "low", "title": "b", "impact_pct": 4.0},
+        {"rule_id": "NLE208", "severity": "high", "title": "d", "impact_pct": 40.0},
+        {"rule_id": "NLE106", "severity": "info", "title": "note", "impact_pct": None},
     ]
     new = side(doc, "NEW")
     new.doc["findings"] = [
-        {"rule_id": "NLE101", "severity": "high", "title": "a"},
-        {"rule_id": "NLE104", "severity": "high", "title": "c"},
-        {"rule_id": "NLE104", "severity": "low", "title": "c2"},
+        # 24% -> 26%: crosses the high band but moves less than max(1 pp, 25% of 26) = 6.5 pp.
+        {"rule_id": "NLE101", "severity": "high", "title": "a", "impact_pct": 26.0},
+        # absent on BASE, 10% + 3% on NEW: beyond the 3.25 pp band.
+        {"rule_id": "NLE209", "severity": "high", "title": "c", "impact_pct": 10.0},
+        {"rule_id": "NLE209", "severity": "low", "title": "c2", "impact_pct": 3.0},
+        # 40% -> 35%: within max(1, 10) pp.
+        {"rule_id": "NLE208", "severity": "high", "title": "d", "impact_pct": 35.0},
+        # 0.5% on NEW only: within the 1 pp floor, so not "appeared".
+        {"rule_id": "NLE210", "severity": "low", "title": "e", "impact_pct": 0.5},
     ]
-    out = compare(base, new, gate.parse(["new_high_findings>1"])).doc
+    out = compare(base, new, gate.parse(["new_high_findings>0"])).doc
     f = out["findings"]
-    assert [x["rule_id"] for x in f["appeared"]] == ["NLE104"] and f["appeared"][0]["count"] == 2
-    assert [x["rule_id"] for x in f["disappeared"]] == ["NLE103"]
-    assert f["new_high"] == ["NLE101", "NLE104"]
+    assert [x["rule_id"] for x in f["appeared"]] == ["NLE209"] and f["appeared"][0]["count"] == 2
+    assert f["appeared"][0]["new_impact_pct"] == 13.0 and f["appeared"][0]["base_impact_pct"] is None
+    assert sorted(x["rule_id"] for x in f["disappeared"]) == ["NLE103", "NLE106"]
+    persisting = {x["rule_id"]: x for x in f["persisting"]}
+    assert set(persisting) == {"NLE101", "NLE208"}
+    assert (persisting["NLE101"]["base_severity"], persisting["NLE101"]["new_severity"]) == ("medium", "high")
+    assert f["new_high"] == ["NLE209"]
     assert out["gate_values"]["new_findings"]["value"] == 1
     assert out["gate"]["tripped"] is True
+
+
+def test_in_step_gpu_time_is_compared_per_step_and_device(doc):
+    base, new = side(copy.deepcopy(doc)), side(copy.deepcopy(doc), "NEW")
+    for s, busy, steps in ((base, 8_000_000, 4), (new, 9_000_000, 3)):
+        s.doc["metrics"]["steps"] = {"status": "ok", "phases": [{"phase": "step", "steps": steps,
+                                                                  "p50_ns": 1, "p90_ns": 1, "gpu_busy_ns": busy}]}
+    row = compare(base, new).doc["headline"][0]
+    devices = len(doc["metrics"]["gpu_idle"]["devices"])
+    assert row["id"] == "in_step_gpu" and row["status"] == "ok"
+    assert row["base_compared"] == round(8_000_000 / (4 * devices), 3)
+    assert row["new_compared"] == round(9_000_000 / (3 * devices), 3)
 
 
 def test_untrusted_kernel_names_are_escaped_in_markdown(doc):

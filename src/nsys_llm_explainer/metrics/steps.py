@@ -161,6 +161,7 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
         "kernels_per_step": round(float(g["kernels"].mean()), 2),
         "launches_per_step": round(float(g["launches"].mean()), 2),
         "gpu_busy_pct": round(100.0 * int(g["gpu_busy_ns"].sum()) / covered, 2) if covered else 0.0,
+        "gpu_busy_ns": int(g["gpu_busy_ns"].sum()),
         "between_p50_ns": percentiles(between, (50,))[50],
         "between_total_ns": int(between.sum()),
         "outliers": int(g["outlier"].sum()),

@@ -236,5 +236,5 @@ def test_out_directory_rules(traces, tmp_path, capsys):
     assert (tmp_path / "busy" / "notes.txt").read_text() == "keep me"
     assert run([str(traces[0]), "--out", str(tmp_path / "rep"), "--quiet"]) == 0
     code, _, err = diff_cli(capsys, *traces, "--out", tmp_path / "rep", "--force")
-    assert code == 4 and "holds a report" in err
+    assert code == 4 and "holds another output" in err
     assert (tmp_path / "rep" / "report.json").is_file()

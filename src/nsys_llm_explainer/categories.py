@@ -34,7 +34,6 @@ patterns and more than MAX_USER_RULES rules are usage errors.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 from nsys_llm_explainer.demangled import parse
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernel_subject import subjects
+from nsys_llm_explainer.option_files import read_json_file
 
 OTHER = "other"
 MAX_USER_RULES = 1000
@@ -274,14 +274,7 @@ def load_table(path: str | Path | None) -> CategoryTable:
     if path is None:
         return BUILTIN_TABLE
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{p}: kernel category file is larger than {MAX_FILE_BYTES} bytes")
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read kernel category file ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: kernel category file is not valid JSON ({exc})") from None
+    obj = read_json_file(p, "kernel category file", MAX_FILE_BYTES)
     mode, rules = parse_rules(obj, str(p))
     if mode == "override":
         return CategoryTable(rules, f"{p.name} (overrides the built-in table)")

@@ -29,12 +29,17 @@ EXIT_CODES_HELP = (
     "4 output cannot be written; 5 a --fail-on condition tripped (diff)."
 )
 
-app = typer.Typer(
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
+def new_app() -> typer.Typer:
+    """A command's typer app, configured alike for explain, diff and fleet."""
+    return typer.Typer(
+        add_completion=False,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+
+
+app = new_app()
 
 
 def _split_ids(values: list[str] | None) -> tuple[str, ...]:

@@ -9,42 +9,17 @@ from typing import Annotated
 import typer
 
 from nsys_llm_explainer import TOOL_NAME
-from nsys_llm_explainer.cli import EXIT_CODES_HELP, user_facing_errors
+from nsys_llm_explainer.cli import EXIT_CODES_HELP, new_app, user_facing_errors
 from nsys_llm_explainer.diff import diff, gate
 from nsys_llm_explainer.diff import render as diff_render
-from nsys_llm_explainer.errors import ExitCode, OutputError, UsageError
+from nsys_llm_explainer.errors import ExitCode, UsageError
 from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import output
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
-diff_app = typer.Typer(
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-
-
-def _is_diff_file(rel: Path) -> bool:
-    return (len(rel.parts) == 1 and rel.name.startswith("diff.")) or (
-        len(rel.parts) == 2 and rel.parts[0] == "tables"
-    )
-
-
-def _check_out(out: Path, force: bool) -> bool:
-    """The effective --force: a directory holding only an earlier diff is replaced without it.
-    A report directory is refused, because writing there would replace the report."""
-    if not out.is_dir():
-        return force
-    held = [name for name in ("report.json", "report.md") if (out / name).exists()]
-    if held:
-        raise OutputError(
-            f"{out}: holds a report ({held[0]}); write the diff to a directory of its own"
-        )
-    files = [p.relative_to(out) for p in out.rglob("*") if not p.is_dir()]
-    return force or ((out / diff_render.JSON_NAME).is_file() and all(map(_is_diff_file, files)))
+diff_app = new_app()
 
 
 def _append_summary(text: str) -> None:
@@ -130,7 +105,9 @@ def diff_command(
         if top_n < 1:
             raise UsageError("--top-n must be >= 1")
         conditions = gate.parse(fail_on)
-        force = _check_out(out, force)
+        force = output.replaces_own_result(
+            out, force, diff_render.JSON_NAME, "diff.", ("tables",), ("report.json", "report.md"), "diff"
+        )
         output.check_target(out, force)
         options = Options(
             kernel_name=kernel_name,

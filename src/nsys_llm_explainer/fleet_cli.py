@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from nsys_llm_explainer import TOOL_NAME
-from nsys_llm_explainer.cli import user_facing_errors
-from nsys_llm_explainer.errors import ExitCode, InputError, OutputError, UsageError
+from nsys_llm_explainer.cli import new_app, user_facing_errors
+from nsys_llm_explainer.errors import ExitCode, InputError, UsageError
 from nsys_llm_explainer.fleet import inputs as fleet_inputs
 from nsys_llm_explainer.fleet import render_files, robust
 from nsys_llm_explainer.fleet.inputs import TraceInput
@@ -24,29 +24,7 @@ FLEET_EXIT_CODES_HELP = (
     "no trace could be analyzed, or the Dask workers cannot read the traces; 4 output cannot be written."
 )
 
-fleet_app = typer.Typer(
-    add_completion=False,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-
-
-def _is_fleet_file(rel: Path) -> bool:
-    return (len(rel.parts) == 1 and rel.name.startswith("fleet")) or (
-        len(rel.parts) == 2 and rel.parts[0] in ("tables", "plots")
-    )
-
-
-def _check_out(out: Path, force: bool) -> bool:
-    """The effective --force: a directory holding only an earlier fleet result is replaced."""
-    if not out.is_dir():
-        return force
-    held = [name for name in ("report.json", "report.md", "diff.json") if (out / name).exists()]
-    if held:
-        raise OutputError(f"{out}: holds another output ({held[0]}); write the fleet result to a directory of its own")
-    files = [p.relative_to(out) for p in out.rglob("*") if not p.is_dir()]
-    return force or ((out / render_files.JSON_NAME).is_file() and all(map(_is_fleet_file, files)))
+fleet_app = new_app()
 
 
 def _progress(quiet: bool) -> Any:
@@ -157,7 +135,10 @@ def fleet_command(
 
             load_table(str(kernel_categories))
         traces = fleet_inputs.collect(list(paths or []), list(label or []), runs)
-        force = _check_out(out, force)
+        force = output.replaces_own_result(
+            out, force, render_files.JSON_NAME, "fleet", ("tables", "plots"),
+            ("report.json", "report.md", "diff.json"), "fleet result",
+        )
         output.check_target(out, force)
         options = Options(
             kernel_name=kernel_name,

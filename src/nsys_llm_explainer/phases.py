@@ -8,13 +8,13 @@ the file's order.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.option_files import read_json_file
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,5 @@ class PhaseMap:
 
     @staticmethod
     def load(path: Path) -> PhaseMap:
-        try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read phase map ({exc.strerror})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: phase map is not valid JSON ({exc})") from None
+        obj = read_json_file(path, "phase map")
         return PhaseMap.from_json(obj, str(path))

@@ -15,12 +15,12 @@ no hidden_size. docs/compute.md lists the per-layer parameter arithmetic.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.option_files import read_json_file
 
 MAX_FILE_BYTES = 4 << 20
 # Architectures whose MLP is up -> activation -> down (two matrices), not gated (three).
@@ -204,13 +204,5 @@ def parse_model_config(obj: Any, source: str = "config.json") -> ModelConfig:
 
 def load_model_config(path: str | Path) -> ModelConfig:
     """Read and parse a config.json (--model); one-line UsageError when it cannot be used."""
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{p}: model config is larger than {MAX_FILE_BYTES} bytes")
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read model config ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: model config is not valid JSON ({exc})") from None
-    return parse_model_config(obj, p.name)
+    obj = read_json_file(path, "model config", MAX_FILE_BYTES)
+    return parse_model_config(obj, Path(path).name)

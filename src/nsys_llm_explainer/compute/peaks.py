@@ -16,7 +16,6 @@ UsageErrors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +23,8 @@ from typing import Literal
 
 from nsys_llm_explainer import gpu_specs
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE, ArchInference, infer_from_kernels
-from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.gpu_specs import GpuSpec
+from nsys_llm_explainer.option_files import read_json_file
 
 MAX_FILE_BYTES = 1 << 20
 ANY_DEVICE = "*"
@@ -47,14 +46,7 @@ def load_gpu_peaks(path: str | Path | None) -> PeakTable:
     if path is None:
         return builtin()
     p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{p}: GPU peak file is larger than {MAX_FILE_BYTES} bytes")
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read GPU peak file ({exc.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: GPU peak file is not valid JSON ({exc})") from None
+    obj = read_json_file(p, "GPU peak file", MAX_FILE_BYTES)
     user = gpu_specs.parse_table(obj, p.name)
     merged = {**gpu_specs.BY_NAME, **user}
     return PeakTable(merged, f"built-in, with {len(user)} names from {p.name}", frozenset(user))

@@ -144,3 +144,24 @@ def _merge_into(tmp: Path, out_dir: Path, files: dict[str, str]) -> None:
         dest = out_dir / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp / rel, dest)
+
+
+def replaces_own_result(
+    out: Path, force: bool, json_name: str, prefix: str, subdirs: tuple[str, ...], refuse: tuple[str, ...], what: str
+) -> bool:
+    """The effective --force of a command that writes beside no report (diff, fleet): a directory
+    holding only an earlier result of the same command (`json_name`, files starting with
+    `prefix`, and `subdirs`) is replaced without --force; one holding any of `refuse` is refused."""
+    if not out.is_dir():
+        return force
+    held = [name for name in refuse if (out / name).exists()]
+    if held:
+        raise OutputError(f"{out}: holds another output ({held[0]}); write the {what} to a directory of its own")
+
+    def own(rel: Path) -> bool:
+        return (len(rel.parts) == 1 and rel.name.startswith(prefix)) or (
+            len(rel.parts) == 2 and rel.parts[0] in subdirs
+        )
+
+    files = [p.relative_to(out) for p in out.rglob("*") if not p.is_dir()]
+    return force or ((out / json_name).is_file() and all(map(own, files)))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import measure
-from benchmarks.kineto_synth import KinetoConfig, generate, sidecar_path
+from benchmarks.kineto_synth import KinetoConfig, generate
 
 SIZES: dict[str, KinetoConfig] = {
     "kineto-small": KinetoConfig(mb=20),
@@ -20,16 +20,6 @@ SIZES: dict[str, KinetoConfig] = {
 }
 TARGET_WALL_S = 60.0
 TARGET_RSS_MIB = 4096.0
-
-
-def trace_for(cfg: KinetoConfig, cache: Path, name: str) -> tuple[Path, dict[str, Any], bool]:
-    path = cache / f"{name}.pt.trace.json"
-    side = sidecar_path(path)
-    if path.exists() and side.exists():
-        expected = json.loads(side.read_text(encoding="utf-8"))
-        if all(expected.get(k) == v for k, v in cfg.sidecar_key().items()):
-            return path, expected, True
-    return path, generate(cfg, path), False
 
 
 def check_operators(report_json: Path, expected: dict[str, Any]) -> list[str]:
@@ -41,7 +31,7 @@ def check_operators(report_json: Path, expected: dict[str, Any]) -> list[str]:
 
 def bench(name: str, cache: Path) -> dict[str, Any]:
     cfg = SIZES[name]
-    path, expected, reused = trace_for(cfg, cache, f"bench_{name}")
+    path, expected, reused = measure.cached_trace(cfg, cache / f"bench_{name}.pt.trace.json", generate)
     measure.warm_cache(path)
     out_dir = cache / f"report_{name}"
     shutil.rmtree(out_dir, ignore_errors=True)

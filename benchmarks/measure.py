@@ -32,6 +32,19 @@ LOADER_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "runtime": "CUPTI_ACTI
                  "nvtx": "NVTX_EVENTS"}
 
 
+def cached_trace(
+    cfg: Any, path: Path, generate: Callable[[Any, Path], dict[str, Any]]
+) -> tuple[Path, dict[str, Any], bool]:
+    """(trace, expected totals, reused): the trace at `path` when its sidecar
+    (`path`.expected.json) was written for the same parameters, else a new one from `generate`."""
+    side = path.with_name(path.name + ".expected.json")
+    if path.exists() and side.exists():
+        expected = json.loads(side.read_text(encoding="utf-8"))
+        if all(expected.get(k) == v for k, v in cfg.sidecar_key().items()):
+            return path, expected, True
+    return path, generate(cfg, path), False
+
+
 def warm_cache(path: Path) -> None:
     """Read the file once so every timed phase finds it in the OS page cache."""
     with path.open("rb") as fh:

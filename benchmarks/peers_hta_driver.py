@@ -20,39 +20,12 @@ import json
 import os
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from typing import Any
+
+from peers_driver_common import dist_version, timed
 
 RUNTIME_CUTOFF_US = 50  # HTA's defaults for the launch statistics outlier counts
 LAUNCH_DELAY_CUTOFF_US = 100
-
-
-def _error(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1]
-    where = f"{os.path.basename(frame.filename)}:{frame.lineno} `{(frame.line or '').strip()}`"
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
-    return f"{type(exc).__name__}: {message} at {where}"
-
-
-def _timed(out: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
-    t0 = time.perf_counter()
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - a peer's failure is a result to report
-        out["errors"][key] = _error(exc)
-        return None
-    finally:
-        out["seconds"][key] = round(time.perf_counter() - t0, 4)
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _records(df: Any) -> list[dict[str, Any]]:
@@ -65,10 +38,10 @@ def analyse(path: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     from hta.trace_analysis import TraceAnalysis  # noqa: PLC0415 - timed on purpose
 
-    out["version"] = _version("HolisticTraceAnalysis")
+    out["version"] = dist_version("HolisticTraceAnalysis")
     out["seconds"]["import"] = round(time.perf_counter() - t0, 4)
 
-    ta = _timed(out, "load", lambda: TraceAnalysis(trace_files={0: os.path.abspath(path)},
+    ta = timed(out, "load", lambda: TraceAnalysis(trace_files={0: os.path.abspath(path)},
                                                       trace_dir=os.path.dirname(os.path.abspath(path))))
     if ta is None:
         return out
@@ -81,20 +54,20 @@ def analyse(path: str) -> dict[str, Any]:
         out["gpu_negative_durations"] = int((gpu["dur"] < 0).sum())
         out["gpu_zero_durations"] = int((gpu["dur"] == 0).sum())
 
-    temporal = _timed(out, "temporal_breakdown", lambda: ta.get_temporal_breakdown(visualize=False))
+    temporal = timed(out, "temporal_breakdown", lambda: ta.get_temporal_breakdown(visualize=False))
     if temporal is not None:
         out["temporal_breakdown"] = _records(temporal)
 
-    kernels = _timed(out, "kernel_breakdown", lambda: ta.get_gpu_kernel_breakdown(visualize=False))
+    kernels = timed(out, "kernel_breakdown", lambda: ta.get_gpu_kernel_breakdown(visualize=False))
     if kernels is not None:
         out["kernel_type"] = _records(kernels[0])
         out["kernels"] = _records(kernels[1])
 
-    idle = _timed(out, "idle_time_breakdown", lambda: ta.get_idle_time_breakdown(visualize=False))
+    idle = timed(out, "idle_time_breakdown", lambda: ta.get_idle_time_breakdown(visualize=False))
     if idle is not None:
         out["idle_time_breakdown"] = _records(idle[0])
 
-    launch = _timed(out, "kernel_launch_stats", lambda: ta.get_cuda_kernel_launch_stats(visualize=False))
+    launch = timed(out, "kernel_launch_stats", lambda: ta.get_cuda_kernel_launch_stats(visualize=False))
     if launch is not None:
         stats = {}
         for rank, ldf in launch.items():

@@ -29,36 +29,9 @@ import json
 import os
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from typing import Any
 
-
-def _error(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    where = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
-    return f"{type(exc).__name__}: {message}{where}"
-
-
-def _timed(out: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
-    t0 = time.perf_counter()
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001 - a peer's failure is a result to report
-        out["errors"][key] = _error(exc)
-        return None
-    finally:
-        out["seconds"][key] = round(out["seconds"].get(key, 0.0) + time.perf_counter() - t0, 4)
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "unknown"
+from peers_driver_common import dist_version, error_line, timed
 
 
 def ensure_sqlite_scanner() -> str:
@@ -86,7 +59,7 @@ def ensure_sqlite_scanner() -> str:
         con.execute("LOAD sqlite_scanner")
         return "installed from wheel"
     except duckdb.Error as exc:
-        return f"not installed ({_error(exc)})"
+        return f"not installed ({error_line(exc)})"
 
 
 def _finding(f: Any) -> dict[str, Any]:
@@ -105,14 +78,14 @@ def _device(out: dict[str, Any], prof: Any, dev: int) -> dict[str, Any]:
         return run_skill(name, prof.query_conn(), raw=True, device=dev)
 
     d: dict[str, Any] = {}
-    d["summary"] = _timed(out, "summary", lambda: gpu_summary(prof, dev))
-    d["overlap"] = _timed(out, "overlap", lambda: overlap_analysis(prof, dev))
-    gaps = _timed(out, "gpu_idle_gaps", lambda: skill("gpu_idle_gaps")) or []
+    d["summary"] = timed(out, "summary", lambda: gpu_summary(prof, dev))
+    d["overlap"] = timed(out, "overlap", lambda: overlap_analysis(prof, dev))
+    gaps = timed(out, "gpu_idle_gaps", lambda: skill("gpu_idle_gaps")) or []
     d["gpu_idle_gaps"] = next((r for r in gaps if r.get("_summary")), None)
     d["gpu_idle_gaps_top"] = [r for r in gaps if not r.get("_summary")][:5]
-    manifest = _timed(out, "profile_health_manifest", lambda: skill("profile_health_manifest"))
+    manifest = timed(out, "profile_health_manifest", lambda: skill("profile_health_manifest"))
     d["manifest"] = manifest[0] if manifest else None
-    report = _timed(out, "findings", lambda: EvidenceBuilder(prof, device=dev).build())
+    report = timed(out, "findings", lambda: EvidenceBuilder(prof, device=dev).build())
     if report is not None:
         d["findings"] = [_finding(f) for f in report.findings]
         d["skipped"] = [s.to_dict() for s in report.skipped]
@@ -122,7 +95,7 @@ def _device(out: dict[str, Any], prof: Any, dev: int) -> dict[str, Any]:
 def analyse(path: str) -> dict[str, Any]:
     os.environ.setdefault("NSYS_AI_CACHE_MODE", "direct")
     out: dict[str, Any] = {"tool": "nsys-ai", "trace": path, "time_unit": "ms", "seconds": {}, "errors": {},
-                           "version": _version("nsys-ai"), "duckdb": _version("duckdb"),
+                           "version": dist_version("nsys-ai"), "duckdb": dist_version("duckdb"),
                            "cache_mode": os.environ["NSYS_AI_CACHE_MODE"]}
     t0 = time.perf_counter()
     out["sqlite_scanner"] = ensure_sqlite_scanner()
@@ -131,7 +104,7 @@ def analyse(path: str) -> dict[str, Any]:
     from nsys_ai.skills.registry import run_skill
 
     out["seconds"]["import"] = round(time.perf_counter() - t0, 4)
-    prof = _timed(out, "open", lambda: nsys_profile.open(path))
+    prof = timed(out, "open", lambda: nsys_profile.open(path))
     if prof is None:
         out["seconds"]["total"] = round(time.perf_counter() - t0, 4)
         return out
@@ -140,7 +113,7 @@ def analyse(path: str) -> dict[str, Any]:
     for dev in prof.meta.devices:
         out["devices"][str(dev)] = _device(out, prof, dev)
     # Top kernels over all devices, as the top_kernels skill groups them.
-    out["top_kernels_skill"] = _timed(out, "top_kernels",
+    out["top_kernels_skill"] = timed(out, "top_kernels",
                                       lambda: run_skill("top_kernels", prof.query_conn(), raw=True))
     out["seconds"]["total"] = round(time.perf_counter() - t0, 4)
     return out

@@ -29,7 +29,7 @@ if __package__ in (None, ""):
 
 from benchmarks import kineto_bench, measure, shared  # noqa: E402
 from benchmarks.report import print_comparison, print_result  # noqa: E402
-from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
+from benchmarks.synth import SynthConfig, generate  # noqa: E402
 
 SIZES: dict[str, SynthConfig] = {
     "small": SynthConfig(kernels=20_000, processes=2),
@@ -43,19 +43,8 @@ TARGET_FLOOR_RATIO = 3.0
 TARGET_GROWTH = 12.0
 
 
-def trace_for(cfg: SynthConfig, cache: Path, name: str) -> tuple[Path, dict[str, Any], bool]:
-    """The trace for `cfg` in `cache`, generated unless one with the same parameters exists."""
-    path = cache / f"{name}.sqlite"
-    side = sidecar_path(path)
-    if path.exists() and side.exists():
-        expected = json.loads(side.read_text(encoding="utf-8"))
-        if all(expected.get(k) == v for k, v in cfg.sidecar_key().items()):
-            return path, expected, True
-    return path, generate(cfg, path), False
-
-
 def bench(name: str, cfg: SynthConfig, cache: Path, breakdown: bool) -> dict[str, Any]:
-    path, expected, reused = trace_for(cfg, cache, f"bench_{name}")
+    path, expected, reused = measure.cached_trace(cfg, cache / f"bench_{name}.sqlite", generate)
     measure.warm_cache(path)
     floor = measure.fetch_floor(path)
     out_dir = cache / f"report_{name}"

@@ -145,3 +145,13 @@ def test_no_kernels_advice_fits_the_workload() -> None:
     assert "python train.py" in " ".join(f.recommendation)
     (f,) = fire("NLE107", {}, workload="llm_inference", skipped=skipped)
     assert "python serve.py" in " ".join(f.recommendation)
+
+
+def test_tile_advice_only_for_tensor_core_gemms() -> None:
+    data = device_metrics({0: {}})
+    data["top_kernels"] = top((planted.GEMM_BF16, 600_000, 6_000), (ELEMENTWISE, 400_000, 4_000))
+    (f,) = fire("NLE101", data)
+    assert len(f.recommendation) == 2 and "tensor-core tile" in f.recommendation[1]
+    data["top_kernels"] = top(("volta_dgemm_128x64_nn", 600_000, 6_000), (ELEMENTWISE, 400_000, 4_000))
+    (f,) = fire("NLE101", data)
+    assert len(f.recommendation) == 1 and "Nsight Compute" in f.recommendation[0]

@@ -11,8 +11,8 @@ Checks, each with what it found (thresholds are the named constants below):
 - jit_compile: run-time compilation and module loading inside the GPU window: CUDA API calls
   that load or link code (JIT_API: cuModuleLoad*, cuLibraryLoad*, cuLink*, nvJitLink*,
   nvrtc*) and NVTX ranges named like a compiler step (COMPILE_RANGE: NVRTC, nvJitLink,
-  compile/compiler/compilation, codegen, lowering, autotune, engine build). Ranges named after
-  compiled code, not compiling, are not counted: PyTorch's `CompiledFunction`,
+  compile/compiler/compilation, codegen as a word, Lower/lowering, autotune, engine build).
+  Ranges named after compiled code, not compiling, are not counted: PyTorch's `CompiledFunction`,
   `CompiledFunctionBackward` and "Torch-Compiled Region" wrap every step of a torch.compile
   model. The summary names the longest range with its own duration; the check's time is the
   union of all ranges and calls.
@@ -75,8 +75,9 @@ STARTUP_API = re.compile(
 )
 COMPILE_RANGE = re.compile(
     r"(?i:nvrtc|nvjitlink|culink|cumoduleload|culibraryload|ptxas|"
-    r"compil(?!ed)|codegen|code_gen|autotun|build(ing)?[ _]?(\w+[ _])?(serialized[ _]?)?(engine|network))|"
-    r"Lower(ing)?(?![a-zA-Z_])|(?<![A-Za-z])lower(ing)?(?![a-zA-Z_])"
+    r"compil(?!ed)|(?<![a-z0-9_])code_?gen(?![a-z0-9_])|autotun|"
+    r"build(ing)?[ _]?(\w+[ _])?(serialized[ _]?)?(engine|network))|"
+    r"Lower(ing)?(?![a-zA-Z_])|(?<![A-Za-z])lowering(?![a-zA-Z_])"
 )
 NVRTC = re.compile(r"nvrtc", re.IGNORECASE)
 EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64))
@@ -314,7 +315,7 @@ def _data(
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
             "not_steady_pct": NOT_STEADY_PCT, "lazy_launch_ns": LAZY_LAUNCH_NS,
             "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_autotune.VARIANTS,
-            "autotune_winner_runs": capture_autotune.WINNER_RUNS,
+            "autotune_winner_runs": capture_autotune.WINNER_RUNS, "autotune_rare_runs": capture_autotune.RARE_RUNS,
             "autotune_burst_gap_ns": capture_autotune.BURST_GAP_NS,
         },
     }

@@ -10,11 +10,14 @@ operation" is read from that pattern:
 1. Per family and stream, the family's kernels in start order are cut into bursts: a burst
    ends when a name repeats or the next variant starts more than BURST_GAP_NS after the
    previous one ended.
-2. A burst is a search when it has at least VARIANTS distinct names, and afterwards at least
-   one of them (a winner) runs at least WINNER_RUNS more times on that stream while fewer
-   than half of them do. The second half matters: a steady loop of layers with different
-   tiles (or a TensorRT engine, where every layer has its own tactic) also runs each name
-   once per pass, but then every name repeats, not one.
+2. A burst is a search when it has at least VARIANTS distinct names; afterwards at least one
+   of them (a winner) runs at least WINNER_RUNS more times on that stream while fewer than
+   half of them do; and at least half of them are rare, run at most RARE_RUNS times on that
+   stream in the whole capture (the variants that lost are not run again). The last two
+   matter: a steady loop of layers with different tiles (or a TensorRT engine, where every
+   layer has its own tactic) also runs each name once per pass, but then every name repeats,
+   and a workload whose shapes vary from step to step picks among the same tiles again and
+   again, so none of them is rare.
 
 The time counted is each search's variants' own kernel intervals (not the span from the
 first variant to the last: the gaps between trials are reported by the idle split).
@@ -36,6 +39,7 @@ from nsys_llm_explainer.trace.data import TraceData
 
 VARIANTS = 4
 WINNER_RUNS = 3
+RARE_RUNS = 2
 BURST_GAP_NS = 100_000_000  # 100 ms between one trial's end and the next trial's start
 SEARCHED = ("gemm", "conv")
 _DIGITS = re.compile(r"\d+")
@@ -122,7 +126,8 @@ def find(data: TraceData) -> Searches:
     member = np.repeat(np.arange(len(first)), length)
     where = np.repeat(first, length) + (np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length))
     winners = np.bincount(member, weights=later[where] >= WINNER_RUNS, minlength=len(first)).astype(np.int64)
-    hit = (winners >= 1) & (2 * winners < length)
+    rare = np.bincount(member, weights=total[where] <= RARE_RUNS, minlength=len(first)).astype(np.int64)
+    hit = (winners >= 1) & (2 * winners < length) & (2 * rare >= length)
     if not hit.any():
         return none
     chosen = where[hit[member]]

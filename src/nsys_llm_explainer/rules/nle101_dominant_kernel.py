@@ -4,6 +4,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.math_mode import math_mode
 from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -16,9 +17,9 @@ NCU = (
     "`ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`) to see whether it "
     "is memory- or compute-bound and how far from the roof it runs."
 )
-GEMM_SHAPES = (
-    "For a tensor-core GEMM, check its launch shapes: a tiny M (small batches) fills a sliver of each "
-    "tile; batching more work or a split-K/stream-K kernel helps."
+GEMM_SHAPES = (  # only for GEMMs whose name says tensor cores (math_mode)
+    "Check its launch shapes: a tiny M (small batches) fills a sliver of each tensor-core tile; "
+    "batching more work or a split-K/stream-K kernel helps."
 )
 
 
@@ -127,7 +128,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         ]
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
         recommendation = [NCU]
-        if view.kernel_category(name) == "gemm":
+        if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores:
             recommendation.append(GEMM_SHAPES)
         where = (f"GPU {best['device_id']}'s" if len(rows) == 1
                  else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")

@@ -222,7 +222,7 @@ def test_only_cuda_messages_flag_the_capture(build: Build) -> None:
     con.close()
     r = explain(path)
     diag = check(r, "diagnostics")
-    assert diag["found"] and "1 concern the CUDA trace (events may be missing)" in diag["summary"]
+    assert diag["found"] and "1 concerns the CUDA trace (events may be missing)" in diag["summary"]
     assert "2 about CPU sampling" in diag["summary"]
     assert any("events may be missing" in f for f in r.diagnosis.capture.facts)
 
@@ -272,4 +272,4 @@ def test_cloverleaf_messages_flag_the_driver_version_not_cpu_sampling() -> None:
     assert kinds["Installed CUDA driver version (12.0) is "] == "version"
     assert not any(d["events_may_be_missing"] for d in r.ok("capture").data["diagnostics"])
     diag = check(r, "diagnostics")
-    assert diag["found"] and "1 concern the CUDA trace: Installed CUDA driver version" in diag["summary"]
+    assert diag["found"] and "1 concerns the CUDA trace: Installed CUDA driver version" in diag["summary"]

@@ -279,12 +279,12 @@ def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
     harmless = len(diags) - len(cuda)
     summary = f"{len(diags)} profiler warnings/errors"
     if cuda:
-        summary += (f"; {len(cuda)} concern the CUDA trace"
+        summary += (f"; {len(cuda)} {'concerns' if len(cuda) == 1 else 'concern'} the CUDA trace"
                     + (" (events may be missing)" if any(d["events_may_be_missing"] for d in cuda) else "")
                     + f": {cuda[0]['text']}")
     if harmless:
         summary += (f"; {harmless} about CPU sampling, absent NVTX/OpenGL/OS events or other "
-                    "matters that do not change the GPU figures")
+                    f"matters that {'does' if harmless == 1 else 'do'} not change the GPU figures")
     return _check("diagnostics", bool(cuda), summary)
 
 

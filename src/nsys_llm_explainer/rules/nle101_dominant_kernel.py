@@ -123,8 +123,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         evidence = [
             *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} "
               "of kernel time" for k, s, _ in rows[:8]),
-            f"{best['calls']:,} calls, {ms(best['total_ns'])} total, p50 {best['p50_ns'] / 1e3:,.1f} us, "
-            f"max {best['max_ns'] / 1e3:,.1f} us",
+            f"{best['calls']:,} call{'' if best['calls'] == 1 else 's'}, {ms(best['total_ns'])} total, "
+            f"p50 {best['p50_ns'] / 1e3:,.1f} us, max {best['max_ns'] / 1e3:,.1f} us",
         ]
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
         recommendation = [NCU]

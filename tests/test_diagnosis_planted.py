@@ -10,6 +10,7 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Report, Severity
+from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from tests.fixtures import planted
 from tests.fixtures.builder import TraceBuilder
 
@@ -69,18 +70,37 @@ def test_exposed_nccl_on_the_compute_stream(build: Build) -> None:
     d = r.diagnosis
     assert (d.verdict, d.primary.kind, d.primary.devices) == ("communication_bound", "communication", (0, 1))
     assert d.primary.impact_ns == 2 * 30 * 600 * US
-    assert first(r) == "NLE307"
+    # Communication 36 ms against compute 2 x 30 x 500 us = 30 ms: 1.2x, under CLOSE_RATIO (1.25).
+    assert d.confidence.value == "low"
+    assert first(r) == "NLE307" and r.findings[0].impact_ns == 2 * 30 * 600 * US
+    assert sum(f.severity is Severity.HIGH for f in r.findings) == 1  # one cause, one loud finding
+    assert sum("18.000 ms of communication on its compute stream" in e for e in r.findings[0].evidence) == 2
     (shared,) = [f for f in r.findings if f.rule_id == "NLE313"]
-    assert shared.impact_ns == 2 * 30 * 600 * US
-    assert sorted(a.device_id for a in shared.affected) == [0, 1]  # one finding, both GPUs
+    assert (shared.severity, shared.impact_ns) == (Severity.INFO, None)  # its GPU time is NLE307's
+    assert "2 GPUs" in shared.title
 
 
 def test_compute_bound(build: Build) -> None:
     r = run(build, planted.compute_bound)
     d = r.diagnosis
     assert (d.verdict, d.primary.kind, d.confidence.value) == ("gpu_compute_bound", "compute", "high")
+    # The GEMM's run time is the work, not time at stake: a pointer, with no impact.
     assert first(r) == "NLE101" and "83.3%" in r.findings[0].title
-    assert r.findings[0].impact_ns == 200 * 500 * US
+    assert (r.findings[0].severity, r.findings[0].impact_ns) == (Severity.INFO, None)
+
+
+def test_fp32_gemms(build: Build) -> None:
+    r = run(build, planted.fp32_gemm)
+    d = r.diagnosis
+    assert (d.verdict, d.primary.kind, d.confidence.value) == ("gpu_compute_bound", "compute", "high")
+    assert d.primary.impact_ns == 200 * 450 * US
+    f = r.findings[0]
+    # 200 FP32 GEMMs of 400 us in a window of 200 x 450 us: 88.9%, all of the GEMM time.
+    assert (f.rule_id, f.severity, f.impact_ns) == ("NLE323", Severity.HIGH, 200 * 400 * US)
+    assert f.impact_pct == round(100 * 400 / 450, 2) and "100.0% of GPU 0's GEMM time" in f.title
+    assert "'...gemm_f32f32_f32f32...' (float32 operands)" in f.evidence[0]
+    assert "'...warpsize1x4x1_ffma_aligna4...' (no tensor cores)" in f.evidence[0]
+    assert not [x for x in r.findings if x.rule_id == "NLE101"]  # NLE323 reports that kernel
 
 
 def test_tiny_capture_is_insufficient_and_nothing_is_loud(build: Build) -> None:
@@ -88,6 +108,9 @@ def test_tiny_capture_is_insufficient_and_nothing_is_loud(build: Build) -> None:
     assert r.diagnosis.verdict == "insufficient_data" and r.diagnosis.primary is None
     assert all(f.severity.rank >= Severity.LOW.rank for f in r.findings)
     assert r.diagnosis.capture.recipe
+    f = r.findings[0]
+    assert (f.rule_id, f.severity) == ("NLE215", Severity.LOW) and "10 syncs for 10 launches" in f.title
+    assert f.recommendation == TOO_LITTLE_ADVICE  # not "the time is start-up": it is not
 
 
 def test_jit_startup_is_not_steady_state(build: Build) -> None:
@@ -97,6 +120,32 @@ def test_jit_startup_is_not_steady_state(build: Build) -> None:
     assert "JIT compilation" in d.summary
     assert all(f.severity.rank >= Severity.LOW.rank for f in r.findings)
     assert any("capture-range=cudaProfilerApi" in line for line in d.capture.recipe)
+    f = r.findings[0]
+    assert (f.rule_id, f.severity) == ("NLE210", Severity.LOW)
+    assert f.title.endswith("100% of it during start-up") and f.recommendation == UNSTEADY_ADVICE
+    assert f.evidence[0].startswith(f"{f.impact_ns / 1e6:,.3f} ms of it (100.0%) lies in start-up")
+
+
+def test_a_cause_that_holds_after_start_up_keeps_its_advice(build: Build) -> None:
+    """jit_then_host_bound: 300 ms of compilation, then 200 host-bound steps of 2,050 us."""
+    r = run(build, planted.jit_then_host_bound)
+    assert r.diagnosis.verdict == "not_steady_state"
+    f = r.findings[0]
+    assert (f.rule_id, f.severity) == ("NLE210", Severity.HIGH)
+    assert f.recommendation != UNSTEADY_ADVICE and "Profile the host side" in f.recommendation[0]
+    # The steady part runs from the compile range's end to the last kernel end: 199 periods of
+    # 2,050 us and the last step's 508 us. Host time at stake there: the 8 us before the first
+    # step's first kernel (its launch call and latency) and 199 gaps of 1,550 us.
+    ns, window = 8 * US + 199 * 1_550 * US, 199 * 2_050 * US + 508 * US
+    assert f.evidence[-1] == (f"it holds in the steady part after start-up: {ns / 1e6:,.3f} ms of the "
+                              f"{window / 1e6:,.3f} ms from the steady start on ({100 * ns / window:.1f}%)")
+
+
+def test_a_sliver_of_steady_state_does_not_hold(build: Build) -> None:
+    """Five host-bound steps (10 ms) after 300 ms of compilation: too short a steady part."""
+    r = run(build, lambda: planted.jit_then_host_bound(steps=5))
+    (f,) = [x for x in r.findings if x.rule_id == "NLE210"]
+    assert f.severity is Severity.LOW and f.recommendation == UNSTEADY_ADVICE
 
 
 @pytest.mark.parametrize("scenario", [planted.transfer_bound, planted.host_bound, planted.compute_bound])

@@ -56,30 +56,18 @@ def shares_trace(durations: list[int], reps: int = 40, pause: int = 1_000) -> Tr
     return b
 
 
-def window_of(durations: list[int], reps: int = 40, pause: int = 1_000) -> int:
-    """First kernel start to last kernel end of shares_trace."""
-    return reps * (sum(durations) + 1_000 * (len(durations) - 1) + pause) - pause
-
-
 # ---- NLE101 dominant kernel ------------------------------------------------------------
 
 
-def test_nle101_fires_high_at_60_percent(build: Build) -> None:
+def test_nle101_points_at_a_kernel_with_60_percent(build: Build) -> None:
     durations = [60_000, 20_000, 20_000]  # 60% of GPU 0's kernel time >= 25%
     report = explain(build(shares_trace(durations)))
     (f,) = found(report, "NLE101")
     assert "60.0%" in f.title and "GPU 0" in f.title
-    assert f.impact_ns == 40 * 60_000
-    assert f.impact_pct == round(100 * 40 * 60_000 / window_of(durations), 2)  # 58.3% -> high
-    assert f.severity.value == "high"
-
-
-def test_nle101_severity_follows_the_time_at_stake(build: Build) -> None:
-    # Same 30% share, but a 1 ms pause per repetition: 1.2 ms of 43.2 ms window = 2.8% -> low.
-    durations = [30_000, 25_000, 25_000, 20_000]
-    (f,) = found(explain(build(shares_trace(durations, pause=1_000_000))), "NLE101")
-    assert f.impact_pct == round(100 * 40 * 30_000 / window_of(durations, pause=1_000_000), 2)
-    assert f.severity.value == "low"
+    # Its run time is the work, not time at stake: without a roof it is a pointer.
+    assert (f.severity.value, f.impact_ns, f.affected) == ("info", None, ())
+    assert f.evidence[0].endswith(f"60.0% of GPU 0's {40 * 100_000 / 1e6:,.3f} ms of kernel time")
+    assert any("roof is not known" in e for e in f.evidence)
 
 
 def test_nle101_share_is_per_device(build: Build) -> None:
@@ -88,7 +76,7 @@ def test_nle101_share_is_per_device(build: Build) -> None:
     launched(b, [(10_000 + i * 30_000, 10_000 + i * 30_000 + 29_000) for i in range(400)],
              [f"other_{i % 8}" for i in range(400)], pid=200, device=1, corr0=10_000)
     (f,) = found(explain(build(b)), "NLE101")
-    assert "GPU 0" in f.title and [a.device_id for a in f.affected] == [0]
+    assert "GPU 0" in f.title and not any("GPU 1" in e for e in f.evidence)
 
 
 def devices_trace(per_device: dict[int, list[tuple[str, int]]], reps: int = 20) -> TraceBuilder:
@@ -118,8 +106,8 @@ def test_nle101_divides_by_its_own_device(build: Build) -> None:
     }
     (f,) = found(explain(build(devices_trace(per_device))), "NLE101")
     assert f.title == "One kernel takes up to 70.0% of the kernel time of 8 GPUs (GPU 2: 70.0%)"
-    assert sorted(a.device_id for a in f.affected) == list(range(8))
-    assert f.impact_ns == 20 * (70_000 + 7 * 60_000) and f.severity.value == "high"
+    assert sum(e.split(":")[0] == "gemm" for e in f.evidence) == 8  # one line per GPU
+    assert f.severity.value == "info"
 
 
 def test_nle101_skips_a_nearly_idle_device(build: Build) -> None:

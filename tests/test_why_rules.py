@@ -155,12 +155,13 @@ def test_capture_edge_is_a_note() -> None:
     assert f.severity is Severity.INFO and f.impact_ns is None
 
 
-def test_slow_steps_with_a_reported_cause_stay_low() -> None:
-    # The slow step's gap is host_other, which has its own finding (30%): NLE212 stays low.
+def test_slow_steps_with_a_reported_cause_are_a_note() -> None:
+    # The slow step's gap is host_other, which has its own finding (30%): NLE212 is a note.
     data = with_buckets(host_other=300_000) | {"steps": copy.deepcopy(TRIGGERS["NLE212"]["steps"])}
     data["steps"]["outliers"] = [OUTLIER | {"reason": "idle_gap"}]
     (f,) = fire("NLE212", data)
-    assert f.severity is Severity.LOW and f.cause == "host"
+    assert (f.severity, f.impact_ns) == (Severity.INFO, None)
+    assert "host time (0.100 ms beyond the median), at stake in that cause's own finding" in f.evidence[-1]
     (g,) = fire("NLE212", TRIGGERS["NLE212"])  # slow kernel: 100 us beyond the median of 1 us
     assert (g.impact_ns, g.severity) == (100_000, Severity.MEDIUM)
 

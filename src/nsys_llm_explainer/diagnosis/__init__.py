@@ -35,7 +35,7 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
     pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
     window = cap["window_end_ns"] - cap["window_start_ns"]
     lines = tuple(
-        f"{c['id']}: {c['summary']} ({dur(c['time_ns'])}, {c['pct_of_window']:.1f}% of the GPU window)"
+        f"{c['id']}: {c['summary']}; {dur(c['time_ns'])} in all, merged ({c['pct_of_window']:.1f}% of the GPU window)"
         for c in cap["checks"] if c["found"] and c["time_ns"]
     )
     pct = round(100.0 * cap["startup_ns"] / window, 2) if window else 0.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.verdict import metric
+from nsys_llm_explainer.metrics.capture_messages import CUDA_KINDS
 from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceInfo
 from nsys_llm_explainer.render.fmt import dur
 
@@ -29,12 +30,22 @@ STARTUP_WORDS = {
 }
 
 
+def _words(check: dict[str, Any]) -> str:
+    """The check's words, naming the compiler when the check found one (JIT compilation
+    (NVRTC) and module loading)."""
+    words = STARTUP_WORDS[check["id"]]
+    compilers = check.get("compilers") or []
+    if check["id"] == "jit_compile" and compilers:
+        return words.replace("JIT compilation", f"JIT compilation ({', '.join(compilers)})", 1)
+    return words
+
+
 def startup_what(cap: dict[str, Any]) -> str:
     found = sorted((c for c in cap["checks"] if c["id"] in STARTUP_WORDS and c["time_ns"] > 0),
                    key=lambda c: -c["time_ns"])
     if not found:
         return "start-up"
-    parts = [f"{STARTUP_WORDS[c['id']]} ({dur(c['time_ns'])})" for c in found[:2]]
+    parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found[:2]]
     return " and ".join(parts)
 
 
@@ -64,9 +75,10 @@ def review(trace: TraceInfo, metrics: dict[str, Outcome], verdict: str) -> Captu
         CaptureCheck(c["id"], bool(c["found"]), c["summary"], int(c["time_ns"]), float(c["pct_of_window"]))
         for c in cap["checks"]
     )
-    lost = [d for d in cap["diagnostics"] if d["events_may_be_missing"]]
-    for d in lost[:3]:
-        facts.append(f"profiler {d['severity']}: {d['text']}")
+    cuda = [d for d in cap["diagnostics"] if d.get("kind") in CUDA_KINDS or d["events_may_be_missing"]]
+    for d in cuda[:3]:
+        what = "events may be missing" if d["events_may_be_missing"] else "concerns the CUDA trace"
+        facts.append(f"profiler {d['severity']} ({what}): {d['text']}")
     recipe: tuple[str, ...] = ()
     kineto = getattr(trace, "format", "") == "kineto-json"
     if verdict == "not_steady_state":

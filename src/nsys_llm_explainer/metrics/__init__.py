@@ -43,6 +43,7 @@ REGISTRY: tuple[Metric, ...] = (
     per_process.METRIC,
     launch_overhead.METRIC,
     boundness.METRIC,
+    workload.METRIC,  # before capture: TensorRT engines skip the autotuning check
     capture.METRIC,
     idle_causes.METRIC,
     steps.METRIC,
@@ -56,7 +57,6 @@ REGISTRY: tuple[Metric, ...] = (
     fusion_candidates.METRIC,
     operators.METRIC,  # PyTorch profiler traces only (Skipped elsewhere)
     compute_efficiency.METRIC,  # after operators, nvtx_attribution, steps: shares their caches
-    workload.METRIC,
     model_utilization.METRIC,  # after steps, workload and compute_efficiency
     gemm_precision.METRIC,
     ncu_targets.METRIC,  # after top_kernels, capture and compute_efficiency

@@ -2,11 +2,20 @@
 
 Checks, each with what it found (thresholds are the named constants below):
 
-- too_little_data: fewer than MIN_KERNELS kernels, or less than MIN_KERNEL_NS of kernel time.
+- too_little_data: nothing to weigh, or too few repetitions to tell a pattern from a one-off.
+  Found when the kernels add up to less than MIN_KERNEL_NS, or when there are fewer than
+  MIN_KERNELS kernels unless at least MIN_FEW_KERNELS long ones keep the GPU busy (at least
+  MIN_FEW_KERNEL_NS of kernel time, or MIN_FEW_BUSY_PCT of the GPU window of the devices that
+  ran them): an HPC code or GEMM benchmark with 50 kernels of 20 ms is judged, ten 5 us kernels
+  or five long calls are not.
 - jit_compile: run-time compilation and module loading inside the GPU window: CUDA API calls
   that load or link code (JIT_API: cuModuleLoad*, cuLibraryLoad*, cuLink*, nvJitLink*,
-  nvrtc*) and NVTX ranges named like a compiler step (COMPILE_RANGE: NVRTC, compile, JIT,
-  Inductor/Dynamo, Triton autotune ...).
+  nvrtc*) and NVTX ranges named like a compiler step (COMPILE_RANGE: NVRTC, nvJitLink,
+  compile/compiler/compilation, codegen as a word, Lower/lowering, autotune, engine build).
+  Ranges named after compiled code, not compiling, are not counted: PyTorch's `CompiledFunction`,
+  `CompiledFunctionBackward` and "Torch-Compiled Region" wrap every step of a torch.compile
+  model. The summary names the longest range with its own duration; the check's time is the
+  union of all ranges and calls.
 - lazy_loading: a kernel's first launch call took at least LAZY_LAUNCH_NS and, when the
   kernel was launched again, at least LAZY_RATIO times the median of its later launches,
   while the device ran neither kernels nor copies for most of the call (so not a launch
@@ -14,11 +23,14 @@ Checks, each with what it found (thresholds are the named constants below):
   the driver loaded the kernel's module on first use (CUDA lazy loading).
 - startup: context creation, device queries and allocator calls (STARTUP_API) of at least
   STARTUP_CALL_NS each.
-- autotuning: at least AUTOTUNE_VARIANTS distinct GEMM/convolution kernels of one family
-  (the name with its digits removed), each run at most AUTOTUNE_MAX_CALLS times: cuBLAS/cuDNN/
-  TensorRT trying algorithms.
-- diagnostics: warnings and errors the profiler wrote about its own capture; those matching
-  LOSS_MESSAGE mean events may be missing.
+- autotuning: cuBLAS/cuDNN or framework algorithm searches (capture_autotune.py): several
+  variants of one GEMM/convolution family tried once each, close together, then one winner
+  repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
+  (workload tensorrt_inference), whose tactics are chosen when the engine is built.
+- diagnostics: warnings and errors the profiler wrote about its own capture, each classified
+  (capture_messages.py); found when one concerns the CUDA trace (events missing, or a driver
+  or library version this Nsight Systems does not support). CPU-sampling notes and "No NVTX
+  events collected" are listed but do not count.
 
 Start-up time is the union of the jit_compile, lazy_loading, startup and autotuning intervals
 clipped to the GPU window (first kernel start to last kernel end, all devices): start-up that
@@ -37,7 +49,7 @@ import numpy as np
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.categories import BUILTIN_TABLE
+from nsys_llm_explainer.metrics import capture_autotune, capture_messages
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
@@ -46,12 +58,13 @@ from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100
 MIN_KERNEL_NS = 1_000_000
+MIN_FEW_KERNELS = 10
+MIN_FEW_KERNEL_NS = 50_000_000
+MIN_FEW_BUSY_PCT = 50.0
 NOT_STEADY_PCT = 25.0
 LAZY_LAUNCH_NS = 500_000
 LAZY_RATIO = 10.0
 STARTUP_CALL_NS = 100_000
-AUTOTUNE_VARIANTS = 4
-AUTOTUNE_MAX_CALLS = 2
 JIT_API = re.compile(
     r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLink(Create|AddData|AddFile|Complete)\w*|nvJitLink\w*|nvrtc\w*)$"
 )
@@ -61,16 +74,12 @@ STARTUP_API = re.compile(
     r"cuMemFree\w*|cuMemCreate|cuMemHostAlloc|cuMemHostRegister\w*|cudaDeviceReset)$"
 )
 COMPILE_RANGE = re.compile(
-    r"nvrtc|compil|\bjit\b|_jit_|inductor|dynamo|torch\.compile|codegen|autotun|"
-    r"lower(ing)?\b|build(ing)?[ _]engine|tactic",
-    re.IGNORECASE,
+    r"(?i:nvrtc|nvjitlink|culink|cumoduleload|culibraryload|ptxas|"
+    r"compil(?!ed)|(?<![a-z0-9_])code_?gen(?![a-z0-9_])|autotun|"
+    r"build(ing)?[ _]?(\w+[ _])?(serialized[ _]?)?(engine|network))|"
+    r"Lower(ing)?(?![a-zA-Z_])|(?<![A-Za-z])lowering(?![a-zA-Z_])"
 )
-LOSS_MESSAGE = re.compile(
-    r"not (been )?started correctly|dropp|\blost\b|overflow|buffer.*full|incomplete|truncat|"
-    r"missing|not (be )?(collected|traced)|unable to",
-    re.IGNORECASE,
-)
-_DIGITS = re.compile(r"\d+")
+NVRTC = re.compile(r"nvrtc", re.IGNORECASE)
 EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64))
 
 
@@ -92,30 +101,48 @@ def _clip(s: np.ndarray, e: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, n
     return intervals.intersect(*intervals.merge(s, e), np.array([w0]), np.array([w1]))
 
 
-def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str]]:
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str], list[str]]:
+    """(merged intervals, evidence, compilers named): code-loading calls and compile ranges."""
     rt = data.runtime()
     names = data.runtime_api_names()
     rows = _api_rows(data, JIT_API)
-    evidence = []
+    evidence, compilers = [], []
+    nvrtc_calls = 0
     if len(rows):
         apis = sorted({names[int(a)] for a in rt.api[rows]})
         evidence.append(f"{len(rows)} code-loading calls ({', '.join(apis[:4])})")
+        nvrtc_calls = sum(1 for a in rt.api[rows] if NVRTC.search(names[int(a)]))
     s, e = [rt.start[rows]], [rt.end[rows]]
+    nvrtc_range = ""
     try:
         nv = data.nvtx()
         nv_names = data.nvtx_names()
         hit = name_mask(data, COMPILE_RANGE)
         sel = (nv.end >= 0) & hit[nv.name] if len(nv) else np.zeros(0, bool)
         if sel.any():
-            longest = int(np.argmax(np.where(sel, nv.end - nv.start, -1)))
+            dur = np.where(sel, nv.end - nv.start, -1)
+            longest = int(np.argmax(dur))
+            nv_hit = name_mask(data, NVRTC)
+            nsel = sel & nv_hit[nv.name]
+            if nsel.any():
+                j = int(np.argmax(np.where(nsel, nv.end - nv.start, -1)))
+                nvrtc_range = f"{nv_names[int(nv.name[j])]!r} ({_ms(int(nv.end[j] - nv.start[j]))})"
             evidence.append(
-                f"{int(sel.sum())} compile-named ranges; longest {nv_names[int(nv.name[longest])]!r}"
+                f"{int(sel.sum())} compile-named ranges, the longest {nv_names[int(nv.name[longest])]!r} "
+                f"lasting {_ms(int(dur[longest]))}"
             )
             s.append(nv.start[sel])
             e.append(nv.end[sel])
     except Unavailable:
         pass
-    return intervals.merge(np.concatenate(s), np.concatenate(e)), evidence
+    if nvrtc_range or nvrtc_calls:
+        compilers.append("NVRTC")
+        evidence.insert(0, "NVRTC run-time compilation: " + (nvrtc_range or f"{nvrtc_calls} nvrtc calls"))
+    return intervals.merge(np.concatenate(s), np.concatenate(e)), evidence, compilers
 
 
 def _lazy(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
@@ -163,23 +190,26 @@ def _startup(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     return intervals.merge(rt.start[rows], rt.end[rows]), len(rows)
 
 
-def _autotune(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int, str | None]:
-    k = data.kernels()
-    codes, uniq = factorize(k.name_id)
-    lookup = data.kernel_names(np.asarray(uniq))
-    names = [lookup.get(int(i), "") for i in uniq]
-    cats, _ = BUILTIN_TABLE.classify(names)
-    calls = np.bincount(codes, minlength=len(uniq))
-    families: dict[str, list[int]] = {}
-    for i, (name, cat) in enumerate(zip(names, cats, strict=True)):
-        if cat in ("gemm", "conv") and calls[i] <= AUTOTUNE_MAX_CALLS:
-            families.setdefault(_DIGITS.sub("#", name.split("(")[0]), []).append(i)
-    best = max(families.values(), key=len, default=[])
-    if len(best) < AUTOTUNE_VARIANTS:
-        return EMPTY, 0, None
-    sel = np.isin(codes, best)
-    span = (np.array([int(k.start[sel].min())]), np.array([int(k.end[sel].max())]))
-    return span, len(best), names[best[0]]
+def _too_little(k: Any) -> dict[str, Any]:
+    """The too_little_data check (module docstring)."""
+    n = len(k)
+    kernel_ns = int(k.dur.sum()) if n else 0
+    devices = len(np.unique(k.device)) if n else 0
+    window = int(k.end.max() - k.start.min()) if n else 0
+    busy_pct = min(100.0, 100.0 * kernel_ns / (window * devices)) if window and devices else 0.0
+    long_enough = n >= MIN_FEW_KERNELS and (kernel_ns >= MIN_FEW_KERNEL_NS or busy_pct >= MIN_FEW_BUSY_PCT)
+    little = kernel_ns < MIN_KERNEL_NS or (n < MIN_KERNELS and not long_enough)
+    seen = (f"{n:,} kernels, {kernel_ns / 1e6:,.3f} ms of kernel time"
+            + (f", {busy_pct:.1f}% of the {window / 1e6:,.3f} ms GPU window" if window else ""))
+    need = (f"at least {MIN_KERNEL_NS / 1e6:g} ms of kernel time, and {MIN_KERNELS} kernels or "
+            f"{MIN_FEW_KERNELS} that take {MIN_FEW_KERNEL_NS / 1e6:g} ms or {MIN_FEW_BUSY_PCT:g}% of the window")
+    summary = f"{seen}; judging needs {need}" if little else f"{seen}: enough to judge (needs {need})"
+    return _check("too_little_data", little, summary, kernels=n, kernel_ns=kernel_ns)
+
+
+def _tensorrt(ctx: Context) -> bool:
+    w = ctx.result("workload")
+    return w is not None and w.data.get("kind") == "tensorrt_inference"
 
 
 def run(ctx: Context) -> Outcome:
@@ -189,15 +219,7 @@ def run(ctx: Context) -> Outcome:
     except Unavailable as exc:
         check = _check("too_little_data", True, f"no kernels: {exc.reason}", kernels=0, kernel_ns=0)
         return MetricResult(METRIC.id, _data([check], None, None, 0, data))
-    checks: list[dict[str, Any]] = []
-    kernel_ns = int(k.dur.sum()) if len(k) else 0
-    little = len(k) < MIN_KERNELS or kernel_ns < MIN_KERNEL_NS
-    checks.append(_check(
-        "too_little_data", little,
-        f"{len(k):,} kernels, {kernel_ns / 1e6:,.3f} ms of kernel time "
-        f"(at least {MIN_KERNELS} kernels and {MIN_KERNEL_NS / 1e6:g} ms are needed to judge)",
-        kernels=len(k), kernel_ns=kernel_ns,
-    ))
+    checks: list[dict[str, Any]] = [_too_little(k)]
     if len(k) == 0:
         return MetricResult(METRIC.id, _data(checks, None, None, 0, data))
     w0, w1 = int(k.start.min()), int(k.end.max())
@@ -209,11 +231,11 @@ def run(ctx: Context) -> Outcome:
         have_api = False
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     if have_api:
-        (js, je), jit_ev = _jit(data)
+        (js, je), jit_ev, compilers = _jit(data)
         js, je = _clip(js, je, w0, w1)
         jit_ns = int((je - js).sum())
         checks.append(_check("jit_compile", jit_ns > 0, "; ".join(jit_ev) or "no code loading or compiling seen",
-                             jit_ns, window))
+                             jit_ns, window, compilers=compilers))
         (ls, le), lazy_n = _lazy(data)
         ls, le = _clip(ls, le, w0, w1)
         checks.append(_check("lazy_loading", lazy_n > 0,
@@ -230,13 +252,20 @@ def run(ctx: Context) -> Outcome:
         checks.append(_check("startup", startup_ns > 0, summary if start_n else "no slow start-up calls",
                              startup_ns, window, calls=start_n))
         parts += [(js, je), (ls, le), (ss, se)]
-    (ats, ate), variants, family = _autotune(data)
-    ats, ate = _clip(ats, ate, w0, w1)
-    checks.append(_check("autotuning", variants > 0,
-                         f"{variants} variants of one GEMM/convolution family run once or twice each "
-                         f"({family})" if variants else "no algorithm search seen",
-                         int((ate - ats).sum()), window, variants=variants))
-    parts.append((ats, ate))
+    if _tensorrt(ctx):
+        checks.append(_check("autotuning", False, "not checked: a TensorRT engine chooses its tactics when it "
+                             "is built, and runs one kernel per layer", variants=0))
+    else:
+        found = capture_autotune.find(data)
+        ats, ate = _clip(found.starts, found.ends, w0, w1)
+        checks.append(_check(
+            "autotuning", found.searches > 0,
+            f"{found.searches} algorithm searches: {found.variants} variants of GEMM/convolution kernels "
+            f"tried once each, then one kept (largest: {found.example}, winner {found.winner})"
+            if found.searches else "no algorithm search seen",
+            int((ate - ats).sum()), window, variants=found.variants,
+        ))
+        parts.append((ats, ate))
     s = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
     e = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
     us, ue = intervals.merge(s, e)
@@ -245,21 +274,31 @@ def run(ctx: Context) -> Outcome:
     return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
 
 
+def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
+    cuda = [d for d in diags if d["kind"] in capture_messages.CUDA_KINDS]
+    harmless = len(diags) - len(cuda)
+    summary = f"{len(diags)} profiler warnings/errors"
+    if cuda:
+        summary += (f"; {len(cuda)} {'concerns' if len(cuda) == 1 else 'concern'} the CUDA trace"
+                    + (" (events may be missing)" if any(d["events_may_be_missing"] for d in cuda) else "")
+                    + f": {cuda[0]['text']}")
+    if harmless:
+        summary += (f"; {harmless} about CPU sampling, absent NVTX/OpenGL/OS events or other "
+                    f"matters that {'does' if harmless == 1 else 'do'} not change the GPU figures")
+    return _check("diagnostics", bool(cuda), summary)
+
+
 def _data(
     checks: list[dict[str, Any]], window: tuple[int, int] | None, steady_start: int | None,
     startup_ns: int, data: TraceData,
 ) -> dict[str, Any]:
-    diags = [
-        {"severity": d.severity, "text": d.text, "events_may_be_missing": bool(LOSS_MESSAGE.search(d.text))}
-        for d in data.diagnostics()
-    ]
+    diags = []
+    for d in data.diagnostics():
+        kind = capture_messages.kind_of(d.text)
+        diags.append({"severity": d.severity, "text": d.text, "kind": kind,
+                      "events_may_be_missing": kind == "events_missing"})
     span = window[1] - window[0] if window else 0
-    checks.append(_check(
-        "diagnostics", any(d["events_may_be_missing"] for d in diags),
-        f"{len(diags)} profiler warnings/errors"
-        + (f"; events may be missing: {next(d['text'] for d in diags if d['events_may_be_missing'])}"
-           if any(d["events_may_be_missing"] for d in diags) else ""),
-    ))
+    checks.append(_diagnostics_check(diags))
     pct = round(100.0 * startup_ns / span, 2) if span else 0.0
     little = checks[0]["found"]
     return {
@@ -272,9 +311,12 @@ def _data(
         "checks": checks,
         "diagnostics": diags,
         "thresholds": {
-            "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "not_steady_pct": NOT_STEADY_PCT,
-            "lazy_launch_ns": LAZY_LAUNCH_NS, "startup_call_ns": STARTUP_CALL_NS,
-            "autotune_variants": AUTOTUNE_VARIANTS,
+            "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "min_few_kernels": MIN_FEW_KERNELS,
+            "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
+            "not_steady_pct": NOT_STEADY_PCT, "lazy_launch_ns": LAZY_LAUNCH_NS,
+            "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_autotune.VARIANTS,
+            "autotune_winner_runs": capture_autotune.WINNER_RUNS, "autotune_rare_runs": capture_autotune.RARE_RUNS,
+            "autotune_burst_gap_ns": capture_autotune.BURST_GAP_NS,
         },
     }
 
@@ -285,4 +327,5 @@ METRIC = Metric(
     run=run,
     description="Is the capture steady state? Too little data, JIT compilation, lazy module "
     "loading, start-up calls, autotuning and the profiler's own diagnostics.",
+    after=("workload",),
 )

@@ -4,18 +4,22 @@ Signals are looked for in kernel names (weighted by kernel time) and in range na
 ranges; for PyTorch profiler traces, annotations and operators). Each SIGNALS entry names a
 pattern and what it means. The decision, in order:
 
-1. tensorrt_inference: TensorRT kernels (tactics, myelin, reformat) or TensorRT ranges.
-2. llm_training / llm_inference: LLM serving stacks (vLLM, SGLang, TensorRT-LLM, FlashInfer),
+1. llm_inference / llm_training for TensorRT-LLM (`tensorrt_llm::` kernels or ranges,
+   `trtllm` kernels): an LLM engine built on TensorRT is LLM serving, with TensorRT among its
+   evidence, not a plain TensorRT engine.
+2. tensorrt_inference: TensorRT kernels (tactics, myelin, reformat) or TensorRT ranges,
+   unless LLM serving kernels (paged attention, vLLM/SGLang/FlashInfer) ran beside them.
+3. llm_training / llm_inference: LLM serving stacks (vLLM, SGLang, FlashInfer),
    paged/flash attention, or LLM building blocks (rotary embedding, RMSNorm, SiLU-and-mul,
    fused MoE); training when backward or optimizer kernels (or autograd ranges) are present.
-3. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
+4. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
    kernels) or aten:: ranges; training as above.
-4. generic_cuda: kernels ran, and none of the frameworks above left a trace.
-5. unknown: no kernels and no telling ranges.
+5. generic_cuda: kernels ran, and none of the frameworks above left a trace.
+6. unknown: no kernels and no telling ranges.
 
 A signal counts when its kernels take at least MIN_KERNEL_PCT of kernel time or its ranges
-are at least MIN_RANGE_COUNT. Confidence is high for a serving stack or TensorRT, medium for
-building blocks together with attention, low otherwise.
+are at least MIN_RANGE_COUNT. Confidence is high for a serving stack, TensorRT-LLM or
+TensorRT, medium for building blocks together with attention, low otherwise.
 """
 
 from __future__ import annotations
@@ -40,17 +44,18 @@ MIN_RANGE_COUNT = 2
 MAX_EXAMPLES = 3
 # signal -> (kernel-name pattern or None, range-name pattern or None, what it means)
 SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
+    "tensorrt_llm": (r"tensorrt_llm|trtllm", r"tensorrt_llm|trtllm", "TensorRT-LLM (an LLM engine built on TensorRT)"),
     "tensorrt": (
-        r"(^|[^a-z])trt_|myelin|__myl_|genericreformat|copypackedkernel|nvinfer1|tensorrt",
-        r"tensorrt|\btrt\b|executioncontext|enqueuev\d|myelin",
+        r"(^|[^a-z])trt_|myelin|__myl_|genericreformat|copypackedkernel|nvinfer1|tensorrt(?!_?llm)",
+        r"tensorrt(?!_?llm)|\btrt\b|executioncontext|enqueuev\d|myelin",
         "TensorRT engine",
     ),
     "llm_serving": (
-        r"vllm::|sglang|tensorrt_llm|trtllm|flashinfer|paged_?attention|reshape_and_cache|xqa|mmha|"
+        r"vllm::|sglang|flashinfer|paged_?attention|reshape_and_cache|xqa|mmha|"
         r"batch_?(prefill|decode)|unified_attention|merge_attn_states",
         r"vllm|sglang|execute_model|model_runner|engine_?core|schedule_batch|llm_engine|"
         r"\b(prefill|decode)\b",
-        "LLM serving stack (vLLM, SGLang, TensorRT-LLM, FlashInfer, paged attention)",
+        "LLM serving stack (vLLM, SGLang, FlashInfer, paged attention)",
     ),
     "attention": (
         r"flash_?(fwd|bwd|attn|attention)|fmha|flash::|mha_|fused_multi_head|attention",
@@ -131,7 +136,9 @@ def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) 
     """(kind, confidence) from the signals found (see the module docstring)."""
     has = set(kernels) | set(ranges)
     training = bool({"backward", "optimizer"} & has)
-    if "tensorrt" in has:
+    if "tensorrt_llm" in has:
+        return ("llm_training" if training else "llm_inference"), "high"
+    if "tensorrt" in has and "llm_serving" not in kernels:
         return "tensorrt_inference", "high" if "tensorrt" in kernels else "medium"
     if "llm_serving" in has:
         return ("llm_training" if training else "llm_inference"), "high"

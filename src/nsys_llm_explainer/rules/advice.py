@@ -262,9 +262,39 @@ ADVICE["pinned"] = {
         "stays asynchronous.",
     ),
 }
+ADVICE["comm_stream"] = {
+    "llm_inference": (
+        "The collectives run on the compute stream, and in tensor-parallel inference the next layer needs "
+        "each all-reduce's result, so moving them to their own stream gains nothing by itself: make them "
+        "shorter (vLLM/SGLang custom all-reduce or one-shot/two-shot all-reduce for small messages, "
+        "NVLink SHARP), fuse the all-reduce with the norm after it (all-reduce + RMSNorm), or overlap it "
+        "with independent work (two micro-batches in flight).",
+    ),
+    "llm_training": (
+        "Run gradient collectives on their own stream (DDP/FSDP do so; with custom code a "
+        "`torch.cuda.Stream()` per process group, the optimizer waiting on an event) and start them as "
+        "gradient buckets fill, so backward overlaps them.",
+        "Tensor-parallel collectives whose result the next layer needs overlap only when the work is "
+        "split (sequence-parallel or async tensor-parallel overlap in Megatron/Transformer Engine).",
+    ),
+    "pytorch": (
+        "Where the compute after a collective does not need its result (gradient all-reduce), run it on "
+        "its own stream (DDP/FSDP do; custom code: a `torch.cuda.Stream()` and an event the consumer "
+        "waits on); where it does, overlap it with independent work by splitting the batch.",
+    ),
+    "generic": (
+        "Where the compute after a collective does not need its result, run the collective on its own "
+        "stream and make the consumer wait on an event (`cudaStreamWaitEvent`); where it does, overlap it "
+        "with independent work by splitting the data into chunks and pipelining them.",
+    ),
+}
 UNSTEADY_ADVICE = (
     "Capture again in steady state before acting on this: in this capture the time is start-up "
     "(the capture section says what, and how to capture the steady loop).",
+)
+TOO_LITTLE_ADVICE = (
+    "Capture more before acting on this: the capture holds too little GPU work to tell a pattern "
+    "from a one-off (the capture section says what it holds, and how to capture several steady steps).",
 )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from nsys_llm_explainer.categories import BUILTIN_TABLE
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
@@ -46,6 +47,23 @@ class RuleInput:
     def kernel_label(self) -> Labels:
         """Full kernel name -> the label report.md shows (evidence names kernels by it)."""
         return labels_for(self.metrics)
+
+    @cached_property
+    def kernel_category(self) -> Callable[[str], str]:
+        """Full kernel name -> its category: the categories metric's own table (a user's
+        --kernel-categories file included), else the built-in table."""
+        known: dict[str, str] = {}
+        res = self.metric("categories")
+        for table in res.tables if res is not None else ():
+            if table.name == "kernel_category_names" and table.frame is not None:
+                known = dict(zip(table.frame["name"].astype(str), table.frame["category"].astype(str), strict=True))
+
+        def category(name: str) -> str:
+            if name not in known:
+                known[name] = BUILTIN_TABLE.classify([name])[0][0]
+            return known[name]
+
+        return category
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,14 @@
 
 Findings are ordered by severity, then by GPU time at stake (largest first), then by rule id,
 so the first finding is the costliest cause. When the capture is not steady state (capture
-metric), a finding above low keeps its severity only if it holds in the steady part (see
-rules/impact.py); every other one is capped at low, and a finding with time at stake says to
-capture the steady loop before acting on it instead of giving advice for start-up time. With
-too little data to judge, every finding is capped at low.
+metric), a finding above low keeps a severity above low only if it holds in the steady part
+(see rules/impact.py): its cause's share of the steady part (the device window from the
+capture's steady start on, at least MIN_STEADY_PCT of the window and MIN_STEADY_NS long, so a
+sliver after start-up does not count) reaches a band above low. Such a finding keeps its
+advice and says what it holds there; every other finding is capped at low, and one with time
+at stake gets advice worded by why the capture cannot be judged: start-up (capture the
+steady loop after warm-up) or too little data (capture more). With too little data to judge,
+every finding is capped at low.
 """
 
 from __future__ import annotations
@@ -13,53 +17,77 @@ from __future__ import annotations
 import dataclasses
 
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
+from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES
-from nsys_llm_explainer.rules.advice import UNSTEADY_ADVICE
+from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
 
+MIN_STEADY_PCT = 10.0  # of the device's window
+MIN_STEADY_NS = 10_000_000
+
+
+def _capture(metrics: dict[str, Outcome]) -> dict | None:
+    cap = metrics.get("capture")
+    return cap.data if isinstance(cap, MetricResult) else None
+
 
 def _steady(metrics: dict[str, Outcome]) -> bool:
-    cap = metrics.get("capture")
-    return not isinstance(cap, MetricResult) or bool(cap.data["steady_state"])
+    cap = _capture(metrics)
+    return cap is None or bool(cap["steady_state"])
 
 
 def _too_little(metrics: dict[str, Outcome]) -> bool:
-    cap = metrics.get("capture")
-    return isinstance(cap, MetricResult) and any(
-        c["id"] == "too_little_data" and c["found"] for c in cap.data["checks"]
-    )
+    cap = _capture(metrics)
+    return cap is not None and any(c["id"] == "too_little_data" and c["found"] for c in cap["checks"])
 
 
-def _steady_severity(f: Finding, acct: Accounting) -> Severity:
-    """The severity the finding's cause earns from the steady start on (low at most when it
-    cannot be recomputed there)."""
+def _startup(metrics: dict[str, Outcome]) -> bool:
+    """Start-up covers enough of the window for the verdict to be not_steady_state."""
+    cap = _capture(metrics)
+    return cap is not None and cap["startup_pct_of_window"] >= NOT_STEADY_PCT
+
+
+def steady_share(f: Finding, acct: Accounting) -> tuple[Severity, int, int]:
+    """(severity, ns, steady window ns) the finding's cause earns from the steady start on:
+    low at most when it cannot be recomputed there or the steady part is too short."""
     if f.cause not in CAUSE_BUCKETS or f.cause == "compute" or not f.affected:
-        return Severity.LOW
+        return Severity.LOW, 0, 0
     ns = window = 0
     for a in f.affected:
         d = acct.device(a.device_id) if a.device_id is not None else None
         if d is None or d.steady is None or not d.steady_window_ns:
-            return Severity.LOW
+            return Severity.LOW, 0, 0
+        if d.steady_window_ns < max(MIN_STEADY_NS, MIN_STEADY_PCT / 100.0 * d.window_ns):
+            return Severity.LOW, 0, 0
         ns += min(a.impact_ns, d.cause_ns(f.cause, steady=True))
         window += d.steady_window_ns
     found = band(100.0 * ns / window) if window else None
-    return found if found is not None and found.rank < Severity.LOW.rank else Severity.LOW
+    return (found if found is not None and found.rank < Severity.LOW.rank else Severity.LOW), ns, window
 
 
-def cap_unsteady(findings: list[Finding], acct: Accounting, too_little: bool = False) -> list[Finding]:
-    """Findings above low keep their severity only where the steady part supports it; with
-    too little data nothing stays above low."""
+def cap_unsteady(
+    findings: list[Finding], acct: Accounting, too_little: bool = False, startup: bool = True
+) -> list[Finding]:
+    """Findings above low keep a severity above low only where the steady part supports it,
+    and then keep their advice; with too little data nothing stays above low. The others get
+    the advice for why the capture cannot be judged: start-up, or too little data."""
     out = []
     for f in findings:
+        holds = False
         if f.severity.rank < Severity.LOW.rank:
-            steady = Severity.LOW if too_little else _steady_severity(f, acct)
+            steady, ns, window = (Severity.LOW, 0, 0) if too_little else steady_share(f, acct)
+            holds = steady.rank < Severity.LOW.rank
             if steady.rank > f.severity.rank:
                 f = dataclasses.replace(f, severity=steady)
-        if f.impact_ns is not None and f.severity is not Severity.INFO:
-            f = dataclasses.replace(f, recommendation=UNSTEADY_ADVICE)
+            if holds:
+                f = dataclasses.replace(f, evidence=(
+                    *f.evidence, f"it holds in the steady part after start-up: {ns / 1e6:,.3f} ms of the "
+                    f"{window / 1e6:,.3f} ms from the steady start on ({100.0 * ns / window:.1f}%)"))
+        if f.impact_ns is not None and f.severity is not Severity.INFO and not holds:
+            f = dataclasses.replace(f, recommendation=UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE)
         out.append(f)
     return out
 
@@ -82,5 +110,5 @@ def apply_rules(
                 f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})"
             )
     if not _steady(metrics):
-        findings = cap_unsteady(findings, view.acct, _too_little(metrics))
+        findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics))
     return tuple(sorted(findings, key=lambda f: (f.severity.rank, -(f.impact_ns or 0), f.rule_id)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Affected, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
@@ -47,6 +48,23 @@ def where(affected: Sequence[Affected]) -> str:
     return phrase + ("'" if phrase.endswith("s") else "'s")
 
 
+def startup_part(view: RuleInput, affected: Sequence[Affected], buckets: tuple[str, ...]) -> int | None:
+    """GPU ns of the affected devices' `buckets` time that lies in start-up (before the steady
+    part the capture metric found; all of it when no steady part follows), or None when the
+    capture is steady state or too little data rather than start-up."""
+    cap = view.metric("capture")
+    if cap is None or cap.data["steady_state"] or cap.data["startup_pct_of_window"] < NOT_STEADY_PCT:
+        return None
+    ns = 0
+    for a in affected:
+        d = view.acct.device(a.device_id) if a.device_id is not None else None
+        if d is None:
+            continue
+        steady = sum(d.steady.get(b, 0) for b in buckets) if d.steady is not None else 0
+        ns += max(0, a.impact_ns - steady)
+    return ns
+
+
 def cause_finding(
     view: RuleInput,
     rule: Rule,
@@ -58,11 +76,14 @@ def cause_finding(
     recommendations: Sequence[str],
     confidence: Confidence = Confidence.HIGH,
     subtract: dict[int, int] | None = None,
+    startup: bool = False,
 ) -> Finding | None:
     """The finding for `buckets`' time on every device, or None below the low band.
 
     `title` may use {pct} (share of the affected windows) and {where}; `subtract`: per-device
-    ns already reported by a more specific finding (not counted twice)."""
+    ns already reported by a more specific finding (not counted twice). `startup`: on a capture
+    that is not steady state, say how much of the time lies in start-up (startup_part), in
+    the title when that is most of it, so start-up is not restated as this cause."""
     per_device = buckets_by_device(view.acct, buckets)
     for dev, ns in (subtract or {}).items():
         if dev in per_device:
@@ -72,8 +93,16 @@ def cause_finding(
     severity = band(pct)
     if severity is None:
         return None
+    text = title.format(pct=f"{pct:.1f}%", where=where(affected))
+    lines = [*device_lines(affected, what), *evidence]
+    early = startup_part(view, affected, buckets) if startup else None
+    if early:
+        share = 100.0 * early / ns if ns else 0.0
+        lines.insert(0, f"{early / 1e6:,.3f} ms of it ({share:.1f}%) lies in start-up, before the steady part "
+                        "begins (the capture section says what ran there): start-up time, not a steady cost")
+        if 2 * early >= ns:
+            text += f", {share:.0f}% of it during start-up"
     return rule.finding(
-        severity, confidence, [*device_lines(affected, what), *evidence], recommendations,
-        title=title.format(pct=f"{pct:.1f}%", where=where(affected)),
+        severity, confidence, lines, recommendations, title=text,
         affected=affected, impact=(ns, pct), cause=cause,
     )

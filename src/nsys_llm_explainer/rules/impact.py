@@ -9,7 +9,8 @@ capture or the data carry no impact and are INFO.
 
 When the capture is not steady state, a finding keeps a severity above low only if it holds
 in the steady part: its idle-time share recomputed from the steady start on (idle_causes'
-steady split) still reaches the band. Other findings are capped at low there.
+steady split) still reaches the band, and that part is long enough to judge (rules/engine.py:
+MIN_STEADY_PCT of the window and MIN_STEADY_NS). Other findings are capped at low there.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.math_mode import math_mode
 from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -11,6 +12,15 @@ from nsys_llm_explainer.rules.impact import band, per_device
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
 MIN_DEVICE_PCT = 10.0  # devices with less kernel time than this share of the busiest one are skipped
+NCU = (
+    "Profile this kernel with Nsight Compute (the command is in ncu_plan.sh when written, else "
+    "`ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`) to see whether it "
+    "is memory- or compute-bound and how far from the roof it runs."
+)
+GEMM_SHAPES = (  # only for GEMMs whose name says tensor cores (math_mode)
+    "Check its launch shapes: a tiny M (small batches) fills a sliver of each tensor-core tile; "
+    "batching more work or a split-K/stream-K kernel helps."
+)
 
 
 def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
@@ -24,28 +34,32 @@ def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int
     return out
 
 
-def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """One kernel takes a large share of its GPU's kernel time.
+def _fp32_gemms(view: RuleInput) -> set[tuple[str, int]]:
+    """(name, device) of the float32 CUDA-core GEMMs NLE323 reports."""
+    res = view.metric("gemm_precision")
+    if res is None:
+        return set()
+    return {(k["name"], int(k["device_id"])) for k in res.data.get("fp32_kernels", [])}
 
-    Per device, the kernel (by name) with the most time on that device, communication kernels
-    left out (they mostly wait, and NLE307 reports them); it fires when it holds
-    at least 25% of that device's kernel time (never divided by other devices' time, so it can
-    fire on an 8-GPU trace). Devices with less than 10% of the busiest device's kernel time are
-    skipped (one warm-up kernel would otherwise always dominate its device). One finding per
-    kernel name, listing every device where it dominates. Impact: its time on those devices
-    (the ceiling of what optimizing it can give back), over their windows; severity from the
-    impact bands (rules/impact.py). Optimizing that kernel (tile shapes, a fused or vendor
-    kernel, a different precision) moves the whole GPU-side number.
 
-    Example:
+def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
+    """(name, device) -> share of its roof, for kernels compute_efficiency placed plausibly."""
+    res = view.metric("compute_efficiency")
+    if res is None:
+        return {}
+    return {
+        (k["name"], int(k["device_id"])): float(k["pct_of_roof"])
+        for k in res.data.get("kernels", [])
+        if k.get("pct_of_roof") is not None and not k.get("implausible")
+    }
 
-        NLE101 high: One kernel takes 61.2% of GPU 0's kernel time
-        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn: 61.2% of GPU 0's 1,327.400 ms of kernel time
-        - 4,096 calls, 812.345 ms total, p50 190.1 us, max 402.7 us
-    """
+
+def dominant(view: RuleInput) -> dict[str, list[tuple[dict[str, Any], float, int | None]]]:
+    """Kernel name -> [(top_kernels row, share of its device's kernel time, GPU ns above the
+    roof or None when the roof is not known)] for every device where it dominates."""
     res = view.metric("top_kernels")
     if res is None or not res.data["kernels"]:
-        return
+        return {}
     totals = device_kernel_ns(view, res.data["kernels"])
     top: dict[int, dict[str, Any]] = {}
     comm = re.compile(COMM_PATTERN, re.IGNORECASE)
@@ -53,41 +67,88 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if not comm.search(k["name"]):  # collectives mostly wait: NLE307 reports them
             top.setdefault(k["device_id"], k)
     busiest = max(totals.values(), default=0)
-    by_name: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    fp32, roof = _fp32_gemms(view), _roof(view)
+    out: dict[str, list[tuple[dict[str, Any], float, int | None]]] = {}
     for dev, k in top.items():
         if totals.get(dev, 0) < MIN_DEVICE_PCT / 100.0 * busiest:
             continue  # a device that ran a warm-up kernel or two says nothing about the run
+        if (k["name"], dev) in fp32:
+            continue  # NLE323 reports it, with the fix (tensor cores)
         share = 100.0 * k["total_ns"] / totals[dev] if totals.get(dev) else 0.0
         if share >= SHARE_PCT:
-            by_name.setdefault(k["name"], []).append((k, share))
-    for name, rows in by_name.items():
-        affected, impact = per_device(view.acct, {k["device_id"]: int(k["total_ns"]) for k, _ in rows})
-        severity = band(impact[1])
-        if severity is None:
-            continue
-        best, share = max(rows, key=lambda r: r[1])
+            reached = roof.get((k["name"], dev))
+            above = int(k["total_ns"] * max(0.0, 1.0 - reached / 100.0)) if reached is not None else None
+            out.setdefault(k["name"], []).append((k, share, above))
+    return out
+
+
+def claims(view: RuleInput) -> set[tuple[str, int]]:
+    """(name, device) whose time this rule puts at stake (known roof): other compute rules
+    leave that kernel time out."""
+    return {(k["name"], int(k["device_id"])) for rows in dominant(view).values()
+            for k, _, above in rows if above}
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """One kernel takes a large share of its GPU's kernel time: where to look first.
+
+    Per device, the kernel (by name) with the most time on that device, communication kernels
+    left out (they mostly wait, and NLE307 reports them); it fires when it holds at least 25%
+    of that device's kernel time (never divided by other devices' time, so it can fire on an
+    8-GPU trace). Devices with less than 10% of the busiest device's kernel time are skipped
+    (one warm-up kernel would otherwise always dominate its device). A float32 CUDA-core GEMM
+    is left to NLE323, which names its fix. One finding per kernel name, listing every device
+    where it dominates.
+
+    A kernel's run time is not time at stake: it does the work. So the finding is a pointer
+    (INFO, no impact) unless compute_efficiency placed the kernel under its roof (FLOPs and
+    bytes from recorded shapes): then the impact is its time above the roof, per device,
+    time x (1 - pct_of_roof / 100), the ceiling of what a kernel at the roof would give back;
+    severity from the impact bands (rules/impact.py). Other compute rules leave that kernel's
+    time out.
+
+    Example:
+
+        NLE101 info: One kernel takes 61.2% of GPU 0's kernel time
+        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn: 61.2% of GPU 0's 1,327.400 ms of kernel time
+        - 4,096 calls, 812.345 ms total, p50 190.1 us, max 402.7 us
+        - its roof is not known (no operand shapes in the trace): how much of its time could be saved is not measured
+    """
+    totals = None
+    for name, rows in dominant(view).items():
+        if totals is None:
+            res = view.metric("top_kernels")
+            totals = device_kernel_ns(view, res.data["kernels"] if res is not None else [])
+        best, share, _ = max(rows, key=lambda r: r[1])
+        evidence = [
+            *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} "
+              "of kernel time" for k, s, _ in rows[:8]),
+            f"{best['calls']:,} call{'' if best['calls'] == 1 else 's'}, {ms(best['total_ns'])} total, "
+            f"p50 {best['p50_ns'] / 1e3:,.1f} us, max {best['max_ns'] / 1e3:,.1f} us",
+        ]
+        above = {k["device_id"]: a for k, _, a in rows if a is not None}
+        recommendation = [NCU]
+        if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores:
+            recommendation.append(GEMM_SHAPES)
         where = (f"GPU {best['device_id']}'s" if len(rows) == 1
                  else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
-        yield rule.finding(
-            severity,
-            Confidence.HIGH,
-            [
-                *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s "
-                  f"{ms(totals[k['device_id']])} of kernel time" for k, s in rows[:8]),
-                f"{best['calls']:,} calls, {ms(best['total_ns'])} total, p50 {best['p50_ns'] / 1e3:,.1f} us, "
-                f"max {best['max_ns'] / 1e3:,.1f} us",
-            ],
-            [
-                "Profile this kernel with Nsight Compute (the command is in ncu_plan.sh when written, "
-                "else `ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`) to see "
-                "whether it is memory- or compute-bound.",
-                "Check its launch shapes: GEMMs with a tiny M (small batches) leave tensor cores idle; "
-                "batching more work or a split-K/stream-K kernel helps.",
-            ],
-            title=(f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
-                   else f"One kernel takes up to {pct(share)} of {where} {pct(share)})"),
-            affected=affected, impact=impact, cause="compute",
-        )
+        title = (f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
+                 else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
+        if above:
+            affected, impact = per_device(view.acct, above)
+            evidence.append(f"{ms(impact[0])} of its time is above its roof (compute_efficiency)")
+            severity = band(impact[1])
+            if severity is not None:
+                yield rule.finding(severity, Confidence.MEDIUM, evidence, recommendation, title=title,
+                                   affected=affected, impact=impact, cause="compute")
+                continue
+        else:
+            evidence.append("its roof is not known (no operand shapes in the trace): how much of its time "
+                            "could be saved is not measured")
+        yield rule.note(Confidence.HIGH, evidence, recommendation, title=title)
 
 
-RULE = Rule("NLE101", "dominant-kernel", "One kernel dominates its GPU's time", check, ("top_kernels", "categories"))
+RULE = Rule(
+    "NLE101", "dominant-kernel", "One kernel dominates its GPU's time", check,
+    ("top_kernels", "categories", "compute_efficiency", "gemm_precision"),
+)

@@ -15,7 +15,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     process that drives the device is in flight and nothing with a higher precedence covers
     the time). Evidence: the launch rate and kernel durations (launch_storm) and the launch
     overhead per process (launch_overhead), and the phases the boundness metric calls
-    host-bound. Severity from the impact bands (rules/impact.py).
+    host-bound. Severity from the impact bands (rules/impact.py). On a capture that is not
+    steady state, the evidence (and the title, when it is most of it) says how much of this
+    time lies in start-up (lazy module loading makes first launches slow), so start-up is not
+    restated as launch overhead.
 
     Example:
 
@@ -40,6 +43,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         view, rule, ("launch_bound",), "host",
         "GPU idle while the host launches kernels ({pct} of {where} time)",
         "idle while launch calls were in flight", evidence, advice("launch", view.workload), Confidence.MEDIUM,
+        startup=True,
     )
     if f is not None:
         yield f

@@ -16,7 +16,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     its first-to-last CUDA call window) but in no copy, communication, synchronizing or launch
     call. What the host does there is not in a CUDA trace; the recommendation says how to see it.
     Evidence names the phases the boundness metric calls host-bound.
-    Severity from the impact bands (rules/impact.py).
+    Severity from the impact bands (rules/impact.py). On a capture that is not steady state,
+    the evidence (and the title, when it is most of it) says how much of this time lies in
+    start-up, so start-up is not restated as host work.
 
     Example:
 
@@ -27,7 +29,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         view, rule, ("host_other",), "host",
         "GPU idle while the host works outside CUDA ({pct} of {where} time)",
         "idle while the host was in no CUDA call", host_bound_phases(view), advice("host", view.workload),
-        Confidence.MEDIUM,
+        Confidence.MEDIUM, startup=True,
     )
     if f is not None:
         yield f

@@ -3,10 +3,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, whole
 
+RECOMMENDATION = (
+    "Look at the slow steps in tables/steps.csv on the Nsight Systems timeline: a long idle gap "
+    "points at the host (its cause is in idle_causes), a slow kernel at shapes or contention.",
+    "Periodic slow steps often come from batching changes, KV-cache allocation, garbage "
+    "collection or logging every N steps.",
+)
 GAP_CAUSE = {
     "transfer": "transfer", "communication": "communication", "sync_wait": "sync",
     "launch_bound": "host", "host_other": "host",
@@ -36,7 +42,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     The evidence names the slowest step and what made it slow: its longest GPU idle gap
     (with cause), its slowest kernel against that kernel's median, or its longest CUDA call.
     When most slow steps are slow because of idle gaps of one cause that has its own finding
-    (e.g. NLE208 for copies), the finding stays at low: it is the same time.
+    (e.g. NLE208 for copies), the finding is a note (INFO, no impact): it is the same time,
+    at stake in that finding (one finding per cause).
     Confidence follows how the steps were found (NVTX: high; automatic: as detected).
 
     Example:
@@ -76,25 +83,19 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if severity is None:
             continue
         cause = _shared_cause(view, mine)
-        if cause is not None and severity.rank < Severity.LOW.rank:
-            severity = Severity.LOW  # the gaps are the same time the cause's own finding reports
-            evidence.append(f"the slow steps' gaps are {cause} time, reported by its own finding")
+        title = f"{p['outliers']:,} of {p['steps']:,} {noun} take over 2x the median ({ms(p['p50_ns'])})"
+        if cause is not None:  # the gaps are the same time the cause's own finding reports
+            evidence.append(f"the slow steps' gaps are {cause} time ({ms(excess)} beyond the median), "
+                            "at stake in that cause's own finding, not here")
+            yield rule.note(Confidence(d["confidence"]), evidence, RECOMMENDATION, title=title)
+            continue
         yield rule.finding(
             severity,
             Confidence(d["confidence"]),
             evidence,
-            [
-                "Look at the slow steps in tables/steps.csv on the Nsight Systems timeline: a "
-                "long idle "
-                "gap points at the host (its cause is in idle_causes), a slow kernel at shapes or "
-                "contention.",
-                "Periodic slow steps often come from batching changes, KV-cache allocation, "
-                "garbage "
-                "collection or logging every N steps.",
-            ],
-            title=f"{p['outliers']:,} of {p['steps']:,} {noun} take over 2x the median "
-            f"({ms(p['p50_ns'])})",
-            affected=affected, impact=impact, cause=cause,
+            RECOMMENDATION,
+            title=title,
+            affected=affected, impact=impact,
         )
 
 

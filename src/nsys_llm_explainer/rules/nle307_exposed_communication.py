@@ -7,12 +7,16 @@ from nsys_llm_explainer.model import Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
+from nsys_llm_explainer.rules.nle313_nccl_shared_stream import lines, shared
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Communication the GPU waits for: collectives with no compute beside them, idle time while
     the host is inside a communication call, and idle time with work already queued behind a
     collective's dependency (idle_causes dependency_ns).
+
+    When collectives run on a stream that also runs compute (NLE313), the evidence says so per
+    device: that is why they are exposed, and the advice for it comes first.
 
     Impact: per device, the exposed communication time (communication kernels minus the part
     compute kernels on the same device overlap; another GPU computing never hides this one's
@@ -32,11 +36,15 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
                             f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
     evidence += dependency_lines(view.metrics, [d.device_id for d in view.acct.devices])
+    on_compute = shared(view)
+    evidence += lines(on_compute)
+    recommendations = (*advice("comm_stream", view.workload), *advice("communication", view.workload)) \
+        if on_compute else advice("communication", view.workload)
     f = cause_finding(
         view, rule, ("exposed_communication", "communication_wait"), "communication",
         "GPU waits on communication ({pct} of {where} time)",
         "in collectives with no compute beside them, or idle waiting on them",
-        evidence, advice("communication", view.workload),
+        evidence, tuple(dict.fromkeys(recommendations)),
     )
     if f is not None:
         yield f

@@ -1,13 +1,35 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from typing import Any
 
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
-from nsys_llm_explainer.rules.idle_cause_common import device_lines, devices_phrase, where
-from nsys_llm_explainer.rules.impact import band, per_device
+
+
+def shared(view: RuleInput) -> list[dict[str, Any]]:
+    """Per device with communication on a compute stream: device_id, the communication time
+    there (at most the device's exposed communication) and the streams."""
+    res = view.metric("communication")
+    if res is None:
+        return []
+    out = []
+    for d in res.data["devices"]:
+        ns = int(d.get("shared_stream_comm_ns") or 0)
+        if ns and d.get("shared_streams"):
+            out.append({"device_id": d["device_id"], "ns": min(ns, int(d["exposed_ns"])),
+                        "streams": list(d["shared_streams"])})
+    return sorted(out, key=lambda r: r["device_id"])
+
+
+def lines(rows: list[dict[str, Any]]) -> list[str]:
+    out = [f"GPU {r['device_id']}: {ms(r['ns'])} of communication on its compute stream "
+           f"(streams {', '.join(str(s) for s in r['streams'][:4])}): no compute on that stream can overlap it"
+           for r in rows[:8]]
+    if len(rows) > 8:
+        out.append(f"... and {len(rows) - 8} more devices")
+    return out
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -15,39 +37,29 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     that stream's compute by construction.
 
     From the communication metric: per device, the streams that run both communication and
-    compute kernels and the union of the communication kernels on them. Impact: that time, at
-    most the device's exposed communication (what compute did not hide), over the device's
-    window; severity from the impact bands (rules/impact.py).
+    compute kernels and the union of the communication kernels on them (at most the device's
+    exposed communication). This is why the communication NLE307 reports is exposed, not a
+    second cause: the GPU time at stake is NLE307's, so this note carries no impact of its
+    own (INFO) and NLE307 quotes the same lines. The advice depends on the workload: in
+    tensor-parallel inference the next layer needs the all-reduce's result, so a separate
+    stream alone gains nothing (make the collective shorter or fuse it); gradient
+    collectives in training belong on their own stream.
 
     Example:
 
-        NLE313 medium: Communication shares a stream with compute on 8 GPUs (9.4% of 8 GPUs' time)
-        - GPU 0: 94.000 ms of communication on its compute stream (9.4% of its window); streams 7
+        NLE313 info: Communication shares a stream with compute on 8 GPUs (its GPU time is in NLE307)
+        - GPU 0: 94.000 ms of communication on its compute stream (streams 7): no compute on that stream can overlap it
     """
-    res = view.metric("communication")
-    if res is None:
+    rows = shared(view)
+    if not rows:
         return
-    ns, detail = {}, {}
-    for d in res.data["devices"]:
-        shared = int(d.get("shared_stream_comm_ns") or 0)
-        if shared and d.get("shared_streams"):
-            ns[d["device_id"]] = min(shared, int(d["exposed_ns"]))
-            detail[d["device_id"]] = "streams " + ", ".join(str(s) for s in d["shared_streams"][:4])
-    affected, impact = per_device(view.acct, ns)
-    affected = tuple(replace(a, detail=detail.get(a.device_id or 0, "")) for a in affected)
-    severity = band(impact[1])
-    if severity is None:
-        return
-    evidence = device_lines(affected, "of communication on its compute stream")
-    evidence.append(f"{ms(impact[0])} of collectives serialized with compute in total")
-    yield rule.finding(
-        severity, Confidence.HIGH, evidence,
-        ("Run collectives on their own stream (NCCL's default in DDP/FSDP; with custom code, a "
-         "`torch.cuda.Stream()` per communicator) and make the consumer wait on an event, so "
-         "compute on the main stream can overlap them.", *advice("communication", view.workload)),
-        title=f"Communication shares a stream with compute on {devices_phrase(affected)} "
-        f"({impact[1]:.1f}% of {where(affected)} time)",
-        affected=affected, impact=impact, cause="communication",
+    total = sum(r["ns"] for r in rows)
+    where = f"GPU {rows[0]['device_id']}" if len(rows) == 1 else f"{len(rows)} GPUs"
+    yield rule.note(
+        Confidence.HIGH,
+        [*lines(rows), f"{ms(total)} of collectives serialized with compute in total"],
+        advice("comm_stream", view.workload),
+        title=f"Communication shares a stream with compute on {where} (its GPU time is in NLE307)",
     )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.math_mode import math_mode
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -10,6 +11,31 @@ from nsys_llm_explainer.rules.impact import band, per_device
 
 MIN_SHARE_PCT = 5.0  # of a device's GEMM time
 EVIDENCE = 3
+
+
+def _span(parts: list[str], lo: int, hi: int) -> str:
+    """parts[lo - 1 .. hi + 1] joined, with ellipses where the name goes on."""
+    a, b = max(0, lo - 1), min(len(parts), hi + 2)
+    return ("..." if a > 0 else "") + "_".join(parts[a:b]) + ("..." if b < len(parts) else "")
+
+
+def named_by(name: str, dtype_token: str | None) -> str:
+    """The parts of the full name that say float32 operands and no tensor cores (math_mode),
+    with their `_`-separated neighbours, so evidence shows the text that matched even where
+    the kernel's label leaves it out."""
+    mode = math_mode(name)
+    said = [(t, what) for t, what in ((dtype_token or mode.dtype_token, "float32 operands"),
+                                       (mode.tensor_core_token, "no tensor cores")) if t]
+    parts = name.split("_")
+    low = [p.lower() for p in parts]
+    at = [(low.index(t.lower()), what) for t, what in said if t.lower() in low]
+    if len(at) == 2 and abs(at[0][0] - at[1][0]) <= 2:
+        lo, hi = sorted(i for i, _ in at)
+        shown = [f"'{_span(parts, lo, hi)}' ({at[0][1]}, {at[1][1]})"]
+    else:
+        shown = [f"'{_span(parts, i, i)}' ({what})" for i, what in at]
+    shown += [f"'{t}' ({what})" for t, what in said if t.lower() not in low]
+    return "its full name has " + " and ".join(shown) if shown else "float32 by its name"
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -20,12 +46,15 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Such a GEMM runs at the FP32 CUDA-core peak, a fraction of TF32 or BF16 tensor cores
     (A100: 19.5 vs 156 and 312 TFLOPS). Fires when they take at least 5% of a device's GEMM
     time. Impact: their kernel time per device (a ceiling: TF32 or BF16 kernels take some
-    time too); severity from the impact bands (rules/impact.py).
+    time too); severity from the impact bands (rules/impact.py). Each kernel's evidence line
+    quotes the parts of its full name that decided (`..._f32f32_...`, `..._ffma_...`), since
+    its label may leave them out. NLE101 leaves such a kernel to this rule.
 
     Example:
 
         NLE323 high: Float32 GEMMs on CUDA cores take 64.0% of GPU 0's GEMM time
-        - ampere_sgemm_128x64_nn: 412.000 ms in 2,048 calls (named by 'sgemm')
+        - ampere_sgemm_128x64_nn: 412.000 ms in 2,048 calls; its full name has
+          'ampere_sgemm_128x64...' (float32 operands, no tensor cores)
         - GPU 0: 412.000 ms of 643.750 ms of GEMM time
     """
     res = view.metric("gemm_precision")
@@ -48,7 +77,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     kernels = sorted(by_name.values(), key=lambda k: -k["kernel_ns"])
     worst = max(rows, key=lambda d: d["fp32_cuda_core_pct"])
     evidence = [
-        f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls (named by {k['dtype_token']!r})"
+        f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls; "
+        f"{named_by(k['name'], k['dtype_token'])}"
         for k in kernels[:EVIDENCE]
     ]
     evidence += [f"GPU {d['device_id']}: {ms(d['fp32_cuda_core_ns'])} of {ms(d['gemm_ns'])} of GEMM time" for d in rows]

@@ -138,6 +138,14 @@ def test_hta_operator_flops_from_recorded_shapes_and_missing_inputs() -> None:
     # float32 products measured against the mode their kernel shows (TF32 s1688gemm, or SIMT)
     assert {r["compute_dtype"] for r in rows.values()} <= {"tf32", "fp32"}
     assert any(r["compute_dtype"] == "tf32" for r in rows.values())
+    # mul.out (DDP's gradient scaling): the out tensor is written, not read: 15 calls of
+    # 4 x 2798 x 2798 fp32 in, the 8-byte double scalar, and the same tensor out
+    (mul_out,) = [o for o in d["operations"]
+                  if o["operator"] == "aten::mul" and o["shapes"] == "[[4,2798,2798],[],[4,2798,2798]]"]
+    per_call = 2 * 4 * 2798 * 2798 * 4 + 8
+    assert mul_out["calls"] == 15 and mul_out["bytes"] == 15 * per_call
+    assert mul_out["gbps"] == pytest.approx(15 * per_call / mul_out["kernel_ns"], abs=0.05)  # 1,730 GB/s
+    assert mul_out["gbps"] < 2039 and mul_out["above_bandwidth"] is False
     reasons = {u["operator"]: u["reason"] for u in d["uncovered"]}
     assert "torch.compile" in reasons["CompiledFunctionBackward"]
     mu = ok(report, "model_utilization")

@@ -150,6 +150,8 @@ def test_hta_operator_flops_from_recorded_shapes_and_missing_inputs() -> None:
     assert "torch.compile" in reasons["CompiledFunctionBackward"]
     mu = ok(report, "model_utilization")
     assert all(s["mfu_pct"] is None and s["hfu_pct"] is not None for s in mu["steps"])
-    assert any(line.startswith("MFU: pass --model CONFIG.json") for line in mu["missing"])
+    # a PyTorch training workload that is not an LLM: FLOPs per sample, not a config.json
+    assert any(line.startswith("MFU: pass --model-flops-per-token N with --tokens-per-step N")
+               for line in mu["missing"])
     assert mu["phases"][0]["kind"] == "training"
     assert hashlib.sha256(HTA.read_bytes()).hexdigest() == before

@@ -14,6 +14,7 @@ from nsys_llm_explainer.compute.opcost import has_formula, is_autograd_node
 from nsys_llm_explainer.compute.shapes import Uncounted
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.compute_advice import shapes_missing
 from nsys_llm_explainer.metrics.compute_columns import KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.compute_count import ComputeView, compute_view
 from nsys_llm_explainer.metrics.compute_peaks import DevicePeaks, device_peaks
@@ -127,7 +128,9 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         return metric.skipped(NO_KERNELS)
     v = compute_view(ctx.data)
     if isinstance(v, str):
-        return metric.skipped(f"FLOPs and bytes per operation need operator shapes: {v}")
+        wl = ctx.result("workload")
+        why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format_id)
+        return metric.skipped(f"FLOPs and bytes per operation need operator shapes: {why}")
     try:
         dp = device_peaks(ctx)
     except UsageError as exc:

@@ -14,6 +14,7 @@ from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.compute_advice import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.metrics.compute_count import compute_view
 from nsys_llm_explainer.metrics.compute_peaks import device_peaks
+from nsys_llm_explainer.metrics.model_checks import phase_warnings
 from nsys_llm_explainer.metrics.model_inputs import StepShapes, matmul_dtype, model_config, step_shapes
 from nsys_llm_explainer.metrics.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.metrics.model_utilization import STEP_COLUMNS
@@ -30,10 +31,11 @@ def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
         if not devs:
             continue
         r = dp.resolved.get(devs[0])
-        what = "unknown GPU"
+        what, assumed = "unknown GPU", ""
         if r is not None:
             what = f"{r.spec.model if r.spec else 'unknown GPU'} ({r.basis})"
-        out[pid] = PidGpus(devs, dp.peak_flops(devs[0], cls), dp.bandwidth(devs[0]), what)
+            assumed = r.note.removeprefix("assumed: ") if r.assumed else ""
+        out[pid] = PidGpus(devs, dp.peak_flops(devs[0], cls), dp.bandwidth(devs[0]), what, assumed)
     return out
 
 
@@ -61,7 +63,10 @@ def run(ctx: Context, metric: Metric) -> Outcome:
     assert frame is not None
     frame = frame.reset_index(drop=True)
     dtype, cls, dtype_from = matmul_dtype(v, ctx.data)
-    shapes: list[StepShapes] = step_shapes(v, frame, cfg.vocab_size if cfg else None)
+    shapes: list[StepShapes] = step_shapes(
+        v, frame, cfg.vocab_size if cfg else None, cfg.hidden_size if cfg else None,
+        ctx.data.kernels().dur,
+    )
     sc = StepContext(
         cfg=cfg,
         config_name=opts.model_config.rsplit("/", 1)[-1] if opts.model_config else None,
@@ -77,6 +82,11 @@ def run(ctx: Context, metric: Metric) -> Outcome:
     notes = []
     if v is not None and v.counted.kernel_ns.sum() < 0.5 * ctx.data.kernels().dur.sum():
         notes.append("measured FLOPs cover less than half of the kernel time: HFU is a lower bound")
+    notes.extend(sorted({f"every percentage uses assumed {p.assumed}" for p in sc.per_pid.values() if p.assumed}))
+    phases = phase_rows(table, sc)
+    for ph in phases:
+        ph["warnings"] = phase_warnings(ph, [r for r in rows if r["phase"] == ph["phase"]], sc)
+        ctx.data.warnings.extend(f"{metric.id}: {w}" for w in ph["warnings"])
     data: dict[str, Any] = {
         "inputs": {
             "model_config": sc.config_name,
@@ -89,7 +99,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
             "dtype_from": dtype_from,
             "steps_from": f"{steps.data.get('method')}: {steps.data.get('detail')}",
         },
-        "phases": phase_rows(table, sc),
+        "phases": phases,
         "steps": table.to_dict("records"),
         "missing": _missing(sc, table, v is not None, fmt),
     }

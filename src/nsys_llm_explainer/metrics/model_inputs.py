@@ -9,7 +9,7 @@
   counted calls: how much of the step the measured FLOPs cover).
 - The LM head in the step, with --model: its counted matrix products with the vocabulary as
   the output dimension and the hidden size as the inner one (model_flops.is_vocab_dim: also
-  padded or one tensor-parallel shard) and their rows (batch x M), the tokens whose logits
+  padded) and their rows (batch x M), the tokens whose logits
   the step computed; and the products with any vocabulary dimension (forward or backward).
 - The dtype the model's matrix products run in: the one most GEMM FLOPs were recorded in,
   else the one most kernel time states in kernel names, else bf16, assumed.

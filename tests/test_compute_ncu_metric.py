@@ -7,10 +7,13 @@ import json
 import re
 from pathlib import Path
 
+from nsys_llm_explainer.compute import ncu_plan
 from nsys_llm_explainer.compute.ncu_plan import WARMUP_SHARE
-from nsys_llm_explainer.metrics.ncu_targets import WARMUP_PCT
+from nsys_llm_explainer.metrics.ncu_targets import WARMUP_PCT, plan_of
 from tests.conftest import analyze, ok, run_cli
 from tests.fixtures.builder import TraceBuilder
+from tests.test_compute_kineto_metric import decode_trace
+from tests.test_compute_nvtx_metric import GEMM_KERNEL, nvtx_trace
 
 GEMM = "void gemm_kernel<float>(float const*, float*)"
 GEMM_MANGLED = "_Z11gemm_kernelIfEvPKfPf"
@@ -73,3 +76,40 @@ def test_plan_files_are_written_and_replaced_on_rerun(build, tmp_path: Path) -> 
 
 def test_the_stated_warmup_share_is_the_plan_s() -> None:
     assert WARMUP_PCT == round(100 * WARMUP_SHARE)
+
+
+def test_profiler_steps_before_the_capture_are_added_to_the_skip(tmp_path: Path) -> None:
+    # The capture is ProfilerStep#7: steps 0-6 ran before it, each launching both kernels
+    # once (as the captured step does), so ncu sees 7 launches of each before the captured one.
+    report = analyze(decode_trace(tmp_path / "t.json"))
+    d = ok(report, "ncu_plan")
+    assert "7 profiler steps ran before the first captured one" in d["counting"]
+    for t in d["targets"]:
+        assert (t["calls"], t["launch_skip"], t["launches_before_capture"]) == (1, 0, 7)
+        assert t["counting"].startswith("7 profiler steps ran before the captured ones")
+        assert t["counting"].endswith("add about 7, i.e. --launch-skip 7")
+        assert t["nvtx_include"] is None  # ProfilerStep ranges are no NVTX ranges under ncu
+
+
+def test_nvtx_step_ranges_give_a_filter_counted_inside_them(build) -> None:
+    # 20 GEMM launches outside any range (ordinals 0-19), then the three 'step' ranges with a
+    # GEMM, a mul and a silu each (ordinals 20-28). The first 10% of 29 launches (0-2) are
+    # warm-up: the plain count skips 3 GEMM launches; inside the ranges (ordinals 20, 23, 26)
+    # none is warm-up, so the filtered count skips only the first.
+    b = nvtx_trace()
+    for i in range(20):
+        t = 100_000 + i * 20_000
+        b.runtime(t, t + 1_000, corr=900 + i)
+        b.kernel(t + 2_000, t + 12_000, corr=900 + i, name=GEMM_KERNEL)
+    trace = build(b)
+    d = ok(analyze(trace, step_range="step"), "ncu_plan")
+    gemm = next(t for t in d["targets"] if t["name"] == GEMM_KERNEL)
+    assert (d["launches"], gemm["calls"]) == (29, 23)
+    assert (gemm["launch_skip"], gemm["nvtx_include"], gemm["nvtx_launch_skip"]) == (3, "step/", 1)
+    assert gemm["counting"].endswith("--nvtx --nvtx-include 'step/' --launch-skip 1")
+    script = ncu_plan.plan_script(plan_of(d))
+    assert "# from the start of the process" in script
+    assert "# launch counting: add the launches that ran before the capture" in script
+    # steps found another way: no filter to offer
+    undetected = ok(analyze(trace), "ncu_plan")
+    assert all(t["nvtx_include"] is None for t in undetected["targets"])

@@ -187,3 +187,47 @@ def test_any_name_is_passed_through_unchanged(tmp_path_factory, name):
 def test_edge_names(name):
     t = plan([target(name)])["targets"][0]
     assert re.fullmatch(t["regex"], name)
+
+
+def test_non_ascii_names_match_as_characters_and_as_utf8_bytes():
+    # printable non-ASCII characters stay as they are; invisible ones (U+2028) become a
+    # wildcard over their UTF-8 length; both kinds of matcher accept the name, and only it
+    assert name_regex("caf\u00e9") == "^caf\u00e9$"
+    assert name_regex("a\u2028b") == "^a.{1,3}b$" and name_regex("x\u202ey") == "^x.{1,3}y$"
+    for name in HOSTILE:
+        if "\x00" in name:
+            continue
+        rx = name_regex(name)
+        raw = name.encode("utf-8")
+        byte_rx = re.compile(rx.encode("utf-8"), re.DOTALL)  # a byte-oriented engine
+        assert byte_rx.fullmatch(raw) and not byte_rx.fullmatch(raw + b"x"), name
+        assert re.fullmatch(rx, name) and not re.fullmatch(rx, name + "x"), name
+
+
+def test_nvtx_include_expressions():
+    assert ncu_plan.nvtx_include("step", push_pop=True) == "step/"
+    assert ncu_plan.nvtx_include("ProfilerStep#3", push_pop=False) == "ProfilerStep#3"
+    for bad in ("a/b", "dom@range", "[x]", "it's", ""):
+        assert ncu_plan.nvtx_include(bad, push_pop=True) is None
+
+
+def test_launch_counting_adds_the_steps_before_the_capture_or_offers_an_nvtx_filter():
+    # 100 launches at ordinals 0, 10, ..., 990 in 2 captured steps: 50 per step; 6 steps ran
+    # before the capture, so about 300 more launches precede it: skip 10 + 300
+    k = target("k")
+    (t,) = plan([k], counting=ncu_plan.Counting(steps_before=6, captured_steps=2))["targets"]
+    assert (t["launch_skip"], t["launches_before_capture"]) == (10, 300)
+    assert t["counting"] == (
+        "6 profiler steps ran before the captured ones: if each launched it as often as the "
+        "captured steps (50 per step), add about 300, i.e. --launch-skip 310"
+    )
+    # with an NVTX filter: the 50 launches inside the ranges (ordinals 500-990) are all past
+    # the first 10% of the 1,000 launches, so only the first is skipped
+    inside = ncu_plan.KernelTarget(**{**k.__dict__, "in_ranges": list(range(500, 1000, 10))})
+    (u,) = plan([inside], total_launches=1000, counting=ncu_plan.Counting("step/"))["targets"]
+    assert (u["launch_skip"], u["nvtx_include"], u["nvtx_launch_skip"]) == (10, "step/", 1)
+    script = ncu_plan.plan_script(plan([inside], total_launches=1000, counting=ncu_plan.Counting("step/")))
+    assert "ncu counts launches\n# from the start of the process" in script
+    assert ("# launch counting: add the launches that ran before the capture, if it began after "
+            "the process started; or count only launches inside the step ranges: --nvtx "
+            "--nvtx-include 'step/' --launch-skip 1") in script

@@ -91,16 +91,26 @@ def test_qwen_mfu_per_step_states_its_inputs(qwen) -> None:
     report, doc = qwen
     step = next(e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
     latency_s = ref.ns(step["dur"]) / 1e9
-    per_token = 2 * 463_863_808 + 2 * 24 * 16 * (64 + 64) * 559
+    # The trace runs Qwen2Model, without the LM head (no product has the 151,936-word
+    # vocabulary): 2 x (463,863,808 - 151,936 x 1,024) + attention over 559 keys.
+    per_token = 2 * (463_863_808 - 151_936 * 1024) + 2 * 24 * 16 * (64 + 64) * 559
+    assert per_token == 671_514_624
     mfu = 100 * per_token * 16 * 559 / (latency_s * H100_BF16)
     mu = ok(report, "model_utilization")
     (s,) = mu["steps"]
     assert (s["kind"], s["tokens"], s["context"], s["flops_per_token"]) == ("prefill", 8944, 559, per_token)
-    assert s["mfu_pct"] == pytest.approx(mfu, abs=0.006)  # 18.84%
+    assert s["mfu_pct"] == pytest.approx(mfu, abs=0.006)  # 12.87%, not the 18.84% with a head
+    # measured: the 5,514.5 GFLOP of projections and the causal attention (245.7 GFLOP)
+    hfu = 100 * (2 * 308_281_344 * 8944 + 24 * 16 * 16 * 559 * 559 * 128) / (latency_s * H100_BF16)
+    assert s["hfu_pct"] == pytest.approx(hfu, abs=0.006) and s["hfu_pct"] < s["mfu_pct"]  # 12.35%
     assert s["mbu_pct"] is None and s["peak_tflops"] == 989.5
-    inputs = " | ".join(mu["phases"][0]["inputs"])
+    phase = mu["phases"][0]
+    inputs = " | ".join(phase["inputs"])
     assert "the token embedding's input [16, 559]" in inputs and "qwen1.5-0.5b.json" in inputs
     assert "H100 SXM5 80GB (table)" in inputs
+    assert "LM head: left out: no matrix product of the step has the vocabulary dimension 151,936" in inputs
+    # HFU is below MFU only by the causal half of the attention the convention counts
+    assert phase["warnings"] == [] and report.warnings == ()
 
 
 def test_qwen_report_validates_and_draws_the_roofline(tmp_path: Path) -> None:
@@ -138,10 +148,20 @@ def test_hta_operator_flops_from_recorded_shapes_and_missing_inputs() -> None:
     # float32 products measured against the mode their kernel shows (TF32 s1688gemm, or SIMT)
     assert {r["compute_dtype"] for r in rows.values()} <= {"tf32", "fp32"}
     assert any(r["compute_dtype"] == "tf32" for r in rows.values())
+    # mul.out (DDP's gradient scaling): the out tensor is written, not read: 15 calls of
+    # 4 x 2798 x 2798 fp32 in, the 8-byte double scalar, and the same tensor out
+    (mul_out,) = [o for o in d["operations"]
+                  if o["operator"] == "aten::mul" and o["shapes"] == "[[4,2798,2798],[],[4,2798,2798]]"]
+    per_call = 2 * 4 * 2798 * 2798 * 4 + 8
+    assert mul_out["calls"] == 15 and mul_out["bytes"] == 15 * per_call
+    assert mul_out["gbps"] == pytest.approx(15 * per_call / mul_out["kernel_ns"], abs=0.05)  # 1,730 GB/s
+    assert mul_out["gbps"] < 2039 and mul_out["above_bandwidth"] is False
     reasons = {u["operator"]: u["reason"] for u in d["uncovered"]}
     assert "torch.compile" in reasons["CompiledFunctionBackward"]
     mu = ok(report, "model_utilization")
     assert all(s["mfu_pct"] is None and s["hfu_pct"] is not None for s in mu["steps"])
-    assert any(line.startswith("MFU: pass --model CONFIG.json") for line in mu["missing"])
+    # a PyTorch training workload that is not an LLM: FLOPs per sample, not a config.json
+    assert any(line.startswith("MFU: pass --model-flops-per-token N with --tokens-per-step N")
+               for line in mu["missing"])
     assert mu["phases"][0]["kind"] == "training"
     assert hashlib.sha256(HTA.read_bytes()).hexdigest() == before

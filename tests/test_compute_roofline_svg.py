@@ -75,9 +75,9 @@ def test_points_sit_on_log_axes_and_scale_with_time():
     assert len(dots) == 2
     radii = sorted(float(d.get("r")) for d in dots)
     assert radii[1] == pytest.approx(svg.R_MAX, abs=0.05)  # the longest point
-    assert radii[0] == pytest.approx(
-        svg.R_MIN + (svg.R_MAX - svg.R_MIN) * math.sqrt(25 / 30), abs=0.05
-    )
+    # area proportional to time: r = R_MAX x sqrt(25 us / 30 us) = 11 x 0.9129 = 10.04 px
+    assert radii[0] == pytest.approx(11 * math.sqrt(25 / 30), abs=0.05)
+    assert (radii[0] / radii[1]) ** 2 == pytest.approx(25 / 30, abs=0.01)
     # equal ratios on an axis are equal distances: x of the ridge vs the two points
     ridge = next(el for el in root.iter(f"{NS}circle") if float(el.get("r")) == 3.5)
     xs = {round(float(d.get("r")), 1): float(d.get("cx")) for d in dots}
@@ -86,6 +86,15 @@ def test_points_sit_on_log_axes_and_scale_with_time():
     ratio = (x_mm - float(ridge.get("cx"))) / (x_attn - float(ridge.get("cx")))
     expected = math.log10(ai_mm / H100["bf16"].ridge) / math.log10(ai_attn / H100["bf16"].ridge)
     assert ratio == pytest.approx(expected, abs=0.02)
+
+
+def test_point_area_is_proportional_to_time_above_the_minimum():
+    # 11 px at the longest; a quarter of the time is a quarter of the area (5.5 px); below
+    # (3/11)^2 = 7.4% of the longest time the radius stays at the 3 px minimum.
+    assert svg.point_radius(100, 100) == 11.0
+    assert svg.point_radius(25, 100) == pytest.approx(5.5)
+    assert svg.point_radius(9, 100) == pytest.approx(3.3)
+    assert svg.point_radius(7, 100) == 3.0 and svg.point_radius(1, 100) == 3.0
 
 
 def test_nothing_to_draw():

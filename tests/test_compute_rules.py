@@ -58,6 +58,18 @@ def test_nle321_low_mfu_stake_per_device() -> None:
     assert f.evidence[-1] == "memory-bound operators (no FLOPs) take 44.4% of the kernel time"
 
 
+def test_nle321_and_nle322_give_a_phase_with_a_warning_low_confidence() -> None:
+    warn = "phase 'p': HFU 3.0% below MFU 10.0% is inconsistent"
+    mu = utilization({**phase("prefill", 50_000_000, mfu=10.0), "warnings": [warn]})
+    (f,) = check("NLE321", model_utilization=mu)
+    assert f.confidence == Confidence.LOW and f"warning: {warn}" in f.evidence
+    (g,) = check("NLE321", model_utilization=utilization(phase("prefill", 50_000_000, mfu=10.0)))
+    assert g.confidence == Confidence.MEDIUM and not any(e.startswith("warning:") for e in g.evidence)
+    mu = utilization({**phase("decode", 50_000_000, mbu=20.0), "warnings": [warn]})
+    (h,) = check("NLE322", model_utilization=mu)
+    assert h.confidence == Confidence.LOW and f"warning: {warn}" in h.evidence
+
+
 @pytest.mark.parametrize("mfu", [30.0, None])
 def test_nle321_quiet(mfu: float | None) -> None:
     assert check("NLE321", model_utilization=utilization(phase("training", 90_000_000, mfu=mfu))) == []

@@ -2,6 +2,11 @@
 (movement.py has copies, gathers, factories, concatenation and views). Their arithmetic is
 not counted (flops = 0); their cost is the data they must move: every tensor input read
 once, every output written once.
+
+The out= forms (mul.out, add.out, where.self_out) record the output tensor as one more
+argument after the others. An elementwise call with more arguments than its op's widest
+other form takes (ARITY), whose last argument is a tensor of the broadcast shape of the
+tensors before it, is such a call: that tensor is written once and not read.
 """
 
 from __future__ import annotations
@@ -24,6 +29,23 @@ ELEMENTWISE = frozenset(
     sigmoid_backward tanh_backward hardswish_backward leaky_relu_backward elu_backward
     _softmax_backward_data _log_softmax_backward_data clone square xlogy triu tril""".split()
 )
+# Arguments (tensors, scalars and keyword-only ones, as the profiler records them) of the
+# widest form of each elementwise op that has no out= argument: add.Tensor(self, other,
+# alpha), div.Tensor_mode(self, other, rounding_mode), clone(self, memory_format).
+_ARITY_GROUPS = {
+    1: """neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan tanh sigmoid silu
+       relu hardswish hardsigmoid floor ceil trunc frac sign sgn reciprocal erf erfinv
+       bitwise_not logical_not isnan isinf isfinite square selu mish""",
+    2: """mul pow fmod remainder maximum minimum bitwise_and bitwise_or bitwise_xor logical_and
+       logical_or logical_xor eq ne lt le gt ge xlogy clamp_min clamp_max gelu leaky_relu round
+       clone triu tril silu_backward sigmoid_backward tanh_backward hardswish_backward""",
+    3: """add sub rsub div where lerp clamp clip masked_fill hardtanh softplus threshold
+       threshold_backward gelu_backward""",
+    4: """addcmul addcdiv elu nan_to_num leaky_relu_backward _softmax_backward_data
+       _log_softmax_backward_data""",
+    6: "elu_backward",
+}
+ARITY = {op: n for n, ops in _ARITY_GROUPS.items() for op in ops.split()}
 COMPARISONS = frozenset(
     "eq ne lt le gt ge isnan isinf isfinite logical_and logical_or logical_xor logical_not".split()
 )
@@ -100,10 +122,25 @@ def first_tensor(s: OpShapes) -> tuple[tuple[int, ...], str] | None:
     return t[0] if t else None
 
 
+def out_argument(s: OpShapes, base: str) -> bool:
+    """Whether the call's last argument is its out= tensor (see the module docstring)."""
+    arity = ARITY.get(base)
+    if arity is None or len(s.args) <= arity:
+        return False
+    last = s.args[-1]
+    before = [d for a in s.args[:-1] for d in ((a.dims,) if a.dims is not None else ()) + a.items]
+    if last.dims is None or not before:
+        return False
+    return broadcast(*before) == last.dims
+
+
 def elementwise(s: OpShapes, base: str, inplace: bool) -> OpCost | Uncounted:
     ts = [(d, dt) for d, dt in s.tensors()]
     if not ts:
         return Uncounted(s.op, "no tensor input recorded")
+    out_arg = ts[-1] if not inplace and len(ts) > 1 and out_argument(s, base) else None
+    if out_arg is not None:
+        ts = ts[:-1]
     out = ts[0][0] if inplace else broadcast(*(d for d, _ in ts))
     if out is None:
         return Uncounted(s.op, f"input sizes {[list(d) for d, _ in ts]} do not broadcast")
@@ -113,15 +150,18 @@ def elementwise(s: OpShapes, base: str, inplace: bool) -> OpCost | Uncounted:
         if base in COMPARISONS
         else (ts[0][1] if inplace else (floats[0] if floats else ts[0][1]))
     )
-    read = all_inputs(s)
+    if out_arg is not None:
+        out_dtype = out_arg[1]
+    read = sum(nbytes(d, dt) for d, dt in ts)
     written = nbytes(out, out_dtype)
+    formula = f"read inputs {read} B, write {list(out)} {out_dtype}"
     return bytes_cost(
         s,
         "memory",
         read,
         written,
         out_dtype,
-        f"read inputs {read} B, write {list(out)} {out_dtype}",
+        formula + (" (the out= argument, written only)" if out_arg is not None else ""),
     )
 
 

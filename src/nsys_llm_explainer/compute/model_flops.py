@@ -12,6 +12,10 @@ Conventions (docs/compute.md):
   training in the PaLM convention (which does not halve for causal masking).
   Training = 3 x forward (backward is two matrix products per forward one), i.e. the
   6N + 12*L*H*D*S of PaLM (Chowdhery et al. 2022, appendix B) when Dqk = Dv = D.
+- The LM head (2*V*H FLOPs per token, V the vocabulary, H the hidden size) is part of N, but
+  a step computes it only for the tokens whose logits it needs: step_flops takes that row
+  count (every token by default; a generate loop that keeps the last position's logits
+  only, or a traced module without the head, computes fewer or none).
 - MFU = model FLOPs per step / (step time x peak FLOP/s per GPU x GPUs).
 - MBU = bytes a step must read / (step time x peak bandwidth per GPU x GPUs).
 """
@@ -117,6 +121,39 @@ def forward_flops_per_token(c: ModelConfig, context: int) -> int:
 
 def training_flops_per_token(c: ModelConfig, seq_len: int) -> int:
     return 3 * forward_flops_per_token(c, seq_len)
+
+
+def head_params(c: ModelConfig) -> int:
+    """Weights of the LM head (the output projection to the vocabulary), tied or not."""
+    return c.vocab_size * c.hidden_size
+
+
+def step_flops(
+    c: ModelConfig, tokens: int, context: int, head_rows: int | None = None, training: bool = False
+) -> int:
+    """Model FLOPs of a step of `tokens` tokens attending `context` keys each:
+    tokens x (2 x (N - V*H) + attention) + head_rows x 2 x V*H, where head_rows (the tokens
+    whose logits the step computes) defaults to every token; x3 for training."""
+    if tokens < 0 or context < 0:
+        raise ValueError("tokens and context must be non-negative")
+    rows = tokens if head_rows is None else min(head_rows, tokens)
+    head = head_params(c)
+    body = 2 * (param_counts(c).matmul_active - head) + attention_flops_per_token(c, context)
+    forward = tokens * body + rows * 2 * head
+    return 3 * forward if training else forward
+
+
+# Padding of the vocabulary in the LM head (vLLM pads to 64, Megatron to 128 per shard).
+VOCAB_PADDING = 128
+
+
+def is_vocab_dim(size: int, vocab: int) -> bool:
+    """Whether a matrix-product dimension is the vocabulary: vocab itself or vocab padded by
+    less than VOCAB_PADDING and an eighth of it. A tensor-parallel shard (vocab / TP) is not
+    recognised: it can equal the hidden size (Llama-2's 32,000 padded to 32,768 over 8 GPUs
+    is 4,096), so a sharded head counts for every token."""
+    pad = size - vocab
+    return vocab > 0 and 0 <= pad < VOCAB_PADDING and 8 * pad < vocab
 
 
 @dataclass(frozen=True)

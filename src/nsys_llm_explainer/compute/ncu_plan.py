@@ -11,6 +11,14 @@ Each command selects one kernel and one launch of it:
   warm-up: before `steady_from` (a launch ordinal the caller knows, e.g. the first steady
   step) or, without one, in the first WARMUP_SHARE of the capture, and always the first
   launch (cold caches, lazy loading, autotuning). --launch-count 1.
+- The skip is counted from the capture's first launch, but ncu counts from the start of the
+  process: when the capture began later (nsys --capture-range or --delay, a PyTorch profiler
+  schedule, a capture of step N), the launches before it must be added. The plan says so in
+  its header and per kernel, with what the trace allows (Counting): the number of profiler
+  steps that ran before the captured ones (ProfilerStep#N numbers them) and the kernel's
+  launches per captured step, giving an estimate to add; or an NVTX filter
+  (--nvtx --nvtx-include on the step ranges, "name/" for push/pop ranges, "name" for
+  start/end ones) with the skip counted among the launches inside those ranges only.
 - the sections answer the question the kernel raises: GEMM/attention (or compute-bound):
   SpeedOfLight with the roofline charts; memory-bound: SpeedOfLight and MemoryWorkloadAnalysis;
   else SpeedOfLight, launch statistics and occupancy.
@@ -18,6 +26,18 @@ Each command selects one kernel and one launch of it:
 Every trace string is untrusted: the shell text single-quotes arguments (a ' becomes '\\''),
 the regex escapes metacharacters and writes control characters as \\xHH, and comment lines
 have control characters removed, so a kernel name cannot end a comment or a quote.
+
+Characters outside ASCII: ncu's documentation does not name its regex engine, and the
+escapes differ: ECMAScript (C++ std::regex) writes a code point as \\uHHHH, PCRE as \\x{HHHH},
+each is an error or another match in the other, and neither matches the UTF-8 bytes a
+byte-oriented matcher sees (nor does \\xHH for U+0080 to U+00FF). The character itself, in
+UTF-8, matches in every one of them: a byte matcher compares the same bytes, a UTF-8-aware
+one the same character, and no non-ASCII character is a metacharacter. So printable
+non-ASCII characters are written as they are. Invisible ones (Unicode categories C and Z:
+line and paragraph separators, bidirectional controls, odd spaces) would make the script
+read differently from what it runs, so they become .{1,n}, n their UTF-8 length: one
+character, or its n bytes, in every engine (and in Python's re). Real kernel names are ASCII.
+
 NCCL kernels are left out with the reason: ncu serialises kernels, which stalls collectives.
 """
 
@@ -26,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -55,11 +76,34 @@ class KernelTarget:
     bound: str | None = None  # "compute" | "memory" when a roofline said so
     mangled_name: str | None = None
     share_pct: float | None = None  # of all kernel time
+    in_ranges: Sequence[int] | None = None  # call_order of the launches inside the NVTX filter's ranges
+
+
+@dataclass(frozen=True)
+class Counting:
+    """What the trace tells about the launches ncu will count before the captured ones."""
+
+    nvtx_include: str | None = None  # --nvtx-include expression matching the step ranges
+    steps_before: int = 0  # profiler steps that ran before the first captured one
+    captured_steps: int = 0  # steps in the capture (launches per step = calls / this)
+
+
+NVTX_SAFE = re.compile(r"^[A-Za-z0-9_.:#+ -]{1,120}$")  # no '/', '@', brackets or quotes
+
+
+def nvtx_include(name: str, push_pop: bool) -> str | None:
+    """ncu's --nvtx-include expression for ranges named `name` in the default domain
+    ("name/" for push/pop ranges, "name" for start/end ranges); None for names the
+    expression syntax would misread."""
+    if not NVTX_SAFE.match(name):
+        return None
+    return f"{name}/" if push_pop else name
 
 
 def regex_escape(text: str) -> str:
-    """Escape for ncu's regex (ECMAScript/PCRE) and Python's re: metacharacters get a
-    backslash, characters outside printable ASCII become \\xHH or \\uHHHH."""
+    """Escape for ncu's regex and Python's re: metacharacters get a backslash, ASCII control
+    characters become \\xHH, printable non-ASCII characters stay as they are, invisible
+    ones become .{1,n} (see the module docstring)."""
     out = []
     for ch in text:
         code = ord(ch)
@@ -67,12 +111,12 @@ def regex_escape(text: str) -> str:
             out.append("\\" + ch)
         elif 0x20 <= code < 0x7F:
             out.append(ch)
-        elif code <= 0xFF:
+        elif code < 0x80:
             out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
+        elif unicodedata.category(ch)[0] in "CZ":
+            out.append(f".{{1,{len(ch.encode('utf-8', 'surrogatepass'))}}}")
         else:
-            out.append(".")  # no portable escape beyond the BMP: any one character
+            out.append(ch)
     return "".join(out)
 
 
@@ -125,7 +169,34 @@ def sections_for(category: str, bound: str | None) -> tuple[tuple[str, ...], str
     return OTHER_SECTIONS, "speed of light, launch statistics and occupancy"
 
 
-def _target(rank: int, k: KernelTarget, steady_from: int | None, total: int | None) -> dict:
+def _counting(k: KernelTarget, skip: int, c: Counting, steady_from: int | None, total: int | None) -> dict:
+    """The target's fields about launches before the capture (see the module docstring)."""
+    out: dict = {"nvtx_include": None, "nvtx_launch_skip": None, "launches_before_capture": None}
+    notes = ["add the launches that ran before the capture, if it began after the process started"]
+    if c.steps_before and c.captured_steps:
+        per_step = k.calls / c.captured_steps
+        before = round(c.steps_before * per_step)
+        out["launches_before_capture"] = before
+        rate = f"{per_step:,.0f}" if per_step.is_integer() else f"{per_step:,.1f}"
+        notes[0] = (
+            f"{c.steps_before} profiler steps ran before the captured ones: if each launched it "
+            f"as often as the captured steps ({rate} per step), add about {before:,}, "
+            f"i.e. --launch-skip {skip + before}"
+        )
+    if c.nvtx_include and k.in_ranges:
+        nskip, _, _ = launch_window(k.in_ranges, steady_from, total)
+        out["nvtx_include"], out["nvtx_launch_skip"] = c.nvtx_include, nskip
+        notes.append(
+            f"or count only launches inside the step ranges: --nvtx --nvtx-include "
+            f"{shell_quote(c.nvtx_include)} --launch-skip {nskip}"
+        )
+    out["counting"] = "; ".join(notes)
+    return out
+
+
+def _target(
+    rank: int, k: KernelTarget, steady_from: int | None, total: int | None, counting: Counting
+) -> dict:
     skip, count, why_skip = launch_window(k.call_order, steady_from, total)
     sections, why_sections = sections_for(k.category, k.bound)
     base, pattern_of = ("mangled", k.mangled_name) if k.mangled_name else ("demangled", k.name)
@@ -147,6 +218,7 @@ def _target(rank: int, k: KernelTarget, steady_from: int | None, total: int | No
         "export": f"ncu_{rank:02d}_{re.sub(r'[^a-z0-9]+', '_', k.category.lower()).strip('_') or 'kernel'}",
         "why": f"#{rank} by GPU time ({k.total_ns / 1e6:,.3f} ms in {k.calls:,} calls{share}); "
         f"{why_sections}; {why_skip}",
+        **_counting(k, skip, counting, steady_from, total),
     }
 
 
@@ -154,6 +226,7 @@ def plan(
     kernels: Sequence[KernelTarget],
     steady_from: int | None = None,
     total_launches: int | None = None,
+    counting: Counting = Counting(),
 ) -> dict:
     """The plan as ncu_targets.json's object: targets in rank order, and the kernels left out."""
     targets: list[dict] = []
@@ -167,7 +240,7 @@ def plan(
                 }
             )
             continue
-        targets.append(_target(len(targets) + 1, k, steady_from, total_launches))
+        targets.append(_target(len(targets) + 1, k, steady_from, total_launches, counting))
     return {"version": 1, "targets": targets, "skipped": skipped}
 
 
@@ -182,6 +255,10 @@ def plan_script(p: dict) -> str:
         "# Nsight Compute plan written by nsys-llm-explain: one ncu run per kernel.",
         "# Usage: sh ncu_plan.sh <the command you profiled with nsys, and its arguments>",
         "# --devices is the device id as the trace numbers it; drop it if CUDA_VISIBLE_DEVICES remaps.",
+        "# --launch-skip is counted from the first launch of the capture, but ncu counts launches",
+        "# from the start of the process: if the capture began later (nsys --capture-range or",
+        "# --delay, a profiler schedule, a capture of a later step), add the launches that ran",
+        "# before it, as each kernel's 'launch counting' line says.",
         "set -eu",
         'if [ "$#" -eq 0 ]; then echo "usage: sh ncu_plan.sh <command> [args...]" >&2; exit 2; fi',
         "",
@@ -189,6 +266,8 @@ def plan_script(p: dict) -> str:
     for t in p["targets"]:
         lines.append(f"# {t['rank']}. {comment_text(t['name'])}")
         lines.append(f"# why: {comment_text(t['why'], 400)}")
+        if t.get("counting"):
+            lines.append(f"# launch counting: {comment_text(t['counting'], 400)}")
         args = [
             "ncu --target-processes all",
             f"--devices {int(t['device'])}",

@@ -10,7 +10,9 @@ achieved bandwidth over W.
 Achieved FLOP/s above the dtype's peak cannot happen: it means the shapes, the dtype (e.g.
 FP8 work counted against the BF16 peak) or the peak table is wrong. PLAUSIBLE_TOLERANCE
 allows for timer granularity on short kernels before such a point is flagged. Achieved
-bandwidth above W is possible (data served from L2 cache) and is only noted.
+bandwidth (compulsory bytes over time) above W by more than the same tolerance is flagged
+too: either the data was served from L2 cache (inputs a previous operation left there, or
+small enough to be re-read from it), or the recorded shapes overstate the bytes moved.
 """
 
 from __future__ import annotations
@@ -81,6 +83,19 @@ def check_plausible(
     return None
 
 
+def check_bandwidth(
+    achieved_bandwidth: float, peak_bandwidth: float, tolerance: float = PLAUSIBLE_TOLERANCE
+) -> str | None:
+    """A message when achieved bandwidth exceeds the memory peak by more than `tolerance`."""
+    if peak_bandwidth > 0 and achieved_bandwidth > peak_bandwidth * (1 + tolerance):
+        return (
+            f"achieved {achieved_bandwidth / 1e9:,.0f} GB/s is "
+            f"{achieved_bandwidth / peak_bandwidth:.2f}x the {peak_bandwidth / 1e9:,.0f} GB/s "
+            "memory peak: the data came from L2 cache, or the shapes overstate the bytes"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one operation (or kernel, or group of them) sits under a roof."""
@@ -97,7 +112,7 @@ class Placement:
     bound: Bound
     efficiency: float  # achieved / attainable (bandwidth share for bytes-only work)
     implausible: str | None  # set when achieved FLOP/s exceeds the peak (check_plausible)
-    above_bandwidth: bool  # achieved bandwidth above the memory peak: served from cache
+    above_bandwidth: bool  # achieved bandwidth above the memory peak x (1 + tolerance)
 
 
 def place(
@@ -132,7 +147,7 @@ def place(
         bound=classify(intensity, roof.ridge),
         efficiency=efficiency,
         implausible=check_plausible(achieved, roof.peak_flops, tolerance),
-        above_bandwidth=bandwidth > roof.peak_bandwidth,
+        above_bandwidth=check_bandwidth(bandwidth, roof.peak_bandwidth, tolerance) is not None,
     )
 
 
@@ -147,7 +162,7 @@ class Placements:
     compute_bound: np.ndarray  # bool: intensity at or beyond the ridge point
     efficiency: np.ndarray  # achieved / attainable; bandwidth share for bytes-only work
     implausible: np.ndarray  # bool: achieved FLOP/s above peak x (1 + tolerance)
-    above_bandwidth: np.ndarray  # bool: achieved bandwidth above the memory peak
+    above_bandwidth: np.ndarray  # bool: achieved bandwidth above the memory peak x (1 + tolerance)
 
 
 def place_many(
@@ -178,5 +193,5 @@ def place_many(
             compute_bound=intensity >= ridge,
             efficiency=efficiency,
             implausible=achieved > p * (1 + tolerance),
-            above_bandwidth=bandwidth > w,
+            above_bandwidth=bandwidth > w * (1 + tolerance),
         )

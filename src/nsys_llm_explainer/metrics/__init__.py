@@ -56,7 +56,7 @@ REGISTRY: tuple[Metric, ...] = (
     cuda_graphs.METRIC,
     fusion_candidates.METRIC,
     operators.METRIC,  # PyTorch profiler traces only (Skipped elsewhere)
-    compute_efficiency.METRIC,  # after operators, nvtx_attribution, steps: shares their caches
+    compute_efficiency.METRIC,  # after operators, nvtx_attribution, steps (shares their caches), workload
     model_utilization.METRIC,  # after steps, workload and compute_efficiency
     gemm_precision.METRIC,
     ncu_targets.METRIC,  # after top_kernels, capture and compute_efficiency

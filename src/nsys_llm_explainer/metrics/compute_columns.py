@@ -6,7 +6,7 @@ from __future__ import annotations
 DIMS = ("batch", "m", "n", "k")
 PLACE_COLUMNS = (
     "tflops", "gbps", "flop_per_byte", "ridge_flop_per_byte", "bound", "roof_tflops", "pct_of_roof",
-    "implausible",
+    "implausible", "above_bandwidth",
 )
 OPERATION_COLUMNS = (
     "operator", "label", "shapes", "dtype", "compute_dtype", "dtype_source", "family", "direction",

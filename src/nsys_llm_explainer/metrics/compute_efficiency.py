@@ -33,4 +33,5 @@ METRIC = Metric(
         "PyTorch NVTX ranges), per operation and per kernel: achieved TFLOP/s and GB/s, "
         "arithmetic intensity, compute- or memory-bound against the GPU's ridge point, share of the roof."
     ),
+    after=("workload",),  # what to capture when shapes are missing depends on it
 )

@@ -14,11 +14,13 @@ from nsys_llm_explainer.compute.opcost import has_formula, is_autograd_node
 from nsys_llm_explainer.compute.shapes import Uncounted
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.compute_advice import shapes_missing
 from nsys_llm_explainer.metrics.compute_columns import KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.compute_count import ComputeView, compute_view
 from nsys_llm_explainer.metrics.compute_peaks import DevicePeaks, device_peaks
 from nsys_llm_explainer.metrics.compute_sources import NVTX_CAPTURE
 from nsys_llm_explainer.metrics.compute_tables import (
+    bandwidth_note,
     implausible_note,
     kernel_frame,
     key_attrs,
@@ -126,7 +128,9 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         return metric.skipped(NO_KERNELS)
     v = compute_view(ctx.data)
     if isinstance(v, str):
-        return metric.skipped(f"FLOPs and bytes per operation need operator shapes: {v}")
+        wl = ctx.result("workload")
+        why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format_id)
+        return metric.skipped(f"FLOPs and bytes per operation need operator shapes: {why}")
     try:
         dp = device_peaks(ctx)
     except UsageError as exc:
@@ -145,9 +149,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
     notes = list(dp.notes)
     if v.inst.source == "nvtx":
         notes.append("NVTX names carry no dtype: each range's dtype is assumed from its kernels' names")
-    bad = implausible_note(ops)
-    if bad:
-        notes.append(bad)
+    notes.extend(n for n in (implausible_note(ops), bandwidth_note(ops, dp)) if n)
     data = {
         "source": v.inst.source,
         "shapes_from": SOURCES[v.inst.source],
@@ -166,6 +168,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
             "tflops": round(flops / counted_ns / 1e3, 3) if counted_ns else None,
             "uncovered_kernel_ns": uncovered_ns,
             "implausible_operations": int(ops["implausible"].astype(bool).sum()),
+            "above_bandwidth_operations": int(ops["above_bandwidth"].astype(bool).sum()),
         },
         "by_family": _family_rows(ops, total),
         "by_operator": _by_operator(ops, dp),

@@ -64,7 +64,8 @@ class Instances:
 
 
 def instances(data: TraceData) -> Instances | str:
-    """The costed operator calls of the trace, or why there are none (cached)."""
+    """The costed operator calls of the trace, or why there are none (cached; what to do
+    about it depends on the workload: compute_advice.py)."""
     return data.cached(CACHE_KEY, lambda: _build(data))
 
 
@@ -99,7 +100,7 @@ def _from_kineto(data: TraceData) -> Instances | str:
         return "the trace has no operator events"
     shape = ops.shape[order]
     if not (shape >= 0).any():
-        return f"operator input shapes were not recorded: {KINETO_CAPTURE}"
+        return "operator input shapes were not recorded"
     names = data.operator_names()
     name = ops.name[order]
     counted_name = np.array([has_formula(n) for n in names] or [False])
@@ -190,7 +191,7 @@ def _from_nvtx(data: TraceData) -> Instances | str:
         nv = data.nvtx()
         data.runtime()
     except Unavailable as exc:
-        return f"operator shapes need PyTorch operator ranges, but {exc.reason}; {NVTX_CAPTURE}"
+        return f"no operator ranges: {exc.reason}"
     names = data.nvtx_names()
     keys = [_sizes_key(n) if "sizes" in n else None for n in names]
     sized = [i for i, kk in enumerate(keys) if kk is not None and has_formula(kk[0])]
@@ -198,9 +199,9 @@ def _from_nvtx(data: TraceData) -> Instances | str:
         named = any(n.startswith("aten::") for n in names)
         what = (
             "PyTorch operator ranges carry no input sizes" if named
-            else "no NVTX range names a PyTorch operator with its input sizes"
+            else "no NVTX range names an operator with its input sizes"
         )
-        return f"{what}: {NVTX_CAPTURE}"
+        return what
     att = kernel_attribution(data)
     order = att.index.order
     raw = nv.name[order]

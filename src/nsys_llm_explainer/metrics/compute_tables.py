@@ -89,6 +89,7 @@ def place(frame: pd.DataFrame, dp: DevicePeaks) -> pd.DataFrame:
         roof_tflops=_round(np.where(has_flops, p.attainable / 1e12, np.nan), 3),
         pct_of_roof=_round(100.0 * p.efficiency, 1),
         implausible=has_flops & p.implausible,
+        above_bandwidth=p.above_bandwidth,
     )
 
 
@@ -197,4 +198,21 @@ def implausible_note(frame: pd.DataFrame) -> str | None:
         f"{PLAUSIBLE_TOLERANCE:.0%} (e.g. {worst['label']}: {worst['tflops']} TFLOP/s against a "
         f"{worst['compute_dtype']} roof of {worst['roof_tflops']}): the shapes, the dtype or "
         "the peak figure is wrong for them"
+    )
+
+
+def bandwidth_note(frame: pd.DataFrame, dp: DevicePeaks) -> str | None:
+    """A note naming the rows whose compulsory bytes moved faster than the memory peak
+    allows (by more than the tolerance), with the longest of them."""
+    bad = frame[frame["above_bandwidth"].astype(bool)] if len(frame) else frame
+    if not len(bad):
+        return None
+    worst = bad.sort_values("kernel_ns", ascending=False).iloc[0]
+    peak = dp.bandwidth(int(worst["device_id"])) / 1e9
+    return (
+        f"{len(bad)} operation(s) move their compulsory bytes faster than the memory peak "
+        f"by more than {PLAUSIBLE_TOLERANCE:.0%} (e.g. {worst['label']}: {worst['gbps']:,} GB/s, "
+        f"{100.0 * float(worst['gbps']) / peak:.0f}% of {peak:,.0f} GB/s): their data was served "
+        "from L2 cache (inputs a previous operation left there), or the recorded shapes "
+        "overstate the bytes they move"
     )

@@ -17,14 +17,14 @@ READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency",
+        "compute_efficiency", "ncu_plan",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency",
+        "compute_efficiency", "ncu_plan",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (

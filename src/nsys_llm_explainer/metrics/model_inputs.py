@@ -4,7 +4,13 @@
 - Per step, from the operator calls whose host start lies in the step (same process): the
   token embedding's index sizes (tokens = their element count; [B, S] gives batch and
   sequence length), the longest key length of its attention calls (the context a decode step
-  attends), whether it ran backward operators, and the FLOPs of its counted calls.
+  attends), whether it ran backward operators, the FLOPs of its counted calls (all, and
+  matrix products alone), and the kernel time its calls launched (all, and the part in
+  counted calls: how much of the step the measured FLOPs cover).
+- The LM head in the step, with --model: its counted matrix products with the vocabulary as
+  the output dimension and the hidden size as the inner one (model_flops.is_vocab_dim: also
+  padded) and their rows (batch x M), the tokens whose logits
+  the step computed; and the products with any vocabulary dimension (forward or backward).
 - The dtype the model's matrix products run in: the one most GEMM FLOPs were recorded in,
   else the one most kernel time states in kernel names, else bf16, assumed.
 """
@@ -14,11 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import factorize, group_sum
+from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
 from nsys_llm_explainer.compute.model_config import ModelConfig, load_model_config
@@ -42,6 +50,11 @@ class StepShapes:
     query: int | None  # longest query length
     backward: bool  # a counted backward call ran in the step
     measured_flops: float  # FLOPs of the step's counted calls that launched kernels
+    gemm_flops: float = 0.0  # of those, the matrix products'
+    head_rows: int = 0  # rows of the step's forward LM-head products (batch x M)
+    head_gemms: int = 0  # counted products with a vocabulary dimension (any direction)
+    launched_ns: int = 0  # kernel time launched by the step's operator calls
+    covered_ns: int = 0  # of that, kernels of counted calls
 
 
 def _step_of(start: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
@@ -61,7 +74,31 @@ def _step_of(start: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.ndar
     return out
 
 
-def step_shapes(v: ComputeView | None, steps: pd.DataFrame, vocab: int | None) -> list[StepShapes]:
+def _head_keys(costs: list[OpCost | Any], vocab: int | None, hidden: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per cost key: rows of a forward LM-head product (0 otherwise), and whether the key is
+    a matrix product with a vocabulary dimension and a hidden-size one."""
+    rows = np.zeros(max(len(costs), 1), dtype=np.int64)
+    head = np.zeros(max(len(costs), 1), dtype=bool)
+    if not vocab or not hidden:
+        return rows, head
+    for i, c in enumerate(costs):
+        if not isinstance(c, OpCost) or c.family != "gemm" or "m" not in c.extra:
+            continue
+        b, m, n, k = (int(c.extra[d]) for d in ("batch", "m", "n", "k"))  # type: ignore[call-overload]
+        if any(mf.is_vocab_dim(d, vocab) for d in (m, n, k)) and hidden in (m, n, k):
+            head[i] = True
+            if mf.is_vocab_dim(n, vocab) and k == hidden:
+                rows[i] = b * m
+    return rows, head
+
+
+def step_shapes(
+    v: ComputeView | None,
+    steps: pd.DataFrame,
+    vocab: int | None,
+    hidden: int | None = None,
+    kernel_dur: np.ndarray | None = None,
+) -> list[StepShapes]:
     n = len(steps)
     empty = [StepShapes(None, None, 0, None, None, False, 0.0) for _ in range(n)]
     if v is None or n == 0:
@@ -72,11 +109,26 @@ def step_shapes(v: ComputeView | None, steps: pd.DataFrame, vocab: int | None) -
     c = v.counted
     cstep = step[c.pos]
     ran = (cstep >= 0) & (c.kernel_ns > 0)
-    measured = group_sum(v.kc.flops[v.call_key[ran]], cstep[ran], n)
+    keys = v.call_key[ran]
+    measured = group_sum(v.kc.flops[keys], cstep[ran], n)
+    gemm_keys = np.array([isinstance(x, OpCost) and x.family == "gemm" for x in inst.costs] or [False])
+    gemm = group_sum(v.kc.flops[keys] * gemm_keys[keys], cstep[ran], n)
     back_keys = np.array(
         [isinstance(x, OpCost) and x.direction == "backward" for x in inst.costs] or [False]
     )
-    backward = np.bincount(cstep[ran], weights=back_keys[v.call_key[ran]], minlength=n) > 0
+    backward = np.bincount(cstep[ran], weights=back_keys[keys], minlength=n) > 0
+    head_rows, head_key = _head_keys(inst.costs, vocab, hidden)
+    head_n = np.bincount(cstep[ran], weights=head_rows[keys], minlength=n)
+    heads = np.bincount(cstep[ran], weights=head_key[keys], minlength=n)
+    # Kernel time launched inside the step's calls, and the part in counted calls.
+    launched = covered = np.zeros(n)
+    if kernel_dur is not None and len(inst.kernel_pos):
+        kp = inst.kernel_pos
+        kstep = np.where(kp >= 0, step[np.maximum(kp, 0)], -1)
+        mine = kstep >= 0
+        launched = group_sum(kernel_dur[mine], kstep[mine], n)
+        mine &= c.kernel_call >= 0
+        covered = group_sum(kernel_dur[mine], kstep[mine], n)
     # Embedding and attention calls, counted or not (an embedding is composite).
     emb: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     ctx: dict[int, tuple[int, int]] = {}
@@ -109,6 +161,11 @@ def step_shapes(v: ComputeView | None, steps: pd.DataFrame, vocab: int | None) -
             query=q or None,
             backward=bool(backward[s]),
             measured_flops=float(measured[s]),
+            gemm_flops=float(gemm[s]),
+            head_rows=int(head_n[s]),
+            head_gemms=int(heads[s]),
+            launched_ns=int(launched[s]),
+            covered_ns=int(covered[s]),
         ))
     return out
 

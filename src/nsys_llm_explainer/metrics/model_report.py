@@ -11,17 +11,14 @@ import pandas as pd
 from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.compute_advice import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.metrics.compute_count import compute_view
 from nsys_llm_explainer.metrics.compute_peaks import device_peaks
+from nsys_llm_explainer.metrics.model_checks import phase_warnings
 from nsys_llm_explainer.metrics.model_inputs import StepShapes, matmul_dtype, model_config, step_shapes
 from nsys_llm_explainer.metrics.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.metrics.model_utilization import STEP_COLUMNS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-
-NO_MODEL = (
-    "pass --model CONFIG.json (a Hugging Face config.json) or --model-flops-per-token N "
-    "(with --tokens-per-step N when shapes are not recorded)"
-)
 
 
 def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
@@ -34,10 +31,11 @@ def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
         if not devs:
             continue
         r = dp.resolved.get(devs[0])
-        what = "unknown GPU"
+        what, assumed = "unknown GPU", ""
         if r is not None:
             what = f"{r.spec.model if r.spec else 'unknown GPU'} ({r.basis})"
-        out[pid] = PidGpus(devs, dp.peak_flops(devs[0], cls), dp.bandwidth(devs[0]), what)
+            assumed = r.note.removeprefix("assumed: ") if r.assumed else ""
+        out[pid] = PidGpus(devs, dp.peak_flops(devs[0], cls), dp.bandwidth(devs[0]), what, assumed)
     return out
 
 
@@ -54,17 +52,21 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         return metric.skipped(exc.message)
     view = compute_view(ctx.data)
     v = None if isinstance(view, str) else view
+    wl = ctx.result("workload")
+    workload, fmt = (str(wl.data.get("kind", "unknown")) if wl else "unknown"), ctx.data.format_id
     if cfg is None and opts.model_flops_per_token is None and v is None:
         return metric.skipped(
-            f"no model FLOPs and no operator FLOPs: {NO_MODEL}; operator shapes were not "
-            f"available either ({view})"
+            f"no model FLOPs and no operator FLOPs: {model_inputs(workload, fmt)}; operator "
+            f"shapes were not available either ({shapes_missing(str(view), workload, fmt)})"
         )
     frame = next(t.frame for t in steps.tables if t.name == "steps")
     assert frame is not None
     frame = frame.reset_index(drop=True)
     dtype, cls, dtype_from = matmul_dtype(v, ctx.data)
-    shapes: list[StepShapes] = step_shapes(v, frame, cfg.vocab_size if cfg else None)
-    wl = ctx.result("workload")
+    shapes: list[StepShapes] = step_shapes(
+        v, frame, cfg.vocab_size if cfg else None, cfg.hidden_size if cfg else None,
+        ctx.data.kernels().dur,
+    )
     sc = StepContext(
         cfg=cfg,
         config_name=opts.model_config.rsplit("/", 1)[-1] if opts.model_config else None,
@@ -72,7 +74,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         tokens_per_step=opts.tokens_per_step,
         dtype=dtype,
         cls=cls,
-        workload=str(wl.data.get("kind", "unknown")) if wl else "unknown",
+        workload=workload,
         per_pid=_per_pid(ctx, cls, sorted(set(frame["pid"].astype(int).tolist()))),
     )
     rows = [step_row(sc, rec, sh) for rec, sh in zip(frame.to_dict("records"), shapes, strict=True)]
@@ -80,6 +82,11 @@ def run(ctx: Context, metric: Metric) -> Outcome:
     notes = []
     if v is not None and v.counted.kernel_ns.sum() < 0.5 * ctx.data.kernels().dur.sum():
         notes.append("measured FLOPs cover less than half of the kernel time: HFU is a lower bound")
+    notes.extend(sorted({f"every percentage uses assumed {p.assumed}" for p in sc.per_pid.values() if p.assumed}))
+    phases = phase_rows(table, sc)
+    for ph in phases:
+        ph["warnings"] = phase_warnings(ph, [r for r in rows if r["phase"] == ph["phase"]], sc)
+        ctx.data.warnings.extend(f"{metric.id}: {w}" for w in ph["warnings"])
     data: dict[str, Any] = {
         "inputs": {
             "model_config": sc.config_name,
@@ -92,25 +99,22 @@ def run(ctx: Context, metric: Metric) -> Outcome:
             "dtype_from": dtype_from,
             "steps_from": f"{steps.data.get('method')}: {steps.data.get('detail')}",
         },
-        "phases": phase_rows(table, sc),
+        "phases": phases,
         "steps": table.to_dict("records"),
-        "missing": _missing(sc, table, v is not None),
+        "missing": _missing(sc, table, v is not None, fmt),
     }
     return MetricResult(metric.id, data, (Table("model_utilization_steps", STEP_COLUMNS, table),), tuple(notes))
 
 
-def _missing(sc: StepContext, table: pd.DataFrame, measured: bool) -> list[str]:
+def _missing(sc: StepContext, table: pd.DataFrame, measured: bool, fmt: str) -> list[str]:
     out = []
     if table["mfu_pct"].isna().all():
-        out.append(f"MFU: {NO_MODEL}")
+        out.append(f"MFU: {model_inputs(sc.workload, fmt)}")
     decode = table["kind"] == "decode"
     if decode.any() and table.loc[decode, "mbu_pct"].isna().all():
         out.append("MBU of decode steps: pass --model CONFIG.json (weights and KV cache bytes)")
     if not measured:
-        out.append(
-            "HFU: operator shapes were not recorded (PyTorch profiler: record_shapes=True; Nsight "
-            "Systems: --pytorch=autograd-shapes-nvtx)"
-        )
+        out.append(hfu_missing(sc.workload, fmt))
     if not any(np.isfinite(p.peak) for p in sc.per_pid.values()):
         out.append(f"every percentage: no {sc.cls} peak figure for this GPU (add it with --gpu-peaks)")
     return out

@@ -5,6 +5,13 @@ compute-heavy (MFU), decode steps read every weight and the KV cache for a few t
 The kind comes from the phase name, else backward operators in the step (training), else
 the workload kind, else the embedding input's sequence length (1: decode) or the attention
 query length, else "forward".
+
+With --model, the LM head's FLOPs count for the tokens whose logits the step computed: the
+rows of its LM-head products when they are fewer than the tokens (a generate loop that keeps
+the last position's logits), none when the step's recorded products hold the rest of the
+model and none has the vocabulary dimension (the traced module has no head), else every
+token. Every row also carries the FLOPs the hardware must compute at least (the model's,
+with causal attention halved outside decode) for the plausibility checks (model_checks.py).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ PHASE_KINDS = (
     ("training", re.compile(r"train|backward|optim|fwd_?bwd", re.IGNORECASE)),
 )
 TRAINING_WORKLOADS = ("llm_training", "pytorch_training")
+# The LM head is left out only when the step's recorded matrix products hold the rest of the
+# model's product FLOPs less at most this share (its other products were all recorded).
+HEAD_SHAPES_TOLERANCE = 0.10
 COMPUTE_KINDS = ("prefill", "training", "forward")
 
 
@@ -38,6 +48,7 @@ class PidGpus:
     peak: float  # FLOP/s of the model's dtype class per GPU (NaN: unknown)
     bandwidth: float  # bytes/s per GPU (NaN: unknown)
     what: str  # the GPU model and where its figures came from
+    assumed: str = ""  # why, when the peaks were assumed from kernel names
 
 
 @dataclass(frozen=True)
@@ -76,11 +87,47 @@ def _tokens(sc: StepContext, sh: StepShapes) -> tuple[int | None, str]:
     return None, "unknown: pass --tokens-per-step (or record shapes)"
 
 
-def _flops_per_token(sc: StepContext, kind: str, sh: StepShapes) -> tuple[float | None, str]:
+@dataclass(frozen=True)
+class ModelFlops:
+    """A step's model FLOPs and where they came from."""
+
+    per_token: float | None  # model FLOPs / tokens
+    total: float | None  # model FLOPs of the step
+    floor: float | None  # what the hardware must compute at least (causal attention halved)
+    flops_from: str
+    head_from: str  # the LM head's part ("" without --model)
+
+
+def _head_rows(sc: StepContext, sh: StepShapes, tokens: int) -> tuple[int | None, str]:
+    """Tokens whose LM-head product the step computed (None: every token), and why."""
+    cfg = sc.cfg
+    assert cfg is not None
+    vocab, head = cfg.vocab_size, mf.head_params(cfg)
+    body = 2 * (mf.param_counts(cfg).matmul_active - head) * tokens
+    recorded = body > 0 and sh.gemm_flops >= (1 - HEAD_SHAPES_TOLERANCE) * body
+    if sh.head_rows and sh.head_rows < tokens:
+        return sh.head_rows, (
+            f"counted for {sh.head_rows:,} of {tokens:,} tokens: the step's products with the "
+            f"{vocab:,}-word vocabulary as output have {sh.head_rows:,} rows (logits of the last "
+            "position only)"
+        )
+    if sh.head_rows:
+        return None, f"counted for every token: the step's LM-head products have {sh.head_rows:,} rows"
+    if recorded and not sh.head_gemms:
+        return 0, (
+            f"left out: no matrix product of the step has the vocabulary dimension {vocab:,}, while "
+            f"its recorded products hold the rest of the model's {body / 1e9:,.1f} GFLOP (the traced "
+            "code does not run the LM head)"
+        )
+    return None, "counted for every token (assumed: the step's recorded shapes do not show it)"
+
+
+def _model_flops(sc: StepContext, kind: str, sh: StepShapes, tokens: int | None) -> ModelFlops:
     if sc.flops_per_token:
-        return sc.flops_per_token, "--model-flops-per-token"
+        model = sc.flops_per_token * tokens if tokens else None
+        return ModelFlops(sc.flops_per_token, model, model, "--model-flops-per-token", "")
     if sc.cfg is None:
-        return None, "unknown: pass --model CONFIG.json or --model-flops-per-token"
+        return ModelFlops(None, None, None, "unknown: pass --model CONFIG.json or --model-flops-per-token", "")
     if kind == "decode":
         ctx, what = sh.context, "the attention key length"
     else:
@@ -88,9 +135,24 @@ def _flops_per_token(sc: StepContext, kind: str, sh: StepShapes) -> tuple[float 
         ctx, what = seq or sh.query or sh.context, "the sequence length"
     note = f"attention over {ctx:,} keys ({what})" if ctx else "attention not counted (context unknown)"
     n = mf.param_counts(sc.cfg).matmul_active
-    if kind == "training":
-        return float(mf.training_flops_per_token(sc.cfg, ctx or 0)), f"{sc.config_name}: 3 x (2 x {n:,} + {note})"
-    return float(mf.forward_flops_per_token(sc.cfg, ctx or 0)), f"{sc.config_name}: 2 x {n:,} + {note}"
+    head = mf.head_params(sc.cfg)
+    rows, head_from = _head_rows(sc, sh, tokens) if tokens else (None, "")
+    training = kind == "training"
+    if rows is None:
+        formula = f"2 x {n:,} + {note}"
+    elif rows == 0:
+        formula = f"2 x {n - head:,} (no LM head) + {note}"
+    else:
+        formula = f"2 x {n - head:,} + {note}, and 2 x {head:,} (LM head) for {rows:,} tokens"
+    flops_from = f"{sc.config_name}: {'3 x (' + formula + ')' if training else formula}"
+    if not tokens:
+        per = (mf.training_flops_per_token if training else mf.forward_flops_per_token)(sc.cfg, ctx or 0)
+        return ModelFlops(float(per), None, None, flops_from, head_from)
+    total = mf.step_flops(sc.cfg, tokens, ctx or 0, rows, training)
+    # Causal prefill and training compute half the attention the PaLM convention counts.
+    attention = tokens * mf.attention_flops_per_token(sc.cfg, ctx or 0) * (3 if training else 1)
+    floor = total - (attention // 2 if kind != "decode" else 0)
+    return ModelFlops(total / tokens, float(total), float(floor), flops_from, head_from)
 
 
 def _ratio(value: float | None, time_s: float, peak: float, gpus: int) -> float | None:
@@ -106,8 +168,8 @@ def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, 
     t = int(rec["latency_ns"]) / 1e9
     kind, kind_from = _kind(str(rec["phase"]), sh, sc.workload)
     tokens, tokens_from = _tokens(sc, sh)
-    fpt, flops_from = _flops_per_token(sc, kind, sh)
-    model = fpt * tokens if fpt and tokens else None
+    flops = _model_flops(sc, kind, sh, tokens)
+    fpt, flops_from, model = flops.per_token, flops.flops_from, flops.total
     nbytes, bytes_from, batch = None, "", None
     if kind == "decode":
         batch = (sh.indices[0] if sh.indices is not None and len(sh.indices) == 2 else tokens)
@@ -128,7 +190,9 @@ def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, 
         "peak_tflops": round(peak / 1e12, 3) if math.isfinite(peak) else None,
         "bandwidth_gbps": round(bw / 1e9, 1) if math.isfinite(bw) else None,
         "kind_from": kind_from, "tokens_from": tokens_from, "flops_from": flops_from,
-        "bytes_from": bytes_from,
+        "head_from": flops.head_from, "bytes_from": bytes_from,
+        # for the plausibility checks (model_checks.py), not in the table
+        "floor_flops": flops.floor, "launched_ns": sh.launched_ns, "covered_ns": sh.covered_ns,
     }
 
 
@@ -155,6 +219,7 @@ def phase_rows(table: pd.DataFrame, sc: StepContext) -> list[dict[str, Any]]:
             f"step kind {kind}: {g['kind_from'].iloc[0]}",
             f"tokens per step: {g['tokens_from'].iloc[0]}",
             f"FLOPs per token: {g['flops_from'].iloc[0]}",
+            *([f"LM head: {g['head_from'].iloc[0]}"] if g["head_from"].iloc[0] else []),
             f"peak: {sc.cls} dense, {what}; GPUs per step: {int(g['gpus'].max())}",
         ]
         if kind == "decode":

@@ -2,8 +2,9 @@
 
 - MFU = model FLOPs per step / (step time x peak FLOP/s x GPUs); model FLOPs per step =
   FLOPs per token (--model-flops-per-token, or from --model config.json: 2N plus attention
-  over the step's context, x3 for training) x tokens per step (--tokens-per-step, or the
-  element count of the token embedding's input in the step).
+  over the step's context, x3 for training; the LM head only for the tokens whose logits the
+  step computed) x tokens per step (--tokens-per-step, or the element count of the token
+  embedding's input in the step).
 - MBU (decode steps) = bytes a step must read (weights + KV cache, from --model config.json
   with the step's batch and key length) / (step time x peak bandwidth x GPUs).
 - HFU = FLOPs of the operator calls measured in the step (compute_efficiency's counting) /
@@ -12,6 +13,8 @@
 Peak: the dtype most GEMM FLOPs ran in, on the step's GPU (compute_peaks.py); GPUs: the
 devices the step's process ran kernels on. Every row lists the inputs it used and says which
 were assumed; a figure that cannot be computed is null with the missing input named.
+Figures no GPU can reach (above 100%) and an HFU below the model's own FLOPs are warnings
+that name the inputs to check (model_checks.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from nsys_llm_explainer.model import Outcome
 STEP_COLUMNS = (
     "step", "phase", "pid", "latency_ns", "kind", "tokens", "batch", "context", "gpus",
     "flops_per_token", "model_flops", "mfu_pct", "bytes_per_step", "mbu_pct", "measured_flops",
-    "hfu_pct", "peak_tflops", "bandwidth_gbps", "kind_from", "tokens_from", "flops_from", "bytes_from",
+    "hfu_pct", "peak_tflops", "bandwidth_gbps", "kind_from", "tokens_from", "flops_from", "head_from",
+    "bytes_from",
 )
 
 

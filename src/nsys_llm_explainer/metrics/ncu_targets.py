@@ -6,6 +6,13 @@ each of its launches among all the capture's launches (kernel start order). The 
 skip ends at capture's steady_start_ns when the capture metric found start-up work, else at
 the first 10% of the launches. Mangled names come from the export when it has them. The
 report writer turns the plan into ncu_plan.sh and ncu_targets.json beside report.json.
+
+ncu counts launches from the start of the process, the plan from the start of the capture
+(compute/ncu_plan.py says how each command deals with it). What the trace adds: with
+PyTorch profiler steps (ProfilerStep#N), the steps numbered before the first captured one
+ran before the capture; with steps from NVTX ranges (--step-range on an Nsight Systems
+export), an NVTX filter on those ranges, with each kernel's launches whose launch call lies
+inside one of them (same process).
 """
 
 from __future__ import annotations
@@ -15,16 +22,19 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.categories import load_table
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.data import Unavailable
 
 TARGETS = 10  # kernels in the plan (NCCL kernels are listed as left out, not counted)
 FILES = ("ncu_plan.sh", "ncu_targets.json")
 WARMUP_PCT = 10  # compute/ncu_plan.WARMUP_SHARE, as the report states it
+PUSH_POP = 59  # NVTX_EVENTS eventType of push/pop ranges (60: start/end)
 
 
 def _bounds(ctx: Context) -> dict[tuple[str, int], str]:
@@ -41,6 +51,52 @@ def _categories(ctx: Context) -> dict[int, str]:
     except UsageError:
         return {}
     return {int(i): kc.categories[int(c)] for i, c in zip(kc.name_ids, kc.name_category, strict=True)}
+
+
+def _steps_before(ctx: Context) -> tuple[int, int]:
+    """(profiler steps numbered before the first captured one, captured steps)."""
+    try:
+        marks = ctx.data.step_ranges()
+    except Unavailable:
+        return 0, 0
+    numbers = np.unique(marks.step[marks.step >= 0]) if len(marks) else np.empty(0, np.int64)
+    return (int(numbers[0]), len(numbers)) if len(numbers) else (0, 0)
+
+
+def _step_ranges(ctx: Context) -> tuple[str | None, np.ndarray | None]:
+    """The --nvtx-include expression of the steps' NVTX ranges, and per kernel row whether
+    its launch call lies inside one of them (same process); (None, None) without them."""
+    from nsys_llm_explainer.compute.ncu_plan import nvtx_include
+
+    steps = ctx.result("steps")
+    name = ctx.options.step_range
+    nsys = ctx.data.format_id == "nsys-sqlite"  # Kineto's ranges are not NVTX when ncu runs
+    if not nsys or steps is None or steps.data.get("method") != "nvtx_step_range" or not name:
+        return None, None
+    try:
+        nv = ctx.data.nvtx()
+        runtime = ctx.data.runtime()
+    except Unavailable:
+        return None, None
+    ids = [i for i, n in enumerate(ctx.data.nvtx_names()) if n == name]
+    sel = np.isin(nv.name, ids) & (nv.end >= 0)
+    if not sel.any():
+        return None, None
+    expr = nvtx_include(name, bool((nv.event_type[sel] == PUSH_POP).all()))
+    if expr is None:
+        return None, None
+    k = ctx.data.kernels()
+    launch = kernel_launch_index(ctx.data)
+    at = np.where(launch >= 0, runtime.start[np.maximum(launch, 0)], -1)
+    inside = np.zeros(len(k), dtype=bool)
+    for pid in np.unique(nv.pid[sel]).tolist():
+        mine = sel & (nv.pid == pid)
+        start, end = np.sort(nv.start[mine]), np.sort(nv.end[mine])
+        rows = np.flatnonzero((k.pid == pid) & (at >= 0))
+        # inside some range: more ranges started than ended at the launch time
+        opened = np.searchsorted(start, at[rows], "right") - np.searchsorted(end, at[rows], "left")
+        inside[rows[opened > 0]] = True
+    return expr, inside
 
 
 def run(ctx: Context) -> Outcome:
@@ -72,6 +128,8 @@ def run(ctx: Context) -> Outcome:
         if sum(1 for r, _ in chosen if not r["name"].startswith("nccl")) >= TARGETS:
             break
     mangled = ctx.data.kernel_mangled_names(np.array([i for _, i in chosen], dtype=np.int64))
+    expr, inside = _step_ranges(ctx)
+    before, captured = _steps_before(ctx)
     targets = []
     for row, name_id in chosen:
         dev = int(row["device_id"])
@@ -82,13 +140,21 @@ def run(ctx: Context) -> Outcome:
             bound=bounds.get((row["name"], dev)),
             mangled_name=row["name"] if ctx.data.kernel_name_mode == "mangled" else mangled.get(name_id),
             share_pct=100.0 * int(row["total_ns"]) / total if total else None,
+            in_ranges=ordinal[sel & inside].tolist() if inside is not None else None,
         ))
-    plan = ncu_plan.plan(targets, steady_from, len(order))
+    counting = ncu_plan.Counting(expr, before, captured)
+    plan = ncu_plan.plan(targets, steady_from, len(order), counting)
     data = {
         "steady_from_launch": steady_from,
         "warmup": "launches before the capture's steady start (capture.steady_start_ns)"
         if steady_from is not None else f"the first {WARMUP_PCT}% of the capture's launches",
         "launches": int(len(order)),
+        "counting": (
+            "launch skips count from the capture's first launch; ncu counts from the start of the "
+            "process, so launches before the capture must be added"
+            + (f" ({before} profiler steps ran before the first captured one)" if before else "")
+            + (f"; an NVTX filter on the step ranges ({expr}) is offered per kernel" if expr else "")
+        ),
         "files": list(FILES),
         "targets": plan["targets"],
         "skipped": plan["skipped"],
@@ -109,5 +175,5 @@ METRIC = Metric(
         "The top kernels by GPU time with a ready ncu command each (ncu_plan.sh, "
         "ncu_targets.json): escaped name regex, launch skip past the warm-up, sections for the question."
     ),
-    after=("top_kernels", "capture", "compute_efficiency"),
+    after=("top_kernels", "capture", "compute_efficiency", "steps"),
 )

@@ -21,14 +21,18 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     back at the peak (a ceiling); severity from the impact bands (rules/impact.py). The
     evidence lists every input the figure used, the hardware FLOPs utilisation of the
     measured operators when there is one, and how much kernel time memory-bound operators
-    took (compute_efficiency).
+    took (compute_efficiency). A phase whose figures failed a plausibility check (its
+    `warnings`: an HFU below MFU means the model FLOPs count work the steps did not run)
+    gets low confidence and the warning in its evidence.
 
     Example:
 
-        NLE321 high: Phase 'step' (prefill) runs at 18.8% MFU
-        - phase 'step' (prefill, 1 steps, 47.151 ms): MFU 18.8%
+        NLE321 high: Phase 'step' (prefill) runs at 12.9% MFU
+        - phase 'step' (prefill, 1 steps, 47.151 ms): MFU 12.9%
         - tokens per step: the token embedding's input [16, 559]
-        - FLOPs per token: qwen1.5-0.5b.json: 2 x 463,863,808 + attention over 559 keys
+        - FLOPs per token: qwen1.5-0.5b.json: 2 x 308,281,344 (no LM head) + attention over 559 keys
+        - LM head: left out: no matrix product of the step has the vocabulary dimension 151,936 ...
+        - measured operator FLOPs reach 12.3% of the peak (HFU)
         - memory-bound operators (no FLOPs) take 44.4% of the kernel time
     """
     res = view.metric("model_utilization")
@@ -51,7 +55,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if memory is not None:
             share = pct(memory["pct_of_kernel_time"])
             evidence.append(f"memory-bound operators (no FLOPs) take {share} of the kernel time")
-        assumed = any("assumed" in line for line in ph["inputs"])
+        evidence += [f"warning: {w}" for w in ph.get("warnings", [])]
+        assumed = any("assumed" in line for line in ph["inputs"]) or bool(ph.get("warnings"))
         yield rule.finding(
             severity,
             Confidence.LOW if assumed else Confidence.MEDIUM,

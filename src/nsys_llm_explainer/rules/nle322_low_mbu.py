@@ -20,7 +20,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     byte, so its floor is the time to stream those bytes; a low MBU means the step's time goes
     to launches, host work, small kernels or idle gaps instead. Fires per decode phase below
     50% MBU. Impact: the phase's time x (1 - MBU) on each of its devices (a ceiling); severity
-    from the impact bands (rules/impact.py).
+    from the impact bands (rules/impact.py). A phase whose figures failed a plausibility
+    check (its `warnings`) gets low confidence and the warning in its evidence.
 
     Example:
 
@@ -46,7 +47,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         evidence += [f"  {line}" for line in ph["inputs"]]
         if ph.get("mfu_pct") is not None:
             evidence.append(f"MFU of the same steps: {pct(ph['mfu_pct'])}")
+        evidence += [f"warning: {w}" for w in ph.get("warnings", [])]
         assumed = any("assumed" in line or "lower bound" in line for line in ph["inputs"])
+        assumed = assumed or bool(ph.get("warnings"))
         yield rule.finding(
             severity,
             Confidence.LOW if assumed else Confidence.MEDIUM,

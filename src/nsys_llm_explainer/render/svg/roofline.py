@@ -1,6 +1,7 @@
 """Roofline: achieved FLOP/s against arithmetic intensity on log-log axes, one roof per dtype
 present (its slope is the memory bandwidth, its flat part the dtype's dense peak) with the
-ridge point marked, one point per operation or kernel group, sized by its time.
+ridge point marked, one point per operation or kernel group whose area is proportional to
+its time (point_radius; a minimum radius keeps short ones visible).
 
 Takes plain data (compute.roofline.Roof and RooflinePoint), not a metric, so that whichever
 metric computes placements can draw them. Points without FLOPs (bytes-only work) have no
@@ -44,6 +45,12 @@ def _si(value: float, unit: str) -> str:
 
 def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def point_radius(time_ns: float, t_max: float) -> float:
+    """R_MAX x sqrt(time / longest time), at least R_MIN: a point's area is proportional to
+    its time, except that points below the minimum stay visible at R_MIN."""
+    return max(R_MIN, R_MAX * math.sqrt(time_ns / t_max))
 
 
 def circle(x: float, y: float, r: float, cls: str, tip: str) -> str:
@@ -123,7 +130,7 @@ def build_roofline(
     for p, a, f in zip(drawable, ai, perf, strict=True):
         roof = next((r for r in roofs if r.dtype == p.dtype), None)
         cls = f"k{order[p.dtype]}" if roof else f"k{COLOURS - 1}"
-        radius = R_MIN + (R_MAX - R_MIN) * math.sqrt(p.time_ns / t_max)
+        radius = point_radius(p.time_ns, t_max)
         eff = f / roof.attainable(a) * 100 if roof else None
         tip = f"{p.label}: {a:,.1f} FLOP/byte, {f / 1e12:,.2f} TFLOP/s in {dur(p.time_ns)}" + (
             f", {pct(eff)} of the {p.dtype.upper()} roof" if eff is not None else ""

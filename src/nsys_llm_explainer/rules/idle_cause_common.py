@@ -1,11 +1,16 @@
 """Shared shape of the cause findings (NLE103, NLE208-NLE211, NLE307): one finding per cause
-over every affected device, its impact the cause's time in diagnosis/accounting.py."""
+over every affected device, its impact the cause's time in diagnosis/accounting.py.
+
+When many CUDA graph launches have no execution record (diagnosis/verdict.py
+graphs_hide_work), graph work may fill what looks idle: a cause finding then stays at low
+severity and low confidence and says so."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nsys_llm_explainer.model import Affected, Confidence, Finding
+from nsys_llm_explainer.diagnosis.verdict import graphs_hide_work
+from nsys_llm_explainer.model import Affected, Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
 
@@ -47,6 +52,18 @@ def where(affected: Sequence[Affected]) -> str:
     return phrase + ("'" if phrase.endswith("s") else "'s")
 
 
+def hidden_graphs_cap(
+    view: RuleInput, severity: Severity, confidence: Confidence, evidence: list[str]
+) -> tuple[Severity, Confidence, list[str]]:
+    """Low severity and confidence, and a line saying why, when graph work may fill the idle
+    time (see the module docstring); else unchanged."""
+    hidden = graphs_hide_work(view.metrics)
+    if hidden is None:
+        return severity, confidence, evidence
+    capped = Severity.LOW if severity.rank < Severity.LOW.rank else severity
+    return capped, Confidence.LOW, [*evidence, f"not reliable: {hidden}"]
+
+
 def cause_finding(
     view: RuleInput,
     rule: Rule,
@@ -72,8 +89,10 @@ def cause_finding(
     severity = band(pct)
     if severity is None:
         return None
+    severity, confidence, evidence = hidden_graphs_cap(
+        view, severity, confidence, [*device_lines(affected, what), *evidence])
     return rule.finding(
-        severity, confidence, [*device_lines(affected, what), *evidence], recommendations,
+        severity, confidence, evidence, recommendations,
         title=title.format(pct=f"{pct:.1f}%", where=where(affected)),
         affected=affected, impact=(ns, pct), cause=cause,
     )

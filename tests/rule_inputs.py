@@ -11,7 +11,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
 
 SCHEMA = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None, export_schema_version=None)
-IDLE_CAUSES = ("transfer", "communication", "sync_wait", "launch_bound", "capture_edge", "host_other")
+IDLE_CAUSES = ("transfer", "communication", "sync_wait", "launch_bound", "capture_edge", "host_other", "device_wait")
 WINDOW = 1_000_000
 
 

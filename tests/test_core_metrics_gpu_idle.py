@@ -1,4 +1,5 @@
-"""gpu_idle: busy = union of kernel intervals per device, gaps, histogram, copies over idle."""
+"""gpu_idle: busy = union of each device's own work (kernels, whole-graph executions, device-local
+copies and memsets), gaps, histogram, transfers over idle."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def idle_trace(version: str, copies: bool = True) -> TraceBuilder:
     for s, e in DEV1:
         b.kernel(s, e, device=1, name="k1")
     if copies:
-        b.memset(3_000, 3_008, bytes=64, device=0)  # covers all of the 5 ns gap
+        b.memcpy(3_000, 3_008, bytes=64, copy_kind=1, device=0)  # covers all of the 5 ns gap
         b.memcpy(3_010, 8_010, bytes=1 << 20, copy_kind=1, device=0)  # half of the 10 us gap
         b.memcpy(4_010, 6_010, bytes=1 << 20, copy_kind=1, device=0)  # inside the one above
         b.memcpy(113_030, 1_113_030, bytes=1 << 30, copy_kind=2, device=0)  # the whole 1 ms gap
@@ -129,3 +130,41 @@ def test_host_bound_trace_lists_only_max_gaps_in_json(build):
     assert data["gaps_listed"] == 4_999
     assert len(data["gaps"]) == 50
     assert len(table(report, "gpu_idle", "gpu_idle_gaps")) == 4_999
+
+
+def test_device_local_copies_and_memsets_are_busy_transfers_are_not(build):
+    # Kernels [0, 10 us) and [100 us, 110 us); between them a memset [10, 20 us), a device-to-device
+    # copy [30, 50 us), a peer copy (device-to-device to GPU 1) [60, 70 us) and a host-to-device copy
+    # [80, 90 us). Busy: 10 + 10 + 20 + 10 = 50 us; idle 60 us, 20 us of it under transfers.
+    b = TraceBuilder("2024.6")
+    b.kernel(0, 10_000, device=0, name="k")
+    b.kernel(100_000, 110_000, device=0, name="k")
+    b.memset(10_000, 20_000, bytes=64, device=0)
+    b.memcpy(30_000, 50_000, bytes=1 << 20, copy_kind=8, device=0)
+    b.memcpy(60_000, 70_000, bytes=1 << 20, copy_kind=8, device=0, src_device=0, dst_device=1)
+    b.memcpy(80_000, 90_000, bytes=1 << 20, copy_kind=1, device=0)
+    b.memset(200_000, 300_000, bytes=64, device=3)  # a device that ran no kernel is not listed
+    (d0,) = ok(analyze(build(b)), "gpu_idle")["devices"]
+    assert (d0["device_id"], d0["window_start_ns"], d0["window_end_ns"]) == (0, 0, 110_000)
+    assert (d0["busy_ns"], d0["idle_ns"], d0["gap_count"]) == (50_000, 60_000, 2)  # [20, 30), [50, 100)
+    assert (d0["kernel_busy_ns"], d0["graph_busy_ns"], d0["device_copy_busy_ns"]) == (20_000, 0, 30_000)
+    assert d0["idle_covered_by_copies_ns"] == 20_000
+
+
+def test_graphs_traced_whole_are_busy(build):
+    # A kernel [0, 10 us), a graph execution [20, 920 us) launched by call corr 5, a kernel
+    # [930, 940 us); a second graph launch (corr 6) has no execution row: it cannot be placed.
+    b = TraceBuilder("2024.6")
+    b.runtime(0, 1_000, corr=4)
+    b.kernel(2_000, 10_000, corr=4, name="k")
+    b.runtime(1_000, 2_000, corr=5, name="cudaGraphLaunch_v10000")
+    b.graph_trace(20_000, 920_000, corr=5)
+    b.runtime(2_000, 3_000, corr=6, name="cudaGraphLaunch_v10000")
+    b.runtime(3_000, 4_000, corr=7)
+    b.kernel(930_000, 940_000, corr=7, name="k")
+    data = ok(analyze(build(b)), "gpu_idle")
+    (d0,) = data["devices"]
+    assert (d0["window_start_ns"], d0["window_end_ns"]) == (2_000, 940_000)
+    assert (d0["busy_ns"], d0["graph_busy_ns"], d0["kernel_busy_ns"]) == (8_000 + 900_000 + 10_000, 900_000, 18_000)
+    assert d0["idle_ns"] == 10_000 + 10_000
+    assert (data["graph_launches"], data["unplaced_graph_launches"]) == (2, 1)

@@ -9,7 +9,9 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Report, Severity
-from tests.conftest import NSYS_TRACES, require_nsys_traces
+from nsys_llm_explainer.options import Options
+from tests import reference
+from tests.conftest import NSYS_TRACES, require_nsys_traces, table
 
 LLM_WORDS = ("decode", "token", "vLLM", "SGLang", "sampling", "scheduler")
 
@@ -52,6 +54,25 @@ def test_nsysai_is_transfer_bound() -> None:
     assert d.workload.kind == "pytorch_inference"
 
 
+def test_nsysai_work_launched_before_the_capture_is_queued() -> None:
+    # Kernels with no launch row and a correlation id below every API call of their process were
+    # launched before the capture: the gaps they end are device-side waits, never host time.
+    name = "nsysai_h100_2gpu_1s"
+    report_of(name)
+    early = set(sql(name, "WITH r AS (SELECT globalTid >> 24 AS p, min(correlationId) AS c "
+                          "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId > 0 GROUP BY p) "
+                          "SELECT k.deviceId, k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                          "JOIN r ON r.p = k.globalPid >> 24 WHERE k.correlationId < r.c"))
+    assert len(early) == 2 * 905
+    r = explain(NSYS_TRACES / f"{name}.sqlite", Options(min_gap_us=0))
+    gaps = table(r, "idle_causes", "idle_causes_gaps")
+    ending = gaps[[(int(d), int(e)) in early for d, e in zip(gaps["device_id"], gaps["end_ns"], strict=True)]]
+    assert len(ending) > 1_000
+    assert ending["next_kernel_queued"].all()
+    host = ending[["sync_wait_ns", "launch_bound_ns", "host_other_ns", "capture_edge_ns"]].to_numpy().sum()
+    assert host == 0
+
+
 def test_cloverleaf_is_plain_cuda_with_a_sync_per_launch() -> None:
     r = report_of("pipit_cloverleaf")
     d = r.diagnosis
@@ -62,6 +83,40 @@ def test_cloverleaf_is_plain_cuda_with_a_sync_per_launch() -> None:
     assert f"{launches:,} syncs for {launches:,} launches" in spl.title
     text = advice_text(r)
     assert not any(w in text for w in LLM_WORDS), text
+
+
+def test_cloverleaf_synchronous_copies_are_one_finding() -> None:
+    # 269 synchronous pageable cudaMemcpy calls of more than 1 KiB (10 smaller ones are scalar
+    # read-backs): their copy time and the idle time inside the calls (no kernel and no copy
+    # running) are one cause, reported once, by NLE305.
+    name = "pipit_cloverleaf"
+    r = report_of(name)
+    kernels = sql(name, 'SELECT "start", "end" FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    copies = sql(name, 'SELECT "start", "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY')
+    calls = sql(name, 'SELECT m."start", m."end", r."start", r."end" FROM CUPTI_ACTIVITY_KIND_MEMCPY m '
+                "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = m.correlationId "
+                "AND r.globalTid >> 24 = m.globalPid >> 24 JOIN StringIds s ON s.id = r.nameId "
+                "WHERE s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%' AND m.bytes > 1024")
+    assert len(calls) == 269
+    w0, w1 = min(s for s, _ in kernels), max(e for _, e in kernels)
+
+    def in_window(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        return [(max(s, w0), min(e, w1)) for s, e in reference.merged(spans) if min(e, w1) > max(s, w0)]
+
+    busy, busy_or_copying = reference.merged(kernels), reference.merged(kernels + copies)
+    copy_idle = sum((e - s) - reference.covered((s, e), busy) for s, e in in_window([(a, b) for a, b, _, _ in calls]))
+    stall = sum((e - s) - reference.covered((s, e), busy_or_copying)
+                for s, e in in_window([(c, d) for _, _, c, d in calls]))
+    (f,) = [f for f in r.findings if f.rule_id == "NLE305"]
+    assert f.impact_ns == copy_idle + stall and f.title.startswith("269 synchronous copies")
+    buckets = {b["bucket"]: b["ns"] for b in r.diagnosis.devices[0]["buckets"]}
+    by_rule = {f.rule_id: f for f in r.findings}
+    if "NLE208" in by_rule:
+        assert by_rule["NLE208"].impact_ns == buckets["transfer"] - copy_idle
+    if "NLE103" in by_rule:
+        assert not any("cudaDeviceSynchronize" in e for e in by_rule["NLE103"].evidence)
+    claimed = sum(by_rule[i].impact_ns for i in ("NLE103", "NLE208", "NLE214", "NLE215", "NLE305") if i in by_rule)
+    assert claimed <= buckets["transfer"] + buckets["sync_wait"]
 
 
 def test_fuser_is_start_up_and_nothing_is_loud() -> None:

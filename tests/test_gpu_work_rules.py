@@ -27,6 +27,15 @@ def rule(rid: str):
     return next(r for r in RULES if r.id == rid)
 
 
+def sync_copies(count: int, transfer_ns: int, stall_ns: int) -> dict[str, Any]:
+    """host_patterns with `count` synchronous copies costing device 0 transfer_ns + stall_ns."""
+    return {"sync_copies": {
+        "count": count, "bytes": 1 << 20, "copy_ns": transfer_ns, "on_launch_threads": count,
+        "apis": [{"api": "cudaMemcpy", "calls": count}], "idle_ns": transfer_ns + stall_ns,
+        "devices": [{"device_id": 0, "transfer_ns": transfer_ns, "stall_ns": stall_ns,
+                     "idle_ns": transfer_ns + stall_ns}], "pids": [7]}}
+
+
 def cats(**pcts: float) -> dict[str, Any]:
     """Shares of 50 ms of kernel time on device 0 (half of its 100 ms window)."""
     rows = [
@@ -124,7 +133,7 @@ CASES = [
     ("NLE302", "top_kernels", tops(10_000), tops(17_000_000)),
     ("NLE303", "categories", cats(sampling=12), cats(sampling=3)),
     ("NLE304", "memory_transfers", mem(pageable=(3, 20_000_000)), mem()),
-    ("NLE305", "memory_transfers", mem(sync=(20, 5_000_000)), mem(sync=(9, 5_000_000))),
+    ("NLE305", "host_patterns", sync_copies(20, 3_000_000, 2_000_000), sync_copies(9, 3_000_000, 2_000_000)),
     ("NLE306", "memory_transfers", mem(tiny=900), mem(tiny=900, total=5000)),
     ("NLE308", "communication", comm(0.0, 80.0), comm(0.0, 10.0)),
     (
@@ -176,11 +185,12 @@ def test_pageable_severity_is_the_impact_band():
     assert found[2][0].impact_ns == 6_000_000 and found[2][0].impact_pct == 6.0
 
 
-def test_sync_copy_impact_is_capped_by_the_idle_it_can_cause():
-    # 50 ms of synchronous copies, but only 20 ms transfer + 10 ms sync_wait idle: 30% -> high.
+def test_sync_copy_impact_is_the_copy_idle_plus_the_stall():
+    # 20 ms of transfer idle under the copies and 6 ms idle inside the calls: 26% of 100 ms -> high.
     r = rule("NLE305")
-    (f,) = r.check(view("memory_transfers", mem(sync=(20, 50_000_000))), r)
-    assert (f.impact_ns, f.severity) == (30_000_000, Severity.HIGH)
+    (f,) = r.check(view("host_patterns", sync_copies(20, 20_000_000, 6_000_000)), r)
+    assert (f.impact_ns, f.impact_pct, f.severity) == (26_000_000, 26.0, Severity.HIGH)
+    assert f.affected[0].detail == "copies 20.000 ms, waiting in the calls 6.000 ms"
 
 
 def test_sampling_advice_only_for_llm_workloads():

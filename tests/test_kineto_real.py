@@ -48,7 +48,7 @@ def test_totals_equal_the_raw_json(reports, name):
     for row in tk["kernels"]:
         by_dev[row["device_id"]] = by_dev.get(row["device_id"], 0) + row["total_ns"]
     assert by_dev == per_device
-    busy = {d["device_id"]: d["busy_ns"] for d in ok(report, "gpu_idle")["devices"]}
+    busy = {d["device_id"]: d["kernel_busy_ns"] for d in ok(report, "gpu_idle")["devices"]}
     assert busy == ref.busy_ns_per_device(doc)
     ops = ok(report, "operators")
     assert ops["operator_count"] == ref.count(doc, "cpu_op")

@@ -87,10 +87,25 @@ def test_busy_time_per_device_equals_reference_union(analyzed):
         per_device: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for dev, s, e in con.execute(f'SELECT deviceId, "start", "end" FROM {table}'):
             per_device[dev].append((s, e))
+        # The device's own work besides kernels: device-local copies (array/device kinds 5-8 within
+        # one device; a NULL device id says nothing about a peer) and memsets.
+        local: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "CUPTI_ACTIVITY_KIND_MEMCPY" in names:
+            for dev, s, e in con.execute(
+                'SELECT deviceId, "start", "end" FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind BETWEEN 5 AND 8 '
+                "AND (srcDeviceId IS NULL OR dstDeviceId IS NULL OR srcDeviceId = dstDeviceId)"
+            ):
+                local[dev].append((s, e))
+        if "CUPTI_ACTIVITY_KIND_MEMSET" in names:
+            for dev, s, e in con.execute('SELECT deviceId, "start", "end" FROM CUPTI_ACTIVITY_KIND_MEMSET'):
+                local[dev].append((s, e))
     devices = {d["device_id"]: d for d in doc["metrics"]["gpu_idle"]["devices"]}
     assert set(devices) == set(per_device)
-    for dev, spans in per_device.items():
+    for dev, kernels in per_device.items():
         d = devices[dev]
+        spans = kernels + local[dev]
+        assert d["kernel_busy_ns"] == reference.union_length(kernels)
         assert d["busy_ns"] == reference.union_length(spans)
         assert d["window_start_ns"] == min(s for s, _ in spans)
         assert d["window_end_ns"] == max(e for _, e in spans)

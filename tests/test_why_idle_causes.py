@@ -8,6 +8,7 @@ import pytest
 
 from nsys_llm_explainer.schema import load_fragment
 from tests.conftest import GENERATIONS, analyze, ok, table
+from tests.fixtures import planted
 from tests.fixtures.builder import TraceBuilder
 
 SYNC = "cudaDeviceSynchronize_v3020"
@@ -81,13 +82,14 @@ def test_each_cause_by_hand(version, build):
         "launch_bound": 3_400_000,
         "capture_edge": 14_000_000,
         "host_other": 11_450_000,
+        "device_wait": 0,
     }
     assert d0["_"]["idle_ns"] == 34_000_000
     # Gaps by the cause covering most of each: G1, G4 host_other; G2 transfer; G3 launch;
     # G5 (5 of 9 ms), G6 capture_edge.
     assert {c: d0[c]["gaps"] for c in data["causes"]} == {
         "transfer": 1, "communication": 0, "sync_wait": 0, "launch_bound": 1, "capture_edge": 2,
-        "host_other": 2,
+        "host_other": 2, "device_wait": 0,
     }
     refill = d0["_"]["refill"]  # G1: 2 - 1.2; G2: 5 - 4.8
     assert (refill["gaps"], refill["total_ns"], refill["max_ns"]) == (2, 1_000_000, 800_000)
@@ -99,6 +101,78 @@ def test_each_cause_by_hand(version, build):
         "host_other": 3_800_000, "launch_bound": 100_000, "capture_edge": 100_000,
     }
     assert dev[2]["_"]["owner_pids"] == [300]
+
+
+US = 1_000
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_bfloat16(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def queued_trace() -> TraceBuilder:
+    """Times in us. The host is blocked in a synchronize call through most gaps, yet the work
+    that ends them was queued: that time is not the host's.
+
+    Device 0, pid 100 (its first API call has correlation id 10): kernels A [0,100] corr 5 and
+    B [300,400] corr 6 have no launch row and ids below 10: launched before the capture.
+    C [600,700] was launched at 350, D [1000,1100] at 900. A sync is in flight [50,580].
+    G1 [100,300] ends at B (queued: device_wait 200); G2 [400,600] ends at C (queued: device_wait
+    200); G3 [700,1000] ends at D, launched late: host_other [700,900] 200, launch_bound 10,
+    capture_edge [910,1000] 90 (the last API call ends at 910).
+
+    Device 1, pid 200: compute X [0,100], an all-reduce [50,300] on stream 13, Y [400,500] and
+    Z [600,700] launched at 10 and 30; a sync is in flight [45,800]. G1 [300,400] begins where
+    the all-reduce ends: communication 100; G2 [500,600] begins at Y's end: device_wait 100.
+    """
+    b = TraceBuilder("2024.6")
+    b.kernel(0, 100 * US, pid=100, corr=5, name="a")
+    b.kernel(300 * US, 400 * US, pid=100, corr=6, name="a")
+    b.kernel(600 * US, 700 * US, pid=100, corr=10, name="a")
+    b.kernel(1000 * US, 1100 * US, pid=100, corr=11, name="a")
+    b.runtime(350 * US, 360 * US, pid=100, corr=10)
+    b.runtime(900 * US, 910 * US, pid=100, corr=11)
+    b.runtime(50 * US, 580 * US, pid=100, tid=101, corr=12, name=SYNC)
+    b.kernel(0, 100 * US, pid=200, device=1, corr=20, name="x")
+    b.kernel(50 * US, 300 * US, pid=200, device=1, stream=13, corr=21, name=NCCL)
+    b.kernel(400 * US, 500 * US, pid=200, device=1, corr=22, name="y")
+    b.kernel(600 * US, 700 * US, pid=200, device=1, corr=23, name="z")
+    for corr, (s, e) in zip((20, 21, 22, 23), ((0, 5), (5, 10), (10, 20), (30, 40)), strict=True):
+        b.runtime(s * US, e * US, pid=200, corr=corr)
+    b.runtime(45 * US, 800 * US, pid=200, tid=201, corr=24, name=SYNC)
+    return b
+
+
+def test_queued_gaps_are_not_host_time(build):
+    data = ok(analyze(build(queued_trace()), min_gap_us=0), "idle_causes")
+    dev = by_device(data)
+    assert {c: dev[0][c]["idle_ns"] for c in data["causes"]} == {
+        "transfer": 0, "communication": 0, "sync_wait": 0, "launch_bound": 10 * US, "capture_edge": 90 * US,
+        "host_other": 200 * US, "device_wait": 400 * US,
+    }
+    assert (dev[0]["_"]["gap_count"], dev[0]["_"]["launch_known_gaps"], dev[0]["_"]["queued_gaps"]) == (3, 3, 2)
+    assert {c: dev[1][c]["idle_ns"] for c in ("communication", "sync_wait", "device_wait")} == {
+        "communication": 100 * US, "sync_wait": 0, "device_wait": 100 * US,
+    }
+    assert (dev[1]["_"]["queued_gaps"], dev[1]["_"]["dependency_ns"]) == (2, 100 * US)
+    # Device 0's sync [50,580] overlapped its work [50,100] and [300,400], and 380 us of idle
+    # with work queued.
+    assert dev[0]["_"]["host_blocked"] == {"ns": 530 * US, "busy_ns": 150 * US, "transfer_ns": 0,
+                                           "sync_wait_ns": 0, "other_idle_ns": 380 * US}
+
+
+def test_a_host_barely_ahead_is_launch_bound(build):
+    # Kernels of 4 us launched by calls of 5 us (planted.Sim): kernel k runs [h+8, h+12] after its
+    # call [h, h+5]; the next call [h+5, h+10] returned only 2 us before the 1 us gap [h+12, h+13]
+    # began, so the host's issue rate limits the GPU: launch_bound (the call [h+10, h+15] is in
+    # flight; for the last gap the final synchronize is), never device_wait.
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    sim = planted.Sim(b)
+    for _ in range(200):
+        sim.launch(4 * US)
+    sim.sync()
+    (d,) = ok(analyze(build(b), min_gap_us=0), "idle_causes")["devices"]
+    causes = {c["cause"]: c["idle_ns"] for c in d["causes"]}
+    assert (causes["launch_bound"], causes["sync_wait"], causes["device_wait"]) == (198 * US, 1 * US, 0)
+    assert d["queued_gaps"] == 0
 
 
 def test_causes_sum_to_gpu_idle_exactly(build):

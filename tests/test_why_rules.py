@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from nsys_llm_explainer.diagnosis import accounting
 from nsys_llm_explainer.model import Severity
-from nsys_llm_explainer.rules import RETIRED, RULES
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.rules import RETIRED, RULES, RuleInput
 from nsys_llm_explainer.rules.impact import band
-from tests.rule_inputs import WINDOW, device_metrics, fire
+from tests.rule_inputs import SCHEMA, WINDOW, device_metrics, fire, outcomes
 
 MY_RULES = {r.id: r for r in RULES if r.id.startswith("NLE2") or r.id in ("NLE103", "NLE307")}
 
@@ -148,6 +150,72 @@ def test_sync_sources_are_not_counted_twice() -> None:
     assert (general.impact_ns, general.severity) == (140_000, Severity.MEDIUM)
     assert fire("NLE214", data)[0].impact_ns == 60_000
     assert fire("NLE215", data)[0].impact_ns == 100_000
+
+
+def pieces(*rows: tuple[tuple[str, ...], str, int]) -> list[dict[str, Any]]:
+    return [{"device_id": 0, "sources": list(src), "api": api, "idle_ns": ns} for src, api, ns in rows]
+
+
+def sync_copies(transfer: int, stall: int) -> dict[str, Any]:
+    return {"count": 20, "bytes": 1 << 20, "copy_ns": transfer, "on_launch_threads": 20,
+            "apis": [{"api": "cudaMemcpy", "calls": 20}], "idle_ns": transfer + stall,
+            "devices": [{"device_id": 0, "transfer_ns": transfer, "stall_ns": stall, "idle_ns": transfer + stall}],
+            "pids": [7]}
+
+
+def test_nle103_subtracts_the_union_of_reported_sources_and_cites_what_it_keeps() -> None:
+    # 300 us of sync_wait: read-backs 60 us and per-launch syncs 100 us, 40 us of it shared.
+    data = with_buckets(sync_wait=300_000)
+    data["host_patterns"] = PATTERNS | {
+        "scalar_readbacks": readbacks(60_000), "sync_per_launch": per_launch(100_000),
+        "sync_wait_pieces": pieces(
+            (("scalar_readbacks", "sync_per_launch"), "cudaStreamSynchronize", 40_000),
+            (("scalar_readbacks",), "cudaMemcpyAsync", 20_000),
+            (("sync_per_launch",), "cudaDeviceSynchronize", 60_000),
+            ((), "cudaStreamSynchronize", 150_000),
+            ((), "cudaMemcpy", 30_000),
+        ),
+    }
+    (f,) = fire("NLE103", data)
+    assert (f.impact_ns, f.severity) == (300_000 - 120_000, Severity.MEDIUM)
+    assert "counted here, inside the calls (and the launch right after them): cudaStreamSynchronize 0.150 ms, " \
+           "cudaMemcpy 0.030 ms" in f.evidence
+    assert "not counted here: 0.120 ms explained by NLE214/NLE215" in f.evidence
+    # With NLE214 ignored its read-backs are no finding: only the per-launch syncs' 100 us go.
+    metrics = outcomes(data)
+    view = RuleInput(metrics, Options(ignore=("NLE214",)), SCHEMA, accounting.build(metrics))
+    rule = next(r for r in RULES if r.id == "NLE103")
+    (g,) = rule.check(view, rule)
+    assert g.impact_ns == 200_000
+    assert any(e.endswith("cudaStreamSynchronize 0.150 ms, cudaMemcpy 0.030 ms, cudaMemcpyAsync 0.020 ms")
+               for e in g.evidence)
+
+
+def test_synchronous_copies_are_one_finding() -> None:
+    # 300 us of transfer and 100 us of sync_wait; synchronous copies cover 120 us of the transfer
+    # time and stall 80 us: NLE305 20%, NLE208 keeps 180 us, NLE103 keeps 20 us.
+    data = with_buckets(transfer=300_000, sync_wait=100_000)
+    data["host_patterns"] = PATTERNS | {
+        "sync_copies": sync_copies(120_000, 80_000),
+        "sync_wait_pieces": pieces((("sync_copies",), "cudaMemcpy", 80_000), ((), "cudaStreamSynchronize", 20_000)),
+    }
+    (copies,) = fire("NLE305", data)
+    assert (copies.impact_ns, copies.severity, copies.cause) == (200_000, Severity.MEDIUM, "transfer")
+    assert fire("NLE208", data)[0].impact_ns == 180_000
+    assert fire("NLE103", data)[0].impact_ns == 20_000
+
+
+@pytest.mark.parametrize("direction, words", [
+    ("host_to_device", "from pinned memory on a separate stream"),
+    ("device_to_host", "Copy results back asynchronously"),
+    ("peer", "cudaDeviceEnablePeerAccess"),
+])
+def test_copy_advice_follows_the_copy_direction(direction: str, words: str) -> None:
+    data = with_buckets(transfer=300_000)
+    data["idle_causes"]["devices"][0]["transfers"] = [
+        {"kind": "k", "direction": direction, "count": 3, "bytes": 30, "copy_ns": 300_000, "idle_ns": 300_000}]
+    (f,) = fire("NLE208", data, workload="generic_cuda")
+    assert words in " ".join(f.recommendation)
 
 
 def test_capture_edge_is_a_note() -> None:

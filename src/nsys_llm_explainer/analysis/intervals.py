@@ -22,6 +22,16 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[begins], e[ends]
 
 
+def close_gaps(start: np.ndarray, end: np.ndarray, tolerance: int) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted intervals (as merge() returns them) with every hole of at most
+    `tolerance` between neighbours filled in."""
+    if len(start) < 2:
+        return start, end
+    begins = np.flatnonzero(np.r_[True, start[1:] - end[:-1] > tolerance])
+    ends = np.r_[begins[1:] - 1, len(start) - 1]
+    return start[begins], end[ends]
+
+
 def union_length(start: np.ndarray, end: np.ndarray) -> int:
     ms, me = merge(start, end)
     return int((me - ms).sum())

@@ -43,7 +43,8 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
 
 
 def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) -> Diagnosis:
-    result, cause, confidence = verdict.decide(metrics, acct)
+    decision = verdict.decide(metrics, acct)
+    result, cause, confidence = decision.verdict, decision.cause, decision.confidence
     cap = verdict.metric(metrics, "capture")
     primary: Primary | None = None
     extra: dict[str, Any] = {}
@@ -56,7 +57,8 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
                      window=cap["window_end_ns"] - cap["window_start_ns"])
     elif result == "insufficient_data":
         check = cap["checks"][0] if cap is not None and cap["checks"] else None
-        extra["what"] = check["summary"] if check else "the idle time could not be explained"
+        extra["what"] = decision.why or "the idle time could not be explained"
+        extra["too_little"] = bool(check and check["id"] == "too_little_data" and check["found"])
     elif cause is not None:
         devices = verdict.primary_devices(acct, cause)
         chosen = [acct.device(d) for d in devices]
@@ -67,6 +69,7 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         pids = tuple(sorted({p for d in chosen if d is not None for p in d.pids}))
         primary = Primary(cause, tuple(devices), pids, ns, round(100.0 * ns / window, 2) if window else 0.0,
                           tuple(lines))
+        extra["mixed"] = decision.mixed
         runner_up = verdict.ranked_causes(acct)[1]
         if runner_up[1] > 0:
             total = acct.window()

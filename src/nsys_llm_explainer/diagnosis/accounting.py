@@ -1,19 +1,22 @@
 """Where each device's time went: one set of buckets per device that sums to its window.
 
-The window of a device runs from its first to its last activity (kernel, memcpy or memset),
-so copies before the first kernel or after the last one count (a capture that is mostly
-copying shows it). Buckets, from the metrics that measured them:
+The window of a device runs from its first to its last activity (its own work: kernels,
+whole-graph executions, device-local copies and memsets; and transfers), so transfers before
+the first work or after the last one count (a capture that is mostly copying shows it).
+Buckets, from the metrics that measured them:
 
-- compute: kernel time that is not communication-only (gpu_idle busy minus communication's
-  exposed time): the union of compute kernels.
+- compute: busy time that is not communication-only (gpu_idle busy minus communication's
+  exposed time): kernels, graph executions, device-local copies and memsets.
 - exposed_communication: communication kernels running with no compute kernel beside them.
-- transfer: idle time a copy or memset covers (idle_causes), plus copies outside the kernel
+- transfer: idle time a transfer covers (idle_causes), plus transfers outside the work
   window.
-- communication_wait, sync_wait, launch_bound, host_other, capture_edge: idle_causes' split.
-  Activity-window time outside the kernel window that no copy covers is capture_edge.
+- communication_wait, sync_wait, launch_bound, host_other, device_wait, capture_edge:
+  idle_causes' split. Activity-window time outside the work window that no transfer covers
+  is capture_edge; without CUDA API rows every idle nanosecond is capture_edge (unexplained).
 
 The time at stake of a cause is a ceiling: what the device would get back if the cause
-disappeared. capture_edge is never at stake (the host is not visible there).
+disappeared. capture_edge (the host is not visible there) and device_wait (the GPU had its
+next work queued and waited on something the trace does not name) belong to no cause.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from nsys_llm_explainer.model import MetricResult, Outcome
 
 BUCKETS = (
     "compute", "exposed_communication", "transfer", "communication_wait", "sync_wait",
-    "launch_bound", "host_other", "capture_edge",
+    "launch_bound", "host_other", "device_wait", "capture_edge",
 )
+IDLE_BUCKETS = BUCKETS[2:]
 # Verdict causes -> the buckets whose time they put at stake.
 CAUSE_BUCKETS: dict[str, tuple[str, ...]] = {
     "compute": ("compute",),
@@ -38,6 +42,7 @@ CAUSE_BUCKETS: dict[str, tuple[str, ...]] = {
 _IDLE_TO_BUCKET = {
     "transfer": "transfer", "communication": "communication_wait", "sync_wait": "sync_wait",
     "launch_bound": "launch_bound", "host_other": "host_other", "capture_edge": "capture_edge",
+    "device_wait": "device_wait",
 }
 
 
@@ -90,6 +95,9 @@ class Accounting:
 
     def total(self, cause: str, steady: bool = False) -> int:
         return sum(d.cause_ns(cause, steady) for d in self.devices)
+
+    def bucket_total(self, *buckets: str) -> int:
+        return sum(d.buckets[b] for d in self.devices for b in buckets)
 
     def window(self) -> int:
         return sum(d.window_ns for d in self.devices)

@@ -45,47 +45,70 @@ def per_device_lines(acct: Accounting, cause: str, devices: list[int]) -> list[s
     return lines
 
 
-def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+def _transfer_kinds(ic: dict[str, Any], devices: list[int]) -> list[str]:
+    by_kind: dict[str, list[int]] = {}
+    for d in ic["devices"]:
+        if d["device_id"] not in devices:
+            continue
+        for t in d.get("transfers", []):
+            k = by_kind.setdefault(t["kind"], [0, 0, 0])
+            k[0] += t["count"]
+            k[1] += t["bytes"]
+            k[2] += t["copy_ns"]
+    copy_ns = sum(v[2] for v in by_kind.values())
     out = []
-    mt = metric(metrics, "memory_transfers")
-    if mt is not None:
-        rows = [r for r in mt["by_device"] if r["device_id"] in devices and r["kind"] != "Memset"]
-        by_kind: dict[str, list[int]] = {}
-        for r in rows:
-            k = by_kind.setdefault(r["kind"], [0, 0, 0])
-            k[0] += r["count"]
-            k[1] += r["bytes"]
-            k[2] += r["time_ns"]
-        copy_ns = sum(v[2] for v in by_kind.values())
-        for kind, (count, nbytes, ns) in sorted(by_kind.items(), key=lambda kv: -kv[1][2])[:2]:
-            if ns < MIN_KIND_SHARE * copy_ns:
-                continue
-            gbps = nbytes / ns if ns else 0.0
-            out.append(f"{kind}: {count:,} copies, {size(nbytes)} in {dur(ns)} of copy time ({gbps:.1f} GB/s)")
+    for kind, (count, nbytes, ns) in sorted(by_kind.items(), key=lambda kv: (-kv[1][2], kv[0]))[:2]:
+        if ns < MIN_KIND_SHARE * copy_ns:
+            continue
+        gbps = nbytes / ns if ns else 0.0
+        out.append(f"{kind}: {count:,} copies, {size(nbytes)} in {dur(ns)} of copy time ({gbps:.1f} GB/s)")
+    return out
+
+
+def host_wait_line(device: int, blocked: dict[str, int]) -> str:
+    """What the host's blocking calls overlapped on one device, and what that says: the host
+    waited for copies, for the device's own work, or the GPU drained while it waited."""
+    ns, busy, copies, drained = blocked["ns"], blocked["busy_ns"], blocked["transfer_ns"], blocked["sync_wait_ns"]
+    head = (f"GPU {device}: the processes driving it were blocked in synchronizing calls for {dur(ns)} of its "
+            f"window; meanwhile it copied for {dur(copies)}, ran its own work for {dur(busy)} and had nothing "
+            f"queued for {dur(drained)}")
+    if copies > busy and copies >= drained:
+        return head + ": the host simply waited for the copies"
+    if busy >= copies and busy >= drained:
+        return head + ": the host mostly waited for the GPU's own work, which costs the GPU nothing"
+    return head + ": the GPU drained while the host waited"
+
+
+def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     ic = metric(metrics, "idle_causes")
-    if ic is not None:
-        rows = [d for d in ic["devices"] if d["device_id"] in devices]
-        q, qn = sum(d["queued_gaps"] for d in rows), sum(d["queued_ns"] for d in rows)
-        a, an = sum(d["copy_ahead_gaps"] for d in rows), sum(d["copy_ahead_ns"] for d in rows)
-        gaps = sum(d["gap_count"] for d in rows)
-        if q:
-            out.append(
-                f"{q:,} of {gaps:,} idle gaps ({dur(qn)}) ended with a kernel launched before the gap: the GPU "
-                f"waited on device-side work, not on the host; for {a:,} of them ({dur(an)}) a copy on the "
-                "kernel's own stream ran just ahead of it"
-            )
-    sync = metric(metrics, "sync")
-    if sync is not None and sync["blocking_ns"]:
-        waited = sum(d.buckets["sync_wait"] for d in acct.chosen(devices))
+    if ic is None:
+        return []
+    out = _transfer_kinds(ic, devices)
+    rows = [d for d in ic["devices"] if d["device_id"] in devices]
+    q, qn = sum(d["queued_gaps"] for d in rows), sum(d["queued_ns"] for d in rows)
+    a, an = sum(d["copy_ahead_gaps"] for d in rows), sum(d["copy_ahead_ns"] for d in rows)
+    known = sum(d.get("launch_known_gaps", d["gap_count"]) for d in rows)
+    if q:
         out.append(
-            f"the host was blocked in synchronize calls for {dur(sync['blocking_wall_ns'])}, but the GPU had "
-            f"nothing queued for only {dur(waited)} of it: the host simply waited for the copies"
+            f"{q:,} of the {known:,} idle gaps whose work has a known launch time ({dur(qn)}) ended with work "
+            "queued before the gap: the GPU waited on device-side work, not on the host; for "
+            f"{a:,} of them ({dur(an)}) a copy on the work's own stream ran just ahead of it"
         )
+    for d in rows[:MAX_DEVICES_LISTED]:
+        if d.get("host_blocked", {}).get("ns"):
+            out.append(host_wait_line(d["device_id"], d["host_blocked"]))
     return out
 
 
 def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
+    gi = metric(metrics, "gpu_idle")
+    for d in (gi or {}).get("devices", []):
+        if d["device_id"] in devices[:MAX_DEVICES_LISTED] and (d.get("graph_busy_ns") or d.get("device_copy_busy_ns")):
+            parts = [(d.get("kernel_busy_ns", 0), "kernels"), (d["graph_busy_ns"], "whole-graph executions"),
+                     (d["device_copy_busy_ns"], "device-local copies and memsets")]
+            out.append(f"GPU {d['device_id']} busy by kind (each a union; they may overlap): "
+                       + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
     tk = metric(metrics, "top_kernels")
     if tk is not None:
         for r in tk["kernels"][:3]:
@@ -183,13 +206,16 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         return (f"Not steady state: {extra['what']} covers {extra['pct']:.1f}% of the {dur(extra['window'])} GPU "
                 "window, so the figures describe start-up, not the steady loop. Capture again after warm-up.")
     if verdict == "insufficient_data":
-        return f"Too little to judge: {extra['what']}. Capture a longer steady-state window."
+        if extra.get("too_little"):
+            return f"Too little to judge: {extra['what']}. Capture a longer steady-state window."
+        return f"Cannot judge the bottleneck: {extra['what']}."
     assert cause is not None
     window = sum(d.window_ns for d in acct.chosen(devices))
     ns = sum(d.cause_ns(cause) for d in acct.chosen(devices))
     share = 100.0 * ns / window if window else 0.0
     head = {
-        "gpu_compute_bound": f"GPU compute-bound: kernels keep {where} busy {share:.1f}% of the time",
+        "gpu_compute_bound": f"GPU compute-bound: {where} {'is' if len(devices) == 1 else 'are'} busy running "
+        f"{'its' if len(devices) == 1 else 'their'} own work {share:.1f}% of the time",
         "transfer_bound": f"Transfer-bound: on {where}, copies cover {share:.1f}% of the time while no kernel runs",
         "sync_bound": f"Sync-bound: {where} sits idle {share:.1f}% of the time while the host waits in "
         "synchronize calls",
@@ -199,6 +225,10 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         "no compute overlaps, or idle waiting on them",
     }[verdict]
     tail = extra.get("tail")
+    if extra.get("mixed"):
+        busy = sum(d.cause_ns("compute") for d in acct.chosen(devices))
+        tail = (f"A mixed picture: the GPU is also busy {100.0 * busy / window:.1f}% of the time, so removing "
+                "this cause gives back at most the idle share above.")
     n = len(acct.chosen(devices))
     amount = f"{dur(ns)} of {dur(window)}" if n == 1 else f"{dur(ns // n)} of {dur(window // n)} per device on average"
     return f"{head} ({amount})." + (f" {tail}" if tail else "")

@@ -4,7 +4,10 @@ kernels on the SAME device overlap, the exposed rest, and skew across ranks.
 Communication kernels are those whose name matches COMM_PATTERN (the built-in
 "communication" category rule, independent of --kernel-categories). Per device:
 comm = union of communication kernel intervals, compute = union of all other kernel
-intervals on that device, overlapped = |comm ∩ compute|, exposed = |comm| - overlapped.
+intervals on that device and its whole-graph executions, with holes of at most
+COMPUTE_GAP_TOLERANCE_NS filled in (the dispatch gaps between back-to-back kernels of a
+stream that keeps running beside a collective hide nothing and expose nothing),
+overlapped = |comm ∩ compute|, exposed = |comm| - overlapped.
 Overlap is never counted across devices: another GPU computing does not hide this one's
 communication. Skew = (max - min) / max of communication kernel time across devices (and
 across processes when there are several). Shared streams: streams of a device that run both
@@ -24,13 +27,14 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_codes, group_sum
 from nsys_llm_explainer.categories import BUILTIN
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import device_busy
+from nsys_llm_explainer.metrics.gpu_idle import GRAPH, device_busy, gpu_work
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import TraceData
 
 COMM_PATTERN = next(r.pattern for r in BUILTIN if r.category == "communication")
 TOP_NAMES = 10
+COMPUTE_GAP_TOLERANCE_NS = 10_000
 DEVICE_COLUMNS = (
     "device_id",
     "comm_kernels",
@@ -74,12 +78,17 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(NO_KERNELS)
     comm = comm_mask(ctx.data)
     busy = device_busy(ctx.data)
+    w = gpu_work(ctx.data)
     devices: list[dict[str, Any]] = []
     for dev in distinct_few(k.device).tolist():
         mine = k.device == dev
         c, o = mine & comm, mine & ~comm
         cs, ce = intervals.merge(k.start[c], k.end[c])
-        os_, oe = intervals.merge(k.start[o], k.end[o])
+        graphs = (w.device == dev) & (w.source == GRAPH)
+        os_, oe = intervals.close_gaps(
+            *intervals.merge(np.r_[k.start[o], w.start[graphs]], np.r_[k.end[o], w.end[graphs]]),
+            COMPUTE_GAP_TOLERANCE_NS,
+        )
         union = int((ce - cs).sum())
         overlapped = int(intervals.overlap_with_union(cs, ce, os_, oe).sum())
         w0, w1 = busy[int(dev)].window

@@ -1,16 +1,18 @@
 """idle_causes: every nanosecond of GPU idle time, per device, split by what covered it
 (precedence rules in idle_sweep.py): transfer, communication, sync_wait, launch_bound,
-capture_edge, host_other. The causes of a device sum to the gpu_idle metric's idle_ns to the
-nanosecond.
+capture_edge, host_other, device_wait. The causes of a device sum to the gpu_idle metric's
+idle_ns to the nanosecond.
 
-Also per device: how many gaps ended with a kernel that was already queued (launched before
-the gap: the GPU waited on a device-side dependency, not on the host) and, of those, how many
-had a copy or memset ahead of the kernel on its own stream; the refill delay after blocking
-calls; copies outside the kernel window (before the first or after the last kernel: time the
-device spent copying that the kernel window does not show); and the same split restricted to
-the steady part of the capture (after the last start-up event the capture metric found).
-The largest gaps are listed with their split and the innermost NVTX range active on the
-launch thread at the middle of the gap.
+Also per device: how many gaps ended with work whose launch time is known (a launch row, or
+launched before the capture), how many of those with work that was already queued (launched
+before the gap: the GPU waited on a device-side dependency, not on the host) and, of those,
+how many had a transfer ahead of the work on its own stream; the refill delay after blocking
+calls; transfers outside the work window (before the first or after the last work: time the
+device spent copying that the work window does not show); what the owning processes'
+blocking calls overlapped on the device and its transfers by kind (idle_causes_detail.py);
+and the same split restricted to the steady part of the capture (after the last start-up
+event the capture metric found). The largest gaps are listed with their split and the
+innermost NVTX range active on the launch thread at the middle of the gap.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
-from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import copy_union
+from nsys_llm_explainer.metrics.gpu_idle import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
+from nsys_llm_explainer.metrics.idle_causes_detail import host_blocked, transfers
 from nsys_llm_explainer.metrics.idle_sweep import CAUSES, NO_REFILL, GapCauses, gap_causes
 from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
@@ -60,8 +62,8 @@ def _steady(gc: GapCauses, start: int | None, window_end: int) -> dict[str, Any]
 
 
 def _activity(ctx: Context, dev: int, w0: int, w1: int) -> dict[str, int]:
-    """The device's activity window (kernels, copies, memsets) and copy time outside [w0, w1]."""
-    cs, ce = copy_union(ctx.data, "device", dev)
+    """The device's activity window (its work and transfers) and transfer time outside [w0, w1]."""
+    cs, ce = transfer_union(ctx.data, dev)
     a0 = min(w0, int(cs[0])) if len(cs) else w0
     a1 = max(w1, int(ce[-1])) if len(ce) else w1
     outside = intervals.subtract(cs, ce, np.array([w0]), np.array([w1]))
@@ -78,8 +80,6 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
     per_cause = gc.cause_ns.sum(axis=1) if len(length) else np.zeros(len(CAUSES), np.int64)
     dominant = gc.cause
     count = np.bincount(dominant, minlength=len(CAUSES)) if len(dominant) else np.zeros(len(CAUSES), np.int64)
-    from nsys_llm_explainer.metrics.gpu_idle import device_busy
-
     w0, w1 = device_busy(ctx.data)[gc.device_id].window
     window = w1 - w0
     refill = gc.refill_ns[gc.refill_ns != NO_REFILL]
@@ -101,6 +101,7 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
             }
             for i, c in enumerate(CAUSES)
         ],
+        "launch_known_gaps": int(gc.known.sum()),
         "queued_gaps": int(gc.queued.sum()),
         "queued_ns": int(length[gc.queued].sum()),
         "copy_ahead_gaps": int(gc.copy_ahead.sum()),
@@ -114,6 +115,8 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
             "max_ns": int(refill.max()) if len(refill) else 0,
         },
         **_activity(ctx, gc.device_id, w0, w1),
+        "host_blocked": host_blocked(ctx.data, gc, w0, w1),
+        "transfers": transfers(ctx.data, gc),
         "steady": _steady(gc, steady_start, w1),
     }
 
@@ -131,12 +134,12 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
     cols["refill_ns"] = np.where(gc.refill_ns[keep] >= 0, gc.refill_ns[keep], pd.NA)
     cols["next_kernel_queued"] = gc.queued[keep]
     cols["copy_ahead"] = gc.copy_ahead[keep]
-    cols["next_kernel"] = gc.next_kernel[keep]
+    cols["next_call"] = gc.next_call[keep]
     return pd.DataFrame(cols)
 
 
 def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
-    """Innermost NVTX range on the launch thread of the kernel that ends each gap, at its middle."""
+    """Innermost NVTX range on the launch thread of the work that ends each gap, at its middle."""
     if top.empty:
         return []
     data = ctx.data
@@ -146,7 +149,7 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
         return [None] * len(top)
     if len(nv) == 0:
         return [None] * len(top)
-    row = kernel_launch_index(data)[top["next_kernel"].to_numpy(np.int64)]
+    row = top["next_call"].to_numpy(np.int64)
     tkey = np.where(row >= 0, data.runtime().tkey[np.maximum(row, 0)], -1)
     mid = (top["start_ns"].to_numpy(np.int64) + top["end_ns"].to_numpy(np.int64)) // 2
     index = kernel_attribution(data).index
@@ -162,8 +165,7 @@ def steady_start(ctx: Context) -> int | None:
 
 
 def run(ctx: Context) -> Outcome:
-    k = ctx.data.kernels()
-    if len(k) == 0:
+    if not np.isin(gpu_work(ctx.data).source, (KERNEL, GRAPH)).any():
         return METRIC.skipped(NO_KERNELS)
     rt = ctx.data.runtime()
     if len(rt) == 0:
@@ -176,7 +178,7 @@ def run(ctx: Context) -> Outcome:
     devices = [_device_row(ctx, gc, start) for gc in causes.values()]
     frames = [_gap_frame(gc, gc.length >= min_gap) for gc in causes.values()]
     gaps = (
-        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GAP_COLUMNS, "next_kernel"])
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GAP_COLUMNS, "next_call"])
     )
     top = (
         gaps.sort_values(
@@ -185,7 +187,7 @@ def run(ctx: Context) -> Outcome:
         .head(ctx.options.max_gaps)
         .reset_index(drop=True)
     )
-    top = top.assign(nvtx_range=_nvtx_at_gaps(ctx, top)).drop(columns=["next_kernel"])
+    top = top.assign(nvtx_range=_nvtx_at_gaps(ctx, top)).drop(columns=["next_call"])
     rows = [{"device_id": d["device_id"], **c} for d in devices for c in d["causes"]]
     data = {
         "causes": list(CAUSES),
@@ -211,6 +213,6 @@ METRIC = Metric(
     run=run,
     tables={"idle_causes": CAUSE_COLUMNS, "idle_causes_gaps": GAP_COLUMNS},
     description="Every nanosecond of GPU idle time split by what covered it: transfer, "
-    "communication, sync_wait, launch_bound, capture_edge, host_other.",
+    "communication, sync_wait, launch_bound, capture_edge, host_other, device_wait.",
     after=("capture",),
 )

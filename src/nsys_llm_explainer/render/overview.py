@@ -63,12 +63,13 @@ BUCKET_WORDS = {
     "sync_wait": "Idle, host waiting in a sync",
     "launch_bound": "Idle, host launching kernels",
     "host_other": "Idle, host busy outside CUDA",
+    "device_wait": "Idle, next work already queued",
     "capture_edge": "Capture edge (host not visible)",
 }
 BUCKET_SHORT = {
     "compute": "Compute", "exposed_communication": "Exposed comm.", "transfer": "Copies",
     "communication_wait": "Comm. wait", "sync_wait": "Sync wait", "launch_bound": "Launching",
-    "host_other": "Host other", "capture_edge": "Capture edge",
+    "host_other": "Host other", "device_wait": "Queued wait", "capture_edge": "Capture edge",
 }
 BUSY_BUCKETS = ("compute", "exposed_communication")
 DEVICE_COLUMNS = 8

@@ -288,6 +288,25 @@ ADVICE["comm_stream"] = {
         "with independent work by splitting the data into chunks and pipelining them.",
     ),
 }
+ADVICE["transfer_peer"] = {
+    "generic": (
+        "Check that peer access is on (`cudaDeviceEnablePeerAccess`) and that the devices share NVLink "
+        "(`nvidia-smi topo -m`): peer copies staged through host memory are several times slower.",
+        "Overlap peer copies with compute on a separate stream, or let NCCL move the data over NVLink/NVSwitch.",
+    ),
+}
+ADVICE["transfer_d2h"] = {
+    "pytorch": (
+        "Read results back asynchronously: `.to('cpu', non_blocking=True)` into a pinned buffer, and wait on an "
+        "event only where the host uses the values.",
+        "Reduce on the GPU before reading back (sum, argmax, top-k) and read back only what the host needs.",
+    ),
+    "generic": (
+        "Copy results back asynchronously: `cudaMemcpyAsync` into pinned memory (`cudaHostAlloc`) on a separate "
+        "stream, waited on with an event only where the host reads them.",
+        "Copy back less: reduce on the GPU first and read back only what the host needs.",
+    ),
+}
 UNSTEADY_ADVICE = (
     "Capture again in steady state before acting on this: in this capture the time is start-up "
     "(the capture section says what, and how to capture the steady loop).",

@@ -1,12 +1,17 @@
 """Shared shape of the cause findings (NLE103, NLE208-NLE211, NLE307): one finding per cause
-over every affected device, its impact the cause's time in diagnosis/accounting.py."""
+over every affected device, its impact the cause's time in diagnosis/accounting.py.
+
+When many CUDA graph launches have no execution record (diagnosis/verdict.py
+graphs_hide_work), graph work may fill what looks idle: a cause finding then stays at low
+severity and low confidence and says so."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nsys_llm_explainer.diagnosis.verdict import graphs_hide_work
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
-from nsys_llm_explainer.model import Affected, Confidence, Finding
+from nsys_llm_explainer.model import Affected, Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
 
@@ -65,6 +70,18 @@ def startup_part(view: RuleInput, affected: Sequence[Affected], buckets: tuple[s
     return ns
 
 
+def hidden_graphs_cap(
+    view: RuleInput, severity: Severity, confidence: Confidence, evidence: list[str]
+) -> tuple[Severity, Confidence, list[str]]:
+    """Low severity and confidence, and a line saying why, when graph work may fill the idle
+    time (see the module docstring); else unchanged."""
+    hidden = graphs_hide_work(view.metrics)
+    if hidden is None:
+        return severity, confidence, evidence
+    capped = Severity.LOW if severity.rank < Severity.LOW.rank else severity
+    return capped, Confidence.LOW, [*evidence, f"not reliable: {hidden}"]
+
+
 def cause_finding(
     view: RuleInput,
     rule: Rule,
@@ -102,6 +119,7 @@ def cause_finding(
                         "begins (the capture section says what ran there): start-up time, not a steady cost")
         if 2 * early >= ns:
             text += f", {share:.0f}% of it during start-up"
+    severity, confidence, lines = hidden_graphs_cap(view, severity, confidence, lines)
     return rule.finding(
         severity, confidence, lines, recommendations, title=text,
         affected=affected, impact=(ns, pct), cause=cause,

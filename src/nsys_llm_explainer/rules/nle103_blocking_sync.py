@@ -6,22 +6,9 @@ from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
+from nsys_llm_explainer.rules.sync_sources import SOURCE_RULES, explained, remaining_by_api, reported
 
-
-def specific_sync_costs(view: RuleInput) -> dict[int, int]:
-    """Per device, sync_wait idle time already reported by NLE214 (read-backs) and NLE215
-    (one sync per launch), so NLE103 does not count it again."""
-    out: dict[int, int] = {}
-    hp = view.metric("host_patterns")
-    if hp is None:
-        return out
-    sources = [hp.data["sync_per_launch"]] if hp.data["sync_per_launch"]["found"] else []
-    if hp.data.get("scalar_readbacks"):
-        sources.append(hp.data["scalar_readbacks"])
-    for src in sources:
-        for d in src["devices"]:
-            out[d["device_id"]] = out.get(d["device_id"], 0) + int(d["idle_ns"])
-    return out
+MAX_APIS = 3
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -29,26 +16,29 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Impact: per device, the idle time idle_causes labels sync_wait (a blocking synchronize or
     a host-blocking copy call of a process that drives the device is in flight, or its refill
-    launch right after), minus what NLE214 (scalar read-backs) and NLE215 (one synchronize per
-    launch) already report. The host's own wait while the GPU runs kernels or copies costs
-    nothing and is never counted. Severity from the impact bands (rules/impact.py).
+    launch right after), minus what the reported specific findings explain: scalar read-backs
+    (NLE214), one synchronize per launch (NLE215) and synchronous copies (NLE305), taken as
+    their union (rules/sync_sources.py), never their sum. The host's own wait while the GPU
+    runs work or copies costs nothing and is never counted. Evidence names the blocking APIs
+    whose calls hold the time counted here. Severity from the impact bands (rules/impact.py).
 
     Example:
 
         NLE103 medium: GPU idle while the host waits in synchronize calls (6.3% of GPU 0's time)
         - GPU 0: 21.684 ms idle while a synchronizing call was in flight (6.3% of its window)
-        - blocking calls: cudaDeviceSynchronize x1,312 (301.653 ms), cudaMemcpy x279 (17.671 ms)
+        - counted here, inside the calls (and the launch right after them): cudaStreamSynchronize 20.912 ms
+        - not counted here: 10.928 ms explained by NLE215
     """
-    sync = view.metric("sync")
+    sources = reported(view)
+    specific = explained(view, sources)
     evidence = []
-    if sync is not None:
-        blocking = [c for c in sync.data["calls"] if c["blocking"]][:3]
-        if blocking:
-            evidence.append("blocking calls: " + ", ".join(
-                f"{c['api']} x{c['calls']:,} ({ms(c['total_ns'])})" for c in blocking))
-    specific = specific_sync_costs(view)
+    apis = remaining_by_api(view, sources, {d.device_id for d in view.acct.devices})
+    if apis:
+        evidence.append("counted here, inside the calls (and the launch right after them): " + ", ".join(
+            f"{api} {ms(ns)}" for api, ns in apis[:MAX_APIS]))
     if specific:
-        evidence.append(f"not counted here: {ms(sum(specific.values()))} explained by NLE214/NLE215")
+        rules = "/".join(SOURCE_RULES[s] for s in sorted(sources, key=lambda s: SOURCE_RULES[s]))
+        evidence.append(f"not counted here: {ms(sum(specific.values()))} explained by {rules}")
     f = cause_finding(
         view, rule, ("sync_wait",), "sync",
         "GPU idle while the host waits in synchronize calls ({pct} of {where} time)",
@@ -59,4 +49,5 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         yield f
 
 
-RULE = Rule("NLE103", "blocking-sync", "GPU idle behind blocking synchronization", check, ("idle_causes", "sync"))
+RULE = Rule("NLE103", "blocking-sync", "GPU idle behind blocking synchronization", check,
+            ("idle_causes", "host_patterns"))

@@ -7,16 +7,35 @@ from nsys_llm_explainer.model import Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
+from nsys_llm_explainer.rules.sync_sources import reported
+
+TOPIC = {"peer": "transfer_peer", "device_to_host": "transfer_d2h"}
+
+
+def _direction(view: RuleInput) -> str:
+    """The transfer direction whose copies cover the most idle time ('host_to_device' when
+    unknown)."""
+    res = view.metric("idle_causes")
+    by: dict[str, int] = {}
+    for d in (res.data["devices"] if res is not None else []):
+        for t in d.get("transfers", []):
+            by[t["direction"]] = by.get(t["direction"], 0) + int(t["idle_ns"])
+    return max(sorted(by), key=lambda k: by[k]) if by and max(by.values()) > 0 else "host_to_device"
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """The GPU waits on copies: no kernel runs while memcpy/memset activity does.
+    """The GPU waits on transfers: no work runs on the device while a host<->device or peer copy
+    does (device-to-device copies and memsets are the device's own work, never idle time).
 
-    Impact: per device, the idle time a copy or memset on that device covers (idle_causes:
-    transfer comes first in the precedence), plus copies before the first or after the last
-    kernel. Evidence names the copy kinds, their achieved bandwidth, and how many idle gaps
-    ended with a kernel that was already queued behind a copy on its own stream (the
-    dependency that made the GPU wait). Severity from the impact bands (rules/impact.py).
+    Impact: per device, the idle time a transfer on that device covers (idle_causes: transfer
+    comes first in the precedence), plus transfers before the first or after the last work,
+    minus the copy time of synchronous copies when NLE305 reports them (one cause, one
+    finding). Evidence names the copy kinds and their achieved bandwidth, how many idle gaps
+    ended with work already queued behind a copy on its own stream (the dependency that made
+    the GPU wait), and per GPU what the host's blocking calls overlapped: it says the host
+    simply waited for the copies only when they overlapped copy time more than anything else.
+    Advice follows the copy direction that covers the most idle time (host-to-device,
+    device-to-host, peer). Severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -24,14 +43,19 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 940.505 ms idle while copies ran (97.0% of its window)
         - Host-to-Device: 450 copies, 47.5 GiB in 1.842 s of copy time (27.7 GB/s)
     """
+    subtract = {}
+    hp = view.metric("host_patterns")
+    sc = hp.data.get("sync_copies") if hp is not None else None
+    if sc and "sync_copies" in reported(view):
+        subtract = {d["device_id"]: int(d["transfer_ns"]) for d in sc["devices"]}
     devices = [d.device_id for d in view.acct.devices]
     f = cause_finding(
         view, rule, ("transfer",), "transfer", "GPU waits on copies ({pct} of {where} time)",
         "idle while copies ran", transfer_lines(view.metrics, view.acct, devices),
-        advice("transfer", view.workload),
+        advice(TOPIC.get(_direction(view), "transfer"), view.workload), subtract=subtract,
     )
     if f is not None:
         yield f
 
 
-RULE = Rule("NLE208", "idle-transfer", "GPU idle while copying", check, ("idle_causes", "memory_transfers"))
+RULE = Rule("NLE208", "idle-transfer", "GPU idle while copying", check, ("idle_causes", "host_patterns"))

@@ -3,52 +3,60 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.render.fmt import size
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
-from nsys_llm_explainer.rules.impact import band, whole
+from nsys_llm_explainer.rules.idle_cause_common import device_lines, hidden_graphs_cap, where
+from nsys_llm_explainer.rules.impact import affected_devices, band, total_pct
 
 MIN_COUNT = 10
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Synchronous copies are issued from a thread that launches kernels.
+    """Synchronous copies stall the GPU: copy calls that block the host (synchronous
+    cudaMemcpy*, or async copies to or from pageable memory), other than scalar read-backs.
 
-    Counts memcpy rows whose API call (cudaMemcpy, cuMemcpyDtoH ... any Memcpy API without
-    Async) ran on a thread that also launched kernels, during serving steps when the steps
-    metric found them (else over the whole capture). Each one stalls the launch queue until
-    the GPU drains. Fires from 10 copies. Impact: their copy time, at most the transfer and
-    sync_wait idle time of all devices, over all devices' windows; severity from the impact bands (rules/impact.py).
+    While such a call waits, nothing new is queued and the device drains. From host_patterns
+    (sync_copies). Impact per device: the transfer idle time the copies cover plus the
+    sync_wait idle time while the calls, and the launch right after them, were in flight (the
+    stall). One cause, one finding: that time is not counted again by NLE208 (copies) or
+    NLE103 (blocking calls). Fires from 10 copies. Severity from the impact bands
+    (rules/impact.py).
 
     Example:
 
-        NLE305 medium: 240 synchronous copies on the kernel-launching thread
-        - 240 copies, 2.400 ms of copy time, during steps
+        NLE305 medium: 279 synchronous copies stall the GPU (5.9% of GPU 0's time)
+        - GPU 0: 20.150 ms idle around synchronous copies (5.9% of its window); copies 9.391 ms, ...
+        - cudaMemcpy x279 (214.6 MiB), 239 from a kernel-launching thread
     """
-    res = view.metric("memory_transfers")
-    if res is None:
+    hp = view.metric("host_patterns")
+    sc = hp.data.get("sync_copies") if hp is not None else None
+    if not sc or sc["count"] < MIN_COUNT:
         return
-    s = res.data["sync_on_launch_thread"]
-    if s["count"] < MIN_COUNT:
-        return
-    idle = view.acct.total("transfer") + view.acct.total("sync")
-    affected, impact = whole(view.acct, min(int(s["time_ns"]), idle))
-    severity = band(impact[1])
+    detail = {d["device_id"]: f"copies {ms(d['transfer_ns'])}, waiting in the calls {ms(d['stall_ns'])}"
+              for d in sc["devices"]}
+    affected = affected_devices(view.acct, {d["device_id"]: d["idle_ns"] for d in sc["devices"]}, detail)
+    ns, share = total_pct(view.acct, affected)
+    severity = band(share)
     if severity is None:
         return
+    apis = ", ".join(f"{a['api']} x{a['calls']:,}" for a in sc["apis"])
+    evidence = [
+        *device_lines(affected, "idle around synchronous copies"),
+        f"{apis} ({size(sc['bytes'])}), {sc['on_launch_threads']:,} from a kernel-launching thread",
+    ]
+    severity, confidence, evidence = hidden_graphs_cap(view, severity, Confidence.HIGH, evidence)
     yield rule.finding(
-        severity,
-        Confidence.MEDIUM,
-        [f"{s['count']:,} copies, {ms(s['time_ns'])} of copy time, {s['scope']}"],
-        advice("sync_copy", view.workload),
-        title=f"{s['count']:,} synchronous copies on the kernel-launching thread",
-        affected=affected, impact=impact, cause="transfer",
+        severity, confidence, evidence, advice("sync_copy", view.workload),
+        title=f"{sc['count']:,} synchronous copies stall the GPU ({share:.1f}% of {where(affected)} time)",
+        affected=affected, impact=(ns, share), cause="transfer",
     )
 
 
 RULE = Rule(
     "NLE305",
     "sync-copy-on-launch-thread",
-    "Synchronous copies on the launch thread",
+    "Synchronous copies stall the GPU",
     check,
-    ("memory_transfers",),
+    ("host_patterns",),
 )

@@ -17,6 +17,9 @@ Columns every source provides (int64 numpy arrays; times in integer nanoseconds 
   dst_kind, src_device, dst_device (copy_kind/src_kind/dst_kind: CUPTI enum codes)
 - memset(): start, end, dur, device, stream, corr, pid, bytes, mem_kind
 - sync(): start, end, dur, device, stream, corr, pid, sync_type
+- graph_execs(): start, end, dur, device, stream, corr, pid, graph_id, graph_exec_id (one row
+  per execution of a CUDA graph traced whole: the kernels inside it are not in kernels(); corr
+  joins the graph launch call in runtime())
 
 Only some formats have these (the base class raises Unavailable):
 
@@ -180,6 +183,9 @@ class TraceData:
 
     def sync(self) -> Columns:
         raise Unavailable("this trace format has no synchronization records")
+
+    def graph_execs(self) -> Columns:
+        raise Unavailable("this trace format has no whole-graph execution records")
 
     def operators(self) -> Columns:
         raise Unavailable(

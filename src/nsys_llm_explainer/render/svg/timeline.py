@@ -36,6 +36,7 @@ CAUSE_CLASS = {
     "launch_bound": "k0",
     "host_other": "k3",
     "capture_edge": "k7",
+    "device_wait": "k6",
 }
 CAUSE_LABEL = {
     "transfer": "copying",
@@ -44,6 +45,7 @@ CAUSE_LABEL = {
     "launch_bound": "launch-bound",
     "host_other": "host work outside CUDA",
     "capture_edge": "capture edge",
+    "device_wait": "next work queued",
 }
 
 

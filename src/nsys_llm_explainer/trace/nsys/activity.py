@@ -1,4 +1,5 @@
-"""Device activity besides kernels (memcpy, memset, synchronization) and the GPU list.
+"""Device activity besides kernels (memcpy, memset, synchronization, whole-graph executions)
+and the GPU list.
 
 Each table is described by a spec: the integer columns a row must have to be used, and the
 optional columns with the value that stands in when a column is absent, NULL or not an
@@ -15,7 +16,14 @@ from nsys_llm_explainer.trace.clean import clamp_sizes
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.nsys import ids
 from nsys_llm_explainer.trace.nsys.fetch import int_or
-from nsys_llm_explainer.trace.nsys.probe import GPU_TABLE, MEMCPY_TABLE, MEMSET_TABLE, SYNC_TABLE, quote_ident
+from nsys_llm_explainer.trace.nsys.probe import (
+    GPU_TABLE,
+    GRAPH_TRACE_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    SYNC_TABLE,
+    quote_ident,
+)
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.trace.nsys.load import NsysTraceData
@@ -63,6 +71,16 @@ SYNC = ActivitySpec(
     "synchronization",
     ("start", "end"),
     {"device": ("deviceId", -1), **_IDS, "sync_type": ("syncType", -1)},
+)
+# nsys --cuda-graph-trace=graph (its default): one row per graph execution, no kernel rows
+# for its nodes. Rows whose deviceId is not a device ordinal (CUPTI writes INT_MAX when the
+# graph starts on the host) are left out like any other damaged row.
+GRAPH_TRACE = ActivitySpec(
+    "graph_execs",
+    GRAPH_TRACE_TABLE,
+    "CUDA graph trace",
+    ("start", "end", "deviceId"),
+    {**_IDS, "graph_id": ("graphId", -1), "graph_exec_id": ("graphExecId", -1)},
 )
 
 

@@ -372,6 +372,9 @@ class NsysTraceData(TraceData):
     def sync(self) -> Columns:
         return self.cached("sync", lambda: activity.load(self, activity.SYNC))
 
+    def graph_execs(self) -> Columns:
+        return self.cached("graph_execs", lambda: activity.load(self, activity.GRAPH_TRACE))
+
     def gpus(self) -> list[GpuInfo]:
         return self.cached("gpus", lambda: activity.load_gpus(self))
 

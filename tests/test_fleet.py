@@ -267,6 +267,10 @@ def test_sweep_by_label_regex_and_runs_csv(tmp_path: Path) -> None:
     assert doc["sweep"]["numeric_labels"] is True
     p50 = [r["step_p50_ns"] for r in doc["sweep"]["rows"]]
     assert p50 == sorted(p50)  # more layers, longer steps
+    # No rank stands out in these alike runs; the sweep still shows the most wait one rank causes.
+    for row, run in zip(doc["sweep"]["rows"], doc["runs"], strict=True):
+        assert run["headline"]["rank"] is None
+        assert row["wait_caused_ns"] == max(r["wait_caused_ns"] for r in run["ranks"]) > 0
     assert (out / "plots" / "sweep.svg").read_text().startswith("<svg")
     assert (out / "tables" / "sweep.csv").read_text().splitlines()[0].startswith("label,ranks,step_p50_ns")
     assert schema_errors(doc) == []

@@ -3,7 +3,10 @@ offsets are found (expected values from the generator's bookkeeping), and the ou
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +15,9 @@ import pytest
 
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.fleet import collectives, inputs
+from nsys_llm_explainer.fleet import blame, collectives, inputs
 from nsys_llm_explainer.fleet.render_files import files
+from nsys_llm_explainer.render.escape import md
 from tests.fleet_support import make_set, output_files, schema_errors, truth_waits
 
 SKEW_TOL_NS = 1_000  # two ranks' clock corrections, each within END_JITTER_NS of the truth
@@ -38,6 +42,49 @@ def test_finds_the_planted_straggler_and_blames_it(planted: Any) -> None:
     # The generator slows only the straggler's GEMMs, so its extra time is in GEMM kernels.
     assert all("gemm" in k["name"].lower() or "Kernel2" in k["name"]
                for k in run["stragglers"]["stragglers"][0]["kernels"])
+
+
+def binom_tail(k: int, n: int, p: Fraction) -> float:
+    """P(X >= k), X ~ Binomial(n, p), summed exactly in fractions."""
+    return float(sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1)))
+
+
+def test_the_planted_straggler_stands_out_from_chance(planted: Any) -> None:
+    _, truth, result = planted
+    coll = result.doc["runs"][0]["collectives"]
+    b = coll["blame"]
+    s = truth["straggler"]
+    ref = truth_waits(truth, collectives.TIE_NS)
+    charged = ref["skew"] >= collectives.TIE_NS
+    assert (b["rank"], b["stands_out"], b["charged"]) == (s, True, int(charged.sum()))
+    assert b["arrived_last"] == int((ref["last"][charged] == s).sum())
+    assert b["chance_pct"] == 100 / 8 and b["rank_level"] == blame.LEVEL / 8
+    assert b["p_value"] == pytest.approx(binom_tail(b["arrived_last"], b["charged"], Fraction(1, 8)), rel=1e-2)
+    assert b["p_value"] <= b["rank_level"] and b["wait_caused_ns"] > b["wait_band_ns"]
+    assert coll["culprit"]["rank"] == s
+
+
+@pytest.mark.parametrize("ranks", [16, 3])
+def test_arrivals_that_are_noise_name_no_rank(tmp_path: Path, ranks: int) -> None:
+    """All ranks alike: some rank still arrives last most often, by chance; none is named."""
+    root, truth = make_set(tmp_path, ranks=ranks, steps=20, layers=4, straggler=None)
+    result = fleet.run(inputs.collect([str(root)], [], None), jobs=1, use_cache=False)
+    run = result.doc["runs"][0]
+    coll, b = run["collectives"], run["collectives"]["blame"]
+    ref = truth_waits(truth, collectives.TIE_NS)
+    charged = ref["skew"] >= collectives.TIE_NS
+    top = int(np.argmax(ref["caused"]))
+    assert (b["rank"], b["charged"]) == (top, int(charged.sum()))
+    assert abs(b["arrived_last"] - int((ref["last"][charged] == top).sum())) <= 1  # near-ties
+    assert b["chance_pct"] == pytest.approx(100 / ranks, abs=0.01)
+    assert b["p_value"] == pytest.approx(binom_tail(b["arrived_last"], b["charged"], Fraction(1, ranks)), rel=1e-2)
+    # The wait band alone would name it; the arrivals are what chance gives.
+    assert b["wait_caused_ns"] > b["wait_band_ns"]
+    assert b["p_value"] > blame.LEVEL / ranks and b["stands_out"] is False
+    assert coll["culprit"] is None and run["headline"]["rank"] is None
+    md = files(result)["fleet.md"].splitlines()[2]
+    assert md.startswith(f"**No rank stands out as making the others wait**: rank {top} ")
+    assert f"but binomial p = {b['p_value']:.2g} against chance" in md
 
 
 def test_clock_corrections_match_the_planted_errors(planted: Any) -> None:
@@ -111,6 +158,9 @@ def test_two_ranks_do_not_define_a_band(tmp_path: Path) -> None:
     run = result.doc["runs"][0]
     assert run["stragglers"]["status"] == "skipped"
     assert run["headline"]["rank"] == 1  # still: the slow rank makes the other wait
+    b = run["collectives"]["blame"]
+    assert b["wait_band_ns"] is None and b["chance_pct"] == 50.0  # the binomial test alone
+    assert b["p_value"] == pytest.approx(binom_tail(b["arrived_last"], b["charged"], Fraction(1, 2)), rel=1e-2)
 
 
 def test_no_straggler_when_all_ranks_are_alike(tmp_path: Path) -> None:
@@ -150,13 +200,44 @@ def test_one_bad_trace_does_not_stop_the_others(tmp_path: Path, capsys: Any) -> 
     out = tmp_path / "out"
     args = ["fleet", str(root), str(bad), "--out", str(out), "--no-cache", "-j", "1"]
     assert cli_run(args) == 0
-    assert "FAILED" in capsys.readouterr().err
+    err = capsys.readouterr().err
     doc = json.loads((out / "fleet.json").read_text())
-    assert doc["inputs"] == {"traces": 4, "ok": 3, "failed": 1, "ranks": 3, "runs": 1}
+    assert doc["inputs"] == {"traces": 4, "ok": 3, "failed": 1, "ranks": 3, "runs": 1, "skipped": []}
     failed = [t for t in doc["traces"] if not t["ok"]]
-    assert failed[0]["path"] == str(bad) and failed[0]["error"]
+    assert failed[0]["path"] == str(bad)
+    assert failed[0]["error"] == "is damaged (file is not a database); export the capture again"
+    assert f"{bad}: FAILED: is damaged" in err  # the path once
+    # The first screen (before the rank table) says how many failed, and the first with its error.
+    first = (out / "fleet.md").read_text().split("| rank |")[0]
+    assert f"**1 of 4 traces could not be analyzed**: {md(str(bad))}: is damaged" in first
+    assert first.count(md(str(bad))) == 1
     assert cli_run(["fleet", str(bad), "--out", str(tmp_path / "o2"), "--no-cache", "-j", "1"]) == 3
     assert "no trace could be analyzed" in capsys.readouterr().err
+
+
+def test_directory_scan_skips_json_that_is_not_a_trace(tmp_path: Path, capsys: Any) -> None:
+    root, _ = make_set(tmp_path / "set", ranks=3)
+    config = root / "config.json"
+    config.write_text('{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 1024}')
+    metrics = root / "sub" / "metrics.json.gz"
+    metrics.parent.mkdir()
+    metrics.write_bytes(gzip.compress(b'[{"loss": 1.5}]'))
+    out = tmp_path / "out"
+    assert cli_run(["fleet", str(root), "--out", str(out), "--no-cache", "-j", "1"]) == 0
+    assert f"fleet: skipped 2 JSON file(s) that are not traces (no traceEvents), first: {config}" in (
+        capsys.readouterr().err)
+    doc = json.loads((out / "fleet.json").read_text())
+    assert doc["inputs"]["skipped"] == [str(config), str(metrics)]
+    assert (doc["inputs"]["traces"], doc["inputs"]["failed"]) == (3, 0)
+    assert "Skipped 2 JSON file(s) that are not traces" in (out / "fleet.md").read_text()
+    # Named explicitly, it is tried and fails with the reason.
+    out2 = tmp_path / "out2"
+    assert cli_run(["fleet", str(root / "report_0.sqlite"), str(config), "--out", str(out2), "--no-cache",
+                    "-j", "1", "-q"]) == 0
+    doc2 = json.loads((out2 / "fleet.json").read_text())
+    (bad,) = [t for t in doc2["traces"] if not t["ok"]]
+    assert bad["path"] == str(config) and "traceEvents" in bad["error"]
+    assert doc2["inputs"]["skipped"] == []
 
 
 def test_usage_and_input_errors(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,6 +267,10 @@ def test_sweep_by_label_regex_and_runs_csv(tmp_path: Path) -> None:
     assert doc["sweep"]["numeric_labels"] is True
     p50 = [r["step_p50_ns"] for r in doc["sweep"]["rows"]]
     assert p50 == sorted(p50)  # more layers, longer steps
+    # No rank stands out in these alike runs; the sweep still shows the most wait one rank causes.
+    for row, run in zip(doc["sweep"]["rows"], doc["runs"], strict=True):
+        assert run["headline"]["rank"] is None
+        assert row["wait_caused_ns"] == max(r["wait_caused_ns"] for r in run["ranks"]) > 0
     assert (out / "plots" / "sweep.svg").read_text().startswith("<svg")
     assert (out / "tables" / "sweep.csv").read_text().splitlines()[0].startswith("label,ranks,step_p50_ns")
     assert schema_errors(doc) == []

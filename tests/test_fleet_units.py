@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import align, cache, extract, inputs, render_files, robust
+from nsys_llm_explainer.fleet import align, blame, cache, extract, inputs, render_files, robust
 from nsys_llm_explainer.options import Options
 from tests.conftest import NSYS_TRACES, SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
@@ -32,6 +34,22 @@ def test_robust_band_by_hand() -> None:
     assert robust.above(np.array([10.0, 11.0, 12.0, 13.0, 100.0])).tolist() == [False] * 4 + [True]
     # Identical ranks: the 2% floor, not a zero-width band.
     assert robust.band(np.array([100.0] * 5))[2] == pytest.approx(102.0)
+
+
+@given(st.integers(0, 60), st.integers(1, 60), st.integers(1, 16))
+@settings(max_examples=120, deadline=None)
+def test_binomial_tail_equals_the_exact_sum(k: int, n: int, m: int) -> None:
+    p = Fraction(1, m + 1)
+    want = float(sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1)))
+    assert blame.binom_sf(k, n, 1 / (m + 1)) == pytest.approx(want, rel=1e-9, abs=1e-300)
+
+
+def test_binomial_tail_by_hand() -> None:
+    assert blame.binom_sf(2, 2, 0.5) == pytest.approx(0.25)
+    assert blame.binom_sf(1, 3, 0.5) == pytest.approx(7 / 8)
+    assert blame.binom_sf(0, 5, 0.1) == 1.0 and blame.binom_sf(6, 5, 0.1) == 0.0
+    # 1000 of 1000 collectives last among 64 ranks: far below any float, still not negative.
+    assert 0.0 <= blame.binom_sf(1000, 1000, 1 / 64) < 1e-300
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 50)), max_size=30),
@@ -130,6 +148,25 @@ def _by_pid_reference(path: Path) -> dict[int, tuple[int, float]]:
     return out
 
 
+def _step_reference(path: Path) -> dict[int, tuple[int, int]]:
+    """Per process: (steps, nearest-rank p50 latency), a step being the time from one host pause
+    of over 15 ms to the next (each iteration of this capture's loop starts after an ~18.5 ms
+    pause; its other pauses are ~10 ms), measured on kernel starts straight from SQL."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT (globalPid >> 24) & 16777215, start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                           "ORDER BY start").fetchall()
+    finally:
+        con.close()
+    out = {}
+    for pid in sorted({r[0] for r in rows}):
+        starts = np.array([s for p, s in rows if p == pid])
+        bounds = starts[np.flatnonzero(np.diff(starts) > 15_000_000) + 1]
+        lat = np.sort(np.diff(bounds))
+        out[pid] = (len(lat), int(lat[(len(lat) + 1) // 2 - 1]))
+    return out
+
+
 def test_shared_two_gpu_trace_is_two_ranks(tmp_path: Path) -> None:
     if not TWO_GPU.is_file():
         pytest.skip(f"shared real traces not found at {NSYS_TRACES} (a clone outside /work)")
@@ -139,9 +176,13 @@ def test_shared_two_gpu_trace_is_two_ranks(tmp_path: Path) -> None:
     run = result.doc["runs"][0]
     ref = _by_pid_reference(TWO_GPU)
     assert [r["pid"] for r in run["ranks"]] == sorted(ref) == [111, 112]
+    steps = _step_reference(TWO_GPU)
     for r in run["ranks"]:
         assert (r["kernel_ns"], r["gpu_busy_pct"]) == ref[r["pid"]]
         assert r["name"] == f"pid {r['pid']}"
+        # Both processes get their own steps (27 each), with the p50 of the hand reference.
+        assert (r["steps"], r["step_p50_ns"]) == steps[r["pid"]]
+    assert run["imbalance"]["per_step"]["status"] == "ok"
     assert run["clock"]["method"] == "shared_clock"
     assert run["collectives"]["status"] == "skipped"  # this capture has no NCCL kernels
     assert run["stragglers"]["status"] == "skipped"

@@ -164,3 +164,52 @@ def test_replicas_do_not_inflate_busy_share(build):
     decode = next(p for p in ok(report, "steps")["phases"] if p["phase"] == "decode")
     assert decode["steps"] == 60
     assert decode["gpu_busy_pct"] == pytest.approx(100 * 5 * 30 / 2_000)
+
+
+def two_process_trace() -> TraceBuilder:
+    """Process 100 (GPU 0): 12 steps of the 5 STEP_KERNELS every 1000 ns. Process 200 (GPU 1):
+    9 steps of 3 other kernels every 1500 ns, starting 300 ns later. Process 300: 4 kernels of
+    4 different names, no steps."""
+    b = TraceBuilder("2024.6", omit=("NVTX_EVENTS",))
+    corr = 1
+    for pid, dev, names, n, period, t0 in ((100, 0, STEP_KERNELS, 12, 1_000, 0),
+                                           (200, 1, ("a", "b", "c"), 9, 1_500, 300)):
+        for i in range(n):
+            for j, name in enumerate(names):
+                t = t0 + i * period + j * 20
+                b.runtime(t, t + 5, corr=corr, pid=pid)
+                b.kernel(t + 8, t + 15, corr=corr, name=name, pid=pid, device=dev)
+                corr += 1
+    for j in range(4):
+        b.runtime(50 + j * 400, 55 + j * 400, corr=corr, pid=300)
+        b.kernel(60 + j * 400, 70 + j * 400, corr=corr, name=f"helper{j}", pid=300, device=2)
+        corr += 1
+    return b
+
+
+def test_every_process_gets_its_own_steps(build):
+    report = analyze(build(two_process_trace()))
+    d = ok(report, "steps")
+    jsonschema.validate(d, load_fragment("steps"))
+    # 12 and 9 occurrences of each process's first kernel bound 11 and 8 complete steps; the
+    # process with the most kernels comes first. 8 steps of process 200 cap the confidence.
+    assert (d["method"], d["confidence"], d["step_count"]) == ("launch_sequence", "medium", 11 + 8)
+    assert d["detail"].startswith("found in each of 2 processes on its own; pid 100: 11 steps, ")
+    steps = table(report, "steps", "steps")
+    assert list(steps["step"]) == list(range(19))
+    assert list(steps["pid"]) == [100] * 11 + [200] * 8
+    assert list(steps["start_ns"]) == [i * 1_000 for i in range(11)] + [300 + i * 1_500 for i in range(8)]
+    assert list(steps["latency_ns"]) == [1_000] * 11 + [1_500] * 8
+    assert list(steps["kernels"]) == [5] * 11 + [3] * 8
+    assert list(steps["gpu_busy_ns"]) == [5 * 7] * 11 + [3 * 7] * 8
+    (p,) = d["phases"]
+    # Nearest-rank p50 of eleven 1000s and eight 1500s; steps/s over both processes (replicas add up).
+    assert (p["steps"], p["p50_ns"], p["max_ns"]) == (19, 1_000, 1_500)
+    assert p["steps_per_s"] == pytest.approx(19 / ((300 + 8 * 1_500 - 0) * 1e-9), rel=1e-3)
+
+
+def test_a_single_process_keeps_its_detection_text(build):
+    d = ok(analyze(build(sequence_trace("2024.6", steps=12))), "steps")
+    # embed, attn and sample recur every 5 launches; gemm alternates distances 2 and 3.
+    assert d["detail"] == ("a sequence of 5 kernels repeats (3 kernel names recur every 5 launches); "
+                           "100% of steps are exactly that long; timed by launch call start")

@@ -21,7 +21,8 @@ from nsys_llm_explainer.render import output
 FLEET_EXIT_CODES_HELP = (
     "Exit codes: 0 at least one trace was analyzed (failed traces are listed in the outputs); "
     "1 internal error; 2 usage error (also --scheduler without Dask installed); 3 no input found, "
-    "no trace could be analyzed, or the Dask workers cannot read the traces; 4 output cannot be written."
+    "no trace could be analyzed, the Dask scheduler cannot be reached or has no worker, or the Dask "
+    "workers cannot read the traces; 4 output cannot be written."
 )
 
 fleet_app = new_app()
@@ -134,7 +135,11 @@ def fleet_command(
             from nsys_llm_explainer.categories import load_table
 
             load_table(str(kernel_categories))
-        traces = fleet_inputs.collect(list(paths or []), list(label or []), runs)
+        skipped: list[str] = []
+        traces = fleet_inputs.collect(list(paths or []), list(label or []), runs, skipped)
+        if skipped and not quiet:
+            sys.stderr.write(f"fleet: skipped {len(skipped)} JSON file(s) that are not traces "
+                             f"(no traceEvents), first: {skipped[0]}\n")
         force = output.replaces_own_result(
             out, force, render_files.JSON_NAME, "fleet", ("tables", "plots"),
             ("report.json", "report.md", "diff.json"), "fleet result",
@@ -149,10 +154,10 @@ def fleet_command(
         result = fleet.run(
             traces, options, jobs=jobs, scheduler=scheduler,
             cache_dir=str(cache_dir) if cache_dir is not None else None,
-            use_cache=not no_cache, progress=_progress(quiet), k=straggler_k,
+            use_cache=not no_cache, progress=_progress(quiet), k=straggler_k, skipped=skipped,
         )
         if result.doc["inputs"]["ok"] == 0:
-            first = next((t["error"] for t in result.doc["traces"] if t["error"]), "no trace")
+            first = next((f"{t['path']}: {t['error']}" for t in result.doc["traces"] if t["error"]), "no trace")
             raise InputError(f"no trace could be analyzed ({len(traces)} tried; first error: {first})")
         output.write(out, render_files.files(result), force=force)
         if not quiet:

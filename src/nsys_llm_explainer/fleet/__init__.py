@@ -30,8 +30,10 @@ def run(
     use_cache: bool = True,
     progress: Progress | None = None,
     k: float = robust.K,
+    skipped: list[str] | None = None,
 ) -> FleetResult:
-    """Analyze every input (locally, or on Dask when `scheduler` is 'local' or an address)."""
+    """Analyze every input (locally, or on Dask when `scheduler` is 'local' or an address).
+    `skipped`: files the input scan passed over (inputs.collect), listed in the outputs."""
     options = options or Options()
     jobs = jobs or execute.default_jobs()
     tasks = [Task(t.path, t.abspath, options, cache_dir, use_cache) for t in inputs]
@@ -49,7 +51,7 @@ def run(
     else:
         results = execute.run_local(tasks, jobs, done)
     t1 = time.perf_counter()
-    result = build(inputs, results, options_key(options), k)
+    result = build(inputs, results, options_key(options), k, skipped)
     result.timing = {
         "executor": f"dask {scheduler}" if scheduler else f"local, {jobs} job(s)",
         "analyze_s": round(t1 - t0, 3),

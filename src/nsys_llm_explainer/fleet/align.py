@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 REFINE_KINDS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
+TIE_NS = 2_000  # arrivals closer than this are a tie (collectives.py): what the refinement resolves
 MIN_MATCHED = 8
 SHIFT_WINDOW = 256
 SHIFT_SAMPLE = 200  # pairs scored per candidate shift (evenly spread over the overlap)
@@ -187,9 +188,12 @@ def _trust(method: str, refined: list[tuple[int, int, int]], ndomains: int) -> s
         return "exact: all ranks come from one capture and share its clock"
     if refined and len(refined) == ndomains - 1:
         worst = max(c[1] for c in refined)
-        return (f"high: clocks refined by the end times of matched collectives; residual spread "
-                f"{worst / 1000:.1f} us (MAD), so arrival differences below about "
-                f"{3 * max(worst, 1000) / 1000:.0f} us are ties")
+        text = (f"high: clocks refined by the end times of matched collectives; residual spread "
+                f"{worst / 1000:.1f} us (MAD); arrivals closer than {TIE_NS / 1000:g} us count as ties")
+        if 3 * worst > TIE_NS:
+            text += (f", and differences below about {3 * worst / 1000:.1f} us (3 x the residual MAD) "
+                     "are within the clock uncertainty")
+        return text
     if method == "session_start":
         return ("medium: host wall clocks at capture start; as good as the hosts' clock "
                 "synchronization (NTP: typically 0.1-10 ms), so smaller skews are not resolved")

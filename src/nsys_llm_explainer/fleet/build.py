@@ -28,7 +28,7 @@ class FleetResult:
 
 
 def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict[str, Any],
-          k: float = robust.K) -> FleetResult:
+          k: float = robust.K, skipped: list[str] | None = None) -> FleetResult:
     by_label: dict[str, list[int]] = {}
     for i, t in enumerate(inputs):
         by_label.setdefault(t.label, []).append(i)
@@ -70,7 +70,8 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
                     "min_excess_pct": robust.MIN_EXCESS_PCT},
         "inputs": {"traces": len(inputs), "ok": sum(t["ok"] for t in traces),
                    "failed": sum(not t["ok"] for t in traces),
-                   "ranks": sum(len(r.doc["ranks"]) for r in built), "runs": len(built)},
+                   "ranks": sum(len(r.doc["ranks"]) for r in built), "runs": len(built),
+                   "skipped": list(skipped or [])},
         "traces": traces,
         "runs": [r.doc for r in built],
         "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None}

@@ -22,10 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.fleet import robust
-from nsys_llm_explainer.fleet.align import best_shift, keyed, pairs
+from nsys_llm_explainer.fleet import blame, robust
+from nsys_llm_explainer.fleet.align import TIE_NS, best_shift, keyed, pairs
 
-TIE_NS = 2_000
 SLOW_RATIO = 1.5
 MAX_SLOW_LISTED = 20
 COLUMNS = ("kind", "stream_ordinal", "index", "ranks", "first_arrival_ns", "last_arrival_ns",
@@ -50,7 +49,8 @@ def _matrix(ranks: list[dict[str, Any]], offsets: list[int], key: tuple[str, int
     return arr, end
 
 
-def analyze(ranks: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, Any], pd.DataFrame]:
+def analyze(ranks: list[dict[str, Any]], offsets: list[int],
+            k: float = robust.K) -> tuple[dict[str, Any], pd.DataFrame]:
     keys: dict[tuple[str, int], dict[int, np.ndarray]] = {}
     for r, rank in enumerate(ranks):
         for key, found in keyed(rank["collectives"]).items():
@@ -60,6 +60,8 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, 
     last_count = np.zeros(nr, dtype=np.int64)
     caused = np.zeros(nr, dtype=np.int64)
     suffered = np.zeros(nr, dtype=np.int64)
+    charged_in = np.zeros(nr, dtype=np.int64)  # charged collectives each rank took part in
+    chance_sum = np.zeros(nr, dtype=np.float64)  # sum over them of 1 / ranks present
     kinds: list[dict[str, Any]] = []
     for key in sorted(keys):
         idx = keys[key]
@@ -85,6 +87,9 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, 
         np.add.at(last_count, last_rank[charged], 1)
         np.add.at(caused, last_rank[charged], np.rint(wait[charged]).astype(np.int64))
         np.add.at(suffered, m, np.rint(waits.sum(axis=0)).astype(np.int64))
+        took_part = present[charged]
+        charged_in[m] += took_part.sum(axis=0)
+        chance_sum[m] += (took_part / took_part.sum(axis=1, keepdims=True)).sum(axis=0)
         med, _, upper = robust.band(transfer)
         slow = (transfer > upper) & (transfer >= SLOW_RATIO * med)
         frames.append(pd.DataFrame({
@@ -118,9 +123,10 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, 
          "wait_caused_ns": int(caused[r]), "wait_suffered_ns": int(suffered[r])}
         for r in range(nr)
     ]
+    verdict = blame.judge(last_count, charged_in, chance_sum, caused, k) if caused.sum() > 0 else None
     culprit = None
-    if total_wait > 0:
-        r = int(np.argmax(caused))
+    if verdict is not None and verdict["stands_out"]:
+        r = verdict["rank"]
         culprit = {**per_rank[r], "share_of_wait_pct": round(100.0 * caused[r] / total_wait, 2)}
     slow_rows = table[table["slow"]] if matched else table
     slow_rows = slow_rows.assign(excess=slow_rows["transfer_ns"]).sort_values(
@@ -135,6 +141,7 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int]) -> tuple[dict[str, 
         "kinds": kinds,
         "ranks": per_rank,
         "culprit": culprit,
+        "blame": verdict,
         "slow_count": int(table["slow"].sum()) if matched else 0,
         "slow": [
             {"kind": str(x.kind), "stream_ordinal": int(x.stream_ordinal), "index": int(x.index),

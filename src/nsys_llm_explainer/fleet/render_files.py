@@ -18,7 +18,7 @@ import pandas as pd
 from nsys_llm_explainer import TOOL_NAME
 from nsys_llm_explainer.fleet import svg
 from nsys_llm_explainer.fleet.build import FleetResult
-from nsys_llm_explainer.fleet.render_text import markdown, verdict
+from nsys_llm_explainer.fleet.render_text import input_notes, markdown, verdict
 from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.render.csv_writer import defuse
 from nsys_llm_explainer.render.escape import shorten
@@ -133,6 +133,7 @@ def html_page(result: FleetResult) -> str:
            f"<title>{escape(TOOL_NAME)} fleet</title><style>{CSS}</style></head><body>",
            f"<h1>{escape(TOOL_NAME)} fleet</h1>",
            f'<p class="verdict">{escape(verdict(doc, plain=True))}</p>']
+    out += [f"<p>{escape(line)}</p>" for line in input_notes(doc, plain=True)]
     if doc["sweep"] is not None:
         out.append("<h2>Sweep</h2>")
         out.append(svg.sweep(doc["sweep"]["rows"], doc["sweep"]["numeric_labels"]))

@@ -1,5 +1,5 @@
-"""fleet.md: the verdict first (which rank makes the others wait, and what it costs), then a
-small rank table; everything else in <details> blocks."""
+"""fleet.md: the verdict first (which rank makes the others wait, and what it costs), the traces
+that failed or were skipped, then a small rank table; everything else in <details> blocks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from nsys_llm_explainer.render.escape import md as _md
 
 HEADING = f"# {TOOL_NAME} fleet"
 TABLE_ROWS = 16  # ranks in the first table; all of them in tables/ranks.csv and the details
+FIRST_FAILED = 3  # failed traces named on the first screen; all of them further down
 
 
 def _plain(text: object) -> str:
@@ -24,10 +25,14 @@ def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
     if h["wait_caused_ns"]:
+        b = coll["blame"]
         text = (f"**{who} makes the others wait**: it arrives last at {fmt.pct(h['arrived_last_pct'])} of "
-                f"{coll['charged']:,} matched collectives that were not a tie; the other ranks wait "
+                f"{coll['charged']:,} matched collectives that were not a tie (chance {fmt.pct(b['chance_pct'])}, "
+                f"binomial p = {b['p_value']:.2g}); the other ranks wait "
                 f"{fmt.dur(h['wait_caused_ns'])} for it in total ({fmt.pct(h['wait_pct_of_others_gpu_time'])} "
                 f"of their kernel time, {fmt.pct(h['share_of_wait_pct'])} of all collective wait).")
+    elif coll.get("status") == "ok" and coll.get("blame"):
+        text = _no_culprit(coll, run["ranks"], md)
     elif h["rank"] is not None:
         text = (f"**{who} is a straggler**; no collective wait was measured "
                 f"({coll.get('reason', 'no rank arrived last beyond the tie threshold')}).")
@@ -42,10 +47,29 @@ def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
             parts.append(f"rank {s['rank']} ({why})")
         text += " Straggler" + ("s" if len(parts) > 1 else "") + ": " + ", ".join(parts) + "."
     elif strag.get("status") == "ok":
-        text += f" No straggler beyond the robust band (median + {strag['k']:g} x MAD)."
+        text += (f" No straggler beyond the robust band (median + {strag['k']:g} x {strag['mad_scale']} "
+                 "x MAD).")
     else:
         text += f" Stragglers: not measured, because {strag['reason']}."
     return text
+
+
+def _no_culprit(coll: dict[str, Any], rows: list[dict[str, Any]], md: Any) -> str:
+    """The collective wait is spread over the ranks: the rank with the most, and the test it fails."""
+    b = coll["blame"]
+    r = b["rank"]
+    share = 100.0 * b["arrived_last"] / b["charged"] if b["charged"] else None
+    why = []
+    if b["p_value"] > b["rank_level"]:
+        why.append(f"binomial p = {b['p_value']:.2g} against chance, where naming a rank needs "
+                   f"p <= {b['rank_level']:.2g}")
+    if b["wait_band_ns"] is not None and b["wait_caused_ns"] <= b["wait_band_ns"]:
+        why.append(f"its wait caused, {fmt.dur(b['wait_caused_ns'])}, is within the ranks' robust band "
+                   f"({fmt.dur(b['wait_band_ns'])})")
+    return (f"**No rank stands out as making the others wait**: rank {r} ({md(rows[r]['name'])}) causes the "
+            f"most collective wait and arrives last at {fmt.pct(share)} of {b['charged']:,} matched collectives "
+            f"that were not a tie (chance {fmt.pct(b['chance_pct'])}), but {' and '.join(why)}; the "
+            f"{fmt.dur(coll['total_wait_ns'])} of collective wait is spread over the ranks.")
 
 
 def verdict(doc: dict[str, Any], plain: bool = False) -> str:
@@ -187,8 +211,29 @@ def _run_section(run: dict[str, Any], multi: bool) -> list[str]:
     return out
 
 
+def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
+    """First-screen lines on traces that failed (count, the first few with their error) and
+    JSON files skipped as not traces."""
+    m = _plain if plain else md
+    out = []
+    failed = [t for t in doc["traces"] if not t["ok"]]
+    if failed:
+        shown = "; ".join(f"{m(t['path'])}: {m(t['error'] or 'unknown error')}" for t in failed[:FIRST_FAILED])
+        more = f"; {len(failed) - FIRST_FAILED} more" if len(failed) > FIRST_FAILED else ""
+        head = f"{len(failed)} of {len(doc['traces'])} traces could not be analyzed"
+        out.append(f"{head if plain else f'**{head}**'}: {shown}{more} (all in tables/traces.csv).")
+    skipped = doc["inputs"].get("skipped") or []
+    if skipped:
+        names = ", ".join(m(p) for p in skipped[:FIRST_FAILED])
+        more = f" and {len(skipped) - FIRST_FAILED} more" if len(skipped) > FIRST_FAILED else ""
+        out.append(f"Skipped {len(skipped)} JSON file(s) that are not traces (no traceEvents): {names}{more}.")
+    return out
+
+
 def markdown(doc: dict[str, Any], plots: list[tuple[str, str]]) -> str:
     out = [HEADING, "", verdict(doc)]
+    for line in input_notes(doc):
+        out += ["", line]
     if doc["sweep"] is not None:
         out += ["", "## Sweep", "",
                 "| label | ranks | step p50 | steps/s | GPU busy | compute/step | wait caused | verdict |",

@@ -5,7 +5,8 @@ deviation of normally distributed values, so K = 3 is the familiar 3-sigma line:
 that only differs by noise crosses it about once in 740 draws (0.13%), i.e. fewer than one
 false straggler in ten 64-rank jobs, while one outlier cannot inflate the band the way it
 inflates a standard deviation. A floor of MIN_EXCESS_PCT above the median keeps identical
-ranks (MAD close to 0) from being flagged for differences nobody could act on.
+ranks (MAD close to 0) from being flagged for differences nobody could act on. It takes at
+least MIN_RANKS values: with two, both sit exactly one MAD from their median.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 K = 3.0
 MAD_SCALE = 1.4826
 MIN_EXCESS_PCT = 2.0
+MIN_RANKS = 3
 
 
 def band(values: np.ndarray, k: float = K) -> tuple[float, float, float]:

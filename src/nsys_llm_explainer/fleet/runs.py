@@ -107,7 +107,7 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
     doc: dict[str, Any] = {"label": label, "labels": dict(labels), "clock": clock.doc}
     tables: dict[str, pd.DataFrame] = {}
     if any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
-        coll, table = collectives.analyze(ranks, clock.offsets)
+        coll, table = collectives.analyze(ranks, clock.offsets, k)
         for pr in coll["ranks"]:
             row = rows[pr["rank"]]
             row.update(arrived_last=pr["arrived_last"], wait_caused_ns=pr["wait_caused_ns"],

@@ -19,7 +19,7 @@ import numpy as np
 
 from nsys_llm_explainer.fleet import robust
 
-MIN_RANKS = 3
+MIN_RANKS = robust.MIN_RANKS
 TOP_DIFFS = 3
 HOST_CAUSES = ("launch_bound", "host_other")
 SIGNALS = (("compute_per_step_ns", "compute time per step"), ("step_p50_ns", "step time p50"))

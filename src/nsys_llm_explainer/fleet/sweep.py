@@ -2,8 +2,9 @@
 
 Per run: ranks, step time p50 (median over its ranks of their step p50), steps per second
 (median over its ranks of steps / the span from their first step start to last step end),
-GPU busy (mean over ranks), compute per step (median over ranks), the wait the slowest rank
-causes, and the most common verdict.
+GPU busy (mean over ranks), compute per step (median over ranks), the wait caused by the rank
+that causes the most (whether or not it stands out from chance: blame.py), and the most
+common verdict.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, 
     cps = _median([r["compute_per_step_ns"] for r in rows])
     rate = _median([_rate(s["steps"]) for s in rank_summaries])
     verdicts = Counter(r["verdict"] for r in rows)
+    coll = doc["collectives"]
+    worst = coll.get("blame") if coll.get("status") == "ok" else None  # named or not
     return {
         "label": doc["label"], "ranks": len(rows),
         "step_p50_ns": None if p50 is None else int(round(p50)),
@@ -61,7 +64,7 @@ def row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, 
         "gpu_busy_pct": round(float(np.mean(busy)), 2) if busy else None,
         "compute_per_step_ns": None if cps is None else int(round(cps)),
         "exposed_comm_pct": round(float(np.mean(exposed)), 2) if exposed else None,
-        "wait_caused_ns": doc["headline"]["wait_caused_ns"],
+        "wait_caused_ns": worst["wait_caused_ns"] if worst else None,
         "stragglers": len(doc["headline"]["stragglers"]),
         "verdict": sorted(verdicts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if verdicts else "n/a",
     }

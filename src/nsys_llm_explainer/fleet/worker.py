@@ -3,7 +3,8 @@
 summarize(task) analyzes one trace with api.explain (or takes the cached result), reads the
 per-process numbers fleet needs (extract.py) and returns only that compact summary: never
 the report or the trace's columns. It never raises: a failing trace comes back with its
-error message, so the other traces go on.
+error message (without the path, which the outputs show beside it), so the other traces go
+on.
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
     return summary, report_view.json_text(doc)
 
 
+def error_text(message: str, task: Task) -> str:
+    """The error without the trace's path in front (outputs show it beside the error), and with
+    the path as shown wherever the message names the file."""
+    text = message.replace(task.abspath, task.path)
+    for prefix in (f"{task.path}: ", f"{task.abspath}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
+
+
 def summarize(task: Task) -> dict[str, Any]:
     t0 = time.perf_counter()
     out: dict[str, Any] = {"path": task.path, "ok": False, "error": None, "format": None,
@@ -101,11 +112,11 @@ def summarize(task: Task) -> dict[str, Any]:
                 timing["cache_stored"] = cache.store(root, k, report_text, encode(summary))
         out.update(summary, ok=True)
     except ExplainError as exc:
-        out["error"] = exc.message.replace(task.abspath, task.path)
+        out["error"] = error_text(exc.message, task)
     except OSError as exc:
-        out["error"] = f"{task.path}: cannot read the trace ({exc.strerror or exc})"
+        out["error"] = f"cannot read the trace ({exc.strerror or exc})"
     except Exception as exc:  # noqa: BLE001 - one trace's failure must not stop the others
-        out["error"] = f"{task.path}: internal error ({type(exc).__name__}: {exc})"
+        out["error"] = f"internal error ({type(exc).__name__}: {exc})"
     timing["seconds"] = round(time.perf_counter() - t0, 3)
     out["timing"] = timing
     return out

@@ -1,8 +1,9 @@
 """steps: serving-step timing per phase, with the slow steps and what made them slow.
 
 Steps come from --step-range, else the phase map, else the trace's own step ranges (PyTorch
-profiler ProfilerStep#N; phase_scope.py), else automatic detection
-(steps_detect.py). Latency = step end - step start (NVTX: the range; automatic: launch call
+profiler ProfilerStep#N; phase_scope.py), else automatic detection (steps_detect.py), run on
+each process: the steps of a multi-process capture are those of every process that has them,
+numbered process by process. Latency = step end - step start (NVTX: the range; automatic: launch call
 start of the step's first kernel to that of the next step's first kernel, or sync return
 to sync return). An outlier is a step longer than OUTLIER_FACTOR x its phase's median.
 """
@@ -21,7 +22,7 @@ from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, so
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
 from nsys_llm_explainer.metrics.phase_scope import STEP_PHASE, instance_bounds, phase_scope
-from nsys_llm_explainer.metrics.steps_detect import MIN_STEPS, detect
+from nsys_llm_explainer.metrics.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all
 from nsys_llm_explainer.metrics.steps_explain import explain_outliers
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -84,19 +85,42 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
         return info, frame, scope.kernel_instance()
     if ctx.options.step_range:
         return f"no NVTX range is named {ctx.options.step_range!r} (--step-range)"
-    det = detect(ctx.data)
-    if det is None:
+    found = detect_all(ctx.data)
+    if not found:
         return (
             f"no steps found: no phase map or --step-range, and neither a repeating launch "
             f"sequence nor at least {MIN_STEPS} launch-closing blocking syncs were found"
         )
-    info = {"method": det.method, "confidence": det.confidence, "detail": det.detail}
+    info = _detected_info(found)
     if scope is not None:
         info["detail"] += "; the phase map matched no NVTX range"
-    frame = pd.DataFrame(
-        {"phase": STEP_PHASE, "pid": det.pid, "start_ns": det.start, "end_ns": det.end}
+    frame = pd.concat(
+        [pd.DataFrame({"phase": STEP_PHASE, "pid": d.pid, "start_ns": d.start, "end_ns": d.end}) for d in found],
+        ignore_index=True,
     )
-    return info, frame, det.kernel_step
+    kernel_step = np.full(len(ctx.data.kernels()), -1, dtype=np.int64)
+    first = 0
+    for d in found:
+        mine = d.kernel_step >= 0
+        kernel_step[mine] = d.kernel_step[mine] + first
+        first += len(d.start)
+    return info, frame, kernel_step
+
+
+def _detected_info(found: list[Detected]) -> dict[str, Any]:
+    """method, confidence, detail of automatic steps: those of the one process, or per process
+    (method of the process with the most kernels, the lowest confidence of all)."""
+    if len(found) == 1:
+        d = found[0]
+        return {"method": d.method, "confidence": d.confidence, "detail": d.detail}
+    conf = min((d.confidence for d in found), key=CONFIDENCE_RANK.__getitem__)
+    parts = [
+        f"pid {d.pid}: {len(d.start)} steps, {d.detail}"
+        + (f" (confidence {d.confidence})" if d.confidence != conf else "")
+        for d in found
+    ]
+    detail = f"found in each of {len(found)} processes on its own; " + "; ".join(parts)
+    return {"method": found[0].method, "confidence": conf, "detail": detail}
 
 
 def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """Finding serving steps: from NVTX (phase map / --step-range) or from the repeating pattern.
 
-Automatic detection looks at the process with the most kernels, its kernels in launch order
-(launch call start; kernel start when no launch call joins):
+Automatic detection runs on each process that ran kernels, on its own kernels in launch order
+(launch call start; kernel start when no launch call joins), so every rank of a multi-process
+capture gets its own steps:
 
 1. "launch_sequence": for every kernel name seen at least MIN_STEPS + 1 times, the distance
    (in kernels) between its consecutive occurrences; a name is periodic when one distance
@@ -16,8 +17,12 @@ Automatic detection looks at the process with the most kernels, its kernels in l
    Confidence: share of steps with the most common launch count (>= 0.8 high, >= 0.5 medium).
    With fewer than FEW_STEPS steps, confidence is at most medium.
 
-The sequence result is used when its confidence is at least medium, else the sync result,
-else a low-confidence sequence result; no result means steps cannot be found.
+Per process, the sequence result is used when its confidence is at least medium, else the
+sync result, else a low-confidence sequence result. The process with the most kernels keeps
+its result whatever the confidence (as a single-process trace does); every other process
+keeps its result only at medium confidence or more, so a helper process with a handful of
+irregular kernels does not add noise steps. No result for any process means steps cannot
+be found.
 """
 
 from __future__ import annotations
@@ -182,12 +187,24 @@ def by_sync(data: TraceData, pid: int) -> Detected | None:
     return Detected("blocking_sync", conf, detail, pid, bounds[:-1], bounds[1:], kernel_step)
 
 
-def detect(data: TraceData) -> Detected | None:
-    k = data.kernels()
-    pids, counts = np.unique(k.pid, return_counts=True)
-    pid = int(pids[np.argmax(counts)])
+def detect_pid(data: TraceData, pid: int) -> Detected | None:
+    """Steps of one process (module docstring: sequence first, then sync)."""
     seq = by_sequence(data, pid)
     if seq is not None and CONFIDENCE_RANK[seq.confidence] >= 1:
         return seq
     sync = by_sync(data, pid)
     return sync if sync is not None else seq
+
+
+def detect_all(data: TraceData) -> list[Detected]:
+    """Steps of every process that has them, the process with the most kernels first (then by
+    kernel count, ties by pid); see the module docstring for which results are kept."""
+    k = data.kernels()
+    pids, counts = np.unique(k.pid, return_counts=True)
+    order = np.lexsort((pids, -counts))
+    found = []
+    for i, pid in enumerate(pids[order].tolist()):
+        det = detect_pid(data, int(pid))
+        if det is not None and (i == 0 or CONFIDENCE_RANK[det.confidence] >= 1):
+            found.append(det)
+    return found

@@ -7,7 +7,8 @@ Per trace it runs, each timed as a whole (interpreter start, import, parse, anal
 
 - the simple reference (benchmarks/peers_reference.py, in this process): plain json/sqlite3;
 - nsys-llm-explain (this interpreter, ``-m nsys_llm_explainer TRACE --out DIR --format json``),
-  reading metrics.gpu_idle, metrics.top_kernels and metrics.idle_causes from report.json; on
+  reading metrics.gpu_idle, metrics.top_kernels, metrics.idle_causes and metrics.launch_overhead
+  from report.json; on
   an input it cannot read it says so and goes on;
 - Holistic Trace Analysis on PyTorch profiler (Kineto) traces (``*.json``, ``*.json.gz``), in
   the ``--hta-python`` interpreter (benchmarks/peers_hta_driver.py). When the trace has
@@ -90,7 +91,7 @@ def run_ours(trace: Path, command: list[str]) -> dict[str, Any]:
     metrics = data.get("metrics", {})
     return {"wall_s": wall, "version": data.get("tool", {}).get("version"),
             "gpu_idle": metrics.get("gpu_idle"), "top_kernels": metrics.get("top_kernels"),
-            "idle_causes": metrics.get("idle_causes")}
+            "idle_causes": metrics.get("idle_causes"), "launch_overhead": metrics.get("launch_overhead")}
 
 
 def repeated(fn: Callable[[], dict[str, Any]], repeat: int) -> dict[str, Any]:

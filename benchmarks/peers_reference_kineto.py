@@ -133,8 +133,10 @@ def sync_figures(gpu: list[dict[str, Any]], syncs: list[dict[str, Any]]) -> dict
 
 def launch_stats(gpu: list[dict[str, Any]], host_by_corr: dict[Any, list[dict[str, Any]]]) -> dict[str, Any]:
     """GPU events joined by correlation id to a launch call named exactly as HTA's list;
-    delay = GPU start - (call start + call duration), negative delays counted as 0."""
+    delay = GPU start - (call start + call duration), negative delays counted as 0. Also the
+    kernels alone (HTA joins copies and memsets too; our queue time is kernels only)."""
     delays: list[int] = []
+    kernel_delays: list[int] = []
     unmatched: dict[str, int] = defaultdict(int)
     for e in gpu:
         calls = host_by_corr.get((e.get("args") or {}).get("correlation"), [])
@@ -145,11 +147,16 @@ def launch_stats(gpu: list[dict[str, Any]], host_by_corr: dict[Any, list[dict[st
             unmatched[launcher] += 1
             continue
         delays.append(max(0, _ns(e["ts"]) - _ns(call["ts"]) - _ns(call.get("dur", 0))))
+        if e.get("cat") in KINETO_KERNEL_CATS:
+            kernel_delays.append(delays[-1])
     delays.sort()
+    kernel_delays.sort()
     return {
         "gpu_events": len(gpu),
         "matched": len(delays),
         "unmatched_by_launcher": dict(sorted(unmatched.items(), key=lambda kv: -kv[1])),
         "delay_median_ns": delays[len(delays) // 2] if delays else None,
+        "kernels_matched": len(kernel_delays),
+        "kernel_delay_median_ns": kernel_delays[len(kernel_delays) // 2] if kernel_delays else None,
         "delay_sum_ns": sum(delays),
     }

@@ -88,9 +88,23 @@ def print_kineto(res: dict[str, Any], top: int) -> None:
     print(f"   reference launch join (HTA's call names, whole trace): {launch['matched']} of {launch['gpu_events']} "
           f"GPU events matched, median delay {ms(launch['delay_median_ns'])} ms; unmatched by launcher: "
           + (", ".join(f"{k} {v}" for k, v in launch["unmatched_by_launcher"].items()) or "none"))
+    _launch_line(ours, launch)
     if ref.get("fractional_timestamps"):
         print(f"   reference kernel sum {ms(ref['kernel_sum_ns'])} ms; after HTA's rounding to whole microseconds "
               f"{ms(ref['rounded_kernel_sum_ns'])} ms")
+
+
+def _launch_line(ours: dict[str, Any], launch: dict[str, Any]) -> None:
+    """Launch delay (GPU start - call end, >= 0) medians side by side: ours is kernels only
+    (every launch API, joined on (process, correlation id)); HTA's also joins copies."""
+    lo = ours.get("launch_overhead") or {}
+    g = lo.get("global") or {}
+    mine = (f"{ms(g['queue_p50_ns'])} ms over {lo.get('kernels_with_launch')} kernels"
+            if g.get("queue_p50_ns") is not None else DASH)
+    ref_k = (f"{ms(launch['kernel_delay_median_ns'])} ms over {launch['kernels_matched']}"
+             if launch.get("kernel_delay_median_ns") is not None else DASH)
+    print(f"   median launch delay: nsys-llm-explain queue time {mine}; reference kernels only (HTA's call names) "
+          f"{ref_k}; reference kernels + copies {ms(launch['delay_median_ns'])} ms over {launch['matched']}")
 
 
 def _kernel_table(ref: dict[str, Any], ours: dict[str, Any], res: dict[str, Any],

@@ -156,3 +156,4 @@ def test_kineto_reference_by_hand(tmp_path: Path) -> None:
     assert (sync["window_ns"], sync["busy_ns"], sync["idle_ns"]) == (199_750, 49_750, 150_000)
     launch = ref["launch"]  # delays 5.25, 0 (clipped), 0 (clipped), 5 us
     assert (launch["matched"], launch["delay_median_ns"], launch["delay_sum_ns"]) == (4, 5_000, 10_250)
+    assert (launch["kernels_matched"], launch["kernel_delay_median_ns"]) == (3, 5_000)  # 0, 5, 5.25 us

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from nsys_llm_explainer.phases import PhaseMap
 from nsys_llm_explainer.render import MD_LAYOUTS, Format
 from nsys_llm_explainer.render.output import check_target
 
+DEBUG_VAR = "NSYS_LLM_EXPLAIN_DEBUG"  # set: internal errors print their traceback
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
     "3 input missing, unreadable or not a trace this tool reads (an Nsight Systems SQLite export "
@@ -55,11 +57,11 @@ def _fail(exc: ExplainError) -> typer.Exit:
 
 
 def _internal(exc: BaseException) -> typer.Exit:
-    if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
-        raise exc
+    if os.environ.get(DEBUG_VAR):
+        raise exc  # run() prints its traceback
     typer.echo(
         f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} "
-        f"(please report it with the command you ran; set NSYS_LLM_EXPLAIN_DEBUG=1 for a traceback)",
+        f"(please report it with the command you ran; set {DEBUG_VAR}=1 for a traceback)",
         err=True,
     )
     return typer.Exit(int(ExitCode.INTERNAL))
@@ -364,8 +366,12 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - click usage errors arrive here
         if hasattr(exc, "exit_code") and hasattr(exc, "format_message"):
             return _usage_error(exc)
+        if os.environ.get(DEBUG_VAR):
+            traceback.print_exc()
         typer.echo(
-            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (please report it)", err=True
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} "
+            f"(please report it with the command you ran; set {DEBUG_VAR}=1 for a traceback)",
+            err=True,
         )
         return int(ExitCode.INTERNAL)
     return int(rv) if isinstance(rv, int) else 0

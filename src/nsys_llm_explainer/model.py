@@ -46,6 +46,7 @@ class Schema:
     nsys_version: str | None
     export_schema_version: str | None
     warnings: tuple[str, ...] = ()
+    format_id: str = "nsys-sqlite"  # the trace format (trace/formats.py): rules pick capture advice by it
 
     def has(self, table: str | None, *columns: str) -> bool:
         if table is None or table not in self.tables:

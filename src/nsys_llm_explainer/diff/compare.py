@@ -13,6 +13,7 @@ from nsys_llm_explainer.diff import categories, findings, gate, headline, kernel
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.load import Side
 from nsys_llm_explainer.render.json_writer import _plain
+from nsys_llm_explainer.trace.formats import source_text
 
 SCHEMA_VERSION = "1.0"
 
@@ -30,6 +31,7 @@ def _side_info(side: Side, steps_found: dict[str, steps.PhaseSteps] | str) -> di
         "kind": side.kind,
         "report_tool_version": side.doc.get("tool", {}).get("version"),
         "nsys_version": t.get("nsys_version"),
+        "source": source_text(t),
         "window_ns": window_ns(side),
         "steps": steps.total_steps(steps_found),
         "devices": [g.get("device_id") for g in t.get("gpus", []) if isinstance(g, dict)],

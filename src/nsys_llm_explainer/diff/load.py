@@ -23,6 +23,8 @@ SUPPORTED_MAJOR = SCHEMA_VERSION.split(".")[0]
 SQLITE_MAGIC = b"SQLite format 3\x00"
 TRACE_EVENTS_KEY = b'"traceEvents"'
 TRACE_SNIFF_BYTES = 1 << 20
+DIFF_INPUTS = (f"an Nsight Systems export (.sqlite), a PyTorch profiler trace (.json or .json.gz) or a "
+               f"{REPORT_NAME} written by {TOOL_NAME}")
 
 
 @dataclass(frozen=True)
@@ -81,14 +83,13 @@ def load_report(path: Path, role: str = "BASE", label: str | None = None) -> Sid
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(
-            f"{path}: is not valid JSON ({exc}); pass a trace.sqlite or a {REPORT_NAME} "
-            f"written by {TOOL_NAME}"
+            f"{path}: is not valid JSON ({exc}); pass {DIFF_INPUTS}"
         ) from None
     tool = doc.get("tool") if isinstance(doc, dict) else None
     if not isinstance(tool, dict) or tool.get("name") != TOOL_NAME:
         raise InputError(
             f"{path}: is JSON but not a {REPORT_NAME} written by {TOOL_NAME} "
-            "(its tool.name differs); pass a trace.sqlite or one of our reports"
+            f"(its tool.name differs) nor a PyTorch profiler trace; pass {DIFF_INPUTS}"
         )
     version = str(doc.get("schema_version", ""))
     if version.split(".")[0] != SUPPORTED_MAJOR:

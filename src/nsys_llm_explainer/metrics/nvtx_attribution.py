@@ -168,6 +168,7 @@ def run(ctx: Context) -> Outcome:
         "attributed_ns": attributed,
         "coverage": round(attributed / total, 4) if total else 0.0,
         "kernels_without_launch": int((att.launch < 0).sum()),
+        "kernels_without_launch_ns": int(k.dur[att.launch < 0].sum()),
         "kernels_outside_ranges": int(((att.launch >= 0) & ~hit).sum()),
         "coverage_warn_threshold": ctx.options.nvtx_coverage_warn_threshold,
         "ranges": ops[list(JSON_COLUMNS)].to_dict("records"),

@@ -6,7 +6,9 @@ thread; an operator's parent is the innermost operator of the same thread that e
 A kernel belongs to the innermost operator enclosing its launch call on the launching
 thread (the call joins the kernel on (process, correlation id)). A kernel with no launch
 call in the trace falls back to its External id: Kineto stamps every GPU event with the
-External id of the innermost operator or annotation active at launch. Launch calls are
+External id of the innermost operator or annotation active at launch. The operator must have
+started at or before the kernel, in the kernel's process; older traces number GPU events'
+External ids apart from the operators', where an equal id is a coincidence. Launch calls are
 placed the same way, so per operator the CPU time of its launch calls and the queueing
 delay of its kernels (launch call start -> kernel start) are known.
 """
@@ -55,15 +57,32 @@ def _self_time(ops: Columns, index: nvtx_tree.RangeIndex) -> np.ndarray:
     return own
 
 
-def _by_external_id(ops: Columns, ext: np.ndarray) -> np.ndarray:
-    """Operator row whose External id equals `ext` (first such row), or -1."""
-    has = ops.ext >= 0
-    keys, first = np.unique(ops.ext[has], return_index=True)
-    rows = np.flatnonzero(has)[first]
-    if not len(keys):
-        return np.full(len(ext), -1, dtype=np.int64)
-    pos = np.minimum(np.searchsorted(keys, ext), len(keys) - 1)
-    return np.where((ext >= 0) & (keys[pos] == ext), rows[pos], -1)
+def _by_external_id(ops: Columns, ext: np.ndarray, start: np.ndarray, pid: np.ndarray) -> np.ndarray:
+    """Per kernel: the operator row with the kernel's External id that started last at or
+    before the kernel did, in the kernel's process when that is known (pid >= 0); -1 when
+    none. Older traces number GPU events' External ids apart from the operators', so an
+    equal id alone is no evidence: an operator that started after the kernel, or in another
+    process, did not launch it."""
+    out = np.full(len(ext), -1, dtype=np.int64)
+    has = np.flatnonzero(ops.ext >= 0)
+    if not len(has) or not len(ext):
+        return out
+    n = len(has)
+    key = np.concatenate([ops.ext[has], ext])
+    when = np.concatenate([ops.start[has], start])
+    is_kernel = np.concatenate([np.zeros(n, np.int64), np.ones(len(ext), np.int64)])
+    order = np.lexsort((is_kernel, when, key))  # an operator sorts before a kernel of equal start
+    op_slot = np.where(is_kernel[order] == 0, np.arange(len(order)), -1)
+    last_op = np.maximum.accumulate(op_slot)  # per sorted slot: the last operator at or before it
+    slot = np.empty(len(order), np.int64)
+    slot[order] = np.arange(len(order))
+    found = last_op[slot[n:]]
+    cand = order[np.maximum(found, 0)]  # index into the concatenation: < n for operators
+    ok = (found >= 0) & (ext >= 0) & (key[cand] == ext)
+    rows = has[np.minimum(cand, n - 1)]
+    ok &= (pid < 0) | (ops.pid[rows] == pid)
+    out[ok] = rows[ok]
+    return out
 
 
 def operator_attribution(data: TraceData) -> OperatorAttribution:
@@ -90,7 +109,7 @@ def operator_attribution(data: TraceData) -> OperatorAttribution:
             call_op = _rows(index, nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls]))
         via_ext = (launch < 0) & ("ext" in k)
         if via_ext.any():
-            kernel_op[via_ext] = _by_external_id(ops, k.ext[via_ext])
+            kernel_op[via_ext] = _by_external_id(ops, k.ext[via_ext], k.start[via_ext], k.pid[via_ext])
         via_ext &= kernel_op >= 0
         return OperatorAttribution(ops, index, _self_time(ops, index), kernel_op, via_ext, launch,
                                    call_op, calls)

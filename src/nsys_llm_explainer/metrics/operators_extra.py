@@ -100,11 +100,13 @@ def shape_table(data: TraceData, att: OperatorAttribution, codes: np.ndarray, fr
                            kind="stable").reset_index(drop=True)
 
 
-def top_shapes(shapes: pd.DataFrame, name: str, limit: int) -> list[dict[str, Any]]:
-    rows = shapes[shapes["operator"] == name].head(limit) if len(shapes) else shapes
-    out = []
-    for r in rows.to_dict("records"):
-        out.append({
+def top_shapes(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Per operator name: its first `limit` rows of the shape table (which is sorted by
+    kernel time), one pass over the table."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    first = shapes.groupby("operator", sort=False).head(limit) if len(shapes) else shapes
+    for r in first.to_dict("records"):
+        out.setdefault(r["operator"], []).append({
             "input_dims": _json(r["input_dims"]), "input_types": _json(r["input_types"]),
             "calls": int(r["calls"]), "cpu_inclusive_ns": int(r["cpu_inclusive_ns"]),
             "kernel_ns": int(r["kernel_ns"]),

@@ -76,7 +76,8 @@ def run(ctx: Context) -> Outcome:
             "nvtx_ranges": nvtx_counts.get(int(pid), 0),
         })
     processes.sort(key=lambda r: (-r["kernel_ns"], r["pid"]))
-    warning = plausibility_warning(k.pid, k.gpid if "gpid" in k else k.pid)  # gpid: nsys only
+    # gpid: Nsight Systems only; other formats say in their own terms why a pid is not real.
+    warning = plausibility_warning(k.pid, k.gpid) if "gpid" in k else ctx.data.kernel_pid_note(k.pid)
     data = {
         "processes": processes,
         "top_kernels": by_pid.to_dict("records"),

@@ -17,6 +17,7 @@ pattern and what it means. The decision, in order:
 5. generic_cuda: kernels ran, and none of the frameworks above left a trace.
 6. unknown: no kernels and no telling ranges.
 
+Names longer than MAX_NAME_CHARS are classified by their first MAX_NAME_CHARS characters.
 A signal counts when its kernels take at least MIN_KERNEL_PCT of kernel time or its ranges
 are at least MIN_RANGE_COUNT. Confidence is high for a serving stack, TensorRT-LLM or
 TensorRT, medium for building blocks together with attention, low otherwise.
@@ -42,6 +43,9 @@ KINDS = (
 MIN_KERNEL_PCT = 0.5
 MIN_RANGE_COUNT = 2
 MAX_EXAMPLES = 3
+# Names are classified by their first MAX_NAME_CHARS characters: real kernel and range names
+# are far shorter, and a damaged trace's megabyte-long name must not stall the patterns.
+MAX_NAME_CHARS = 4096
 # signal -> (kernel-name pattern or None, range-name pattern or None, what it means)
 SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
     "tensorrt_llm": (r"tensorrt_llm|trtllm", r"tensorrt_llm|trtllm", "TensorRT-LLM (an LLM engine built on TensorRT)"),
@@ -71,7 +75,7 @@ SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
     ),
     "backward": (
         r"backward|_bwd|bwd_|dgrad|wgrad|grad_input|grad_weight|backprop",
-        r"backward|autograd::engine|evaluate_function|\w+Backward\d*",
+        r"backward|autograd::engine|evaluate_function",  # "backward" also finds MulBackward0 (any case)
         "backward pass",
     ),
     "optimizer": (
@@ -95,7 +99,7 @@ def _kernel_signals(data: TraceData) -> tuple[dict[str, dict[str, Any]], int]:
     codes, uniq = factorize(k.name_id)
     time = group_sum(k.dur, codes, len(uniq))
     lookup = data.kernel_names(np.asarray(uniq))
-    names = [lookup.get(int(i), "") for i in uniq]
+    names = [lookup.get(int(i), "")[:MAX_NAME_CHARS] for i in uniq]
     out = {}
     for sid, (kpat, _, _) in SIGNALS.items():
         if kpat is None:
@@ -117,6 +121,7 @@ def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
     except Unavailable:
         return {}
     names, codes = normalized_names(data)  # emit_nvtx names are unique per call: test each op once
+    names = [n[:MAX_NAME_CHARS] for n in names]
     raw = np.bincount(nv.name, minlength=len(codes)) if len(nv) else np.zeros(len(codes), np.int64)
     counts = np.bincount(codes, weights=raw, minlength=len(names)).astype(np.int64) if len(codes) else raw
     out = {}

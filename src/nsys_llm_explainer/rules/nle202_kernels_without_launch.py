@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct
+from nsys_llm_explainer.trace.formats import capture_hint
 
 MIN_PCT = 5.0
 
@@ -15,6 +16,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     (low) when at least 5% of kernels find none. Captures cut from a longer run start with
     kernels launched before the window opened; runtime API tracing turned off has the same
     effect. Launch overhead, queue times and boundness then describe only the joined kernels.
+    The advice is the trace format's own (trace/formats.py): Nsight Systems capture options,
+    or the PyTorch profiler's start and schedule.
 
     Example:
 
@@ -32,11 +35,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "figures "
             f"cover the other {d['kernels_with_launch']:,}"
         ],
-        [
-            "Start the capture before the workload (or widen the window) and keep CUDA API "
-            "tracing on "
-            "(nsys profile --trace=cuda) so every kernel's launch is recorded."
-        ],
+        [capture_hint(view.schema.format_id, "launches") or ""],
         title=f"{pct(d['kernels_without_launch_pct'])} of kernels have no launch call in the trace",
     )
 

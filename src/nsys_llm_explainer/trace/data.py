@@ -267,8 +267,19 @@ class TraceData:
         return 0
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
-        """Capture metadata for --include-capture-info (secrets redacted)."""
-        return {"processes": [{"pid": p, "name": None} for p in pids]}
+        """Capture metadata for --include-capture-info (secrets redacted): processes
+        [{pid, name}], settings [{name, value}], environment [{process, name, value}] and
+        redacted_values (how many values were replaced). Never command lines or
+        environment values that look secret."""
+        return {"processes": [{"pid": p, "name": None} for p in pids], "settings": [], "environment": [],
+                "redacted_values": 0}
+
+    def kernel_pid_note(self, pids: np.ndarray) -> str | None:
+        """Why some kernels' pids (kernels().pid) are not real processes, in this format's
+        terms; None when all are. Sources whose kernels carry a globalPid (gpid) are checked
+        by per_process itself."""
+        bad = int((pids < 0).sum())
+        return f"{bad:,} kernels belong to no known process (pid -1)" if bad else None
 
     @property
     def interruptible(self) -> Any:

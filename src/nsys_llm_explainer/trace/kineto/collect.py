@@ -54,7 +54,7 @@ class Table:
     ext: array = field(default_factory=_i64)  # External id
     device: array = field(default_factory=_i64)
     stream: array = field(default_factory=_i64)
-    bytes: array = field(default_factory=_i64)
+    bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written
     extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
     concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
 
@@ -89,21 +89,35 @@ def _int(value: Any) -> int:
 
 
 @dataclass
+class Flows:
+    """ac2g flow events of one side: flow id, interned thread of the event it binds to
+    (which also names its process), and its timestamp in ns."""
+
+    id: array = field(default_factory=_i64)
+    thread: array = field(default_factory=_i64)
+    ts: array = field(default_factory=_i64)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+
+@dataclass
 class Collected:
     tables: list[Table]
     names: Interner  # event names of every kind
     procs: Interner  # pid values as written (int or str)
-    threads: Interner  # (pid value, tid value)
+    threads: Interner  # (pid id, tid value)
     shapes: Interner  # repr of (Input Dims, Input type) as written -> id (see shape_texts)
     concrete: Interner  # Concrete Inputs as a tuple of printed values (or JSON text)
-    flows_start: dict[int, tuple[int, int, int]]  # flow id -> (proc, thread, ts ns) at the call
-    flows_end: dict[tuple[int, int, int], int]  # (proc, thread, ts ns) at the GPU event -> flow id
+    flow_starts: Flows  # ph "s": at the runtime call
+    flow_ends: Flows  # ph "f": at the GPU event
     categories: Counter[str]
     metadata: list[dict[str, Any]]
     python_ids: array  # per python_function: its "Python id" (-1 none)
     python_parents: array  # per python_function: its "Python parent id" (-1 none)
     bad: Counter[str]  # kind -> events ignored (no time, negative duration)
     shape_values: list[tuple[Any, Any]] = field(default_factory=list)  # per shape id: as written
+    thread_proc: list[int] = field(default_factory=list)  # per thread id: its proc id
 
     def shape_texts(self) -> list[tuple[str, str]]:
         """Per shape id: (Input Dims, Input type) as compact JSON text. Keyed per event by a
@@ -120,23 +134,36 @@ class Collector:
     def __init__(self) -> None:
         self.collected = Collected(
             tables=[Table() for _ in KIND_NAMES], names=Interner(), procs=Interner(),
-            threads=Interner(), shapes=Interner(), concrete=Interner(), flows_start={}, flows_end={},
-            categories=Counter(), metadata=[], python_ids=_i64(), python_parents=_i64(),
-            bad=Counter(),
+            threads=Interner(), shapes=Interner(), concrete=Interner(), flow_starts=Flows(),
+            flow_ends=Flows(), categories=Counter(), metadata=[], python_ids=_i64(),
+            python_parents=_i64(), bad=Counter(),
         )
         self.add = self._make_add()
 
-    def _make_add(self) -> Any:
+    def _make_add(self) -> Any:  # noqa: C901 - the hot loop, kept in one frame for speed
         c = self.collected
         tables, kinds, categories = c.tables, KINDS, c.categories
         names, procs, threads, shapes, concrete = c.names, c.procs, c.threads, c.shapes, c.concrete
-        flow_start, flow_end, bad = c.flows_start, c.flows_end, c.bad
+        flow_s, flow_e, bad = c.flow_starts, c.flow_ends, c.bad
         py_ids, py_parents = c.python_ids, c.python_parents
-        shape_values = c.shape_values
+        shape_values, thread_proc = c.shape_values, c.thread_proc
         gpu_kinds = GPU_KINDS
         to_ns = us_to_ns
+        # (pid, tid) as written -> (proc id, thread id): one lookup per event.
+        seen: dict[tuple[Any, Any], tuple[int, int]] = {}
 
-        def add(e: Any) -> None:  # noqa: C901 - the hot loop, kept in one frame for speed
+        def thread_of(pid: Any, tid: Any) -> tuple[int, int]:
+            key = (_hashable(pid), _hashable(tid))
+            pt = seen.get(key)
+            if pt is None:
+                p = procs.id(key[0])
+                th = threads.id((p, key[1]))
+                if th == len(thread_proc):
+                    thread_proc.append(p)
+                pt = seen[key] = (p, th)
+            return pt
+
+        def add(e: Any) -> None:
             if type(e) is not dict:
                 categories["(not an object)"] += 1
                 return
@@ -154,8 +181,10 @@ class Collector:
             if kind is None:
                 return
             try:
-                start = to_ns(e["ts"])
-                dur = to_ns(e.get("dur", 0))
+                ts = e["ts"]
+                start = ts * 1000 if type(ts) is int else to_ns(ts)
+                dur = e.get("dur", 0)
+                dur = dur * 1000 if type(dur) is int else to_ns(dur)
             except (KeyError, BadTime):
                 bad[KIND_NAMES[kind]] += 1
                 return
@@ -168,19 +197,16 @@ class Collector:
                 args = {}
             name = e.get("name")
             pid = e.get("pid")
+            tid = e.get("tid")
+            try:
+                p, th = seen[(pid, tid)]
+            except (KeyError, TypeError):  # first event of this thread, or a pid/tid that is a list
+                p, th = thread_of(pid, tid)
             t.start.append(start)
             t.dur.append(dur)
             t.name.append(names.id(name if type(name) is str else ""))
-            if type(pid) is not int and type(pid) is not str:
-                pid = _hashable(pid)
-            p = procs.get(pid)
-            if p is None:
-                p = procs.id(pid)
             t.proc.append(p)
-            tid = e.get("tid")
-            if type(tid) is not int and type(tid) is not str:
-                tid = _hashable(tid)
-            t.thread.append(threads.id((p, tid)))
+            t.thread.append(th)
             corr = args.get("correlation", NONE)
             t.corr.append(corr if type(corr) is int else _int(corr))
             ext = args.get("External id")
@@ -191,13 +217,18 @@ class Collector:
                 dev = args.get("device")
                 t.device.append(dev if type(dev) is int else _int(pid if dev is None else dev))
                 stream = args.get("stream")
-                t.stream.append(stream if type(stream) is int else _int(e.get("tid") if stream is None else stream))
+                t.stream.append(stream if type(stream) is int else _int(tid if stream is None else stream))
                 if kind == MEMCPY or kind == MEMSET:
-                    size = args.get("bytes", 0)
-                    t.bytes.append(size if type(size) is int else max(_int(size), 0))
+                    size = args.get("bytes", NONE)
+                    t.bytes.append(size if type(size) is int else _int(size))
                 elif kind == SYNC:
                     sk = args.get("cuda_sync_kind")
                     t.extra.append(names.id(sk if type(sk) is str else name if type(name) is str else ""))
+            elif kind == RUNTIME:
+                size = args.get("bytes")
+                if size is None:
+                    size = args.get("size", NONE)  # ROCm copy and memset calls
+                t.bytes.append(size if type(size) is int else _int(size))
             elif kind == OP:
                 dims = args.get("Input Dims")
                 if dims is None:
@@ -217,17 +248,22 @@ class Collector:
                 py_parents.append(_int(args.get("Python parent id")))
 
         def _flow(e: dict[str, Any], ph: str) -> None:
-            fid = _int(e.get("id"))
+            fid = e.get("id")
+            ts = e.get("ts")
             try:
-                ts = to_ns(e.get("ts"))
+                ns = ts * 1000 if type(ts) is int else to_ns(ts)
             except BadTime:
                 return
-            p = procs.id(_hashable(e.get("pid")))
-            th = threads.id((p, _hashable(e.get("tid"))))
-            if ph == "s":
-                flow_start.setdefault(fid, (p, th, ts))
-            else:
-                flow_end.setdefault((p, th, ts), fid)
+            pid = e.get("pid")
+            tid = e.get("tid")
+            try:
+                th = seen[(pid, tid)][1]
+            except (KeyError, TypeError):
+                th = thread_of(pid, tid)[1]
+            side = flow_s if ph == "s" else flow_e
+            side.id.append(fid if type(fid) is int else _int(fid))
+            side.thread.append(th)
+            side.ts.append(ns)
 
         return add
 

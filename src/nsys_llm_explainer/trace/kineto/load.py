@@ -25,7 +25,7 @@ import numpy as np
 from nsys_llm_explainer.model import GpuInfo, Schema
 from nsys_llm_explainer.trace.clean import clamp_sizes, drop_duplicate_rows, total_duration_problem
 from nsys_llm_explainer.trace.columns import Columns
-from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import ClockOrigin, TraceData, Unavailable
 from nsys_llm_explainer.trace.kineto import collect as kc
 from nsys_llm_explainer.trace.kineto import metadata
 from nsys_llm_explainer.trace.names import api_base_name
@@ -34,7 +34,10 @@ FORMAT_ID = "kineto-json"
 NVTX_PUSH_POP = 59  # the NVTX event type of nested per-thread ranges, which these are
 MAX_TIME_NS = 1 << 62
 MAX_PID = (1 << 24) - 1  # the launch join packs pids into 24 bits
-KERNEL_IDENTITY = ("device", "stream", "start", "end", "corr", "pid")
+# Rows equal on all of these are one kernel written twice. Name and External id are part of
+# it: the node kernels of a graph launch share its correlation id and, when they take no
+# measurable time, their stream and timestamps as well.
+KERNEL_IDENTITY = ("device", "stream", "start", "end", "corr", "pid", "name_id", "ext")
 # CUPTI memcpy kinds, and the Nsight Systems memory-kind codes memory_transfers expects.
 COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
               "DtoD": 8, "HtoH": 9, "PtoP": 10}
@@ -48,7 +51,13 @@ SYNC_LABELS = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream
 _MEMCPY_NAME = re.compile(r"Memcpy\s+(\w+)(?:\s*\(\s*([\w ]+?)\s*->\s*([\w ]+?)\s*\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"Memset\s*\(\s*([\w ]+?)\s*\)", re.IGNORECASE)
 _GRAPH_LAUNCH = re.compile(r"^(cu(da)?|hip)GraphLaunch")
-HOST_KINDS = (kc.RUNTIME, kc.USER, kc.OP, kc.PYTHON)
+# Events that mark a host process: CUDA/HIP calls and operators. Python call-site and
+# annotation events are left out: profilers write some of them (a tqdm monitor thread, say)
+# under pid 0 or a GPU's pid.
+HOST_KINDS = (kc.RUNTIME, kc.OP)
+# Timestamps at or above this (2001-09-09 in epoch ns) are wall-clock times, not times since
+# the profiler's base time (which keeps them near 0 to 3 months).
+EPOCH_NS_MIN = 10**18
 
 
 def _arr(values: Any) -> np.ndarray:
@@ -63,7 +72,7 @@ class KinetoTraceData(TraceData):
 
     def __init__(self, collected: kc.Collected, top: dict[str, Any], kernel_name: str = "demangled") -> None:
         schema = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None,
-                        export_schema_version=None)
+                        export_schema_version=None, format_id=FORMAT_ID)
         super().__init__(schema, kernel_name)
         self.c = collected
         self.top = top
@@ -87,8 +96,17 @@ class KinetoTraceData(TraceData):
         return np.array(out or [0], dtype=np.int64)
 
     def _host_pids(self) -> np.ndarray:
-        procs = [np.unique(_arr(self.c.tables[k].proc)) for k in HOST_KINDS]
-        return np.unique(self._pid_of_proc[np.concatenate(procs)]) if procs else np.empty(0, np.int64)
+        """Pids of the host processes: those of CUDA/HIP calls and operators, less the pids
+        GPU events are written under (Kineto writes a GPU's events under its device id)."""
+        return self.cached("host_pids", self._load_host_pids)
+
+    def _load_host_pids(self) -> np.ndarray:
+        host = np.unique(np.concatenate([_arr(self.c.tables[k].proc) for k in HOST_KINDS]))
+        gpu = np.unique(np.concatenate([_arr(self.c.tables[k].proc) for k in kc.GPU_KINDS]))
+        pids = np.unique(self._pid_of_proc[host]) if len(host) else np.empty(0, np.int64)
+        gpu_pids = np.unique(self._pid_of_proc[gpu]) if len(gpu) else np.empty(0, np.int64)
+        only_host = pids[~np.isin(pids, gpu_pids)]
+        return only_host if len(only_host) else pids
 
     def _times(self, t: kc.Table, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """start, end and a keep-mask (rows with times in [0, 2^62))."""
@@ -119,7 +137,7 @@ class KinetoTraceData(TraceData):
 
     def _launch_pids(self, corr: np.ndarray) -> np.ndarray:
         """Per GPU row: the pid of the runtime call with its correlation id; when none,
-        the only host process if there is one, else -1."""
+        the only host process if there is one, else -1 (see kernel_pid_note)."""
         keys, pids = self._corr_index()
         pos = np.minimum(np.searchsorted(keys, corr), max(len(keys) - 1, 0))
         found = (corr >= 0) & (len(keys) > 0)
@@ -129,20 +147,27 @@ class KinetoTraceData(TraceData):
         fallback = int(hosts[0]) if len(hosts) == 1 else -1
         return np.where(found, pids[pos] if len(keys) else fallback, fallback).astype(np.int64)
 
+    def _flow_index(self, side: kc.Flows) -> tuple[np.ndarray, np.ndarray]:
+        """Flow events of one side keyed by (thread, ts): keys as two columns, flow id of
+        each (the first event in the file wins when several share a key)."""
+        thread, ts, fid = _arr(side.thread), _arr(side.ts), _arr(side.id)
+        order = np.lexsort((ts, thread))  # stable: file order within a key
+        thread, ts, fid = thread[order], ts[order], fid[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (thread[1:] != thread[:-1]) | (ts[1:] != ts[:-1])
+        return np.stack([thread[first], ts[first]]), fid[first]
+
     def _flow_corr(self, t: kc.Table, corr: np.ndarray, gpu_side: bool) -> np.ndarray:
-        """Correlation ids from ac2g flow events for rows whose args carry none."""
+        """Correlation ids from ac2g flow events for rows whose args carry none: a flow's
+        start lies on the runtime call, its end on the GPU event, both at the event's ts."""
         missing = np.flatnonzero(corr < 0)
-        if not len(missing) or not (self.c.flows_end if gpu_side else self.c.flows_start):
+        side = self.c.flow_ends if gpu_side else self.c.flow_starts
+        if not len(missing) or not len(side):
             return corr
+        keys, fids = self.cached("flows_end" if gpu_side else "flows_start", lambda: self._flow_index(side))
+        out = _match_pairs(keys, fids, _arr(t.thread)[missing], _arr(t.start)[missing])
         corr = corr.copy()
-        if gpu_side:
-            ends = self.c.flows_end
-            for i in missing.tolist():
-                corr[i] = ends.get((t.proc[i], t.thread[i], t.start[i]), -1)
-        else:
-            starts = {v: k for k, v in self.c.flows_start.items()}
-            for i in missing.tolist():
-                corr[i] = starts.get((t.proc[i], t.thread[i], t.start[i]), -1)
+        corr[missing] = out
         return corr
 
     # -- tables ------------------------------------------------------------------------
@@ -243,20 +268,43 @@ class KinetoTraceData(TraceData):
         return self._cache["nvtx_names"]  # type: ignore[no-any-return]
 
     def _gpu_activity(self, kind: int, what: str) -> Columns:
-        """start, end, dur, device, stream, corr, pid, name_id, bytes, extra of one GPU kind."""
+        """start, end, dur, device, stream, corr, pid, name_id, bytes, extra of one GPU kind.
+
+        Rows whose args carry no correlation id take it from their ac2g flow event; rows
+        without a byte count take it from their runtime call (ROCm traces write the size
+        only on the hipMemcpy/hipMemset call)."""
         t = self.c.tables[kind]
         start, end, keep = self._times(t, what)
         n = len(t)
-        corr = _arr(t.corr)
+        corr = self._flow_corr(t, _arr(t.corr), gpu_side=True)
+        size = _arr(t.bytes) if len(t.bytes) == n else np.full(n, -1, np.int64)
         cols = Columns(what, {
             "start": start, "end": end, "device": _arr(t.device), "stream": _arr(t.stream),
-            "corr": corr, "name_id": _arr(t.name),
-            "bytes": _arr(t.bytes) if len(t.bytes) == n else np.zeros(n, np.int64),
+            "corr": corr, "name_id": _arr(t.name), "bytes": size,
             "extra": _arr(t.extra) if len(t.extra) == n else np.full(n, -1, np.int64),
         })
         if not keep.all():
             cols = cols.take(keep)
+        if (cols.bytes < 0).any():
+            cols = cols.with_columns(bytes=self._call_bytes(cols.corr, cols.bytes))
         return cols.with_columns(dur=cols.end - cols.start, pid=self._launch_pids(cols.corr))
+
+    def _call_bytes(self, corr: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """`size` where written; else the bytes/size arg of the runtime call with the same
+        correlation id; else 0 (unknown)."""
+        t = self.c.tables[kc.RUNTIME]
+        out = size.copy()
+        missing = np.flatnonzero(size < 0)
+        if len(t.bytes) == len(t) and len(t):
+            rt_corr = self._flow_corr(t, _arr(t.corr), gpu_side=False)
+            rt_bytes = _arr(t.bytes)
+            has = (rt_corr >= 0) & (rt_bytes >= 0)
+            keys, first = np.unique(rt_corr[has], return_index=True)
+            if len(keys):
+                pos = np.minimum(np.searchsorted(keys, corr[missing]), len(keys) - 1)
+                hit = keys[pos] == corr[missing]
+                out[missing[hit]] = rt_bytes[has][first][pos[hit]]
+        return np.maximum(out, 0)
 
     def _by_name(self, codes: np.ndarray, parse: Any, width: int) -> np.ndarray:
         """parse(name) per row of interned name ids, parsing each distinct name once."""
@@ -376,10 +424,73 @@ class KinetoTraceData(TraceData):
         return metadata.distributed(self.top)
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
+        """Process names (process_name metadata events) and the profiler's own settings.
+
+        Only the top-level keys the PyTorch profiler itself writes (metadata.PROFILER_SETTINGS)
+        are shown; user metadata (`metadata`, add_metadata_json values), which may hold
+        environment variables, command lines or host names, never is. Nothing is redacted
+        because nothing free-form is shown."""
         names = metadata.process_names(self.c.metadata)
         procs = self.c.procs.values_list()
         by_pid = {int(self._pid_of_proc[i]): names.get(v) for i, v in enumerate(procs)}
-        return {"processes": [{"pid": p, "name": by_pid.get(p)} for p in pids]}
+        return {
+            "processes": [{"pid": p, "name": by_pid.get(p)} for p in pids],
+            "settings": metadata.profiler_settings(self.top),
+            "environment": [],
+            "redacted_values": 0,
+        }
+
+    def clock_origin(self) -> ClockOrigin:
+        """Wall-clock time of timestamp 0: baseTimeNanoseconds (PyTorch 2.x writes times
+        relative to it), or 0 when the timestamps are epoch times themselves (older traces
+        write absolute epoch microseconds)."""
+        first = self._first_time()
+        if first is None:
+            raise Unavailable("the trace has no timed events")
+        if first >= EPOCH_NS_MIN:
+            return ClockOrigin(0, "absolute epoch timestamps")
+        base = metadata.base_time_ns(self.top)
+        if base is not None:
+            return ClockOrigin(base, "baseTimeNanoseconds")
+        raise Unavailable(
+            "the trace has no baseTimeNanoseconds and its timestamps are not epoch times"
+        )
+
+    def _first_time(self) -> int | None:
+        starts = [_arr(self.c.tables[k].start) for k in (kc.KERNEL, kc.RUNTIME, kc.OP)]
+        starts = [s[s >= 0] for s in starts]
+        present = [int(s.min()) for s in starts if len(s)]
+        return min(present) if present else None
+
+    def kernel_pid_note(self, pids: np.ndarray) -> str | None:
+        bad = int((pids < 0).sum())
+        if not bad:
+            return None
+        return (
+            f"{bad:,} kernels have no launch call in the trace, and the trace has "
+            f"{len(self._host_pids())} host processes, so they belong to none of them (pid -1)"
+        )
+
+
+def _match_pairs(keys: np.ndarray, values: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per query (a[i], b[i]): values[j] where keys[:, j] == (a[i], b[i]) (distinct keys),
+    else -1. One joint sort: each query lands right after its equal key, if any."""
+    n_keys = keys.shape[1]
+    if not n_keys or not len(a):
+        return np.full(len(a), -1, np.int64)
+    ka = np.concatenate([keys[0], a])
+    kb = np.concatenate([keys[1], b])
+    is_query = np.concatenate([np.zeros(n_keys, np.int64), np.ones(len(a), np.int64)])
+    order = np.lexsort((is_query, kb, ka))
+    key_pos = np.where(is_query[order] == 0, np.arange(len(order)), -1)
+    last_key = np.maximum.accumulate(key_pos)  # per sorted slot: the last key at or before it
+    slot = np.empty(len(order), np.int64)
+    slot[order] = np.arange(len(order))
+    q = slot[n_keys:]
+    k = last_key[q]
+    kk = order[np.maximum(k, 0)]
+    hit = (k >= 0) & (ka[kk] == a) & (kb[kk] == b)
+    return np.where(hit, values[np.minimum(kk, n_keys - 1)], -1).astype(np.int64)
 
 
 def _memcpy_kinds(name: str) -> tuple[int, int, int]:

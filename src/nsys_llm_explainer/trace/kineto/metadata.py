@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 VERSION_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
                 "hip_runtime_version", "roctracer_version", "rocm_version", "displayTimeUnit",
                 "baseTimeNanoseconds")
+# Top-level keys the PyTorch profiler itself writes, shown with --include-capture-info. All
+# other top-level keys (user metadata, trace names that are paths) are never shown.
+PROFILER_SETTINGS = (*VERSION_KEYS, "record_shapes", "profile_memory", "with_stack", "with_flops",
+                     "with_modules")
+MAX_SETTING_CHARS = 100
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 MAX_LITERAL_CHARS = 1 << 20
 
@@ -97,6 +102,25 @@ def format_info(top: dict[str, Any]) -> dict[str, Any]:
             continue
         out[key] = value if isinstance(value, int) or len(value) <= 100 else value[:100]
     return out
+
+
+def profiler_settings(top: dict[str, Any]) -> list[dict[str, str]]:
+    """PROFILER_SETTINGS the trace has, as name/value text (numbers and short text only)."""
+    out = []
+    for key in PROFILER_SETTINGS:
+        value = top.get(key)
+        if isinstance(value, bool | int):
+            out.append({"name": key, "value": str(value).lower() if isinstance(value, bool) else str(value)})
+        elif isinstance(value, str) and value.strip():
+            out.append({"name": key, "value": value[:MAX_SETTING_CHARS]})
+    return out
+
+
+def base_time_ns(top: dict[str, Any]) -> int | None:
+    """baseTimeNanoseconds: the epoch time in ns that timestamps count from (None when
+    absent or not a positive integer)."""
+    value = _int(top.get("baseTimeNanoseconds"))
+    return value if value is not None and 0 < value < 1 << 62 else None
 
 
 def process_names(events: list[dict[str, Any]]) -> dict[Any, str]:

@@ -6,6 +6,7 @@ first and its metric sections are prose and tables, not data dumps."""
 from __future__ import annotations
 
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,35 @@ def test_md_files_name_no_path_outside_the_report(built: dict[str, Any]) -> None
     for link in re.findall(r"\]\(([^)]*)\)", built["md"]):
         assert re.fullmatch(r"plots/[a-z_]+\.svg", link), link
         assert Path(link).as_posix() in built["plots"]
+
+
+def _md_code(text: str) -> str:
+    """`code` spans kept, the text between them Markdown-escaped (a reference for our own
+    sentences, which hold no backtick inside a span)."""
+    parts = text.split("`")
+    return "".join(f"`{p}`" if i % 2 else md(p) for i, p in enumerate(parts))
+
+
+def _html_code(text: str) -> str:
+    parts = text.split("`")
+    return "".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
+def test_code_in_skip_reasons_and_limitations_renders_as_code(built):
+    """Our own `code spans` in "Not measured, because ..." and in the coverage lines are code in
+    both files: never an escaped backtick in report.md, a <code> element in report.html."""
+    for text in (built["md"], built["full"]):
+        assert "\\`" not in text
+    doc = built["doc"]
+    reasons = [m["reason"] for m in doc["metrics"].values() if m["status"] == "skipped"]
+    for reason in reasons:
+        assert f"_Not measured, because {_md_code(reason)}._" in built["md"]
+        assert f'<p class="skipped">Not measured, because {_html_code(reason)}.</p>' in built["html"]
+    for line in doc["limitations"]:
+        assert f"- {_md_code(line)}" in built["md"].splitlines()
+        assert f"<li>{_html_code(line)}</li>" in built["html"]
+    coded = [r for r in reasons if "`" in r]
+    if built["doc"]["trace"]["path"].endswith(("nsysai_h100_2gpu_1s.sqlite", "hta_alexnet_a100.json.gz")):
+        assert coded  # these traces have such reasons: the checks above are not vacuous
+    for reason in coded:
+        assert _html_code(reason).count("<code>") >= 1

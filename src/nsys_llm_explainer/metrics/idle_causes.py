@@ -10,7 +10,7 @@ calls; copies outside the kernel window (before the first or after the last kern
 device spent copying that the kernel window does not show); and the same split restricted to
 the steady part of the capture (after the last start-up event the capture metric found).
 The largest gaps are listed with their split and the innermost NVTX range active on the
-launch thread at the middle of the gap.
+launch thread at the middle of the gap (its normalized name, analysis/nvtx_names).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import copy_union
@@ -136,7 +137,8 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
 
 
 def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
-    """Innermost NVTX range on the launch thread of the kernel that ends each gap, at its middle."""
+    """Innermost NVTX range on the launch thread of the kernel that ends each gap, at its
+    middle, by normalized name."""
     if top.empty:
         return []
     data = ctx.data
@@ -152,7 +154,7 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     index = kernel_attribution(data).index
     hit = nvtx_tree.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
-    return [names[int(nv.name[index.order[h]])] if h >= 0 else None for h in hit.tolist()]
+    return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
 
 
 def steady_start(ctx: Context) -> int | None:

@@ -269,3 +269,13 @@ def test_code_in_skip_reasons_and_limitations_renders_as_code(built):
         assert coded  # these traces have such reasons: the checks above are not vacuous
     for reason in coded:
         assert _html_code(reason).count("<code>") >= 1
+
+
+def test_html_says_n_a_never_none(built):
+    text = re.sub(r"<[^>]+>", " ", built["html"])
+    assert not re.search(r"\bNone\b", text), text[max(0, text.find("None") - 80): text.find("None") + 40]
+    dist = built["doc"]["trace"].get("distributed")
+    if dist:
+        world = "n/a" if dist["world_size"] is None else dist["world_size"]
+        row = f"<tr><td>Distributed</td><td>rank {dist['rank']} of {world} ({dist['backend'] or 'backend unknown'})"
+        assert row in built["html"]

@@ -28,7 +28,7 @@ from nsys_llm_explainer.render import fmt, md_html, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
-from nsys_llm_explainer.render.templates import bytecode_cache, loader
+from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".html"
 CSP = (
@@ -51,13 +51,18 @@ def _th(text: object) -> Markup:
     return Markup(md_html.words([(w, escape(w, quote=True)) for w in str(text).split(" ") if w]))
 
 
+def _finalize(value: Any) -> Any:
+    """A missing value reads "n/a", as in report.md (never Python's None)."""
+    return "n/a" if value is None else value
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One environment per process (templates compiled once; bytecode cached on disk)."""
     env = jinja2.Environment(
         loader=loader(),
-        bytecode_cache=bytecode_cache("html"),
         autoescape=True,
+        finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
@@ -77,7 +82,7 @@ def environment() -> jinja2.Environment:
         devices_text=lambda ds: devices_text(list(ds)),
         verdict_words=overview.verdict_words,
     )
-    return env
+    return with_cache("html", env)
 
 
 def _metric_of(title: str) -> str:

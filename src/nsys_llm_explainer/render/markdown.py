@@ -32,7 +32,7 @@ from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.summary import more
-from nsys_llm_explainer.render.templates import bytecode_cache, loader
+from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".md"
 
@@ -79,7 +79,6 @@ def environment() -> jinja2.Environment:
     render/templates.py); report.md renders with one shared per process (shared())."""
     env = jinja2.Environment(
         loader=loader(),
-        bytecode_cache=bytecode_cache("md"),
         autoescape=False,
         finalize=_finalize,
         trim_blocks=True,
@@ -108,7 +107,7 @@ def environment() -> jinja2.Environment:
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
     )
-    return env
+    return with_cache("md", env)
 
 
 @functools.lru_cache(maxsize=1)

@@ -279,3 +279,23 @@ def test_html_says_n_a_never_none(built):
         world = "n/a" if dist["world_size"] is None else dist["world_size"]
         row = f"<tr><td>Distributed</td><td>rank {dist['rank']} of {world} ({dist['backend'] or 'backend unknown'})"
         assert row in built["html"]
+
+
+def test_percentages_read_the_same_in_titles_and_bodies(built):
+    """A finding's stored impact_pct (and each device's) reads, at one decimal, as the
+    unrounded share does: the share recomputed here from the GPU time at stake and the
+    device windows. A title that formats the unrounded share and the body that formats the
+    stored value then agree (75.6488% is stored 75.64, not 75.65)."""
+    doc = built["doc"]
+    windows = {d["device_id"]: d["window_ns"] for d in doc["diagnosis"]["devices"]}
+    for f in doc["findings"]:
+        devices = [a["device_id"] for a in f["affected"]]
+        if f["impact_ns"] is None or None in devices or not set(devices) <= set(windows):
+            continue
+        raw = 100.0 * f["impact_ns"] / sum(windows[d] for d in devices)
+        assert f"{f['impact_pct']:.1f}" == f"{raw:.1f}", f["rule_id"]
+        for a in f["affected"]:
+            assert f"{a['impact_pct']:.1f}" == f"{100.0 * a['impact_ns'] / windows[a['device_id']]:.1f}"
+        shown = re.findall(r"\((\d+\.\d)% of ", f["title"])
+        if shown and f["rule_id"] in ("NLE208", "NLE209", "NLE210", "NLE211", "NLE103"):
+            assert shown[0] == f"{f['impact_pct']:.1f}", f["title"]

@@ -22,6 +22,7 @@ from nsys_llm_explainer.model import (
     Schema,
     Severity,
     Skipped,
+    round_pct,
 )
 from nsys_llm_explainer.options import Options
 
@@ -81,7 +82,7 @@ class Rule:
             recommendation=tuple(recommendation),
             metric_ids=self.metric_ids,
             impact_ns=impact[0] if impact else None,
-            impact_pct=round(impact[1], 2) if impact else None,
+            impact_pct=round_pct(impact[1]) if impact else None,
             affected=tuple(affected),
             cause=cause,
         )

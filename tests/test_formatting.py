@@ -28,3 +28,18 @@ def test_stored_percentages_stay_within_a_hundredth() -> None:
         raw = rnd.uniform(0, 100)
         assert f"{round_pct(raw):.1f}" == f"{raw:.1f}"
         assert abs(round_pct(raw) - raw) <= 0.01 + 1e-9
+
+
+@pytest.mark.parametrize(("ns", "us_text", "ms_text", "dur_text"), [
+    (851, "0.9 us", "0.001 ms", "851 ns"),
+    (9_999_900, "9,999.9 us", "10.000 ms", "10.000 ms"),
+    (10_000_000, "10.000 ms", "10.000 ms", "10.000 ms"),  # 10,000 us: written as dur() does
+    (421_287_300, "421.287 ms", "421.287 ms", "421.287 ms"),
+    (9_773_600_000, "9.774 s", "9,773.600 ms", "9.774 s"),
+    (10_000_000_000, "10.000 s", "10.000 s", "10.000 s"),  # 10,000 ms: seconds
+    (None, "n/a", "n/a", "n/a"),
+])
+def test_one_unit_choice_for_durations(ns, us_text, ms_text, dur_text) -> None:
+    from nsys_llm_explainer.render import fmt
+
+    assert (fmt.us(ns), fmt.ms(ns), fmt.dur(ns)) == (us_text, ms_text, dur_text)

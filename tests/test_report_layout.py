@@ -299,3 +299,25 @@ def test_percentages_read_the_same_in_titles_and_bodies(built):
         shown = re.findall(r"\((\d+\.\d)% of ", f["title"])
         if shown and f["rule_id"] in ("NLE208", "NLE209", "NLE210", "NLE211", "NLE103"):
             assert shown[0] == f"{f['impact_pct']:.1f}", f["title"]
+
+
+def test_long_durations_are_not_written_in_small_units(built):
+    """From 10,000 of a unit on, the next unit: no "421,287.3 us" or "12,345.678 ms"."""
+    for text in (built["full"], built["html"]):
+        for value, unit in re.findall(r"(?<![\d,.])(\d[\d,]*\.\d+) (us|ms)\b", text):
+            assert float(value.replace(",", "")) < 10_000, f"{value} {unit}"
+
+
+def test_gap_tables_give_the_time_on_the_timeline_axis(built):
+    """Largest-gap rows show their start as the time since the first kernel (the origin of
+    the timeline plot's axis) beside the raw timestamp."""
+    doc, text = built["doc"], built["full"]
+    tl = doc["metrics"]["timeline"]
+    if tl["status"] != "ok":
+        return
+    for mid in ("gpu_idle", "idle_causes"):
+        m = doc["metrics"][mid]
+        gaps = (m.get("gaps" if mid == "gpu_idle" else "top_gaps") or []) if m["status"] == "ok" else []
+        for g in gaps[:20]:
+            row = f"| {g['device_id']} | {dur(g['start_ns'] - tl['window_start_ns'])} | {g['start_ns']} | "
+            assert row in text, row

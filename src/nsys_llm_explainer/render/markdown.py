@@ -106,6 +106,7 @@ def environment() -> jinja2.Environment:
         impact=overview.impact,
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
+        since_first_kernel=overview.since_first_kernel,
     )
     return with_cache("md", env)
 

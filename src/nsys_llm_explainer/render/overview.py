@@ -74,6 +74,25 @@ BUSY_BUCKETS = ("compute", "exposed_communication")
 DEVICE_COLUMNS = 8
 
 
+def time_origin(doc: dict[str, Any]) -> int | None:
+    """The timeline plot's time zero: the first kernel (start of the earliest device's kernel
+    window), from the timeline metric or else the devices' windows; None without kernels."""
+    tl = metric(doc, "timeline")
+    if tl is not None:
+        return int(tl["window_start_ns"])
+    idle = metric(doc, "gpu_idle")
+    starts = [d["window_start_ns"] for d in (idle or {}).get("devices", []) if d.get("window_start_ns") is not None]
+    return int(min(starts)) if starts else None
+
+
+def since_first_kernel(doc: dict[str, Any], ns: int | None) -> str:
+    """An absolute timestamp as the time since the first kernel (the timeline's axis)."""
+    origin = time_origin(doc)
+    if ns is None or origin is None:
+        return "n/a"
+    return dur(int(ns) - origin)
+
+
 def group_of(metric_id: str) -> str:
     return GROUP_OF.get(metric_id, OTHER)
 
@@ -207,5 +226,6 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 
 __all__ = [
     "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "busy_rows", "device_table", "group_of", "groups",
-    "impact", "impact_short", "key_numbers", "metric", "severity_counts", "split_findings", "verdict_words",
+    "impact", "impact_short", "key_numbers", "metric", "severity_counts", "since_first_kernel", "split_findings",
+    "time_origin", "verdict_words",
 ]

@@ -25,6 +25,7 @@ from nsys_llm_explainer.model import (
     round_pct,
 )
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render import fmt
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,18 @@ def pct(value: float) -> str:
 
 
 def ms(ns: int | float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+    """Milliseconds, seconds from 10 s on (render/fmt.ms)."""
+    return fmt.ms(ns)
 
 
 def us(ns: int | float) -> str:
-    return f"{ns / 1e3:,.1f} us"
+    """Microseconds, milliseconds or seconds from 10 ms on (render/fmt.us)."""
+    return fmt.us(ns)
+
+
+def dur(ns: int | float) -> str:
+    """The unit that reads best (render/fmt.dur), as the GPU time at stake is written."""
+    return fmt.dur(ns)
 
 
 def shorten(name: str, limit: int = 100) -> str:

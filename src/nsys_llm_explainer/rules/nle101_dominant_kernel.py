@@ -6,7 +6,7 @@ from typing import Any
 
 from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
@@ -74,8 +74,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             [
                 *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s "
                   f"{ms(totals[k['device_id']])} of kernel time" for k, s in rows[:8]),
-                f"{best['calls']:,} calls, {ms(best['total_ns'])} total, p50 {best['p50_ns'] / 1e3:,.1f} us, "
-                f"max {best['max_ns'] / 1e3:,.1f} us",
+                f"{best['calls']:,} calls, {ms(best['total_ns'])} total, p50 {us(best['p50_ns'])}, "
+                f"max {us(best['max_ns'])}",
             ],
             [
                 "Profile this kernel with Nsight Compute (the command is in ncu_plan.sh when written, "

@@ -37,7 +37,8 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     out = files.build(report, (Format.MD, Format.HTML))
     full = files.build(report, (Format.MD,), md="full")["report.md"]
     return {"report": report, "doc": report.document, "md": out["report.md"], "full": full,
-            "html": out["report.html"], "plots": sorted(k for k in out if k.startswith("plots/"))}
+            "html": out["report.html"], "plots": sorted(k for k in out if k.startswith("plots/")),
+            "svg": {k: v for k, v in out.items() if k.startswith("plots/")}}
 
 
 def key_table(lines: list[str]) -> dict[str, str]:
@@ -321,3 +322,15 @@ def test_gap_tables_give_the_time_on_the_timeline_axis(built):
         for g in gaps[:20]:
             row = f"| {g['device_id']} | {dur(g['start_ns'] - tl['window_start_ns'])} | {g['start_ns']} | "
             assert row in text, row
+
+
+def test_timeline_bands_have_distinct_labels_and_steps_share_one(built):
+    svg = built["svg"].get("plots/timeline.svg")
+    if svg is None:
+        return
+    bands = re.findall(r"<text[^>]*><title>NVTX ([^<]*): [^<:]*</title>([^<]*)</text>", svg)
+    names = [n for n, _ in bands]
+    assert len(set(names)) == len(names) and len({label for _, label in bands}) == len(bands), bands
+    tl = built["doc"]["metrics"]["timeline"]
+    assert sorted(names) == sorted(escape(b["name"], quote=False) for b in tl["bands"])
+    assert not any(re.search(r"#\d+$", n) for n in names)  # ProfilerStep#551 ... are one band

@@ -334,3 +334,25 @@ def test_timeline_bands_have_distinct_labels_and_steps_share_one(built):
     tl = built["doc"]["metrics"]["timeline"]
     assert sorted(names) == sorted(escape(b["name"], quote=False) for b in tl["bands"])
     assert not any(re.search(r"#\d+$", n) for n in names)  # ProfilerStep#551 ... are one band
+
+
+def test_workload_box_names_each_signal_once_with_kernel_labels(built):
+    from nsys_llm_explainer.metrics.workload import SIGNALS
+
+    m = built["doc"]["metrics"]["workload"]
+    if m["status"] != "ok":
+        return
+    box = built["html"].split("<h3>Workload</h3>", 1)[1].split("<h3>Capture</h3>", 1)[0]
+    labels = built["report"].kernel_labels
+    for sid in set(m["kernel_signals"]) | set(m["range_signals"]):
+        head = f"<li><strong>{escape(SIGNALS[sid][2])}</strong>: "
+        assert box.count(head) == 1, head
+        item = box.split(head, 1)[1].split("</li>", 1)[0]
+        k, r = m["kernel_signals"].get(sid), m["range_signals"].get(sid)
+        if k is not None:
+            full = k["examples"][0]
+            assert item.startswith(f"{k['pct_of_kernel_time']:.1f}% of kernel time, e.g. "
+                                   f'<span class="k" title="{escape(full)}">{escape(labels(full))}</span>')
+        if r is not None:
+            assert f"{r['ranges']:,} range" in item
+    assert "void at::" not in re.sub(r'title="[^"]*"', "", box)  # no raw demangled names on view

@@ -44,6 +44,14 @@ def _rich(ctx: jinja2.runtime.Context, text: object) -> Markup:
     return rich.html(text, ctx.get("tainted") or frozenset())
 
 
+def _nvtx_name(name: object, limit: int = 80) -> str:
+    """A range name as report.md's `nvtx` filter shows it: normalized, shortened."""
+    from nsys_llm_explainer.analysis.nvtx_names import normalize
+    from nsys_llm_explainer.render.escape import shorten
+
+    return shorten(normalize(str(name)), limit)
+
+
 def _th(text: object) -> Markup:
     """Plain header text that wraps only at its spaces (md_html.words)."""
     from html import escape
@@ -165,5 +173,8 @@ def render(
             svg_style=Markup(STYLE),
             csp=CSP,
             tainted=rich.taint(report),
+            workload=overview.workload_items(doc),
+            kernel_label=report.kernel_labels,
+            nvtx_name=_nvtx_name,
         )
     )

@@ -107,6 +107,7 @@ def environment() -> jinja2.Environment:
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
         since_first_kernel=overview.since_first_kernel,
+        workload_items=overview.workload_items,
     )
     return with_cache("md", env)
 

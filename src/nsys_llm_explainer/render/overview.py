@@ -74,6 +74,28 @@ BUSY_BUCKETS = ("compute", "exposed_communication")
 DEVICE_COLUMNS = 8
 
 
+def workload_items(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """What ran, one item per signal of the workload metric (kernel share and range count
+    together, each with its first example: a full kernel name for the writers to label, a
+    normalized range name), and the metric's other evidence lines; None without the metric."""
+    from nsys_llm_explainer.metrics.workload import SIGNALS
+
+    m = metric(doc, "workload")
+    if m is None:
+        return None
+    items: dict[str, dict[str, Any]] = {}
+    for sid, row in m.get("kernel_signals", {}).items():
+        items[sid] = {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": row["pct_of_kernel_time"],
+                      "kernel_example": (row.get("examples") or [None])[0], "ranges": None, "range_example": None}
+    for sid, row in m.get("range_signals", {}).items():
+        item = items.setdefault(sid, {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": None,
+                                      "kernel_example": None})
+        item.update(ranges=row["ranges"], range_example=(row.get("examples") or [None])[0])
+    heads = tuple(f"{SIGNALS[sid][2]}:" for sid in SIGNALS)
+    notes = [e for e in m.get("evidence", []) if not e.startswith(heads)]
+    return list(items.values()), notes
+
+
 def time_origin(doc: dict[str, Any]) -> int | None:
     """The timeline plot's time zero: the first kernel (start of the earliest device's kernel
     window), from the timeline metric or else the devices' windows; None without kernels."""
@@ -227,5 +249,5 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 __all__ = [
     "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "busy_rows", "device_table", "group_of", "groups",
     "impact", "impact_short", "key_numbers", "metric", "severity_counts", "since_first_kernel", "split_findings",
-    "time_origin", "verdict_words",
+    "time_origin", "verdict_words", "workload_items",
 ]

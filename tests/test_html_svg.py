@@ -197,7 +197,10 @@ def test_top_kernels_escapes_and_colours_by_category():
     assert len(bars) == top_kernels.TOP
     assert bars[0].get("class") == "k0" and bars[1].get("class") == "k1"
     assert bars[2].get("class") == top_kernels.OTHER_CLASS  # no category known
-    assert plot.rows[0][0] == HOSTILE  # the table keeps the full name; the template escapes it
+    # The table shows labels; the full name is the first cell's tooltip (the template escapes both).
+    assert plot.headers == ("Kernel", "Devices", "Calls", "Total", "Share", "Category")
+    assert plot.rows[0][0] == HOSTILE and plot.row_titles[0] == HOSTILE
+    assert plot.row_titles[1:3] == ("k1", "k2")
 
 
 def test_top_kernels_sums_a_name_over_devices():

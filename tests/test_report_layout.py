@@ -18,6 +18,7 @@ from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.render.fmt import dur
+from nsys_llm_explainer.render.overview import VERDICT_WORDS
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
 from tests.test_labels_in_reports import example_trace
 
@@ -66,7 +67,10 @@ def test_open_part_is_short_and_starts_with_the_verdict(built):
     assert len(lines) <= OPEN_LIMIT, f"{len(lines)} open lines"
     d = built["doc"]["diagnosis"]
     assert lines[0] == "# nsys-llm-explain report" and lines[1] == ""
-    assert lines[2] == f"**Verdict:** `{d['verdict']}` ({d['confidence']} confidence): {rich.md(d['summary'])}"
+    words = VERDICT_WORDS[d["verdict"]]
+    summary = d["summary"].removeprefix(f"{words}: ")  # the verdict's words are not said twice
+    assert not summary.startswith(words)
+    assert lines[2] == f"**Verdict:** {words} (`{d['verdict']}`, {d['confidence']} confidence): {rich.md(summary)}"
 
 
 def test_key_numbers_come_from_the_diagnosis(built):
@@ -81,14 +85,19 @@ def test_key_numbers_come_from_the_diagnosis(built):
         assert keys[f"GPU {d['device_id']} busy"] == f"{100 * busy / window:.1f}% of its {dur(window)} window"
     tk = doc["metrics"]["top_kernels"]
     if tk["status"] == "ok":
-        assert keys["Kernel time"].startswith(f"{dur(tk['total_kernel_ns'])} in {len_kernels(built):,} kernels")
+        n, names = len_kernels(built), len(set(built["report"].table("kernels")["name"]))
+        assert keys["Kernel time"] == (f"{dur(tk['total_kernel_ns'])} in {n:,} kernel{'s' * (n != 1)} "
+                                       f"({names:,} name{'s' * (names != 1)})")
     else:
         assert "Kernel time" not in keys
     steps = doc["metrics"]["steps"]
     phases = [p for p in steps.get("phases", []) if p["steps"]] if steps["status"] == "ok" else []
     for p in phases:
         row = keys["Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"]
-        assert row == f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"
+        if p["steps"] == 1:
+            assert row == f"{dur(p['p50_ns'])} (1 step)"
+        else:
+            assert row == f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"
     if not phases:
         assert not any(k.startswith("Step latency") for k in keys)
     primary = doc["diagnosis"]["primary"]
@@ -356,3 +365,38 @@ def test_workload_box_names_each_signal_once_with_kernel_labels(built):
         if r is not None:
             assert f"{r['ranges']:,} range" in item
     assert "void at::" not in re.sub(r'title="[^"]*"', "", box)  # no raw demangled names on view
+
+
+def test_group_summaries_do_not_repeat_the_group_title(built):
+    for line in built["md"].splitlines():
+        m = re.match(r"<details><summary><strong>(.*?)</strong>: (.*)</summary>$", line)
+        if m:
+            assert not m.group(2).startswith(m.group(1)), line
+
+
+def test_plot_tables_show_labels_not_demangled_names(built):
+    for table in re.findall(r"as a table</summary>(.*?)</table>", built["html"], re.S):
+        cells = re.findall(r"<td[^>]*>([^<]*)</td>", table)
+        assert not any(c.startswith("void ") or "{lambda" in c or "[lambda" in c for c in cells), cells[:5]
+
+
+def test_operator_kernels_table_has_the_label_column(built):
+    rows = built["report"].table("operator_kernels")
+    assert list(rows.columns[:3]) == ["operator", "kernel", "label"]
+    labels = built["report"].kernel_labels
+    assert rows["label"].tolist() == [labels(k) for k in rows["kernel"]]
+
+
+def test_tables_hold_words_not_json_or_empty_columns(built):
+    lines = built["full"].splitlines()
+    if "| Operator | Input dims | Input types | Calls | Kernel (own) |" in lines:
+        at = lines.index("| Operator | Input dims | Input types | Calls | Kernel (own) |") + 2
+        m = built["doc"]["metrics"]["operators"]
+        expected = [", ".join(t or "-" for t in s["input_types"])
+                    for o in m["operators"][:5] for s in o["top_shapes"][:3]]
+        shown = [re.split(r"(?<!\\)\|", x)[3].strip() for x in lines[at: at + len(expected)]]
+        assert shown == [md(e) for e in expected]
+    # No phase map: the NVTX tables have no Phase column (it would be empty).
+    for mid, head in (("nvtx_ranges", "| Range | Count |"), ("nvtx_attribution", "| Range | Kernels |")):
+        if built["doc"]["metrics"][mid]["status"] == "ok":
+            assert any(x.startswith(head) for x in lines), head

@@ -25,6 +25,7 @@ KERNEL_TABLES: dict[str, str] = {
     "kernel_category_names": "name",
     "compute_kernels": "name",
     "gemm_precision": "name",
+    "operator_kernels": "kernel",
 }
 # metric id -> {list key in the metric's data: record key holding a kernel name, or a list of them}
 KERNEL_FIELDS: dict[str, dict[str, str]] = {

@@ -70,3 +70,12 @@ def size(nbytes: object) -> str:
             return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.1f} {unit}"
         v /= 1024
     return f"{v} B"
+
+
+def listed(values: object) -> str:
+    """A list of words as text, "a, b" (an empty or missing item as "-"), not JSON."""
+    if values is None:
+        return "n/a"
+    if not isinstance(values, list | tuple):
+        return str(values)
+    return ", ".join(str(v) if v not in (None, "") else "-" for v in values)

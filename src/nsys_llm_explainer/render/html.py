@@ -89,6 +89,7 @@ def environment() -> jinja2.Environment:
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
         verdict_words=overview.verdict_words,
+        verdict_summary=overview.verdict_summary,
     )
     return with_cache("html", env)
 

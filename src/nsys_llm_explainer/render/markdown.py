@@ -98,6 +98,7 @@ def environment() -> jinja2.Environment:
         num=_safe(fmt.num),
         size=_safe(fmt.size),
         rich=_rich,
+        listed=_safe(lambda v: escape.md(fmt.listed(v))),
         h=lambda v: Markup(html.escape(escape.strip_controls(v), quote=True)),
         basename=lambda p: PurePath(str(p)).name,
     )
@@ -107,6 +108,8 @@ def environment() -> jinja2.Environment:
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
         since_first_kernel=overview.since_first_kernel,
+        verdict_words=overview.verdict_words,
+        verdict_summary=overview.verdict_summary,
         workload_items=overview.workload_items,
     )
     return with_cache("md", env)
@@ -164,10 +167,10 @@ def render(
     top, rest = overview.split_findings(doc)
     groups = []
     for g, ids in overview.groups(list(views)):
-        about = [str(views[m]["title"]) for m in ids]
+        titles = [str(views[m]["title"]) for m in ids]
         if g.id == "capture":
-            about.append("the trace, coverage and limitations")
-        groups.append({"id": g.id, "title": g.title, "about": ", ".join(about) or g.title,
+            titles.append("the trace, coverage and limitations")
+        groups.append({"id": g.id, "title": g.title, "about": overview.about(g, titles) or g.title,
                        "sections": [views[m] for m in ids]})
     template = "report.md.j2" if mode == "compact" else "report_full.md.j2"
     return env.get_template(template).render(

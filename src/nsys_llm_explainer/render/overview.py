@@ -119,6 +119,11 @@ def group_of(metric_id: str) -> str:
     return GROUP_OF.get(metric_id, OTHER)
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """"1 kernel", "3 kernels", with thousands separators."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
 def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
     m = doc.get("metrics", {}).get(mid)
     return m if isinstance(m, dict) and m.get("status") == "ok" else None
@@ -126,6 +131,21 @@ def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
 
 def verdict_words(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
+
+
+def verdict_summary(diagnosis: dict[str, Any]) -> str:
+    """The diagnosis summary without its leading "Transfer-bound: " (the verdict's words,
+    which the verdict line shows already)."""
+    summary = str(diagnosis.get("summary") or "")
+    head = f"{verdict_words(str(diagnosis.get('verdict', '')))}: "
+    return summary[len(head):] if summary.startswith(head) and len(summary) > len(head) else summary
+
+
+def about(group: Group, titles: list[str]) -> str:
+    """A group's one-line list of its sections, each title without the group's own title
+    in front ("How close to the hardware: FLOPs, ..." reads "FLOPs, ...")."""
+    head = f"{group.title}: "
+    return ", ".join(t[len(head):] if t.startswith(head) and len(t) > len(head) else t for t in titles)
 
 
 def _busy(device: dict[str, Any]) -> tuple[int, int]:
@@ -159,13 +179,16 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     rows = busy_rows(diag.get("devices") or [])
     tk = metric(doc, "top_kernels")
     if tk is not None:
-        rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {tk['kernel_count']:,} kernels "
-                                    f"({tk['distinct_kernels']:,} names)"))
+        rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {plural(tk['kernel_count'], 'kernel')} "
+                                    f"({plural(tk['distinct_kernels'], 'name')})"))
     steps = metric(doc, "steps")
     phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
     for p in phases[:STEP_PHASES]:
         what = "Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"
-        rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
+        if p["steps"] == 1:  # percentiles of one step say nothing more than its latency
+            rows.append((what, f"{dur(p['p50_ns'])} (1 step)"))
+        else:
+            rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
     primary = diag.get("primary")
     if primary is not None:
         where = devices_text(list(primary["devices"]))
@@ -247,7 +270,7 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 
 
 __all__ = [
-    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "busy_rows", "device_table", "group_of", "groups",
-    "impact", "impact_short", "key_numbers", "metric", "severity_counts", "since_first_kernel", "split_findings",
-    "time_origin", "verdict_words", "workload_items",
+    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "busy_rows", "device_table", "group_of",
+    "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
+    "split_findings", "time_origin", "verdict_summary", "verdict_words", "workload_items",
 ]

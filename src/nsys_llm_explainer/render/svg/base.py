@@ -183,6 +183,7 @@ class Plot:
     body: str  # SVG markup, already escaped
     headers: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = field(default=())  # plain text cells
+    row_titles: tuple[str, ...] = ()  # per row, a tooltip for its first cell (a kernel's full name)
 
     def svg(self, standalone: bool = True) -> str:
         """The full <svg>; standalone adds the namespace and stylesheet for plots/*.svg."""

@@ -250,6 +250,14 @@ class Report:
 
         return labels_for(self.metrics)
 
+    @cached_property
+    def tainted(self) -> frozenset[str]:
+        """The report's trace strings holding a backtick (render/rich.taint), found once for
+        every writer."""
+        from nsys_llm_explainer.render import rich
+
+        return rich.taint(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The content of report.json (a copy: changing it changes nothing else)."""
         return copy.deepcopy(self.document)

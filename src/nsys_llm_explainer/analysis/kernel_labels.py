@@ -232,7 +232,7 @@ def _rank(rows: list[tuple[str | None, ...]], p: int, n_args: int) -> int:
     template arguments, then the parameter list, then the enclosing scope."""
     if p >= n_args:
         return 3 + (p - n_args)
-    values = [r[p] for r in rows if r[p] is not None]
+    values = [v for r in rows if (v := r[p]) is not None]
     if any(is_functor(v) for v in values):
         return 0
     return 2 if all(_PLUMBING.match(v) for v in values) else 1

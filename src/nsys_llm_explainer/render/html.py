@@ -173,7 +173,7 @@ def render(
             groups=_groups(report, parts, plots, missing),
             svg_style=Markup(STYLE),
             csp=CSP,
-            tainted=rich.taint(report),
+            tainted=report.tainted,
             workload=overview.workload_items(doc),
             kernel_label=report.kernel_labels,
             nvtx_name=_nvtx_name,

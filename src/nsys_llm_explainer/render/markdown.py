@@ -111,6 +111,7 @@ def environment() -> jinja2.Environment:
         verdict_words=overview.verdict_words,
         verdict_summary=overview.verdict_summary,
         workload_items=overview.workload_items,
+        bin_counts=overview.bin_counts,
     )
     return with_cache("md", env)
 
@@ -187,7 +188,7 @@ def render(
         plots=list(plots),
         kineto=doc["trace"].get("format") == "kineto-json",
         kernel_labels=labels,
-        tainted=rich.taint(report),
+        tainted=report.tainted,
     )
 
 

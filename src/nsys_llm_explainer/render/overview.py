@@ -96,6 +96,14 @@ def workload_items(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]
     return list(items.values()), notes
 
 
+def bin_counts(busy_pct: list[float | None]) -> dict[str, int]:
+    """Of a timeline device's bins inside its window: with kernels, at least 90% busy, and
+    without kernels."""
+    inside = [v for v in busy_pct if v is not None]
+    return {"busy": sum(1 for v in inside if v > 0), "full": sum(1 for v in inside if v >= 90),
+            "idle": sum(1 for v in inside if v == 0)}
+
+
 def time_origin(doc: dict[str, Any]) -> int | None:
     """The timeline plot's time zero: the first kernel (start of the earliest device's kernel
     window), from the timeline metric or else the devices' windows; None without kernels."""
@@ -270,7 +278,7 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 
 
 __all__ = [
-    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "busy_rows", "device_table", "group_of",
+    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "bin_counts", "busy_rows", "device_table", "group_of",
     "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
     "split_findings", "time_origin", "verdict_summary", "verdict_words", "workload_items",
 ]

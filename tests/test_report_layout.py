@@ -400,3 +400,16 @@ def test_tables_hold_words_not_json_or_empty_columns(built):
     for mid, head in (("nvtx_ranges", "| Range | Count |"), ("nvtx_attribution", "| Range | Kernels |")):
         if built["doc"]["metrics"][mid]["status"] == "ok":
             assert any(x.startswith(head) for x in lines), head
+
+
+def test_compute_evidence_names_kernels_by_label(built):
+    d = built["doc"]["diagnosis"]
+    primary = d["primary"]
+    if primary is None or primary["kind"] != "compute":
+        return
+    labels = built["report"].kernel_labels
+    rows = [r for r in built["doc"]["metrics"]["top_kernels"]["kernels"][:3] if r["device_id"] in primary["devices"]]
+    expected = [f"{labels(r['name'])} on GPU {r['device_id']}: {dur(r['total_ns'])} in {r['calls']:,} calls"
+                for r in rows]
+    assert [e for e in primary["evidence"] if " calls" in e and " on GPU " in e] == expected
+    assert rows  # the example trace is compute-bound: the check above is not vacuous there

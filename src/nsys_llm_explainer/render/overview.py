@@ -141,12 +141,16 @@ def verdict_words(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
 
 
-def verdict_summary(diagnosis: dict[str, Any]) -> str:
+def verdict_summary(diagnosis: dict[str, Any], sentence: bool = False) -> str:
     """The diagnosis summary without its leading "Transfer-bound: " (the verdict's words,
-    which the verdict line shows already)."""
+    which the verdict line shows already); `sentence`: capitalized, to stand on its own."""
     summary = str(diagnosis.get("summary") or "")
     head = f"{verdict_words(str(diagnosis.get('verdict', '')))}: "
-    return summary[len(head):] if summary.startswith(head) and len(summary) > len(head) else summary
+    if summary.startswith(head) and len(summary) > len(head):
+        summary = summary[len(head):]
+        if sentence:
+            summary = summary[:1].upper() + summary[1:]
+    return summary
 
 
 def about(group: Group, titles: list[str]) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.verdict import metric
-from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.labels import labels_for
+from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.render.fmt import dur, size
 
 CAUSE_WORDS = {

@@ -8,8 +8,7 @@ import pytest
 
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Report, Skipped
-from nsys_llm_explainer.render import Format, csv_writer
-from nsys_llm_explainer.render.escape import md
+from nsys_llm_explainer.render import Format, csv_writer, rich
 from nsys_llm_explainer.report_files import build_files
 from tests.conftest import CORE_METRICS, GENERATIONS, analyze, ok
 from tests.fixtures import variants
@@ -28,7 +27,7 @@ def assert_reasons_rendered(report: Report) -> dict[str, str]:
         if isinstance(outcome, Skipped):
             assert outcome.reason
             assert doc["metrics"][mid] == {"status": "skipped", "reason": outcome.reason}
-            assert f"_Not measured, because {md(outcome.reason)}._" in files["report.md"]
+            assert f"_Not measured, because {rich.md(outcome.reason)}._" in files["report.md"]
             reasons[mid] = outcome.reason
         else:
             assert doc["metrics"][mid]["status"] == "ok"

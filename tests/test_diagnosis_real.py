@@ -146,4 +146,4 @@ def test_report_md_opens_with_the_verdict(tmp_path: Path) -> None:
     r = report_of("nsysai_h100_2gpu_1s")
     r.write(tmp_path / "out", formats="md")
     text = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    assert text.splitlines()[2].startswith("**Verdict:** `transfer_bound`")
+    assert text.splitlines()[2].startswith("**Verdict:** Transfer-bound (`transfer_bound`, ")

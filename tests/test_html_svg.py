@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from hashlib import sha1
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsys_llm_explainer.model import MetricResult, Report, Table, TraceInfo
 from nsys_llm_explainer.render.json_writer import report_dict
@@ -194,7 +197,10 @@ def test_top_kernels_escapes_and_colours_by_category():
     assert len(bars) == top_kernels.TOP
     assert bars[0].get("class") == "k0" and bars[1].get("class") == "k1"
     assert bars[2].get("class") == top_kernels.OTHER_CLASS  # no category known
-    assert plot.rows[0][0] == HOSTILE  # the table keeps the full name; the template escapes it
+    # The table shows labels; the full name is the first cell's tooltip (the template escapes both).
+    assert plot.headers == ("Kernel", "Devices", "Calls", "Total", "Share", "Category")
+    assert plot.rows[0][0] == HOSTILE and plot.row_titles[0] == HOSTILE
+    assert plot.row_titles[1:3] == ("k1", "k2")
 
 
 def test_top_kernels_sums_a_name_over_devices():
@@ -319,3 +325,44 @@ def test_step_marks_merge_per_cell_and_coarsen():
     rng = np.random.default_rng(0)
     many = steps.marks(rng.uniform(0, 560, 200_000), rng.uniform(0, 200, 200_000))
     assert steps.MAX_MARKS // 4 < len(many) <= steps.MAX_MARKS
+
+
+def test_timeline_band_labels_stay_distinct():
+    data = timeline_data(10, devices=1, causes=False)
+    data["bands"] = [
+        {"name": "KernelExecutor::compileFusion", "covered_ns": 9, "runs": [[0, 5]]},
+        {"name": "KernelExecutor::runFusion", "covered_ns": 8, "runs": [[5, 10]]},
+        {"name": "autograd::engine::evaluate_function: SelectBackward0", "covered_ns": 7, "runs": [[1, 2]]},
+        {"name": "decode", "covered_ns": 6, "runs": [[2, 3]]},
+    ]
+    root = parse(timeline.build(plot_input({"timeline": data})))
+    shown = [
+        (tip.text, tip.tail) for el in root.iter(f"{NS}text")
+        if (tip := el.find(f"{NS}title")) is not None and (tip.text or "").startswith("NVTX ")
+    ]
+    assert shown == [
+        ("NVTX KernelExecutor::compileFusion: 9 ns", "…compileFusion"),
+        ("NVTX KernelExecutor::runFusion: 8 ns", "…runFusion"),
+        ("NVTX autograd::engine::evaluate_function: SelectBackward0: 7 ns", "…SelectBackward0"),
+        ("NVTX decode: 6 ns", "decode"),
+    ]
+
+
+def test_shorten_all_examples():
+    from nsys_llm_explainer.render.escape import shorten_all
+
+    assert shorten_all(["model.layers.10.self_attn", "model.layers.11.self_attn"], 16) == {
+        "model.layers.10.self_attn": "…10.self_attn", "model.layers.11.self_attn": "…11.self_attn"}
+    same = shorten_all(["a b", "a  b"], 16)  # equal once blanks collapse: a hash tells them apart
+    assert same == {"a b": "a b #" + sha1(b"a b").hexdigest()[:4], "a  b": "a b #" + sha1(b"a  b").hexdigest()[:4]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=60), max_size=8, unique=True), st.integers(8, 30))
+def test_shorten_all_keeps_names_apart(names, limit):
+    from nsys_llm_explainer.render.escape import shorten_all
+
+    labels = shorten_all(names, limit)
+    assert set(labels) == set(names)
+    assert len(set(labels.values())) == len(names)
+    assert all(len(v) <= limit for v in labels.values())

@@ -67,8 +67,66 @@ def test_lambdas_inside_kernel_templates_reduce_to_what_differs():
 
 
 def test_a_function_name_alone_when_no_other_kernel_shares_it():
+    """No functor among the arguments: the function name; with one, the functor too, the
+    same label as among its family (a kernel reads the same in every report)."""
     flash = next(n for n, _ in KNOWN_KERNELS if n.startswith("void flash_fwd_kernel<"))
-    assert kernel_labels([flash, ADD]) == {flash: "flash_fwd_kernel", ADD: "vectorized_elementwise_kernel"}
+    assert kernel_labels([flash, ADD]) == {
+        flash: "flash_fwd_kernel", ADD: "vectorized_elementwise_kernel<CUDAFunctorOnSelf_add<float>>"}
+    assert kernel_labels([ADD])[ADD] == kernel_labels([ADD, FILL, ABS])[ADD]
+
+
+# The older demangler style (PyTorch profiler traces): `> >`, full parameter lists.
+OLD_VEC = ("void at::native::vectorized_elementwise_kernel<{w}, {f}, at::detail::Array<char*, {n}> >"
+           "(int, {f}, at::detail::Array<char*, {n}>)")
+OLD_AMUL = "at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >"
+OLD_FILL = "at::native::FillFunctor<float>"
+OLD_NEG = ("at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::"
+           "{lambda()#7}::operator()() const::{lambda(float)#1}")
+REDUCE = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, "
+          "at::native::sum_functor<{t}, {t}, {t}>::operator()(at::TensorIterator&)::{{lambda({t}, {t})#1}}>, "
+          "unsigned int, {t}, 4> >(at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, "
+          "at::native::sum_functor<{t}, {t}, {t}>::operator()(at::TensorIterator&)::{{lambda({t}, {t})#1}}>, "
+          "unsigned int, {t}, 4>)")
+COPY_LONG = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+             "at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda() (instance 4)]"
+             "::operator ()() const::[lambda(long) (instance 1)], std::array<char *, (unsigned long)2>, "
+             "TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
+             "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>>(int, T1, T2, T3, T4, T5, T6)")
+
+
+def test_labels_keep_the_functor_and_drop_pointer_arrays_and_parameter_lists():
+    names = [OLD_VEC.format(w=w, f=f, n=n) for w, f, n in
+             ((4, OLD_AMUL, 2), (2, OLD_AMUL, 2), (4, OLD_FILL, 1), (2, OLD_FILL, 1), (4, OLD_NEG, 2))]
+    labels = kernel_labels(names)
+    assert [labels[n] for n in names] == [
+        "vectorized_elementwise_kernel<4,AUnary…<MulFunctor<float>>>",
+        "vectorized_elementwise_kernel<2,AUnary…<MulFunctor<float>>>",
+        "vectorized_elementwise_kernel<4, FillFunctor<float>>",
+        "vectorized_elementwise_kernel<2, FillFunctor<float>>",
+        "vectorized_elementwise_kernel<4, neg_kernel_cuda::lambda(float)>",
+    ]
+
+
+def test_long_functors_lose_whole_words_not_parts_of_them():
+    sums = [REDUCE.format(t=t) for t in ("float", "long")]
+    labels = kernel_labels([*sums, COPY_LONG])
+    assert labels[COPY_LONG] == "unrolled_elementwise_kernel<direct_copy_kernel_cuda(long)>"
+    assert [labels[n] for n in sums] == [
+        "reduce_kernel<Reduce…<func…<sum_functor<float>(float,float)>,4>>",
+        "reduce_kernel<ReduceOp<func…<sum_functor<long>(long,long)>,4>>",
+    ]
+    for label in labels.values():
+        assert label.count("<") == label.count(">") and label.count("(") == label.count(")"), label
+
+
+def test_shorten_words_and_core():
+    from nsys_llm_explainer.analysis.kernel_labels import core, shorten_words
+
+    assert shorten_words("direct_copy_kernel_cuda::lambda(long)", 33) == "direct_copy_kernel…::lambda(long)"
+    assert shorten_words("4,AUnaryFunctor<MulFunctor<float>>", 33) == "4,AUnary…<MulFunctor<float>>"
+    assert core("ReduceOp<func_wrapper_t<float,sum_functor<float>::lambda(float,float)>,4>") == (
+        "…sum_functor<float>::lambda(float,float)")
+    assert core("FillFunctor<float>") == "FillFunctor<float>"
 
 
 def test_cutlass_wrappers_show_their_first_argument():
@@ -76,6 +134,14 @@ def test_cutlass_wrappers_show_their_first_argument():
     label = kernel_labels([name])[name]
     assert label.startswith("Kernel2<cutlass_80_wmma_") and label.endswith("_tn_align8>")
     assert len(label) <= LABEL_MAX
+
+
+def test_long_names_of_one_family_read_alike_even_without_a_clash():
+    one = ("sm80_xmma_fprop_implicit_gemm_f16f16_f16f16_f16_nhwckrsc_nhwc_tilesize128x128x32_stage3_t1r3s3_"
+           "execute_kernel_trt")
+    two = one.replace("t1r3s3", "t1r1s1").replace("tilesize128x128x32", "tilesize64x64x64")
+    labels = kernel_labels([one, two])
+    assert labels == {one: "sm80…tilesize128x128x32_t1r3s3…trt", two: "sm80…tilesize64x64x64_t1r1s1…trt"}
 
 
 def test_tensorrt_tactics_show_the_tokens_that_differ():

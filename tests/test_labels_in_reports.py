@@ -97,6 +97,10 @@ def test_labels_are_distinct_and_short(built):
     labels = {n: report.kernel_labels(n) for n in names}
     assert len(set(labels.values())) == len(names)
     assert all(0 < len(v) <= LABEL_MAX for v in labels.values())
+    # A shortened label keeps its brackets balanced (it drops whole arguments and words).
+    for name, label in labels.items():
+        if name.count("<") == name.count(">") and name.count("(") == name.count(")"):
+            assert label.count("<") == label.count(">") and label.count("(") == label.count(")"), label
 
 
 def test_md_tables_name_kernels_by_distinct_labels(built):

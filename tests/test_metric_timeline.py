@@ -84,6 +84,8 @@ def test_phase_map_bands(build):
 
 def test_band_name_strips_trailing_annotations():
     assert band_name("aten::mm, seq = 4, op_id = 17") == "aten::mm"
+    assert band_name("ProfilerStep#551") == "ProfilerStep#N"  # numbered repeats share a band
+    assert band_name("step#2 warmup") == "step#2 warmup"
     assert band_name("decode") == "decode"
     assert band_name(", op_id = 3") == ", op_id = 3"  # never empty
 
@@ -119,3 +121,15 @@ def test_idle_causes_colour_the_idle_bins(build):
     gap_bins = {codes[i] for i in range(110, 890)}  # bins fully inside the 1,000..9,020 gap
     assert len(gap_bins) == 1 and causes[gap_bins.pop()] == "sync_wait"
     assert codes[50] == -1  # a fully busy bin has no idle cause
+
+
+def test_numbered_steps_are_one_band_in_time_order(build):
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    b.kernel(0, 10_000)
+    for n, (start, end) in zip((552, 550, 551), ((6_000, 9_000), (0, 2_000), (2_500, 5_000)), strict=True):
+        b.nvtx(start, end, text=f"ProfilerStep#{n}")
+    tl = ok(analyze(build(b)), "timeline")
+    assert [(x["name"], x["covered_ns"], x["runs"]) for x in tl["bands"]] == [
+        ("ProfilerStep#N", 2_000 + 2_500 + 3_000, [[0, 200], [250, 500], [600, 900]]),
+    ]

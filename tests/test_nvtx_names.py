@@ -47,6 +47,10 @@ PYPROF_ARGS = (
     ("step 3, phase = decode", "step 3, phase = decode"),  # not a PyTorch annotation key
     (", seq = 3", ", seq = 3"),  # never empty
     ("{}", "{}"),
+    # A user range shaped like a dict is not a pyprof marker without one of its keys.
+    ("{'a': 1}", "{'a': 1}"),
+    ('{"step": 3, "phase": "decode"}', '{"step": 3, "phase": "decode"}'),
+    ("{'mode': 'eval'}", "{'mode': 'eval'}"),
 ])
 def test_normalize(raw: str, expected: str) -> None:
     assert normalize(raw) == expected
@@ -154,3 +158,52 @@ def test_nvtx_metrics_aggregate_by_normalized_name(tmp_path, spec):
     assert set(raw["name"]) == {name for _, _, name in spec["ranges"]}
     assert all(simple_normalize(n) == m for n, m in zip(raw["name"], raw["normalized_name"], strict=True))
     assert nr["distinct_names"] == len(raw)
+
+
+# --- ranges quoted by other metrics are normalized too; CSVs keep the raw names -----------
+
+READBACK_STEPS = 10
+READBACK_LOCAL = 7  # steps whose read-back sits in `aten::_local_scalar_dense, op_id = i`
+
+
+def _readback_trace(tmp_path: Path) -> Path:
+    """tests/fixtures/planted.scalar_readbacks, each step's copy and sync inside one PyTorch
+    range: 7 named `aten::_local_scalar_dense, op_id = i`, 3 `aten::copy_, op_id = i`. The
+    gap after step i (kernels end at T+23, the next starts at T+58) has its middle inside
+    step i's range [T+15, T+50] on the launching thread."""
+    from tests.fixtures import planted
+
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    s = planted.Sim(b)
+    for i in range(READBACK_STEPS):
+        for _ in range(3):
+            s.launch(5 * planted.US)
+        start = s.host
+        s.copy(2 * planted.US, 4, planted.D2H, planted.DEVICE, planted.PINNED)
+        s.sync(wake_ns=20 * planted.US)
+        op = "aten::_local_scalar_dense" if i < READBACK_LOCAL else "aten::copy_"
+        b.nvtx(start, s.host, text=f"{op}, op_id = {i}", pid=100)
+    return b.write(tmp_path / "readbacks.sqlite")
+
+
+def test_readback_ranges_and_gap_ranges_are_normalized(tmp_path):
+    from nsys_llm_explainer.render import Format, files
+
+    report = analyze(_readback_trace(tmp_path))
+    rb = ok(report, "host_patterns")["scalar_readbacks"]
+    assert rb["count"] == READBACK_STEPS
+    assert rb["ranges"] == [{"range": "aten::_local_scalar_dense", "count": 7}, {"range": "aten::copy_", "count": 3}]
+    gaps = ok(report, "idle_causes")["top_gaps"]
+    # 9 equal gaps, listed in time order: the ranges of steps 0-8.
+    assert [g["nvtx_range"] for g in gaps] == ["aten::_local_scalar_dense"] * 7 + ["aten::copy_"] * 2
+    doc = report.to_dict()
+    assert doc["metrics"]["host_patterns"]["scalar_readbacks"]["ranges"] == rb["ranges"]
+    assert [g["nvtx_range"] for g in doc["metrics"]["idle_causes"]["top_gaps"]] == [g["nvtx_range"] for g in gaps]
+    text = files.build(report, (Format.MD,), md="full")["report.md"]
+    assert "| aten::\\_local\\_scalar\\_dense | 7 |\n| aten::copy\\_ | 3 |\n" in text
+    raw = table(report, "nvtx_ranges", "nvtx_ranges")
+    assert sorted(raw["name"]) == sorted(
+        f"{'aten::_local_scalar_dense' if i < READBACK_LOCAL else 'aten::copy_'}, op_id = {i}"
+        for i in range(READBACK_STEPS)
+    )

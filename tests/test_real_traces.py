@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nsys_llm_explainer.render.escape import md
+from nsys_llm_explainer.render import rich
 from tests import reference
 from tests.conftest import NSYS_TRACES, nsys_trace_files, require_nsys_traces, run_cli
 
@@ -158,11 +158,16 @@ def test_kernels_without_launch_equal_sql_join_on_pid_and_corr(analyzed):
 
 def test_sections_that_cannot_be_computed_say_why(analyzed):
     doc, text = analyzed["doc"], analyzed["md"]
+    by_reason: dict[str, list[str]] = {}
     for mid, m in doc["metrics"].items():
         if m["status"] == "skipped":
             assert m["reason"], mid
-            assert f"_Not measured, because {md(m['reason'])}._" in text
-            assert f"{mid}: not measured, because {m['reason']}." in doc["limitations"]
+            assert f"_Not measured, because {rich.md(m['reason'])}._" in text
+            by_reason.setdefault(m["reason"], []).append(mid)
+    # One coverage line per reason, naming every metric skipped for it (in report order).
+    for reason, mids in by_reason.items():
+        lines = [x for x in doc["limitations"] if x.endswith(f": not measured, because {reason}.")]
+        assert lines == [f"{', '.join(mids)}: not measured, because {reason}."]
 
 
 def test_capture_metadata_is_never_echoed(analyzed):

@@ -14,7 +14,7 @@ import pytest
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report, Skipped, TraceInfo
-from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
+from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown, rich
 from nsys_llm_explainer.report_files import build_files
 from nsys_llm_explainer.schema import errors
 from tests.fixtures import variants
@@ -82,7 +82,7 @@ def test_markdown_sections(report: Report) -> None:
         assert f"## {markdown.escape.md(metric.title)}" in text, metric.id
         outcome = report.metrics[metric.id]
         if isinstance(outcome, Skipped):
-            assert f"_Not measured, because {markdown.escape.md(outcome.reason)}._" in text, (
+            assert f"_Not measured, because {rich.md(outcome.reason)}._" in text, (
                 metric.id
             )
 

@@ -14,6 +14,7 @@ from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
 from nsys_llm_explainer.render.escape import md
+from nsys_llm_explainer.render.overview import VERDICT_WORDS
 from nsys_llm_explainer.report_files import build_files
 from tests.conftest import analyze, md_section, ok
 from tests.fixtures import variants
@@ -77,7 +78,8 @@ def test_markdown_has_every_section(report, mode, mark):
     for metric in REGISTRY:
         assert f"{mark} {md(metric.title)}" in lines
     assert f"{mark} Coverage and limitations" in lines
-    assert lines[2].startswith(f"**Verdict:** `{report.document['diagnosis']['verdict']}`")
+    verdict = report.document["diagnosis"]["verdict"]
+    assert lines[2].startswith(f"**Verdict:** {VERDICT_WORDS[verdict]} (`{verdict}`, ")
     for line in lines:
         if line.startswith("|"):
             assert line.rstrip().endswith("|"), line
@@ -141,7 +143,7 @@ def test_hostile_names_cannot_break_report_md(tmp_path):
     assert any("a\\|b" in line for line in body)
     assert any("x\\`y\\`z" in line for line in body)
     ranges = [line for line in md_section(text, "NVTX ranges") if line.startswith("| ")]
-    assert all(unescaped_pipes(line) == 8 for line in ranges)
+    assert all(unescaped_pipes(line) == 7 for line in ranges)  # no phase map: no Phase column
     assert any("range\\|\\<b\\>bold\\</b\\> next" in line for line in ranges)
 
 

@@ -1,4 +1,4 @@
-"""nsys-llm-explain: explain Nsight Systems SQLite exports of LLM inference.
+"""nsys-llm-explain: explain Nsight Systems SQLite exports and PyTorch profiler traces.
 
     from nsys_llm_explainer import explain
     report = explain("trace.sqlite")

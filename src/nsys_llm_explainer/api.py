@@ -124,11 +124,22 @@ def _limitations(
     if not any(g.name for g in info.gpus):
         where = "TARGET_INFO_GPU rows" if info.format == "nsys-sqlite" else "deviceProperties"
         out.append(f"No {where}: GPU models are unknown.")
+    # Metrics skipped for the same reason share one line (a trace without kernels skips most).
+    skipped: dict[str, list[str]] = {}
+    lines: list[str | list[str]] = []  # a metric list stands for its skip line
     for mid, outcome in metrics.items():
         if isinstance(outcome, Skipped):
-            out.append(f"{mid}: not measured, because {outcome.reason}.")
+            if outcome.reason not in skipped:
+                skipped[outcome.reason] = []
+                lines.append(skipped[outcome.reason])
+            skipped[outcome.reason].append(mid)
         else:
-            out.extend(f"{mid}: {note}" for note in outcome.notes)
+            lines.extend(f"{mid}: {note}" for note in outcome.notes)
+    reason_of = {id(ids): reason for reason, ids in skipped.items()}
+    out.extend(
+        line if isinstance(line, str) else f"{', '.join(line)}: not measured, because {reason_of[id(line)]}."
+        for line in lines
+    )
     if schema.nsys_version is None and info.format == "nsys-sqlite":
         out.append("The nsys version is unknown (no export metadata).")
     return out
@@ -140,7 +151,8 @@ def explain(
     progress: Progress | None = None,
     jobs: int | None = None,
 ) -> Report:
-    """Analyze one trace (an Nsight Systems SQLite export). Raises InputError for unusable
+    """Analyze one trace: an Nsight Systems SQLite export or a PyTorch profiler trace
+    (Kineto JSON, plain or gzipped), told apart by content. Raises InputError for unusable
     inputs.
 
     `jobs`: processes that read the trace and threads that run metrics (None:

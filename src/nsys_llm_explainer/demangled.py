@@ -127,6 +127,8 @@ def _protect(text: str) -> tuple[str, list[str]]:
 
 
 def _restore(text: str, saved: list[str]) -> str:
+    if not saved or "\ue000" not in text:
+        return text.strip()
     return _PLACEHOLDER_RX.sub(lambda m: saved[int(m.group(1))], text).strip()
 
 

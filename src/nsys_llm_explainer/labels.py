@@ -25,6 +25,7 @@ KERNEL_TABLES: dict[str, str] = {
     "kernel_category_names": "name",
     "compute_kernels": "name",
     "gemm_precision": "name",
+    "operator_kernels": "kernel",
 }
 # metric id -> {list key in the metric's data: record key holding a kernel name, or a list of them}
 KERNEL_FIELDS: dict[str, dict[str, str]] = {
@@ -93,8 +94,22 @@ class Labels:
         return self._map.items()
 
 
+_last: tuple[tuple[Outcome, ...], Labels] | None = None  # rules and writers ask for the same report's
+
+
 def labels_for(metrics: Mapping[str, Outcome]) -> Labels:
-    return Labels(kernel_names(metrics))
+    """The labels of one report's kernel names, computed once when asked again for the same
+    metric results (the same objects: a results dict and its copy in the Report)."""
+    global _last
+    outcomes = tuple(metrics.values())
+    cached = _last
+    if cached is not None and len(cached[0]) == len(outcomes) and all(
+        a is b for a, b in zip(cached[0], outcomes, strict=True)
+    ):
+        return cached[1]
+    labels = Labels(kernel_names(metrics))
+    _last = (outcomes, labels)
+    return labels
 
 
 __all__ = ["KERNEL_FIELDS", "KERNEL_TABLES", "LABEL_COLUMN", "LABEL_MAX", "Labels", "kernel_names", "labels_for"]

@@ -94,6 +94,19 @@ class Skipped:
 Outcome = MetricResult | Skipped
 
 
+def round_pct(raw: float) -> float:
+    """A percentage as report.json stores it: two decimals, never across a boundary of the
+    one-decimal form text shows. Text formats the unrounded value (`f"{raw:.1f}%"`), the
+    writers the stored one; both must read the same: 75.6488 is stored 75.64, not 75.65
+    (which reads 75.7%)."""
+    stored = round(raw, 2)
+    shown = f"{raw:.1f}"
+    if f"{stored:.1f}" == shown:
+        return stored
+    step = 0.01 if raw > stored else -0.01
+    return round(stored + step, 2) if f"{round(stored + step, 2):.1f}" == shown else round(raw, 1)
+
+
 @dataclass(frozen=True)
 class Affected:
     """One device (and the processes that use it) a finding applies to, with its own numbers."""
@@ -237,6 +250,14 @@ class Report:
         from nsys_llm_explainer.labels import labels_for
 
         return labels_for(self.metrics)
+
+    @cached_property
+    def tainted(self) -> frozenset[str]:
+        """The report's trace strings holding a backtick (render/rich.taint), found once for
+        every writer."""
+        from nsys_llm_explainer.render import rich
+
+        return rich.taint(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The content of report.json (a copy: changing it changes nothing else)."""

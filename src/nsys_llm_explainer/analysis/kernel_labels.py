@@ -5,19 +5,25 @@ Demangled kernel names are long and differ in the middle: a head...tail cut turn
 one string. kernel_labels(names) labels a whole set at once:
 
 1. A name that parses as `[void] scope::function<args>(params)` is labelled by its function
-   name. When other names share that function name, the label adds the template arguments
-   that tell them apart (the fewest argument positions that do, most varied first), each
+   name and, when a template argument says what it computes (a functor, an op, a lambda:
+   is_functor), that argument, alone or among its family, so a kernel reads the same in
+   every report when it fits without a blind cut. When other names share the function name,
+   the label adds the template arguments that tell them apart: the fewest positions that
+   do, tried functors first, then other arguments (vector widths, types), then pointer
+   arrays and offset calculators, then the parameter list, then the scope. Each is
    compacted: namespaces, casts, `void`, parameter lists and lambda noise dropped, so
    `at::native::BinaryFunctor<float, float, float, at::native::MulFunctor<float>>` reads
    `BinaryFunctor<float, float, float, MulFunctor<float>>`. Wrapper templates whose identity
    is their first argument (`cutlass::Kernel2<...>`) always show it. Arguments too long for
    the budget lose their spaces, then the scalar type arguments of nested templates
-   (`BinaryFunctor<MulFunctor<float>>`), then their middle (the innermost functor, usually
-   the difference, comes last and is kept).
+   (`BinaryFunctor<MulFunctor<float>>`) and `::lambda` before a lambda's parameters, then
+   the last words of long identifiers (`direct_copy_kernel…`, never inside a word), then
+   all but their innermost functor (`…sum_functor<float>(float,float)`); only then their
+   middle is cut (the innermost functor, usually the difference, comes last and is kept).
 2. Any other name (C names, Triton, cuBLAS `nvjet_*`, TensorRT tactics, mangled names) is
-   kept whole when it fits, else cut head...tail. Names that would then look alike are shown
-   by their first and last `_`-separated tokens around the tokens that not all of them share
-   (`sm80…tilesize64x256x8_warpsize1x4x1…cublas`).
+   kept whole when it fits, else cut head...tail. Long names of one family (same first
+   `_`-separated token) are all shown by their first and last tokens around the tokens that
+   not all of them share (`sm80…tilesize64x256x8_warpsize1x4x1…cublas`).
 3. Labels longer than LABEL_MAX characters are cut head...tail ("…"). Names whose labels
    still coincide get a suffix ` #` + the first HASH_DIGITS hex digits of the SHA-1 of the
    full name (more digits when those coincide too); the `label` column of the kernel CSV
@@ -66,6 +72,14 @@ _SCALAR_ARG = re.compile(rf"(?<=[<,])(?:{_SCALARS}),(?=.)")  # a scalar type arg
 _SCALAR_TYPE = re.compile(rf"(?:{_SCALARS})")
 _LAMBDA_IN_TEMPLATE = re.compile(r"^[A-Za-z_]\w*<(.+)>::lambda\([^()]*\)$")
 _IDENT = re.compile(r"[A-Za-z_~][\w~]*$")
+_LAMBDA_CALL = re.compile(r"::lambda(?=\()")
+MIN_WORD = 4  # a shortened identifier keeps at least its first word of this many characters
+_BOUNDARY = re.compile(r"(?<=[_:<>,()\s])(?=\w)|(?<=[a-z0-9])(?=[A-Z])|(?<=\w)(?=[_:<>,()])")
+_IDENT_TOKEN = re.compile(r"(?<![\w…])[A-Za-z_][\w]*(?![\w…])")
+# A template argument naming what a kernel computes: a functor, an op, a lambda.
+_FUNCTOR = re.compile(r"lambda\(|[Ff]unctor|[a-z0-9]Ops?\b|Ops?<|_op\b|_functor|Func\b")
+# Arguments that are machinery: pointer arrays, offset calculators, load/store policies.
+_PLUMBING = re.compile(r"(?:array|Array|\w*OffsetCalculator|LoadWith\w*|StoreWith\w*|TensorInfo)\b")
 
 
 @dataclass(frozen=True)
@@ -198,7 +212,7 @@ def compact(text: str) -> str:
     s = _CAST.sub(lambda m: {"(bool)0": "false", "(bool)1": "true"}.get(m.group(0), m.group(1)), s)
     s = _QUALIFIER.sub("", s).replace(_ANON_MARK + "::", "")
     s = _PTR.sub(r"\1", s)
-    s = _SPACES.sub(" ", s).strip()
+    s = _SPACES.sub(" ", s).strip().replace("> >", ">>").replace("> >", ">>")
     # A lambda inside a one-argument function template (`gpu_kernel_impl<F>::lambda(int)`)
     # is that template's machinery; the functor F it was instantiated with is what differs.
     m = _LAMBDA_IN_TEMPLATE.match(s)
@@ -207,11 +221,31 @@ def compact(text: str) -> str:
     return s
 
 
-def _pick(rows: list[tuple[str | None, ...]]) -> list[int]:
-    """The fewest positions (most varied first) whose values tell the rows apart."""
+def is_functor(arg: str | None) -> bool:
+    """Does a compacted template argument say what the kernel computes (a functor, an op, a
+    lambda), rather than how (vector widths, scalar types, pointer arrays, offset calculators)?"""
+    return arg is not None and _FUNCTOR.search(arg) is not None and not _PLUMBING.match(arg)
+
+
+def _rank(rows: list[tuple[str | None, ...]], p: int, n_args: int) -> int:
+    """Which positions tell kernels apart best for a reader: functors first, then other
+    template arguments, then the parameter list, then the enclosing scope."""
+    if p >= n_args:
+        return 3 + (p - n_args)
+    values = [v for r in rows if (v := r[p]) is not None]
+    if any(is_functor(v) for v in values):
+        return 0
+    return 2 if all(_PLUMBING.match(v) for v in values) else 1
+
+
+def _pick(rows: list[tuple[str | None, ...]], n_args: int | None = None) -> list[int]:
+    """The fewest positions whose values tell the rows apart, tried in reading order (_rank;
+    most varied first within a rank). `n_args`: how many of the positions are template
+    arguments (the rest: parameter list, scope)."""
     width = len(rows[0]) if rows else 0
+    n_args = width if n_args is None else n_args
     varied = [p for p in range(width) if len({r[p] for r in rows}) > 1]
-    order = sorted(varied, key=lambda p: (-len({r[p] for r in rows}), p))
+    order = sorted(varied, key=lambda p: (_rank(rows, p, n_args), -len({r[p] for r in rows}), p))
     chosen: list[int] = []
     for p in order:
         chosen.append(p)
@@ -229,34 +263,118 @@ def _structured(group: list[Parts]) -> list[str]:
         for p in group
     ]
     unique = list(dict.fromkeys(rows))
-    chosen = _pick(unique) if len(unique) > 1 else []
+    chosen = _pick(unique, width) if len(unique) > 1 else []
     labels = []
     for p, row in zip(group, rows, strict=True):
+        # What the kernel computes is always shown, alone or among its family, so the same
+        # kernel reads the same in every report.
+        functor = next((i for i in range(width) if is_functor(row[i])), None)
+        params = row[width] if width in chosen else None
         args = [a for i in chosen if i < width and (a := row[i]) is not None]
-        if not chosen and len(group) == 1 and p.base in WRAPPERS and p.args and row[0] is not None:
+        if functor is not None and functor not in chosen:
+            with_functor = [a for i in sorted({*chosen, functor}) if i < width and (a := row[i]) is not None]
+            if _fit(p.base, with_functor, params)[1]:  # shown only when it fits without a blind cut
+                args = with_functor
+        if not args and p.base in WRAPPERS and p.args and row[0] is not None:
             args = [row[0]]
-        label = _assemble(p.base, args, row[width] if width in chosen else None)
+        label = _assemble(p.base, args, params)
         scope = row[width + 1] if width + 1 in chosen else None
         labels.append(cut(f"{compact(scope)}::{label}" if scope else label, LABEL_MAX))
     return labels
 
 
 def _assemble(base: str, args: list[str], params: str | None) -> str:
-    """`base<args>(params)` within LABEL_MAX: tighter spacing first, then scalar type
-    arguments of nested templates dropped, then the arguments cut keeping more of their
-    tail (the innermost functor, the usual difference, comes last)."""
+    """`base<args>(params)` within LABEL_MAX (see _fit_args)."""
+    return _fit(base, args, params)[0]
+
+
+def _fit(base: str, args: list[str], params: str | None) -> tuple[str, bool]:
+    """(`base<args>(params)` within LABEL_MAX, whether it needed no blind cut). Reductions
+    in order until it fits: tighter spacing; scalar type arguments of nested templates
+    dropped and `::lambda(T)` written `(T)`; the last words of long identifiers dropped
+    (shorten_words); each argument reduced to its innermost functor (core). Only then the
+    arguments are cut keeping more of their tail (the innermost functor comes last)."""
     tail = f"({params})" if params is not None else ""
     if not args:
-        return cut(base + tail, LABEL_MAX)
+        return cut(base + tail, LABEL_MAX), len(base + tail) <= LABEL_MAX
     room = LABEL_MAX - len(base) - 2 - len(tail)
     inner = ", ".join(args)
     if room < 8:
-        return cut(f"{base}<{inner}>{tail}", LABEL_MAX)
+        whole = f"{base}<{inner}>{tail}"
+        return cut(whole, LABEL_MAX), len(whole) <= LABEL_MAX
     for form in (inner, ",".join(a.replace(", ", ",") for a in args)):
         if len(form) <= room:
-            return f"{base}<{form}>{tail}"
-    tight = ",".join(_drop_scalars(a.replace(", ", ",")) for a in args)
-    return f"{base}<{cut_tail(tight, room)}>{tail}"
+            return f"{base}<{form}>{tail}", True
+
+    def reduce(arg: str) -> str:
+        return _LAMBDA_CALL.sub("", _drop_scalars(arg.replace(", ", ",")))
+
+    tight = ",".join(reduce(a) for a in args)
+    if len(tight) > room:
+        tight = shorten_words(tight, room)
+    if len(tight) > room:
+        tight = shorten_words(",".join(reduce(core(a)) for a in args), room)
+    return f"{base}<{cut_tail(tight, room)}>{tail}", len(tight) <= room
+
+
+def core(arg: str) -> str:
+    """What a nested functor argument computes: its last functor identifier (not a lambda)
+    with what follows it at that bracket depth, marked as a part by a leading "…"
+    (`ReduceOp<func_wrapper_t<float,sum_functor<float>::lambda(float,float)>,4>` ->
+    `…sum_functor<float>::lambda(float,float)`); the argument itself when that is all of it."""
+    found = [m for m in _IDENT_TOKEN.finditer(arg) if m.group() != "lambda" and is_functor(m.group())]
+    if not found or found[-1].start() == 0:
+        return arg
+    start = found[-1].start()
+    depth, end = 0, len(arg)
+    for i in range(start, len(arg)):
+        ch = arg[i]
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                end = i
+                break
+        elif ch == "," and depth == 0:
+            end = i
+            break
+    return ELLIPSIS + arg[start:end]
+
+
+def _words(ident: str) -> list[str]:
+    """An identifier's words: `direct_copy_kernel_cuda` -> direct_, copy_, kernel_, cuda;
+    `AUnaryFunctor` -> AUnary, Functor."""
+    return re.findall(r"[A-Z]*[a-z0-9]*_*|[A-Z]+_*|_+", ident)
+
+
+def shorten_words(text: str, limit: int) -> str:
+    """`text` within `limit` by dropping the last words of its longest identifiers (the last
+    identifier, usually the innermost functor, last of all), each cut marked "…": brackets stay
+    balanced and no identifier is cut inside a word (`direct_copy_kernel_cuda::lambda(long)`
+    -> `direct_copy_kernel…::lambda(long)`, `4,AUnaryFunctor<MulFunctor<float>>` ->
+    `4,AUnary…<MulFunctor<float>>`). Returns the shortest form when even that is too long."""
+    if _IDENT_TOKEN.fullmatch(text):
+        return text  # one token-soup identifier (a CUTLASS name): its tail differs, cut_tail keeps it
+    done: set[int] = set()  # each identifier is shortened once, to at least MIN_WORD characters
+    while len(text) > limit:
+        idents = [m for m in _IDENT_TOKEN.finditer(text) if not _SCALAR_TYPE.fullmatch(m.group())]
+        candidates = []
+        for k, m in enumerate(idents):
+            words = [w for w in _words(m.group()) if w]
+            if m.start() not in done and len(words) > 1 and len(words[0].rstrip("_")) >= MIN_WORD:
+                candidates.append((k == len(idents) - 1, m, words))
+        if not candidates:
+            return text
+        _, m, words = max(candidates, key=lambda c: (not c[0], len(c[1].group()), -c[1].start()))
+        over = len(text) - limit
+        keep = len(words) - 1
+        while keep > 1 and len(m.group()) - len("".join(words[:keep]).rstrip("_")) - len(ELLIPSIS) < over:
+            keep -= 1
+        short = "".join(words[:keep]).rstrip("_") + ELLIPSIS
+        text = text[: m.start()] + short + text[m.end() :]
+        done = {i if i < m.start() else i - (m.end() - m.start() - len(short)) for i in done} | {m.start()}
+    return text
 
 
 def _drop_scalars(arg: str) -> str:
@@ -268,22 +386,27 @@ def _drop_scalars(arg: str) -> str:
 
 
 def cut_tail(text: str, limit: int) -> str:
-    """Like cut(), keeping two thirds of the room for the tail."""
+    """Like cut(), keeping two thirds of the room for the tail, both parts ending and
+    starting at a word boundary when one is near (never more than a third of a part lost)."""
     if len(text) <= limit:
         return text
     head = (limit - 1) // 3
-    return text[:head] + ELLIPSIS + text[-(limit - 1 - head) :]
+    tail = limit - 1 - head
+    cut_at = max((m.end() for m in _BOUNDARY.finditer(text, 0, head + 1) if m.end() <= head), default=head)
+    h = text[:cut_at] if cut_at >= head * 2 // 3 else text[:head]
+    starts = [m.start() for m in _BOUNDARY.finditer(text, len(text) - tail) if m.start() >= len(text) - tail]
+    from_at = starts[0] if starts and len(text) - starts[0] >= tail * 2 // 3 else len(text) - tail
+    return h + ELLIPSIS + text[from_at:]
 
 
 def _plain(names: list[str]) -> dict[str, str]:
-    """Whole when short, else head...tail. Names that would then look alike are shown by
-    their first and last `_`-separated tokens around the tokens that not every name of
-    their family (same first token) has: `sm80…tilesize64x256x8_warpsize1x4x1…cublas`."""
+    """Whole when short, else head...tail. Long names of one family (same first
+    `_`-separated token, at least two of them) are all shown by their first and last tokens
+    around the tokens that not every name of the family has:
+    `sm80…tilesize64x256x8_warpsize1x4x1…cublas`."""
     out = {n: cut(flat(n), LABEL_MAX) for n in names}
-    by_label: dict[str, list[str]] = defaultdict(list)
-    for n, label in out.items():
-        by_label[label].append(n)
-    clashing = [n for group in by_label.values() if len(group) > 1 for n in group]
+    # Every cut name of a family is shown the same way, clashing or not.
+    clashing = [n for n in names if len(flat(n)) > LABEL_MAX]
     families: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
     for n in clashing:
         tokens = flat(n).split("_")

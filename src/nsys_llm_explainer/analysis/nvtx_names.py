@@ -29,6 +29,7 @@ _STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")"""
 _KEYS = {key: re.compile(rf"""['"]{key}['"]\s*:\s*{_STRING}""") for key in ("op", "funcStack", "traceMarker", "mod")}
 _LAST_FRAME = re.compile(r"""['"]traceMarker['"]\s*:\s*\[.*['"]([^'"]*?)['"]\s*\]""", re.S)
 _SHAPE = re.compile(r"""['"]shape['"]\s*:\s*[(\[]([^()\[\]]*)[)\]]""")
+_PYPROF_KEY = re.compile(r"""['"](?:op|mod|traceMarker|funcStack)['"]\s*:""")
 PYPROF_MARKER = "(pyprof marker)"
 
 
@@ -62,15 +63,20 @@ def _pyprof(text: str) -> str:
 
 
 def is_pyprof(name: str) -> bool:
+    """A pyprof/DLProf dict marker: a `{...}` string with one of their keys (`op`, `mod`,
+    `traceMarker`, `funcStack`); a user range merely shaped like a dict is not one."""
     s = name.strip()
-    return s.startswith("{") and s.endswith("}") and ":" in s and ("'" in s or '"' in s)
+    return s.startswith("{") and s.endswith("}") and _PYPROF_KEY.search(s) is not None
 
 
 def normalize(name: str) -> str:
     """The operation a range name stands for; names of other shapes come back stripped."""
     s = name.strip()
-    if is_pyprof(s):
-        return _pyprof(s)
+    if s.startswith("{"):
+        if is_pyprof(s):
+            return _pyprof(s)
+    elif "=" not in s:  # every PyTorch annotation has one
+        return s
     m = _ANNOTATION.search(s)
     if m is None:
         return s

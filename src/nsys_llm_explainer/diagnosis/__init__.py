@@ -11,7 +11,7 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis import accounting, capture, evidence, verdict
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload
+from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload, round_pct
 from nsys_llm_explainer.render.fmt import dur
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
@@ -38,7 +38,7 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
         f"{c['id']}: {c['summary']}; {dur(c['time_ns'])} in all, merged ({c['pct_of_window']:.1f}% of the GPU window)"
         for c in cap["checks"] if c["found"] and c["time_ns"]
     )
-    pct = round(100.0 * cap["startup_ns"] / window, 2) if window else 0.0
+    pct = round_pct(100.0 * cap["startup_ns"] / window) if window else 0.0
     return Primary("startup", devices, pids, int(cap["startup_ns"]), pct, lines)
 
 
@@ -67,7 +67,7 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         lines = evidence.per_device_lines(acct, cause, devices)
         lines += evidence.CAUSE_EVIDENCE[cause](metrics, acct, devices)
         pids = tuple(sorted({p for d in chosen if d is not None for p in d.pids}))
-        primary = Primary(cause, tuple(devices), pids, ns, round(100.0 * ns / window, 2) if window else 0.0,
+        primary = Primary(cause, tuple(devices), pids, ns, round_pct(100.0 * ns / window) if window else 0.0,
                           tuple(lines))
         extra["mixed"] = decision.mixed
         runner_up = verdict.ranked_causes(acct)[1]

@@ -8,6 +8,7 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.verdict import metric
+from nsys_llm_explainer.labels import labels_for
 from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.render.fmt import dur, size
 
@@ -111,9 +112,10 @@ def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) 
                        + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
     tk = metric(metrics, "top_kernels")
     if tk is not None:
+        label = labels_for(metrics)  # the kernel as every table and plot names it
         for r in tk["kernels"][:3]:
             if r["device_id"] in devices:
-                out.append(f"{r['name'][:90]} on GPU {r['device_id']}: {dur(r['total_ns'])} "
+                out.append(f"{label(r['name'])} on GPU {r['device_id']}: {dur(r['total_ns'])} "
                            f"in {r['calls']:,} calls")
     cats = metric(metrics, "categories")
     if cats is not None:

@@ -238,15 +238,15 @@ def run(ctx: Context) -> Outcome:
                              jit_ns, window, compilers=compilers))
         (ls, le), lazy_n = _lazy(data)
         ls, le = _clip(ls, le, w0, w1)
-        checks.append(_check("lazy_loading", lazy_n > 0,
-                             f"{lazy_n} first launches of a kernel took >= {LAZY_LAUNCH_NS / 1e6:g} ms "
-                             "while the GPU was idle (module loaded on first use)" if lazy_n
-                             else "no slow first launches", int((le - ls).sum()), window, launches=lazy_n))
+        lazy = (f"{lazy_n} first launch{'' if lazy_n == 1 else 'es'} of a kernel took >= "
+                f"{LAZY_LAUNCH_NS / 1e6:g} ms while the GPU was idle (module loaded on first use)")
+        checks.append(_check("lazy_loading", lazy_n > 0, lazy if lazy_n else "no slow first launches",
+                             int((le - ls).sum()), window, launches=lazy_n))
         (ss, se), start_n = _startup(data)
         before = int(((np.minimum(se, w0) - ss).clip(min=0)).sum())
         ss, se = _clip(ss, se, w0, w1)
         startup_ns = int((se - ss).sum())
-        summary = f"{start_n} context/allocator calls of >= {STARTUP_CALL_NS / 1e3:g} us"
+        summary = f"{start_n} context/allocator call{'' if start_n == 1 else 's'} of >= {STARTUP_CALL_NS / 1e3:g} us"
         if before:
             summary += f"; {before / 1e6:,.3f} ms of them before the first kernel (not counted)"
         checks.append(_check("startup", startup_ns > 0, summary if start_n else "no slow start-up calls",

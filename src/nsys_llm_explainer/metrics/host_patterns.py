@@ -21,7 +21,9 @@ so sync_wait_pieces splits each device's sync_wait idle time by which of them co
 by the API of the blocking call in flight there: a finding reports a source's time once, and
 the general blocking-sync finding counts exactly what the reported sources leave.
 
-Ranges: the innermost NVTX range (or PyTorch operator) around the copy call, most frequent first.
+Ranges: the innermost NVTX range (or PyTorch operator) around the copy call, by normalized
+name (analysis/nvtx_names: `aten::copy_, op_id = 7` counts as `aten::copy_`), most frequent
+first (ties by name).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
+from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.idle_sweep import SYNC_WAIT, TRANSFER, HostRows, gap_causes
 from nsys_llm_explainer.model import MetricResult, Outcome
@@ -76,8 +79,12 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
     names = data.nvtx_names()
     found = np.where(hit >= 0, nv.name[index.order[np.maximum(hit, 0)]], -1)
     codes, counts = np.unique(found[found >= 0], return_counts=True)
-    top = np.argsort(-counts, kind="stable")[:TOP_RANGES]
-    return [{"range": names[int(codes[i])], "count": int(counts[i])} for i in top]
+    by_name: dict[str, int] = {}
+    for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
+        key = normalize(names[code])
+        by_name[key] = by_name.get(key, 0) + n
+    top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RANGES]
+    return [{"range": name, "count": n} for name, n in top]
 
 
 def readbacks(data: TraceData, host: HostRows) -> dict[str, Any] | None:

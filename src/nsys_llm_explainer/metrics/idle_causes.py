@@ -12,7 +12,8 @@ device spent copying that the work window does not show); what the owning proces
 blocking calls overlapped on the device and its transfers by kind (idle_causes_detail.py);
 and the same split restricted to the steady part of the capture (after the last start-up
 event the capture metric found). The largest gaps are listed with their split and the
-innermost NVTX range active on the launch thread at the middle of the gap.
+innermost NVTX range active on the launch thread at the middle of the gap (its
+normalized name, analysis/nvtx_names).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
@@ -139,7 +141,8 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
 
 
 def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
-    """Innermost NVTX range on the launch thread of the work that ends each gap, at its middle."""
+    """Innermost NVTX range on the launch thread of the work that ends each gap, at its
+    middle, by normalized name."""
     if top.empty:
         return []
     data = ctx.data
@@ -155,7 +158,7 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     index = kernel_attribution(data).index
     hit = nvtx_tree.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
-    return [names[int(nv.name[index.order[h]])] if h >= 0 else None for h in hit.tolist()]
+    return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
 
 
 def steady_start(ctx: Context) -> int | None:

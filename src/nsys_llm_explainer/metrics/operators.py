@@ -113,11 +113,11 @@ def run(ctx: Context) -> Outcome:
     pairs = extra.operator_kernels(ctx.data, att, frame)
     shapes = extra.shape_table(ctx.data, att, codes, frame)
     records = frame.drop(columns=["code"]).head(LISTED)
+    by_operator = extra.shapes_by_operator(shapes, SHAPES_PER_OPERATOR)
     listed = []
-    by_name = extra.top_shapes(shapes, SHAPES_PER_OPERATOR)
     for rec in records.to_dict("records"):
         rec["launch_queue_avg_ns"] = None if pd.isna(rec["launch_queue_avg_ns"]) else int(rec["launch_queue_avg_ns"])
-        rec["top_shapes"] = by_name.get(rec["name"], [])
+        rec["top_shapes"] = by_operator.get(rec["name"], [])
         listed.append(rec)
     notes: list[str] = []
     if not totals["shapes_recorded"]:

@@ -100,17 +100,24 @@ def shape_table(data: TraceData, att: OperatorAttribution, codes: np.ndarray, fr
                            kind="stable").reset_index(drop=True)
 
 
-def top_shapes(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
-    """Per operator name: its first `limit` rows of the shape table (which is sorted by
-    kernel time), one pass over the table."""
+def top_shapes(shapes: pd.DataFrame, name: str, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` rows of the shape table for one operator."""
+    return shapes_by_operator(shapes, limit).get(name, [])
+
+
+def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Operator -> the first `limit` rows of the shape table (its order) as records, in one
+    pass over the table."""
     out: dict[str, list[dict[str, Any]]] = {}
-    first = shapes.groupby("operator", sort=False).head(limit) if len(shapes) else shapes
-    for r in first.to_dict("records"):
-        out.setdefault(r["operator"], []).append({
-            "input_dims": _json(r["input_dims"]), "input_types": _json(r["input_types"]),
-            "calls": int(r["calls"]), "cpu_inclusive_ns": int(r["cpu_inclusive_ns"]),
-            "kernel_ns": int(r["kernel_ns"]),
-        })
+    if not len(shapes):
+        return out
+    cols = [shapes[c].tolist() for c in ("operator", "input_dims", "input_types", "calls", "cpu_inclusive_ns",
+                                          "kernel_ns")]
+    for op, dims, types, calls, cpu, kns in zip(*cols, strict=True):
+        rows = out.setdefault(op, [])
+        if len(rows) < limit:
+            rows.append({"input_dims": _json(dims), "input_types": _json(types), "calls": int(calls),
+                         "cpu_inclusive_ns": int(cpu), "kernel_ns": int(kns)})
     return out
 
 
@@ -149,17 +156,27 @@ def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame
     for s in np.argsort(steps.start, kind="stable").tolist():
         sel_ops = step_of == s
         sel_k = kstep == s
-        by_op = pd.Series(k.dur[sel_k]).groupby(codes[att.kernel_op[sel_k]]).sum().sort_values(ascending=False)
+        by_op = _top_sums(codes[att.kernel_op[sel_k]], k.dur[sel_k], TOP_PER_STEP)
         out.append({
             "step": int(steps.step[s]), "pid": int(steps.pid[s]),
             "start_ns": int(steps.start[s]), "end_ns": int(steps.end[s]),
             "operator_calls": int(sel_ops.sum()),
             "cpu_inclusive_ns": int((ops.end - ops.start)[sel_ops & top_level].sum()),
             "kernel_ns": int(k.dur[sel_k].sum()),
-            "top_operators": [{"name": names[int(c)], "kernel_ns": int(v)}
-                              for c, v in by_op.head(TOP_PER_STEP).items()],
+            "top_operators": [{"name": names[c], "kernel_ns": v} for c, v in by_op],
         })
     return out
+
+
+def _top_sums(keys: np.ndarray, values: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """(key, summed value) of the `limit` keys with the largest sums, largest first (ties:
+    smaller key first)."""
+    if not len(keys):
+        return []
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=values, minlength=len(uniq)).astype(np.int64)
+    order = np.lexsort((uniq, -sums))[:limit]
+    return [(int(uniq[i]), int(sums[i])) for i in order]
 
 
 def _pos(att: OperatorAttribution) -> np.ndarray:
@@ -183,10 +200,10 @@ def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> li
     out = []
     for i, phase in enumerate(scope.phases):
         sel = (kphase == i) & (att.kernel_op >= 0)
-        by_op = pd.Series(k.dur[sel]).groupby(codes[att.kernel_op[sel]]).sum().sort_values(ascending=False)
+        by_op = _top_sums(codes[att.kernel_op[sel]], k.dur[sel], TOP_PER_PHASE)
         out.append({
             "phase": phase, "kernel_ns": int(k.dur[kphase == i].sum()),
-            "operators": [{"name": names[int(c)], "kernel_ns": int(v)} for c, v in by_op.head(TOP_PER_PHASE).items()],
+            "operators": [{"name": names[c], "kernel_ns": v} for c, v in by_op],
         })
     return out
 
@@ -206,6 +223,7 @@ def call_sites(
     builtin = np.array([n.startswith("<") for n in names] or [False], dtype=bool)
     hit = att.kernel_op >= 0
     own = group_sum(k.dur[hit], att.kernel_op[hit], len(ops))
+    op_names = _names(frame)
     out = []
     for code in frame["code"].head(CALL_SITE_OPERATORS).tolist():
         rows = np.flatnonzero(codes == code)
@@ -217,16 +235,18 @@ def call_sites(
                 break
             pos = np.where(up, index.parent[np.maximum(pos, 0)], pos)
         row = np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
-        site = pd.DataFrame({"site": row, "ns": own[rows]})
-        site = site[site["site"] >= 0]
-        if not len(site):
+        found = row >= 0
+        if not found.any():
             continue
-        site["frame"] = [names[int(i)] for i in py.name[site["site"].to_numpy()]]
-        agg = site.groupby("frame").agg(calls=("ns", "size"), kernel_ns=("ns", "sum"))
-        agg = agg.sort_values(["kernel_ns", "calls"], ascending=False).head(CALL_SITES_EACH)
+        # Per frame name: calls and own kernel time; most kernel time first, then most calls,
+        # then by name.
+        frame_names = [names[int(i)] for i in py.name[row[found]]]
+        uniq, inverse = np.unique(np.array(frame_names, dtype=object), return_inverse=True)
+        calls = np.bincount(inverse, minlength=len(uniq))
+        kns = np.bincount(inverse, weights=own[rows[found]], minlength=len(uniq)).astype(np.int64)
+        order = np.lexsort((np.arange(len(uniq)), -calls, -kns))[:CALL_SITES_EACH]
         out.append({
-            "operator": str(frame.loc[frame["code"] == code, "name"].iloc[0]),
-            "sites": [{"frame": str(f), "calls": int(r.calls), "kernel_ns": int(r.kernel_ns)}
-                      for f, r in agg.iterrows()],
+            "operator": str(op_names[int(code)]),
+            "sites": [{"frame": str(uniq[i]), "calls": int(calls[i]), "kernel_ns": int(kns[i])} for i in order],
         })
     return out, None

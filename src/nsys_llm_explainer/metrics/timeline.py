@@ -4,11 +4,13 @@ Per device and bin: the share of the bin covered by the union of kernel interval
 (metrics/gpu_idle.py device_busy), and, when the idle_causes metric ran, the cause that
 explains most of the bin's idle time. Above the devices: bands of bins touched by NVTX
 ranges of each phase (--phase-map), or else of the most time-consuming outermost range
-names. Everything is a fixed-size summary, so a 60 s capture costs what a 1 s one does.
+names (numbered repeats such as ProfilerStep#N counted as one name). Everything is a
+fixed-size summary, so a 60 s capture costs what a 1 s one does.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -94,10 +96,15 @@ def top_level_rows(data: TraceData) -> np.ndarray:
     return order[~(before.to_numpy(dtype=float, na_value=-1.0) >= frame["e"].to_numpy())]
 
 
+_COUNTER = re.compile(r"#\d+$")
+
+
 def band_name(name: str) -> str:
     """A band is named like report.json's range lists: the normalized range name
-    (PyTorch's ", op_id = 7" annotations and pyprof dict markers reduced to the operation)."""
-    return normalize(name)
+    (PyTorch's ", op_id = 7" annotations and pyprof dict markers reduced to the operation),
+    with a trailing `#N` counter written `#N`, so that numbered repeats (the PyTorch
+    profiler's `ProfilerStep#551`, `ProfilerStep#552` ...) share one band in time order."""
+    return _COUNTER.sub("#N", normalize(name))
 
 
 def _labels(codes: np.ndarray, label: Any) -> np.ndarray:

@@ -34,6 +34,7 @@ from nsys_llm_explainer.analysis.groups import factorize, group_sum
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.render.escape import shorten
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 KINDS = (
@@ -111,7 +112,7 @@ def _kernel_signals(data: TraceData) -> tuple[dict[str, dict[str, Any]], int]:
         if hit and pct >= MIN_KERNEL_PCT:
             top = sorted(hit, key=lambda i: -time[i])[:MAX_EXAMPLES]
             out[sid] = {"kernel_ns": ns, "pct_of_kernel_time": round(pct, 2),
-                        "examples": [names[i][:120] for i in top]}
+                        "examples": [names[i] for i in top]}
     return out, total
 
 
@@ -161,7 +162,8 @@ def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) 
 def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel_ns: int) -> list[str]:
     lines = []
     for sid, row in kernels.items():
-        lines.append(f"{SIGNALS[sid][2]}: {row['pct_of_kernel_time']:.1f}% of kernel time, e.g. {row['examples'][0]}")
+        lines.append(f"{SIGNALS[sid][2]}: {row['pct_of_kernel_time']:.1f}% of kernel time, "
+                     f"e.g. {shorten(row['examples'][0], 120)}")
     for sid, row in ranges.items():
         lines.append(f"{SIGNALS[sid][2]}: {row['ranges']:,} ranges, e.g. {row['examples'][0]!r}")
     if kind == "generic_cuda":

@@ -28,7 +28,7 @@ from nsys_llm_explainer.render import fmt, md_html, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
-from nsys_llm_explainer.render.templates import bytecode_cache, loader
+from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".html"
 CSP = (
@@ -44,6 +44,14 @@ def _rich(ctx: jinja2.runtime.Context, text: object) -> Markup:
     return rich.html(text, ctx.get("tainted") or frozenset())
 
 
+def _nvtx_name(name: object, limit: int = 80) -> str:
+    """A range name as report.md's `nvtx` filter shows it: normalized, shortened."""
+    from nsys_llm_explainer.analysis.nvtx_names import normalize
+    from nsys_llm_explainer.render.escape import shorten
+
+    return shorten(normalize(str(name)), limit)
+
+
 def _th(text: object) -> Markup:
     """Plain header text that wraps only at its spaces (md_html.words)."""
     from html import escape
@@ -51,13 +59,18 @@ def _th(text: object) -> Markup:
     return Markup(md_html.words([(w, escape(w, quote=True)) for w in str(text).split(" ") if w]))
 
 
+def _finalize(value: Any) -> Any:
+    """A missing value reads "n/a", as in report.md (never Python's None)."""
+    return "n/a" if value is None else value
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One environment per process (templates compiled once; bytecode cached on disk)."""
     env = jinja2.Environment(
         loader=loader(),
-        bytecode_cache=bytecode_cache("html"),
         autoescape=True,
+        finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
@@ -76,8 +89,9 @@ def environment() -> jinja2.Environment:
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
         verdict_words=overview.verdict_words,
+        verdict_summary=overview.verdict_summary,
     )
-    return env
+    return with_cache("html", env)
 
 
 def _metric_of(title: str) -> str:
@@ -159,6 +173,9 @@ def render(
             groups=_groups(report, parts, plots, missing),
             svg_style=Markup(STYLE),
             csp=CSP,
-            tainted=rich.taint(report),
+            tainted=report.tainted,
+            workload=overview.workload_items(doc),
+            kernel_label=report.kernel_labels,
+            nvtx_name=_nvtx_name,
         )
     )

@@ -32,7 +32,7 @@ from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.summary import more
-from nsys_llm_explainer.render.templates import bytecode_cache, loader
+from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".md"
 
@@ -79,7 +79,6 @@ def environment() -> jinja2.Environment:
     render/templates.py); report.md renders with one shared per process (shared())."""
     env = jinja2.Environment(
         loader=loader(),
-        bytecode_cache=bytecode_cache("md"),
         autoescape=False,
         finalize=_finalize,
         trim_blocks=True,
@@ -99,6 +98,7 @@ def environment() -> jinja2.Environment:
         num=_safe(fmt.num),
         size=_safe(fmt.size),
         rich=_rich,
+        listed=_safe(lambda v: escape.md(fmt.listed(v))),
         h=lambda v: Markup(html.escape(escape.strip_controls(v), quote=True)),
         basename=lambda p: PurePath(str(p)).name,
     )
@@ -107,8 +107,13 @@ def environment() -> jinja2.Environment:
         impact=overview.impact,
         impact_short=overview.impact_short,
         devices_text=lambda ds: devices_text(list(ds)),
+        since_first_kernel=overview.since_first_kernel,
+        verdict_words=overview.verdict_words,
+        verdict_summary=overview.verdict_summary,
+        workload_items=overview.workload_items,
+        bin_counts=overview.bin_counts,
     )
-    return env
+    return with_cache("md", env)
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,10 +168,10 @@ def render(
     top, rest = overview.split_findings(doc)
     groups = []
     for g, ids in overview.groups(list(views)):
-        about = [str(views[m]["title"]) for m in ids]
+        titles = [str(views[m]["title"]) for m in ids]
         if g.id == "capture":
-            about.append("the trace, coverage and limitations")
-        groups.append({"id": g.id, "title": g.title, "about": ", ".join(about) or g.title,
+            titles.append("the trace, coverage and limitations")
+        groups.append({"id": g.id, "title": g.title, "about": overview.about(g, titles) or g.title,
                        "sections": [views[m] for m in ids]})
     template = "report.md.j2" if mode == "compact" else "report_full.md.j2"
     return env.get_template(template).render(
@@ -183,7 +188,7 @@ def render(
         plots=list(plots),
         kineto=doc["trace"].get("format") == "kineto-json",
         kernel_labels=labels,
-        tainted=rich.taint(report),
+        tainted=report.tainted,
     )
 
 

@@ -75,8 +75,62 @@ BUSY_BUCKETS = ("compute", "exposed_communication")
 DEVICE_COLUMNS = 8
 
 
+def workload_items(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]] | None:
+    """What ran, one item per signal of the workload metric (kernel share and range count
+    together, each with its first example: a full kernel name for the writers to label, a
+    normalized range name), and the metric's other evidence lines; None without the metric."""
+    from nsys_llm_explainer.metrics.workload import SIGNALS
+
+    m = metric(doc, "workload")
+    if m is None:
+        return None
+    items: dict[str, dict[str, Any]] = {}
+    for sid, row in m.get("kernel_signals", {}).items():
+        items[sid] = {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": row["pct_of_kernel_time"],
+                      "kernel_example": (row.get("examples") or [None])[0], "ranges": None, "range_example": None}
+    for sid, row in m.get("range_signals", {}).items():
+        item = items.setdefault(sid, {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": None,
+                                      "kernel_example": None})
+        item.update(ranges=row["ranges"], range_example=(row.get("examples") or [None])[0])
+    heads = tuple(f"{SIGNALS[sid][2]}:" for sid in SIGNALS)
+    notes = [e for e in m.get("evidence", []) if not e.startswith(heads)]
+    return list(items.values()), notes
+
+
+def bin_counts(busy_pct: list[float | None]) -> dict[str, int]:
+    """Of a timeline device's bins inside its window: with kernels, at least 90% busy, and
+    without kernels."""
+    inside = [v for v in busy_pct if v is not None]
+    return {"busy": sum(1 for v in inside if v > 0), "full": sum(1 for v in inside if v >= 90),
+            "idle": sum(1 for v in inside if v == 0)}
+
+
+def time_origin(doc: dict[str, Any]) -> int | None:
+    """The timeline plot's time zero: the first kernel (start of the earliest device's kernel
+    window), from the timeline metric or else the devices' windows; None without kernels."""
+    tl = metric(doc, "timeline")
+    if tl is not None:
+        return int(tl["window_start_ns"])
+    idle = metric(doc, "gpu_idle")
+    starts = [d["window_start_ns"] for d in (idle or {}).get("devices", []) if d.get("window_start_ns") is not None]
+    return int(min(starts)) if starts else None
+
+
+def since_first_kernel(doc: dict[str, Any], ns: int | None) -> str:
+    """An absolute timestamp as the time since the first kernel (the timeline's axis)."""
+    origin = time_origin(doc)
+    if ns is None or origin is None:
+        return "n/a"
+    return dur(int(ns) - origin)
+
+
 def group_of(metric_id: str) -> str:
     return GROUP_OF.get(metric_id, OTHER)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """"1 kernel", "3 kernels", with thousands separators."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
 
 
 def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
@@ -86,6 +140,25 @@ def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
 
 def verdict_words(verdict: str) -> str:
     return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
+
+
+def verdict_summary(diagnosis: dict[str, Any], sentence: bool = False) -> str:
+    """The diagnosis summary without its leading "Transfer-bound: " (the verdict's words,
+    which the verdict line shows already); `sentence`: capitalized, to stand on its own."""
+    summary = str(diagnosis.get("summary") or "")
+    head = f"{verdict_words(str(diagnosis.get('verdict', '')))}: "
+    if summary.startswith(head) and len(summary) > len(head):
+        summary = summary[len(head):]
+        if sentence:
+            summary = summary[:1].upper() + summary[1:]
+    return summary
+
+
+def about(group: Group, titles: list[str]) -> str:
+    """A group's one-line list of its sections, each title without the group's own title
+    in front ("How close to the hardware: FLOPs, ..." reads "FLOPs, ...")."""
+    head = f"{group.title}: "
+    return ", ".join(t[len(head):] if t.startswith(head) and len(t) > len(head) else t for t in titles)
 
 
 def _busy(device: dict[str, Any]) -> tuple[int, int]:
@@ -119,13 +192,16 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     rows = busy_rows(diag.get("devices") or [])
     tk = metric(doc, "top_kernels")
     if tk is not None:
-        rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {tk['kernel_count']:,} kernels "
-                                    f"({tk['distinct_kernels']:,} names)"))
+        rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {plural(tk['kernel_count'], 'kernel')} "
+                                    f"({plural(tk['distinct_kernels'], 'name')})"))
     steps = metric(doc, "steps")
     phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
     for p in phases[:STEP_PHASES]:
         what = "Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"
-        rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
+        if p["steps"] == 1:  # percentiles of one step say nothing more than its latency
+            rows.append((what, f"{dur(p['p50_ns'])} (1 step)"))
+        else:
+            rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
     primary = diag.get("primary")
     if primary is not None:
         where = devices_text(list(primary["devices"]))
@@ -207,6 +283,7 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 
 
 __all__ = [
-    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "busy_rows", "device_table", "group_of", "groups",
-    "impact", "impact_short", "key_numbers", "metric", "severity_counts", "split_findings", "verdict_words",
+    "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "bin_counts", "busy_rows", "device_table", "group_of",
+    "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
+    "split_findings", "time_origin", "verdict_summary", "verdict_words", "workload_items",
 ]

@@ -97,6 +97,7 @@ def spans(text: object, tainted: frozenset[str] = frozenset()) -> Iterator[tuple
     if len(ticks) < 2:
         yield s, False
         return
+    tainted = frozenset(_WS.sub(" ", t) for t in tainted)  # line breaks read as the text's do
     free = [i for i in ticks if not (tainted and _owned(s, i, tainted))]
     owned = sorted(set(ticks) - set(free))
     pos = 0

@@ -23,8 +23,10 @@ from nsys_llm_explainer.model import (
     Schema,
     Severity,
     Skipped,
+    round_pct,
 )
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render import fmt
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ class Rule:
             recommendation=tuple(recommendation),
             metric_ids=self.metric_ids,
             impact_ns=impact[0] if impact else None,
-            impact_pct=round(impact[1], 2) if impact else None,
+            impact_pct=round_pct(impact[1]) if impact else None,
             affected=tuple(affected),
             cause=cause,
         )
@@ -117,11 +119,18 @@ def pct(value: float) -> str:
 
 
 def ms(ns: int | float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+    """Milliseconds, seconds from 10 s on (render/fmt.ms)."""
+    return fmt.ms(ns)
 
 
 def us(ns: int | float) -> str:
-    return f"{ns / 1e3:,.1f} us"
+    """Microseconds, milliseconds or seconds from 10 ms on (render/fmt.us)."""
+    return fmt.us(ns)
+
+
+def dur(ns: int | float) -> str:
+    """The unit that reads best (render/fmt.dur), as the GPU time at stake is written."""
+    return fmt.dur(ns)
 
 
 def shorten(name: str, limit: int = 100) -> str:

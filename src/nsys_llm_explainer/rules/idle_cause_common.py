@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from nsys_llm_explainer.diagnosis.verdict import graphs_hide_work
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Affected, Confidence, Finding, Severity
-from nsys_llm_explainer.rules.base import Rule, RuleInput
+from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, us
 from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
 
 MAX_DEVICE_LINES = 8
@@ -20,7 +20,7 @@ MAX_DEVICE_LINES = 8
 
 def device_lines(affected: Sequence[Affected], what: str) -> list[str]:
     lines = [
-        f"GPU {a.device_id}: {a.impact_ns / 1e6:,.3f} ms {what} ({a.impact_pct:.1f}% of its window)"
+        f"GPU {a.device_id}: {dur(a.impact_ns)} {what} ({a.impact_pct:.1f}% of its window)"
         + (f"; {a.detail}" if a.detail else "")
         for a in affected[:MAX_DEVICE_LINES]
     ]
@@ -36,7 +36,7 @@ def host_bound_phases(view: RuleInput) -> list[str]:
         return []
     return [
         f"phase {p['phase']}: host-bound (GPU busy {p['gpu_busy_pct']:.1f}% of its ranges, kernels start "
-        f"{p['queue_p50_ns'] / 1e3:,.1f} us after their launch at the median, {p['launch_calls']:,} launches)"
+        f"{us(p['queue_p50_ns'])} after their launch at the median, {p['launch_calls']:,} launches)"
         for p in res.data["phases"] if p["verdict"] == "host_bound"
     ]
 
@@ -115,7 +115,7 @@ def cause_finding(
     early = startup_part(view, affected, buckets) if startup else None
     if early:
         share = 100.0 * early / ns if ns else 0.0
-        lines.insert(0, f"{early / 1e6:,.3f} ms of it ({share:.1f}%) lies in start-up, before the steady part "
+        lines.insert(0, f"{dur(early)} of it ({share:.1f}%) lies in start-up, before the steady part "
                         "begins (the capture section says what ran there): start-up time, not a steady cost")
         if 2 * early >= ns:
             text += f", {share:.0f}% of it during start-up"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.model import Affected, Severity
+from nsys_llm_explainer.model import Affected, Severity, round_pct
 
 HIGH_PCT = 25.0
 MEDIUM_PCT = 5.0
@@ -44,7 +44,7 @@ def affected_devices(
         d = acct.device(dev)
         if d is None or ns <= 0:
             continue
-        out.append(Affected(dev, d.pids, int(ns), round(d.pct(ns), 2), (detail or {}).get(dev, "")))
+        out.append(Affected(dev, d.pids, int(ns), round_pct(d.pct(ns)), (detail or {}).get(dev, "")))
     return tuple(sorted(out, key=lambda a: (-a.impact_ns, a.device_id or 0)))
 
 
@@ -71,7 +71,7 @@ def whole(acct: Accounting, ns: int) -> tuple[tuple[Affected, ...], tuple[int, f
     window = acct.window()
     share = 100.0 * ns / window if window else 0.0
     pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
-    return (Affected(None, pids, int(ns), round(share, 2)),), (int(ns), share)
+    return (Affected(None, pids, int(ns), round_pct(share)),), (int(ns), share)
 
 
 def per_device(acct: Accounting, ns_by_device: dict[int, int]) -> tuple[tuple[Affected, ...], tuple[int, float]]:

@@ -7,7 +7,7 @@ from typing import Any
 from nsys_llm_explainer.math_mode import math_mode
 from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
@@ -124,7 +124,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} "
               "of kernel time" for k, s, _ in rows[:8]),
             f"{best['calls']:,} call{'' if best['calls'] == 1 else 's'}, {ms(best['total_ns'])} total, "
-            f"p50 {best['p50_ns'] / 1e3:,.1f} us, max {best['max_ns'] / 1e3:,.1f} us",
+            f"p50 {us(best['p50_ns'])}, max {us(best['max_ns'])}",
         ]
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
         recommendation = [NCU]

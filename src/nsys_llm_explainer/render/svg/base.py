@@ -100,11 +100,16 @@ def n(value: float) -> str:
     return s[:-2] if s.endswith(".0") else s
 
 
+def fit_chars(width_px: float) -> int:
+    """How many characters of the plot font fit `width_px` (at least 8)."""
+    return max(8, int(width_px / CHAR_PX))
+
+
 def fit(text: object, width_px: float) -> str:
-    """Shorten (head ... tail) so the label fits `width_px` at the plot font."""
+    """Shorten (head … tail) so the label fits `width_px` at the plot font."""
     from nsys_llm_explainer.render.escape import shorten
 
-    return shorten(text, max(8, int(width_px / CHAR_PX)))
+    return shorten(text, fit_chars(width_px))
 
 
 def nice_step(span: float, max_ticks: int) -> float:
@@ -178,6 +183,7 @@ class Plot:
     body: str  # SVG markup, already escaped
     headers: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = field(default=())  # plain text cells
+    row_titles: tuple[str, ...] = ()  # per row, a tooltip for its first cell (a kernel's full name)
 
     def svg(self, standalone: bool = True) -> str:
         """The full <svg>; standalone adds the namespace and stylesheet for plots/*.svg."""

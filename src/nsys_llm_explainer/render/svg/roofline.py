@@ -167,7 +167,8 @@ def build_roofline(
     no_flops, beyond = len(points) - len(valid), len(valid) - len(drawable)
     summary = (
         f"Roofline{' of ' + device if device else ''}: {len(drawable)} operations against "
-        f"{len(roofs)} roof(s) ({', '.join(r.dtype.upper() for r in roofs)}); the longest, "
+        f"{len(roofs)} roof{'' if len(roofs) == 1 else 's'} ({', '.join(r.dtype.upper() for r in roofs)}); "
+        "the longest, "
         f"{drawable[0].label}, reaches {perf[0] / 1e12:,.2f} TFLOP/s at {ai[0]:,.1f} FLOP/byte."
         + (f" {no_flops} operations without FLOPs are not drawn." if no_flops else "")
         + (f" {beyond} shorter ones are left out." if beyond else "")

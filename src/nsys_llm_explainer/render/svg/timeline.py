@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.render.escape import shorten_all
 from nsys_llm_explainer.render.fmt import dur, pct
 from nsys_llm_explainer.render.svg.axis import time_axis
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
     PlotInput,
-    fit,
+    fit_chars,
     legend,
     n,
     path,
@@ -129,13 +130,14 @@ def build(inp: PlotInput) -> Plot | None:
     scale = PLOT_W / bins
     body: list[str] = []
     y = 8.0
+    names = shorten_all([b["name"] for b in tl["bands"]], fit_chars(LEFT - 14))
     for band in tl["bands"]:
         cls = "band"
         tip = f"NVTX {band['name']}: {dur(band['covered_ns'])}"
         body.append(
             path(run_rects([tuple(r) for r in band["runs"]], scale, y, BAND_H), cls, tip=tip)
         )
-        body.append(text(8, y + BAND_H - 2, fit(band["name"], LEFT - 14), tip=tip))
+        body.append(text(8, y + BAND_H - 2, names[band["name"]], tip=tip))
         y += BAND_H + BAND_GAP
     y += 6 if tl["bands"] else 0
     causes = tl["causes"]

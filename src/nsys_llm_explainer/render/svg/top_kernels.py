@@ -91,11 +91,10 @@ def build(inp: PlotInput) -> Plot | None:
         f"{dur(tk['total_kernel_ns'])} kernel time; the first is {label(rows[0]['name'])} "
         f"with {pct(rows[0]['pct'])}."
     )
-    headers = ("Kernel", "Full name", "Devices", "Calls", "Total", "Share", "Category")
+    headers = ("Kernel", "Devices", "Calls", "Total", "Share", "Category")
     table = tuple(
         (
             label(r["name"]),
-            r["name"],
             " ".join(str(d) for d in r["devices"]),
             num(r["calls"]),
             dur(r["total_ns"]),
@@ -113,4 +112,5 @@ def build(inp: PlotInput) -> Plot | None:
         body,
         headers,
         table,
+        tuple(str(r["name"]) for r in rows),
     )

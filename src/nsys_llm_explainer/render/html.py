@@ -87,6 +87,7 @@ def environment() -> jinja2.Environment:
     env.globals.update(
         impact=overview.impact,
         impact_short=overview.impact_short,
+        primary_measure=overview.primary_measure,
         devices_text=lambda ds: devices_text(list(ds)),
         verdict_words=overview.verdict_words,
         verdict_summary=overview.verdict_summary,

@@ -106,6 +106,7 @@ def environment() -> jinja2.Environment:
         more=more,
         impact=overview.impact,
         impact_short=overview.impact_short,
+        primary_measure=overview.primary_measure,
         devices_text=lambda ds: devices_text(list(ds)),
         since_first_kernel=overview.since_first_kernel,
         verdict_words=overview.verdict_words,

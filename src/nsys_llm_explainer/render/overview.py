@@ -205,13 +205,19 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     primary = diag.get("primary")
     if primary is not None:
         where = devices_text(list(primary["devices"]))
-        rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} of GPU "
-                                           f"time at stake, {pct(primary['impact_pct'])} of "
+        rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} "
+                                           f"{primary_measure(primary['kind'])}, {pct(primary['impact_pct'])} of "
                                            f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
         rows.append(("Workload", f"{wl['kind'].replace('_', ' ')} (confidence {wl['confidence']})"))
     return rows
+
+
+def primary_measure(kind: str) -> str:
+    """What the primary bottleneck's time is: busy time for compute (its work, not time that
+    could be recovered; the findings say what of it is above the roof), else time at stake."""
+    return "of GPU time busy with its own work" if kind == "compute" else "of GPU time at stake"
 
 
 def impact(finding: dict[str, Any]) -> str:

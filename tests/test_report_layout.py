@@ -106,7 +106,8 @@ def test_key_numbers_come_from_the_diagnosis(built):
     else:
         where = gpus(primary["devices"])
         assert keys["Primary bottleneck"].startswith(
-            f"{primary['kind']} on {md(where)}: {dur(primary['impact_ns'])} of GPU time at stake, "
+            f"{primary['kind']} on {md(where)}: {dur(primary['impact_ns'])} "
+            f"{'of GPU time busy with its own work' if primary['kind'] == 'compute' else 'of GPU time at stake'}, "
             f"{primary['impact_pct']:.1f}%")
 
 

@@ -54,6 +54,7 @@ from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100
@@ -101,10 +102,6 @@ def _clip(s: np.ndarray, e: np.ndarray, w0: int, w1: int) -> tuple[np.ndarray, n
     return intervals.intersect(*intervals.merge(s, e), np.array([w0]), np.array([w1]))
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.3f} ms"
-
-
 def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str], list[str]]:
     """(merged intervals, evidence, compilers named): code-loading calls and compile ranges."""
     rt = data.runtime()
@@ -130,10 +127,10 @@ def _jit(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], list[str], lis
             nsel = sel & nv_hit[nv.name]
             if nsel.any():
                 j = int(np.argmax(np.where(nsel, nv.end - nv.start, -1)))
-                nvrtc_range = f"{nv_names[int(nv.name[j])]!r} ({_ms(int(nv.end[j] - nv.start[j]))})"
+                nvrtc_range = f"{nv_names[int(nv.name[j])]!r} ({fmt.dur(int(nv.end[j] - nv.start[j]))})"
             evidence.append(
                 f"{int(sel.sum())} compile-named ranges, the longest {nv_names[int(nv.name[longest])]!r} "
-                f"lasting {_ms(int(dur[longest]))}"
+                f"lasting {fmt.dur(int(dur[longest]))}"
             )
             s.append(nv.start[sel])
             e.append(nv.end[sel])
@@ -199,8 +196,8 @@ def _too_little(k: Any) -> dict[str, Any]:
     busy_pct = min(100.0, 100.0 * kernel_ns / (window * devices)) if window and devices else 0.0
     long_enough = n >= MIN_FEW_KERNELS and (kernel_ns >= MIN_FEW_KERNEL_NS or busy_pct >= MIN_FEW_BUSY_PCT)
     little = kernel_ns < MIN_KERNEL_NS or (n < MIN_KERNELS and not long_enough)
-    seen = (f"{n:,} kernels, {kernel_ns / 1e6:,.3f} ms of kernel time"
-            + (f", {busy_pct:.1f}% of the {window / 1e6:,.3f} ms GPU window" if window else ""))
+    seen = (f"{n:,} kernels, {fmt.dur(kernel_ns)} of kernel time"
+            + (f", {busy_pct:.1f}% of the {fmt.dur(window)} GPU window" if window else ""))
     need = (f"at least {MIN_KERNEL_NS / 1e6:g} ms of kernel time, and {MIN_KERNELS} kernels or "
             f"{MIN_FEW_KERNELS} that take {MIN_FEW_KERNEL_NS / 1e6:g} ms or {MIN_FEW_BUSY_PCT:g}% of the window")
     summary = f"{seen}; judging needs {need}" if little else f"{seen}: enough to judge (needs {need})"
@@ -248,7 +245,7 @@ def run(ctx: Context) -> Outcome:
         startup_ns = int((se - ss).sum())
         summary = f"{start_n} context/allocator call{'' if start_n == 1 else 's'} of >= {STARTUP_CALL_NS / 1e3:g} us"
         if before:
-            summary += f"; {before / 1e6:,.3f} ms of them before the first kernel (not counted)"
+            summary += f"; {fmt.dur(before)} of them before the first kernel (not counted)"
         checks.append(_check("startup", startup_ns > 0, summary if start_n else "no slow start-up calls",
                              startup_ns, window, calls=start_n))
         parts += [(js, je), (ls, le), (ss, se)]

@@ -20,6 +20,7 @@ from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.rules import RULES
 from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
@@ -84,8 +85,8 @@ def cap_unsteady(
                 f = dataclasses.replace(f, severity=steady)
             if holds:
                 f = dataclasses.replace(f, evidence=(
-                    *f.evidence, f"it holds in the steady part after start-up: {ns / 1e6:,.3f} ms of the "
-                    f"{window / 1e6:,.3f} ms from the steady start on ({100.0 * ns / window:.1f}%)"))
+                    *f.evidence, f"it holds in the steady part after start-up: {fmt.dur(ns)} of the "
+                    f"{fmt.dur(window)} from the steady start on ({100.0 * ns / window:.1f}%)"))
         if f.impact_ns is not None and f.severity is not Severity.INFO and not holds:
             f = dataclasses.replace(f, recommendation=UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE)
         out.append(f)

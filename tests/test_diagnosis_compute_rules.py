@@ -136,6 +136,21 @@ def test_comm_on_the_compute_stream_is_evidence_of_nle307_and_advice_fits_the_wo
     assert "Run gradient collectives on their own stream" in note.recommendation[0]
 
 
+def test_host_side_communication_without_kernels_is_said_so() -> None:
+    # 300 us of GPU idle while the host was in MPI calls (communication bucket), no NCCL kernels.
+    data = device_metrics({0: {"communication": 300_000}})
+    (f,) = fire("NLE307", data, workload="generic_cuda")
+    assert f.impact_ns == 300_000 and f.impact_pct == 30.0
+    assert not any("of communication kernels" in e for e in f.evidence)
+    assert any(e.startswith("no communication kernels ran") for e in f.evidence)
+    assert "MPI_Isend" in f.recommendation[0]
+    # With 200 us of communication kernels on the device, those are what the evidence lists.
+    data = device_metrics({0: {"communication": 100_000, "exposed": 200_000}})
+    (f,) = fire("NLE307", data, workload="generic_cuda")
+    assert "GPU 0: 0.200 ms of communication kernels, 0.0% overlapped by compute" in f.evidence
+    assert "own stream" in f.recommendation[0]
+
+
 def test_no_kernels_advice_fits_the_workload() -> None:
     skipped = {"top_kernels": "the kernel table is empty: no CUDA kernels were captured"}
     (f,) = fire("NLE107", {}, workload="unknown", skipped=skipped)

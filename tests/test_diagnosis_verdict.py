@@ -57,6 +57,17 @@ def test_unexplained_idle_beyond_busy_time_is_insufficient_data() -> None:
     assert (d.verdict, d.confidence) == ("gpu_compute_bound", Confidence.LOW)
 
 
+def test_queued_waits_on_a_device_running_collectives_point_at_the_peers() -> None:
+    # 60% queued work waiting on something the trace does not name, 40% busy: not judged.
+    d = decide({"device_wait": 60 * PCT})
+    assert (d.verdict, d.cause) == ("insufficient_data", None)
+    assert "60.0%" in (d.why or "") and "peer rank" not in (d.why or "")
+    # The same device also ran 2.5 ms of communication kernels: the likely dependency is named.
+    d = decide({"device_wait": 60 * PCT}, extra={"communication": {"comm_kernel_ns": 2_500_000}})
+    assert d.verdict == "insufficient_data"
+    assert "2.500 ms of communication kernels" in (d.why or "") and "peer rank" in (d.why or "")
+
+
 def test_unplaced_graph_launches_stop_idle_verdicts() -> None:
     graphs = {"gpu_idle": {"graph_launches": 100, "unplaced_graph_launches": 10}}
     d = decide({"sync_wait": 70 * PCT}, extra=graphs)

@@ -100,8 +100,15 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> str | Non
     if edge >= waiting:
         return (f"the GPU sat idle {pct:.1f}% of device time while the processes driving it made no "
                 "CUDA call the capture recorded, so what the host did then is unknown")
-    return (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, and what "
-            "that work waited on (an event on another stream or device) is not in the trace")
+    why = (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, and what "
+           "that work waited on (an event on another stream or device) is not in the trace")
+    comm = metric(metrics, "communication")
+    comm_ns = int(comm.get("comm_kernel_ns", 0)) if comm is not None else 0
+    if comm_ns:
+        why += (f"; the device also runs collectives ({comm_ns / 1e6:,.3f} ms of communication kernels), so "
+                "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "
+                "`nsys-llm-explain fleet` over every rank's trace shows which rank arrives late")
+    return why
 
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:

@@ -52,7 +52,7 @@ VERDICT_WORDS = {
     "sync_bound": "Sync-bound",
     "host_bound": "Host-bound",
     "not_steady_state": "Not steady state",
-    "insufficient_data": "Too little data",
+    "insufficient_data": "Insufficient data",
     "no_gpu_work": "No GPU work",
 }
 BUCKET_WORDS = {

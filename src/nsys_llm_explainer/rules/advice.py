@@ -262,6 +262,17 @@ ADVICE["pinned"] = {
         "stays asynchronous.",
     ),
 }
+ADVICE["host_communication"] = {
+    "pytorch": (
+        "Use non-blocking collectives (`async_op=True`, waiting on the work handle only where the result "
+        "is needed) and keep GPU work queued while the host communicates.",
+    ),
+    "generic": (
+        "Post non-blocking transfers (`MPI_Isend`/`MPI_Irecv`) and queue independent GPU work before "
+        "waiting on them; with a CUDA-aware MPI or NCCL, send device buffers directly instead of staging "
+        "them through host copies.",
+    ),
+}
 ADVICE["comm_stream"] = {
     "llm_inference": (
         "The collectives run on the compute stream, and in tensor-parallel inference the next layer needs "

@@ -31,15 +31,23 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """
     res = view.metric("communication")
     evidence = []
-    if res is not None:
-        for d in res.data["devices"][:4]:
-            evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
-                            f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
+    with_kernels = [d for d in (res.data["devices"] if res is not None else []) if d["comm_union_ns"]]
+    for d in with_kernels[:4]:
+        evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
+                        f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
+    if not with_kernels:
+        evidence.append("no communication kernels ran: the time is GPU idle while the driving processes "
+                        "were inside host-side communication calls (NVTX ranges named like MPI_Send, "
+                        "MPI_Recv, gloo or c10d collectives)")
     evidence += dependency_lines(view.metrics, [d.device_id for d in view.acct.devices])
     on_compute = shared(view)
     evidence += lines(on_compute)
-    recommendations = (*advice("comm_stream", view.workload), *advice("communication", view.workload)) \
-        if on_compute else advice("communication", view.workload)
+    if on_compute:
+        recommendations = (*advice("comm_stream", view.workload), *advice("communication", view.workload))
+    elif with_kernels:
+        recommendations = advice("communication", view.workload)
+    else:
+        recommendations = advice("host_communication", view.workload)
     f = cause_finding(
         view, rule, ("exposed_communication", "communication_wait"), "communication",
         "GPU waits on communication ({pct} of {where} time)",

@@ -127,8 +127,8 @@ def test_jit_startup_is_not_steady_state(build: Build) -> None:
     assert any("capture-range=cudaProfilerApi" in line for line in d.capture.recipe)
     f = r.findings[0]
     assert (f.rule_id, f.severity) == ("NLE210", Severity.LOW)
-    assert f.title.endswith("100% of it during start-up") and f.recommendation == UNSTEADY_ADVICE
-    assert f.evidence[0].startswith(f"{f.impact_ns / 1e6:,.3f} ms of it (100.0%) lies in start-up")
+    assert f.title.endswith("100% of it before the steady part") and f.recommendation == UNSTEADY_ADVICE
+    assert f.evidence[0].startswith(f"{f.impact_ns / 1e6:,.3f} ms of it (100.0%) lies before the steady part")
 
 
 def test_a_cause_that_holds_after_start_up_keeps_its_advice(build: Build) -> None:

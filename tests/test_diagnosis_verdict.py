@@ -64,7 +64,7 @@ def test_queued_waits_on_a_device_running_collectives_point_at_the_peers() -> No
     assert "60.0%" in (d.why or "") and "peer rank" not in (d.why or "")
     # The same device also ran 2.5 ms of communication kernels: the likely dependency is named.
     d = decide({"device_wait": 60 * PCT}, extra={"communication": {"comm_kernel_ns": 2_500_000}})
-    assert d.verdict == "insufficient_data"
+    assert (d.verdict, d.confidence) == ("insufficient_data", Confidence.MEDIUM)
     assert "2.500 ms of communication kernels" in (d.why or "") and "peer rank" in (d.why or "")
 
 

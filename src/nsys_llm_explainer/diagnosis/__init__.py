@@ -35,7 +35,8 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
     pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
     window = cap["window_end_ns"] - cap["window_start_ns"]
     lines = tuple(
-        f"{c['id']}: {c['summary']}; {dur(c['time_ns'])} in all, merged ({c['pct_of_window']:.1f}% of the GPU window)"
+        f"{c['id']}: {c['summary']}; {dur(c['time_ns'])} in all, merged ({c['pct_of_window']:.1f}% of the time "
+        "from the first to the last kernel)"
         for c in cap["checks"] if c["found"] and c["time_ns"]
     )
     pct = round_pct(100.0 * cap["startup_ns"] / window) if window else 0.0

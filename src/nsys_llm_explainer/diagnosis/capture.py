@@ -45,8 +45,10 @@ def startup_what(cap: dict[str, Any]) -> str:
                    key=lambda c: -c["time_ns"])
     if not found:
         return "start-up"
-    parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found[:2]]
-    return " and ".join(parts)
+    parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found]
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}, overlaps counted once, together"
 
 
 def _facts(trace: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:

@@ -17,7 +17,7 @@ CAUSE_WORDS = {
     "transfer": "copies cover the idle time",
     "communication": "communication (exposed collectives and waits) takes",
     "sync": "the GPU idles while the host waits in synchronize calls for",
-    "host": "the GPU idles while the host launches or works outside CUDA for",
+    "host": "the GPU idles while the host launches kernels or does other work for",
 }
 MAX_DEVICES_LISTED = 8
 MIN_KIND_SHARE = 0.1  # copy kinds below this share of copy time are not evidence
@@ -151,7 +151,8 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
     out = []
     launch = sum(d.buckets["launch_bound"] for d in acct.chosen(devices))
     other = sum(d.buckets["host_other"] for d in acct.chosen(devices))
-    out.append(f"inside launch calls: {dur(launch)}; host work outside CUDA calls: {dur(other)}")
+    out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
+               f"code, or other CUDA calls such as allocation): {dur(other)}")
     ls = metric(metrics, "launch_storm")
     if ls is not None:
         g = ls["global"]
@@ -205,8 +206,10 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
     if verdict == "no_gpu_work":
         return f"No GPU work: {extra['why']}. Nothing on the GPU side can be judged."
     if verdict == "not_steady_state":
-        return (f"Not steady state: {extra['what']} covers {extra['pct']:.1f}% of the {dur(extra['window'])} GPU "
-                "window, so the figures describe start-up, not the steady loop. Capture again after warm-up.")
+        verb = "cover" if extra["what"].endswith("together") else "covers"
+        return (f"Not steady state: {extra['what']} {verb} {extra['pct']:.1f}% of the "
+                f"{dur(extra['window'])} from the first to the last kernel, so the figures describe start-up, not "
+                "the steady loop. Capture again after warm-up.")
     if verdict == "insufficient_data":
         if extra.get("too_little"):
             return f"Too little to judge: {extra['what']}. Capture a longer steady-state window."
@@ -222,7 +225,7 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         "sync_bound": f"Sync-bound: {where} sits idle {share:.1f}% of the time while the host waits in "
         "synchronize calls",
         "host_bound": f"Host-bound: {where} sits idle {share:.1f}% of the time while the host launches kernels "
-        "or works outside CUDA",
+        "or does other work",
         "communication_bound": f"Communication-bound: {where} spends {share:.1f}% of its time in collectives "
         "no compute overlaps, or idle waiting on them",
     }[verdict]

@@ -25,7 +25,9 @@ cause's time, medium from CLOSE_RATIO, low below; one step lower when busy time 
 it (a mixed picture: the GPU is busy most of the time and the cause holds the rest). For
 gpu_compute_bound: high from COMPUTE_BOUND_PCT, medium from half the window, low below. One
 step lower when some graph launches could not be placed, or when the idle time could not be
-split (no CUDA API rows) and busy time is under COMPUTE_BOUND_PCT. The primary bottleneck
+split (no CUDA API rows) and busy time is under COMPUTE_BOUND_PCT. insufficient_data is high
+confidence, medium when the unexplained idle is queued work on a device that runs collectives
+(a peer rank is then named as the likely dependency). The primary bottleneck
 lists every device where the cause takes at least half the largest per-device share, and the
 processes that drive them.
 """
@@ -86,8 +88,9 @@ def _ratio_confidence(top: int, second: int) -> Confidence:
     return Confidence.LOW
 
 
-def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> str | None:
-    """Why the idle time cannot be judged, or None when the named causes explain enough."""
+def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str, bool] | None:
+    """(why the idle time cannot be judged, whether a likely dependency is named), or None when
+    the named causes explain enough."""
     busy = acct.total("compute")
     edge, waiting = acct.bucket_total("capture_edge"), acct.bucket_total("device_wait")
     window = acct.window()
@@ -96,10 +99,10 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> str | Non
     pct = 100.0 * (edge + waiting) / window
     if metric(metrics, "idle_causes") is None:
         return (f"the export has no CUDA API rows, so the {pct:.1f}% of device time the GPU sat idle "
-                "cannot be explained (what the host did is unknown)")
+                "cannot be explained (what the host did is unknown)"), False
     if edge >= waiting:
         return (f"the GPU sat idle {pct:.1f}% of device time while the processes driving it made no "
-                "CUDA call the capture recorded, so what the host did then is unknown")
+                "CUDA call the capture recorded, so what the host did then is unknown"), False
     why = (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, and what "
            "that work waited on (an event on another stream or device) is not in the trace")
     comm = metric(metrics, "communication")
@@ -108,7 +111,7 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> str | Non
         why += (f"; the device also runs collectives ({comm_ns / 1e6:,.3f} ms of communication kernels), so "
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "
                 "`nsys-llm-explain fleet` over every rank's trace shows which rank arrives late")
-    return why
+    return why, bool(comm_ns)
 
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:
@@ -145,9 +148,12 @@ def decide(metrics: dict[str, Outcome], acct: Accounting) -> Decision:
             return Decision("not_steady_state", "startup", Confidence.HIGH)
         if cap["checks"] and cap["checks"][0]["id"] == "too_little_data" and cap["checks"][0]["found"]:
             return Decision("insufficient_data", None, Confidence.HIGH, cap["checks"][0]["summary"])
-    why = _unexplained_why(metrics, acct)
-    if why is not None:
-        return Decision("insufficient_data", None, Confidence.HIGH, why)
+    unexplained = _unexplained_why(metrics, acct)
+    if unexplained is not None:
+        # Queued work waiting on a dependency the trace does not name, on a device that runs
+        # collectives: the likely dependency is named, so abstaining is less certain.
+        why, named = unexplained
+        return Decision("insufficient_data", None, Confidence.MEDIUM if named else Confidence.HIGH, why)
     window = acct.window()
     busy = acct.total("compute")
     idle = sorted(((c, acct.total(c)) for c in IDLE_CAUSES), key=lambda t: (-t[1], IDLE_CAUSES.index(t[0])))

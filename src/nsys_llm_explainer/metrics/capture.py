@@ -197,7 +197,7 @@ def _too_little(k: Any) -> dict[str, Any]:
     long_enough = n >= MIN_FEW_KERNELS and (kernel_ns >= MIN_FEW_KERNEL_NS or busy_pct >= MIN_FEW_BUSY_PCT)
     little = kernel_ns < MIN_KERNEL_NS or (n < MIN_KERNELS and not long_enough)
     seen = (f"{n:,} kernels, {fmt.dur(kernel_ns)} of kernel time"
-            + (f", {busy_pct:.1f}% of the {fmt.dur(window)} GPU window" if window else ""))
+            + (f", {busy_pct:.1f}% of the {fmt.dur(window)} from the first to the last kernel" if window else ""))
     need = (f"at least {MIN_KERNEL_NS / 1e6:g} ms of kernel time, and {MIN_KERNELS} kernels or "
             f"{MIN_FEW_KERNELS} that take {MIN_FEW_KERNEL_NS / 1e6:g} ms or {MIN_FEW_BUSY_PCT:g}% of the window")
     summary = f"{seen}; judging needs {need}" if little else f"{seen}: enough to judge (needs {need})"

@@ -88,6 +88,7 @@ def environment() -> jinja2.Environment:
         impact=overview.impact,
         impact_short=overview.impact_short,
         primary_measure=overview.primary_measure,
+        workload_words=overview.workload_words,
         devices_text=lambda ds: devices_text(list(ds)),
         verdict_words=overview.verdict_words,
         verdict_summary=overview.verdict_summary,

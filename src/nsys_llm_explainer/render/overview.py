@@ -55,6 +55,21 @@ VERDICT_WORDS = {
     "insufficient_data": "Insufficient data",
     "no_gpu_work": "No GPU work",
 }
+WORKLOAD_WORDS = {
+    "llm_inference": "LLM inference",
+    "llm_training": "LLM training",
+    "pytorch_training": "PyTorch training",
+    "pytorch_inference": "PyTorch inference",
+    "tensorrt_inference": "TensorRT inference",
+    "generic_cuda": "plain CUDA program",
+    "unknown": "unknown",
+}
+
+
+def workload_words(kind: str) -> str:
+    return WORKLOAD_WORDS.get(kind, kind.replace("_", " "))
+
+
 BUCKET_WORDS = {
     "compute": "Kernels running (compute)",
     "exposed_communication": "Communication kernels, nothing overlapping",
@@ -62,7 +77,7 @@ BUCKET_WORDS = {
     "communication_wait": "Idle, waiting on communication",
     "sync_wait": "Idle, host waiting in a sync",
     "launch_bound": "Idle, host launching kernels",
-    "host_other": "Idle, host busy outside CUDA",
+    "host_other": "Idle, host in no launch, copy or sync call",
     "device_wait": "Idle, next work already queued",
     "capture_edge": "Capture edge (host not visible)",
 }
@@ -210,7 +225,7 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
                                            f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
-        rows.append(("Workload", f"{wl['kind'].replace('_', ' ')} (confidence {wl['confidence']})"))
+        rows.append(("Workload", f"{workload_words(wl['kind'])} (confidence {wl['confidence']})"))
     return rows
 
 

@@ -115,10 +115,18 @@ def cause_finding(
     early = startup_part(view, affected, buckets) if startup else None
     if early:
         share = 100.0 * early / ns if ns else 0.0
-        lines.insert(0, f"{dur(early)} of it ({share:.1f}%) lies in start-up, before the steady part "
-                        "begins (the capture section says what ran there): start-up time, not a steady cost")
-        if 2 * early >= ns:
-            text += f", {share:.0f}% of it during start-up"
+        steady_follows = any((d := view.acct.device(a.device_id)) is not None and d.steady is not None
+                             for a in affected if a.device_id is not None)
+        if steady_follows:
+            lines.insert(0, f"{dur(early)} of it ({share:.1f}%) lies before the steady part begins (after the "
+                            "last start-up event; the capture section says what ran there): start-up time, not a "
+                            "steady cost")
+            if 2 * early >= ns:
+                text += f", {share:.0f}% of it before the steady part"
+        else:
+            lines.insert(0, "no steady part follows the start-up events in this capture, so this time belongs to "
+                            "start-up (the capture section says what ran there), not to a steady cost")
+            text += ", in a capture with no steady part"
     severity, confidence, lines = hidden_graphs_cap(view, severity, confidence, lines)
     return rule.finding(
         severity, confidence, lines, recommendations, title=text,

@@ -136,7 +136,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                  else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
         if above:
             affected, impact = per_device(view.acct, above)
-            evidence.append(f"{ms(impact[0])} of its time is above its roof (compute_efficiency)")
+            evidence.append(f"{ms(impact[0])} of its time is above its roof (section How close to the hardware)")
             severity = band(impact[1])
             if severity is not None:
                 yield rule.finding(severity, Confidence.MEDIUM, evidence, recommendation, title=title,

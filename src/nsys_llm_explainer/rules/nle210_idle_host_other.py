@@ -9,12 +9,13 @@ from nsys_llm_explainer.rules.idle_cause_common import cause_finding, host_bound
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """The GPU idles while the host works outside CUDA calls (Python, scheduling, I/O, host
-    compute) and nothing is queued.
+    """The GPU idles while the host does other work (Python, scheduling, I/O, host compute, or
+    CUDA calls other than launches, copies and syncs, such as allocation) and nothing is queued.
 
     Impact: per device, the idle time idle_causes labels host_other: the host is visible (inside
     its first-to-last CUDA call window) but in no copy, communication, synchronizing or launch
-    call. What the host does there is not in a CUDA trace; the recommendation says how to see it.
+    call (other CUDA calls, such as cudaMalloc or cudaFree, count here). What the host does there
+    is mostly not in a CUDA trace; the recommendation says how to see it.
     Evidence names the phases the boundness metric calls host-bound.
     Severity from the impact bands (rules/impact.py). On a capture that is not steady state,
     the evidence (and the title, when it is most of it) says how much of this time lies in
@@ -22,13 +23,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Example:
 
-        NLE210 low: GPU idle while the host works outside CUDA (4.8% of GPU 0's time)
-        - GPU 0: 16.529 ms idle while the host was in no CUDA call (4.8% of its window)
+        NLE210 low: GPU idle while the host does other work (4.8% of GPU 0's time)
+        - GPU 0: 16.529 ms idle while the host made no launch, copy or sync call (4.8% of its window)
     """
     f = cause_finding(
         view, rule, ("host_other",), "host",
-        "GPU idle while the host works outside CUDA ({pct} of {where} time)",
-        "idle while the host was in no CUDA call", host_bound_phases(view), advice("host", view.workload),
+        "GPU idle while the host does other work ({pct} of {where} time)",
+        "idle while the host made no launch, copy or sync call", host_bound_phases(view), advice("host", view.workload),
         Confidence.MEDIUM, startup=True,
     )
     if f is not None:

@@ -44,7 +44,7 @@ CAUSE_LABEL = {
     "communication": "in a communication call",
     "sync_wait": "host waiting on a sync",
     "launch_bound": "launch-bound",
-    "host_other": "host work outside CUDA",
+    "host_other": "host in no launch, copy or sync call",
     "capture_edge": "capture edge",
     "device_wait": "next work queued",
 }

@@ -289,3 +289,43 @@ def test_every_statement_reads_real_tables_only(
     assert {a for a, _, _ in seen} <= READ_ONLY_ACTIONS
     assert {t for a, t, _ in seen if a == sqlite3.SQLITE_READ} <= real | {"sqlite_master"}
     assert {p.lower() for a, p, _ in seen if a == sqlite3.SQLITE_PRAGMA} <= ALLOWED_PRAGMAS
+
+
+STRESS = """
+import sys, threading
+from pathlib import Path
+from nsys_llm_explainer import deadline
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.source import open_export
+
+for _ in range(4):
+    conn, schema = open_export(Path(sys.argv[1]))
+    data = NsysTraceData(conn, schema)
+
+    def load(read):
+        with deadline.limit(data.interruptible, 600.0):
+            getattr(data, read)()
+
+    threads = [threading.Thread(target=load, args=(r,)) for r in ("kernels", "runtime")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(len(data.kernels()), len(data.runtime()))
+    data.close()
+"""
+
+
+def test_threads_reading_one_connection_under_a_deadline_never_deadlock(tmp_path: Path) -> None:
+    """Two threads load different tables over the shared connection while the --timeout progress
+    handler is installed. SQLite runs that handler (which needs the GIL) holding the connection's
+    mutex, and reading a row takes the mutex holding the GIL: statements from two threads must
+    not interleave (NsysTraceData.sql), or both threads wait forever, the GIL with them. So the
+    threads run in a child process that is killed if it does not finish."""
+    trace = big_trace(tmp_path / "big.sqlite", n=60_000)
+    try:
+        proc = subprocess.run([sys.executable, "-c", STRESS, str(trace)], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("threads deadlocked on the shared connection")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["60000"] * 8

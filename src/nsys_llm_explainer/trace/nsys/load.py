@@ -7,7 +7,9 @@ outside [0, 2^62)) are left out by the query itself and counted in a warning.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -49,6 +51,8 @@ from nsys_llm_explainer.trace.nsys.probe import (
 )
 from nsys_llm_explainer.trace.nsys.strings import StringTable
 
+T = TypeVar("T")
+
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 MAX_DEVICE_ID = 65535
 KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
@@ -73,6 +77,18 @@ def _decode_distinct(raw: np.ndarray) -> np.ndarray:
 
 
 
+class SerialHandler:
+    """The connection as deadline.limit sees it: its progress handler is set with the
+    connection to itself (see NsysTraceData.sql)."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._conn, self._lock = conn, lock
+
+    def set_progress_handler(self, handler: Callable[[], Any] | None, n: int) -> None:
+        with self._lock:
+            self._conn.set_progress_handler(handler, n)
+
+
 class NsysTraceData(TraceData):
     """Lazily loaded, cached columns of one opened Nsight Systems export."""
 
@@ -88,8 +104,13 @@ class NsysTraceData(TraceData):
     ) -> None:
         super().__init__(schema, kernel_name)
         self.conn = conn
+        # One statement at a time on the shared connection, from its execute to its last row.
+        # SQLite holds the connection's mutex while it runs the --timeout progress handler,
+        # which needs the GIL; a second thread reading a row holds the GIL and waits for that
+        # mutex. Statements from two threads interleaved would deadlock.
+        self.sql = threading.RLock()
         self.progress = progress
-        self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"))
+        self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"), self.sql)
         self.helpers: list[LoadHelper] = []  # load some tables in parallel (nsys/helper.py)
 
     def _prefetched(self, key: str) -> Any:
@@ -108,6 +129,11 @@ class NsysTraceData(TraceData):
         self.strings.add_missing(loaded.missing)
         return loaded.entries[key]
 
+    def _serial(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) with the connection to itself (see self.sql)."""
+        with self.sql:
+            return fn(*args)
+
     def close_helpers(self) -> None:
         for helper in self.helpers:
             helper.close()
@@ -121,8 +147,8 @@ class NsysTraceData(TraceData):
         self.conn.interrupt()
 
     @property
-    def interruptible(self) -> sqlite3.Connection:
-        return self.conn
+    def interruptible(self) -> SerialHandler:
+        return SerialHandler(self.conn, self.sql)
 
     def _require(self, table: str | None, what: str, *columns: str) -> str:
         if table is None or table not in self.schema.tables:
@@ -151,13 +177,14 @@ class NsysTraceData(TraceData):
         text = text or {}
         exprs = list(select.values()) + list(text.values())
         sql = f"SELECT {', '.join(exprs)} FROM {quote_ident(table)} WHERE {' AND '.join(conds)}"
-        total = self.row_counts.setdefault(table, count_rows(self.conn, table))
-        cols = fetch_ints(
-            self.conn, sql, tuple(select), total, progress=self.progress, label=table,
-            text_names=tuple(text),
-        )
-        loaded = len(next(iter(cols.values()))) if cols else 0
-        self._note_ignored(table, total, loaded, required, extra_where)
+        with self.sql:
+            total = self.row_counts.setdefault(table, count_rows(self.conn, table))
+            cols = fetch_ints(
+                self.conn, sql, tuple(select), total, progress=self.progress, label=table,
+                text_names=tuple(text),
+            )
+            loaded = len(next(iter(cols.values()))) if cols else 0
+            self._note_ignored(table, total, loaded, required, extra_where)
         problem = total_duration_problem(table, cols) if interval else None
         if problem:
             raise Unavailable(problem)
@@ -229,7 +256,8 @@ class NsysTraceData(TraceData):
         for i in np.unique(name_ids).tolist():
             if int(i) < 0:
                 continue
-            row = self.conn.execute(sql, (int(i),)).fetchone()
+            with self.sql:
+                row = self.conn.execute(sql, (int(i),)).fetchone()
             if row is not None:
                 found[int(i)] = int(row[0])
         names = self.strings.resolve(found.values())
@@ -376,38 +404,39 @@ class NsysTraceData(TraceData):
         return self.cached("graph_execs", lambda: activity.load(self, activity.GRAPH_TRACE))
 
     def gpus(self) -> list[GpuInfo]:
-        return self.cached("gpus", lambda: activity.load_gpus(self))
+        return self.cached("gpus", lambda: self._serial(activity.load_gpus, self))
 
     def table_rows(self, table: str) -> int:
         if table not in self.row_counts:
-            self.row_counts[table] = count_rows(self.conn, table)
+            with self.sql:
+                self.row_counts[table] = count_rows(self.conn, table)
         return self.row_counts[table]
 
     def table_counts(self) -> dict[str, int]:
         return {t: self.table_rows(t) for t in CORE_TABLES if t in self.schema.tables}
 
     def kernel_rows_estimate(self) -> int:
-        return rows_upper_bound(self.conn, self.schema.kernel_table)
+        return self._serial(rows_upper_bound, self.conn, self.schema.kernel_table)
 
     def missing_names(self) -> int:
         return len(self.strings.missing)
 
     def gpus_missing_reason(self) -> str:
-        return metadata.gpus_missing_reason(self)
+        return self._serial(metadata.gpus_missing_reason, self)
 
     def enum_labels(self, which: str) -> dict[int, str] | None:
-        return metadata.enum_labels(self, which)
+        return self._serial(metadata.enum_labels, self, which)
 
     def graph_trace_mode(self) -> str | None:
-        return metadata.graph_trace_mode(self)
+        return self._serial(metadata.graph_trace_mode, self)
 
     def diagnostics(self) -> list[Diagnostic]:
-        return self.cached("diagnostics", lambda: metadata.diagnostics(self))
+        return self.cached("diagnostics", lambda: self._serial(metadata.diagnostics, self))
 
     def clock_origin(self) -> ClockOrigin:
-        return metadata.session_start(self)
+        return self._serial(metadata.session_start, self)
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info
 
-        return read_capture_info(self.conn, self.schema, pids)
+        return self._serial(read_capture_info, self.conn, self.schema, pids)

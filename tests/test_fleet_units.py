@@ -104,6 +104,14 @@ def test_cache_key_follows_content_options_and_version(tmp_path: Path) -> None:
     assert cache.load(tmp_path / "c", "0" * 64) is None
 
 
+def test_cache_key_follows_the_installed_code(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    f = tmp_path / "t.sqlite"
+    f.write_bytes(b"a" * 100)
+    k1 = cache.key(cache.identity(f), {})
+    monkeypatch.setattr(cache, "code_identity", lambda: "an edited checkout")
+    assert cache.key(cache.identity(f), {}) != k1
+
+
 def test_inputs_natural_order_globs_and_own_outputs(tmp_path: Path) -> None:
     for n in (10, 2, 1):
         b = TraceBuilder()

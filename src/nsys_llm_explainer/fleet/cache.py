@@ -6,7 +6,9 @@ fleet summary (summary.json). The key is the SHA-256 of:
 - the trace's identity: its size, its modification time (ns) and the SHA-256 of its first
   and last MiB (an SQLite export rewrites its header's change counter on every write; a
   profiler JSON changes at its ends when events are added);
-- the tool version and SUMMARY_VERSION (the layout of summary.json);
+- the tool version, the identity of its installed code (each source, template and data
+  file's path, size and modification time: a checkout edited between runs is new code even
+  under the same version) and SUMMARY_VERSION (the layout of summary.json);
 - the options that change numbers (kernel names, step range, phase map, categories, gaps).
 
 Location: --cache-dir, else $NSYS_LLM_EXPLAIN_CACHE, else $XDG_CACHE_HOME/nsys-llm-explain/fleet,
@@ -16,6 +18,7 @@ else ~/.cache/nsys-llm-explain/fleet; on a Dask cluster, each worker's own defau
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -53,8 +56,21 @@ def identity(path: Path) -> dict[str, Any]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "edges_sha256": digest.hexdigest()}
 
 
+@functools.cache
+def code_identity() -> str:
+    """SHA-256 over the package's own files (relative path, size, mtime), computed once."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.suffix in (".py", ".j2", ".json") and "__pycache__" not in f.parts:
+            st = f.stat()
+            digest.update(f"{f.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 def key(ident: dict[str, Any], options: dict[str, Any]) -> str:
-    doc = {"trace": ident, "tool": __version__, "summary": SUMMARY_VERSION, "options": options}
+    doc = {"trace": ident, "tool": __version__, "code": code_identity(), "summary": SUMMARY_VERSION,
+           "options": options}
     text = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -22,7 +22,6 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import fmt, md_html, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
@@ -84,15 +83,7 @@ def environment() -> jinja2.Environment:
         rich=_rich,
         th=_th,
     )
-    env.globals.update(
-        impact=overview.impact,
-        impact_short=overview.impact_short,
-        primary_measure=overview.primary_measure,
-        workload_words=overview.workload_words,
-        devices_text=lambda ds: devices_text(list(ds)),
-        verdict_words=overview.verdict_words,
-        verdict_summary=overview.verdict_summary,
-    )
+    env.globals.update(overview.template_globals())
     return with_cache("html", env)
 
 

@@ -27,7 +27,6 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich
 from nsys_llm_explainer.render import sections as sections_mod
@@ -103,15 +102,9 @@ def environment() -> jinja2.Environment:
         basename=lambda p: PurePath(str(p)).name,
     )
     env.globals.update(
+        overview.template_globals(),
         more=more,
-        impact=overview.impact,
-        impact_short=overview.impact_short,
-        primary_measure=overview.primary_measure,
-        workload_words=overview.workload_words,
-        devices_text=lambda ds: devices_text(list(ds)),
         since_first_kernel=overview.since_first_kernel,
-        verdict_words=overview.verdict_words,
-        verdict_summary=overview.verdict_summary,
         workload_items=overview.workload_items,
         bin_counts=overview.bin_counts,
     )

@@ -308,3 +308,16 @@ __all__ = [
     "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
     "split_findings", "time_origin", "verdict_summary", "verdict_words", "workload_items",
 ]
+
+
+def template_globals() -> dict[str, Any]:
+    """The helpers both report environments (Markdown and HTML) give their templates."""
+    return {
+        "impact": impact,
+        "impact_short": impact_short,
+        "primary_measure": primary_measure,
+        "workload_words": workload_words,
+        "devices_text": lambda ds: devices_text(list(ds)),
+        "verdict_words": verdict_words,
+        "verdict_summary": verdict_summary,
+    }

@@ -110,7 +110,7 @@ def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
     sql = f"SELECT DISTINCT {', '.join(exprs)} FROM {GPU_TABLE} ORDER BY 1"
     out: list[GpuInfo] = []
     seen: set[int] = set()
-    for dev, name, sms, mem, bw, clock in data.conn.execute(sql):
+    for dev, name, sms, mem, bw, clock in data.query(sql):
         if not isinstance(dev, int) or dev in seen:
             continue
         seen.add(dev)

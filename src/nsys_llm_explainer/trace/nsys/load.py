@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,6 @@ from nsys_llm_explainer.trace.nsys.probe import (
     quote_ident,
 )
 from nsys_llm_explainer.trace.nsys.strings import StringTable
-
-T = TypeVar("T")
 
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 MAX_DEVICE_ID = 65535
@@ -129,10 +127,10 @@ class NsysTraceData(TraceData):
         self.strings.add_missing(loaded.missing)
         return loaded.entries[key]
 
-    def _serial(self, fn: Callable[..., T], *args: Any) -> T:
-        """fn(*args) with the connection to itself (see self.sql)."""
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """All rows of a small statement, run with the connection to itself (see self.sql)."""
         with self.sql:
-            return fn(*args)
+            return self.conn.execute(sql, params).fetchall()
 
     def close_helpers(self) -> None:
         for helper in self.helpers:
@@ -256,10 +254,9 @@ class NsysTraceData(TraceData):
         for i in np.unique(name_ids).tolist():
             if int(i) < 0:
                 continue
-            with self.sql:
-                row = self.conn.execute(sql, (int(i),)).fetchone()
-            if row is not None:
-                found[int(i)] = int(row[0])
+            rows = self.query(sql, (int(i),))
+            if rows:
+                found[int(i)] = int(rows[0][0])
         names = self.strings.resolve(found.values())
         return {i: names[m] for i, m in found.items() if m not in self.strings.missing and names[m]}
 
@@ -404,7 +401,7 @@ class NsysTraceData(TraceData):
         return self.cached("graph_execs", lambda: activity.load(self, activity.GRAPH_TRACE))
 
     def gpus(self) -> list[GpuInfo]:
-        return self.cached("gpus", lambda: self._serial(activity.load_gpus, self))
+        return self.cached("gpus", lambda: activity.load_gpus(self))
 
     def table_rows(self, table: str) -> int:
         if table not in self.row_counts:
@@ -416,27 +413,29 @@ class NsysTraceData(TraceData):
         return {t: self.table_rows(t) for t in CORE_TABLES if t in self.schema.tables}
 
     def kernel_rows_estimate(self) -> int:
-        return self._serial(rows_upper_bound, self.conn, self.schema.kernel_table)
+        with self.sql:
+            return rows_upper_bound(self.conn, self.schema.kernel_table)
 
     def missing_names(self) -> int:
         return len(self.strings.missing)
 
     def gpus_missing_reason(self) -> str:
-        return self._serial(metadata.gpus_missing_reason, self)
+        return metadata.gpus_missing_reason(self)
 
     def enum_labels(self, which: str) -> dict[int, str] | None:
-        return self._serial(metadata.enum_labels, self, which)
+        return metadata.enum_labels(self, which)
 
     def graph_trace_mode(self) -> str | None:
-        return self._serial(metadata.graph_trace_mode, self)
+        return metadata.graph_trace_mode(self)
 
     def diagnostics(self) -> list[Diagnostic]:
-        return self.cached("diagnostics", lambda: self._serial(metadata.diagnostics, self))
+        return self.cached("diagnostics", lambda: metadata.diagnostics(self))
 
     def clock_origin(self) -> ClockOrigin:
-        return self._serial(metadata.session_start, self)
+        return metadata.session_start(self)
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info
 
-        return self._serial(read_capture_info, self.conn, self.schema, pids)
+        with self.sql:
+            return read_capture_info(self.conn, self.schema, pids)

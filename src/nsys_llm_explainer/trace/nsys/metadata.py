@@ -49,7 +49,7 @@ def enum_labels(data: NsysTraceData, which: str) -> dict[int, str] | None:
     if ENUM_TABLES[which] not in data.schema.tables:
         return None
     try:
-        rows = data.conn.execute(ENUM_SQL[which]).fetchall()
+        rows = data.query(ENUM_SQL[which])
     except sqlite3.DatabaseError:
         return None
     found = {int(i): str(v) for i, v in rows if isinstance(i, int) and isinstance(v, str)}
@@ -61,7 +61,7 @@ def graph_trace_mode(data: NsysTraceData) -> str | None:
     if CAPTURE_META_TABLE not in data.schema.tables:
         return None
     try:
-        values = {str(v).strip().lower() for (v,) in data.conn.execute(MODE_SQL)}
+        values = {str(v).strip().lower() for (v,) in data.query(MODE_SQL)}
     except sqlite3.DatabaseError:
         return None
     values &= set(KNOWN_MODES)  # anything else is not echoed
@@ -84,7 +84,7 @@ def diagnostics(data: NsysTraceData) -> list[Diagnostic]:
     if not data.schema.has(DIAGNOSTIC_TABLE, "timestamp", "severity", "text"):
         return []
     try:
-        rows = data.conn.execute(DIAGNOSTIC_SQL).fetchall()
+        rows = data.query(DIAGNOSTIC_SQL)
     except sqlite3.DatabaseError:
         return []
     out: list[Diagnostic] = []
@@ -103,7 +103,7 @@ def session_start(data: NsysTraceData) -> ClockOrigin:
     if not data.schema.has(SESSION_TABLE, "utcEpochNs"):
         raise Unavailable(f"the export has no {SESSION_TABLE} table")
     try:
-        rows = data.conn.execute(SESSION_SQL).fetchall()
+        rows = data.query(SESSION_SQL)
     except sqlite3.DatabaseError as exc:
         raise Unavailable(f"{SESSION_TABLE} could not be read ({exc})") from None
     values = {int(v) for (v,) in rows}

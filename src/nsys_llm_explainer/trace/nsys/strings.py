@@ -16,14 +16,14 @@ UNKNOWN_NAME = "(unknown name)"
 class StringTable:
     """Resolves StringIds ids on demand; only ids that are actually used are read."""
 
-    def __init__(self, conn: sqlite3.Connection, available: bool, lock: threading.RLock | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, available: bool, lock: threading.RLock) -> None:
         self._conn = conn
         self._available = available
         self._cache: dict[int, str] = {}
         self.missing: set[int] = set()
-        # Metrics running in threads share one table; the lock is the connection's own when the
-        # trace serializes its statements (NsysTraceData.sql).
-        self._lock = lock if lock is not None else threading.RLock()
+        # Metrics running in threads share one table; the lock is the connection's own
+        # (NsysTraceData.sql): a lookup is a statement like any other.
+        self._lock = lock
 
     def resolve(self, ids: Iterable[int]) -> dict[int, str]:
         wanted = {int(i) for i in ids}

@@ -41,14 +41,14 @@ def _words(check: dict[str, Any]) -> str:
 
 
 def startup_what(cap: dict[str, Any]) -> str:
+    """The start-up parts the capture checks found, with their verb: "X (t) covers" or
+    "X (t), Y (t) and Z (t), overlaps counted once, together cover"."""
     found = sorted((c for c in cap["checks"] if c["id"] in STARTUP_WORDS and c["time_ns"] > 0),
                    key=lambda c: -c["time_ns"])
-    if not found:
-        return "start-up"
-    parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found]
+    parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found] or ["start-up"]
     if len(parts) == 1:
-        return parts[0]
-    return ", ".join(parts[:-1]) + f" and {parts[-1]}, overlaps counted once, together"
+        return f"{parts[0]} covers"
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}, overlaps counted once, together cover"
 
 
 def _facts(trace: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:

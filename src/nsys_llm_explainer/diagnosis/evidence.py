@@ -206,8 +206,7 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
     if verdict == "no_gpu_work":
         return f"No GPU work: {extra['why']}. Nothing on the GPU side can be judged."
     if verdict == "not_steady_state":
-        verb = "cover" if extra["what"].endswith("together") else "covers"
-        return (f"Not steady state: {extra['what']} {verb} {extra['pct']:.1f}% of the "
+        return (f"Not steady state: {extra['what']} {extra['pct']:.1f}% of the "
                 f"{dur(extra['window'])} from the first to the last kernel, so the figures describe start-up, not "
                 "the steady loop. Capture again after warm-up.")
     if verdict == "insufficient_data":

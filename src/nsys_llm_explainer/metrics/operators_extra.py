@@ -100,11 +100,6 @@ def shape_table(data: TraceData, att: OperatorAttribution, codes: np.ndarray, fr
                            kind="stable").reset_index(drop=True)
 
 
-def top_shapes(shapes: pd.DataFrame, name: str, limit: int) -> list[dict[str, Any]]:
-    """The first `limit` rows of the shape table for one operator."""
-    return shapes_by_operator(shapes, limit).get(name, [])
-
-
 def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
     """Operator -> the first `limit` rows of the shape table (its order) as records, in one
     pass over the table."""

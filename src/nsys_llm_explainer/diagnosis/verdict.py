@@ -39,6 +39,7 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.model import Confidence, MetricResult, Outcome
+from nsys_llm_explainer.render.fmt import dur
 
 VERDICT_OF = {
     "compute": "gpu_compute_bound",
@@ -108,7 +109,7 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
     comm = metric(metrics, "communication")
     comm_ns = int(comm.get("comm_kernel_ns", 0)) if comm is not None else 0
     if comm_ns:
-        why += (f"; the device also runs collectives ({comm_ns / 1e6:,.3f} ms of communication kernels), so "
+        why += (f"; the device also runs collectives ({dur(comm_ns)} of communication kernels), so "
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "
                 "`nsys-llm-explain fleet` over every rank's trace shows which rank arrives late")
     return why, bool(comm_ns)

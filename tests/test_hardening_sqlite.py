@@ -9,15 +9,16 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer import api, cli, runner
+from nsys_llm_explainer import api, cli, deadline, runner
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context
 from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.options import Options
@@ -143,10 +144,10 @@ def test_pending_write_is_not_seen(trace: Path, writer: subprocess.Popen[str]) -
 
 def runaway(ctx: Context) -> Skipped:
     """A query that would run for hours: count to 10^12."""
-    ctx.data.conn.execute(
+    ctx.data.query(
         "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 1000000000000) "
         "SELECT count(*) FROM c"
-    ).fetchone()
+    )
     return Skipped("sync", "unreachable")
 
 
@@ -329,3 +330,26 @@ def test_threads_reading_one_connection_under_a_deadline_never_deadlock(tmp_path
         pytest.fail("threads deadlocked on the shared connection")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["60000"] * 8
+
+
+def test_a_limit_that_ends_leaves_the_others_on_the_connection_their_deadline(trace: Path) -> None:
+    """Metrics in several threads each hold a limit on the one connection. When one ends, the
+    handler must stay for the others: a runaway statement after it is still stopped. (Each
+    metric used to get its own wrapper object, so the first limit to end removed the handler
+    and the runaway ran for hours.) A watchdog interrupts the statement if it is not stopped."""
+    data = nsys_source.open_nsys(trace)
+    watchdog = threading.Timer(30, data.interrupt)
+    watchdog.start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(MetricTimeout), deadline.limit(data.interruptible, 0.5):
+            with deadline.limit(data.interruptible, 60):  # another metric's limit, ended
+                pass
+            data.query(
+                "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c "
+                "WHERE n < 1000000000000) SELECT count(*) FROM c"
+            )
+        assert time.monotonic() - t0 < 10
+    finally:
+        watchdog.cancel()
+        data.close()

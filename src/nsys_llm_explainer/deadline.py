@@ -7,7 +7,9 @@ MetricTimeout, which the runner turns into Skipped("stopped by --timeout ...").
 
 Metrics may run in several threads over one connection. The handler reads the deadline of
 the thread whose statement SQLite is running, and stays installed while any thread is
-under a limit.
+under a limit: `conn` must be the same object for every limit on one connection. Every
+statement on a shared connection holds its statement lock, which set_progress_handler also
+takes (NsysTraceData.sql); a handler changed while another thread's statement runs deadlocks.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from nsys_llm_explainer.errors import MetricTimeout
 PROGRESS_STEPS = 10_000  # SQLite VM instructions between deadline checks (a few microseconds)
 _deadline: ContextVar[float | None] = ContextVar("nsys_llm_explain_deadline", default=None)
 _handlers_lock = threading.Lock()
-_handler_users: dict[int, int] = {}  # id(connection) -> limits now active on it
+# id(connection) -> (the connection, limits now active on it); the reference keeps the id
+# from being reused by another object while a limit is active.
+_handler_users: dict[int, tuple[object, int]] = {}
 
 
 def expired() -> bool:
@@ -54,10 +58,10 @@ def limit(conn: sqlite3.Connection | None, seconds: float | None) -> Iterator[No
         return
     token = _deadline.set(time.monotonic() + seconds)
     with _handlers_lock:
-        users = _handler_users.get(id(conn), 0)
+        _, users = _handler_users.get(id(conn), (conn, 0))
         if users == 0:
             conn.set_progress_handler(expired, PROGRESS_STEPS)
-        _handler_users[id(conn)] = users + 1
+        _handler_users[id(conn)] = (conn, users + 1)
     try:
         yield
     except sqlite3.OperationalError as exc:
@@ -67,9 +71,9 @@ def limit(conn: sqlite3.Connection | None, seconds: float | None) -> Iterator[No
         raise
     finally:
         with _handlers_lock:
-            users = _handler_users.pop(id(conn)) - 1
-            if users:
-                _handler_users[id(conn)] = users
+            _, users = _handler_users.pop(id(conn))
+            if users > 1:
+                _handler_users[id(conn)] = (conn, users - 1)
             else:
                 conn.set_progress_handler(None, 0)
         _deadline.reset(token)

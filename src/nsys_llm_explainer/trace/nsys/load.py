@@ -109,6 +109,9 @@ class NsysTraceData(TraceData):
         self.sql = threading.RLock()
         self.progress = progress
         self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"), self.sql)
+        # One object for every metric's deadline, so that deadline.limit counts the limits
+        # active on this connection and removes the handler only after the last one ends.
+        self._interruptible = SerialHandler(conn, self.sql)
         self.helpers: list[LoadHelper] = []  # load some tables in parallel (nsys/helper.py)
 
     def _prefetched(self, key: str) -> Any:
@@ -146,7 +149,7 @@ class NsysTraceData(TraceData):
 
     @property
     def interruptible(self) -> SerialHandler:
-        return SerialHandler(self.conn, self.sql)
+        return self._interruptible
 
     def _require(self, table: str | None, what: str, *columns: str) -> str:
         if table is None or table not in self.schema.tables:

@@ -61,7 +61,7 @@ bench-kineto: $(BIN)/nsys-llm-explain
 	$(BIN)/python benchmarks/run.py --size kineto
 
 bench-shared: $(BIN)/nsys-llm-explain
-	$(BIN)/python benchmarks/run.py --shared
+	$(BIN)/python benchmarks/run.py --shared --repeat 5
 
 docs: $(BIN)/nsys-llm-explain
 	$(BIN)/python -m nsys_llm_explainer.docs_gen

@@ -10,7 +10,7 @@ Times (a) the fetch floor: plain Python sqlite3 fetching once just the columns t
 needs from the kernel, runtime and NVTX tables; (b) the whole CLI run in a child process
 (all metrics, all outputs) with its peak RSS; (c) in-process, each table loader and each
 metric. Exits 1 when the run's report.json totals differ from the generator's sidecar.
-With --shared, runs the CLI on every shared real export instead and reports wall time and
+With --shared, runs the CLI on every shared real trace instead and reports wall time and
 report.json size per trace (skipped when the shared traces are absent).
 """
 

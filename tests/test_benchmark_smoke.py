@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import measure, run  # noqa: E402
 from benchmarks.synth import SynthConfig, generate, sidecar_path  # noqa: E402
+from tests.fixtures.kineto import workload as kineto_workload  # noqa: E402
 
 TINY = SynthConfig(kernels=2_000, processes=2, layers=3, prefill_every=4, seed=3)
 
@@ -125,13 +126,17 @@ def test_shared_mode_reports_time_and_json_size(tmp_path: Path, capsys: pytest.C
     from benchmarks import shared
 
     folder = tmp_path / "traces"
-    folder.mkdir()
-    generate(TINY, folder / "tiny.sqlite", sidecar=False)
-    results = shared.run(repeat=2, folder=folder)
-    assert [r["trace"] for r in results] == ["tiny.sqlite"]
+    (folder / "nsys").mkdir(parents=True)
+    (folder / "kineto").mkdir()
+    generate(TINY, folder / "nsys" / "tiny.sqlite", sidecar=False)
+    kineto_workload.write(folder / "kineto" / "small.json.gz")
+    (folder / "kineto" / "notes.txt").write_text("not a trace")
+    results = shared.run(repeat=3, folder=folder)
+    assert [r["trace"] for r in results] == ["tiny.sqlite", "small.json.gz"]
     r = results[0]
-    assert r["exit_code"] == 0 and shared.problems(results) == []
-    assert len(r["wall_s_all"]) == 2 and r["wall_s"] == min(r["wall_s_all"])
+    assert all(x["exit_code"] == 0 for x in results) and shared.problems(results) == []
+    assert len(r["wall_s_all"]) == 3 and r["wall_s"] == min(r["wall_s_all"])
+    assert r["wall_s_median"] == sorted(r["wall_s_all"])[1]
     assert r["report_json_bytes"] and r["report_json_bytes"] > 1000
     shared.print_results(results)
     assert "tiny.sqlite" in capsys.readouterr().out

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsys_llm_explainer import cpus
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
@@ -108,7 +109,7 @@ def test_helpers_start_only_when_they_can_pay_off(tmp_path: Path) -> None:
         assert helper.start_helpers(plain, schema, jobs=2) == []
     finally:
         conn.close()
-    assert 1 <= helper.default_jobs() <= helper.MAX_JOBS
+    assert 1 <= cpus.default_jobs() <= cpus.MAX_JOBS
 
 
 def test_helper_processes_are_gone_after_explain(

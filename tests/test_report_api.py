@@ -106,9 +106,9 @@ def test_the_cli_writes_through_report_write(trace: Path, tmp_path: Path, monkey
     calls = []
     original = Report.write
 
-    def spy(self, out_dir, formats="md,json,csv,html", force=False, md="compact"):
+    def spy(self, out_dir, formats="md,json,csv,html", force=False, md="compact", **kw):
         calls.append((Path(out_dir), formats, force, md))
-        return original(self, out_dir, formats, force, md)
+        return original(self, out_dir, formats, force, md, **kw)
 
     monkeypatch.setattr(Report, "write", spy)
     assert run_cli(trace, "--out", tmp_path / "o", "--format", "json", "--quiet").exit_code == 0
@@ -116,22 +116,53 @@ def test_the_cli_writes_through_report_write(trace: Path, tmp_path: Path, monkey
     assert [(p.name, force, md) for p, _, force, md in calls] == [("o", False, "compact"), ("f", False, "full")]
 
 
-# --- the small-table CSV writer equals pandas' to_csv -----------------------------------
+# --- the CSV writer equals pandas' to_csv, with the spreadsheet guard ---------------------
+
+def reference_csv(frame: pd.DataFrame) -> str:
+    """to_csv(index=False) after prefixing every text cell a spreadsheet would run with "'"."""
+    guarded = frame.copy()
+    for c in guarded.columns:
+        if not pd.api.types.is_numeric_dtype(guarded[c]) and not pd.api.types.is_bool_dtype(guarded[c]):
+            guarded[c] = [
+                "'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r") else v
+                for v in guarded[c]
+            ]
+    return guarded.to_csv(index=False, lineterminator="\n")
+
 
 cell = st.one_of(st.none(), st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=False),
-                 st.text(max_size=12), st.sampled_from(["=1+1", "-x", "@a", "+", "a,b", 'q"uote', "line\nbreak"]),
+                 st.text(max_size=12), st.sampled_from(["=1+1", "-x", "@a", "+", "a,b", 'q"uote', "line\nbreak",
+                                                        "\tx", "\rcr"]),
                  st.booleans())
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(cell, cell, st.integers(0, 9), st.floats(allow_nan=False, allow_infinity=False)),
+@given(st.lists(st.tuples(cell, cell, st.integers(0, 9), st.floats(allow_nan=True, allow_infinity=False),
+                          st.booleans(), st.text(max_size=6)),
                 max_size=8))
-def test_small_table_writer_matches_to_csv(rows):
-    frame = pd.DataFrame(rows, columns=["a", "b", "n", "x"])
+def test_csv_writer_matches_to_csv(rows):
+    frame = pd.DataFrame(rows, columns=["a", "b", "n", "x", "flag", "name"])
     frame["a"] = frame["a"].astype(object)
     frame["b"] = frame["b"].astype(object)
-    expected = csv_writer._defused(frame).to_csv(index=False, lineterminator="\n")
-    assert csv_writer._small(frame) == expected
+    if len(frame):
+        frame["n"] = frame["n"].astype("int64")
+        frame["x"] = frame["x"].astype("float64")
+        frame["flag"] = frame["flag"].astype(bool)
+        frame["name"] = frame["name"].astype("string")  # pandas' string dtype, as NVTX names are
+    assert csv_writer.render_frame(frame) == reference_csv(frame)
+
+
+def test_csv_writer_matches_to_csv_on_a_large_table():
+    rng = np.random.default_rng(7)
+    n = 5_000
+    names = np.array(["aten::mm", "=cmd", "-neg", "a,b", 'say "hi"', "multi\nline", "plain"], dtype=object)
+    frame = pd.DataFrame({
+        "name": pd.array(names[rng.integers(0, len(names), n)], dtype="string"),
+        "count": rng.integers(0, 10**9, n),
+        "share": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 100),
+        "phase": np.array([None, "decode", "prefill"], dtype=object)[rng.integers(0, 3, n)],
+    })
+    assert csv_writer.render_frame(frame) == reference_csv(frame)
 
 
 # --- the installed console script -----------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer import TOOL_NAME, deadline, runner
+from nsys_llm_explainer.cpus import default_jobs
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
@@ -26,7 +27,6 @@ from nsys_llm_explainer.rules.engine import apply_rules
 from nsys_llm_explainer.trace import sources
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.fetch import Progress
-from nsys_llm_explainer.trace.nsys.helper import default_jobs
 
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
 MAX_PLAUSIBLE_WINDOW_NS = 30 * 24 * 3600 * 10**9
@@ -145,6 +145,12 @@ def _limitations(
     return out
 
 
+def prepare() -> None:
+    """Import what the metrics load on first use (the formulas of compute_efficiency and
+    model_utilization), for a caller with time to spare before the trace is read (sidecar.py)."""
+    from nsys_llm_explainer.metrics import compute_report, model_report  # noqa: F401
+
+
 def explain(
     path: Path | str,
     options: Options | None = None,
@@ -161,6 +167,11 @@ def explain(
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
     data = sources.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
+    return analyze(data, path, options, jobs)
+
+
+def analyze(data: TraceData, path: Path, options: Options, jobs: int) -> Report:
+    """The report of the trace at `path`, opened as `data` (closed when done); see explain."""
     schema = data.schema
     try:
         ctx = Context(schema, data, options)

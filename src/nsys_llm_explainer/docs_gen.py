@@ -34,9 +34,10 @@ def command_help(app: typer.Typer, prog: str) -> str:
     """--help of a typer app as plain text, independent of the terminal it runs in."""
     command = typer.main.get_command(app)
     # make_context applies the app's context_settings (help option names, widths); the
-    # explicit widths override the terminal's.
+    # explicit widths override the terminal's. In a terminal HELP_WIDTH columns wide the help
+    # is wrapped 2 columns short of the edge, as here.
     ctx = command.make_context(
-        prog, [], resilient_parsing=True, terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH
+        prog, [], resilient_parsing=True, terminal_width=HELP_WIDTH - 2, max_content_width=HELP_WIDTH
     )
     text: str = command.get_help(ctx)
     return "\n".join(line.rstrip() for line in text.splitlines()).strip() + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -282,13 +282,17 @@ class Report:
         formats: str | Iterable[str] = "md,json,csv,html,ncu",
         force: bool = False,
         md: str = "compact",
+        *,
+        render: Callable[..., dict[str, str]] | None = None,
     ) -> Path:
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html). `force`: write into a non-empty directory that holds no previous report.
-        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full"."""
+        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full".
+        `render(report, formats, md)`: makes the files' texts (default: render.files.build; the
+        CLI passes one that shares the work with a second process, sidecar.py)."""
         from nsys_llm_explainer.render import Format, files, output
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        output.write(out, files.build(self, chosen, md=md), force=force)
+        output.write(out, (render or files.build)(self, chosen, md), force=force)
         return out

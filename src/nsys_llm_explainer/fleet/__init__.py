@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nsys_llm_explainer.cpus import usable_cpus
 from nsys_llm_explainer.fleet import execute, robust
 from nsys_llm_explainer.fleet.build import FleetResult, build
 from nsys_llm_explainer.fleet.inputs import TraceInput
@@ -35,7 +36,7 @@ def run(
     """Analyze every input (locally, or on Dask when `scheduler` is 'local' or an address).
     `skipped`: files the input scan passed over (inputs.collect), listed in the outputs."""
     options = options or Options()
-    jobs = jobs or execute.default_jobs()
+    jobs = jobs or usable_cpus()
     tasks = [Task(t.path, t.abspath, options, cache_dir, use_cache) for t in inputs]
     finished = 0
 

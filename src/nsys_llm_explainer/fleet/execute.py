@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import socket
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,13 +27,6 @@ Done = Callable[[int, dict[str, Any]], None]
 INSTALL_HINT = f"pip install '{TOOL_NAME}[distributed]'"
 CONNECT_TIMEOUT_S = 20
 PROBE_TIMEOUT_S = 3
-
-
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def run_local(tasks: list[Task], jobs: int, done: Done) -> list[dict[str, Any]]:

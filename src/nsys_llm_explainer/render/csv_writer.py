@@ -14,6 +14,7 @@ import csv
 import io
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.labels import KERNEL_TABLES, LABEL_COLUMN
@@ -22,7 +23,6 @@ from nsys_llm_explainer.model import MetricResult, Report, Table
 
 EXTENSION = ".csv"
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-SMALL_ROWS = 2_000  # tables up to this many rows are written by the csv module (faster)
 
 
 def tables(report: Report) -> dict[str, Table]:
@@ -67,23 +67,6 @@ def defuse(value: Any) -> Any:
     return value
 
 
-def _defused(frame: pd.DataFrame) -> pd.DataFrame:
-    text_cols = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
-    out = None
-    for c in text_cols:
-        values = frame[c].tolist()
-        # A plain scan is several times faster than the .str accessor; hits are rare.
-        hits = [i for i, v in enumerate(values) if isinstance(v, str) and v.startswith(FORMULA_START)]
-        if not hits:
-            continue
-        for i in hits:
-            values[i] = "'" + values[i]
-        if out is None:
-            out = frame.copy()
-        out[c] = pd.Series(values, index=frame.index, dtype=object)
-    return frame if out is None else out
-
-
 def _cell(value: Any) -> str:
     """One value as DataFrame.to_csv writes it (floats by repr, missing values empty)."""
     if value is None or value is pd.NA:
@@ -95,21 +78,30 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _small(rows: pd.DataFrame) -> str:
-    """to_csv for a few rows, several times faster: most tables of a report are short."""
-    buf = io.StringIO()
-    out = csv.writer(buf, lineterminator="\n")
-    out.writerow([str(c) for c in rows.columns])
-    values = [rows[c].tolist() for c in rows.columns]  # tolist(): numpy scalars -> Python
-    out.writerows([_cell(v) for v in record] for record in zip(*values, strict=True))
-    return buf.getvalue()
+def _cells(column: pd.Series) -> list[str]:
+    """A column's cells as DataFrame.to_csv writes them, text defused: a whole column at a
+    time (tolist() gives Python values), with no call per cell for numbers and plain text."""
+    values = column.tolist()
+    kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else ""
+    if kind in ("i", "u", "b"):
+        return list(map(str, values))
+    if kind == "f":
+        return [repr(v) if v == v else "" for v in values]
+    start = FORMULA_START
+    return [
+        ("'" + v if v.startswith(start) else v) if type(v) is str else _cell(v)
+        for v in values
+    ]
 
 
 def render_frame(rows: pd.DataFrame) -> str:
-    if len(rows) <= SMALL_ROWS:
-        return _small(rows)
-    text: str = _defused(rows).to_csv(index=False, lineterminator="\n")
-    return text
+    """The CSV text of `rows`: what to_csv(index=False) writes, with the spreadsheet guard,
+    in about half its time (the csv module over whole columns)."""
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow([str(c) for c in rows.columns])
+    out.writerows(zip(*(_cells(rows.iloc[:, i]) for i in range(rows.shape[1])), strict=True))
+    return buf.getvalue()
 
 
 def render_table(table: Table) -> str:
@@ -120,7 +112,7 @@ def render(report: Report) -> dict[str, str]:
     out = {}
     for stem, table in tables(report).items():
         if table.frame is None:  # a metric that did not run: the header alone
-            out[f"{stem}.csv"] = _small(pd.DataFrame(columns=list(columns(stem, table.columns))))
+            out[f"{stem}.csv"] = render_frame(pd.DataFrame(columns=list(columns(stem, table.columns))))
         else:
             out[f"{stem}.csv"] = render_frame(frame(report, stem))
     return out

@@ -56,6 +56,22 @@ def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> d
     return files
 
 
+def prepare(formats: tuple[Format, ...]) -> None:
+    """Import the writers of `formats` and load their templates: what the first report of a
+    process costs beyond rendering (about 0.05 s), for a caller that has time to spare now
+    (sidecar.py)."""
+    if Format.MD in formats or Format.HTML in formats:
+        from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
+
+        env = markdown.shared()
+        for name in env.list_templates(filter_func=lambda n: not n.endswith(".html.j2")):
+            env.get_template(name)
+    if Format.HTML in formats:
+        from nsys_llm_explainer.render import html
+
+        html.environment().get_template("report.html.j2")
+
+
 def ncu_files(report: Report) -> dict[str, str]:
     """ncu_plan.sh and ncu_targets.json, when the plan has targets (none without kernels)."""
     from nsys_llm_explainer.model import MetricResult

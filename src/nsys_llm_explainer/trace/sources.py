@@ -11,17 +11,18 @@ names, both formats for any other name.
 from __future__ import annotations
 
 import os
-import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.trace.data import TraceData
 from nsys_llm_explainer.trace.nsys.fetch import Progress
 from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, SQLITE_MAGIC, check_input_file
+from nsys_llm_explainer.trace.sniff import KINETO, NSYS, SNIFF_BYTES, head_bytes, sniff
 
-SNIFF_BYTES = 4096
-NSYS = "nsys"
-KINETO = "kineto"
+__all__ = ["KINETO", "NSYS", "open_trace", "sniff", "unreadable"]
+
 # Names that say which format a file should be; other names get messages naming both.
 JSON_SUFFIXES = (".json", ".json.gz")
 NSYS_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".nsys-rep", ".qdrep")
@@ -31,49 +32,22 @@ EITHER_WANT = ("an Nsight Systems SQLite export (`nsys export --type sqlite`) or
                "(.json or .json.gz)")
 
 
-def _head(path: Path) -> bytes:
-    with path.open("rb") as fh:
-        raw = fh.read(SNIFF_BYTES)
-    if raw.startswith(GZIP_MAGIC):
-        try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, SNIFF_BYTES)
-        except zlib.error:
-            return b""
-    return raw
-
-
-def _looks_like_json(head: bytes) -> bool:
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return text.startswith((b"{", b"["))
-
-
-def sniff(path: Path) -> str | None:
-    """NSYS, KINETO, or None when neither (the SQLite checks then explain what it is)."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        head = _head(path)
-    except OSError:
-        return None
-    if head.startswith(SQLITE_MAGIC):
-        with path.open("rb") as fh:
-            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
-                return NSYS
-        return None  # a gzip-compressed export: the SQLite checks say to decompress it
-    if _looks_like_json(head):
-        return KINETO
-    return None
-
-
 def open_trace(
-    path: Path, kernel_name: str = "demangled", progress: Progress | None = None, jobs: int = 1
+    path: Path,
+    kernel_name: str = "demangled",
+    progress: Progress | None = None,
+    jobs: int = 1,
+    kineto_events: Callable[[], Any] | None = None,
 ) -> TraceData:
-    """The TraceData of `path`; InputError (exit 3) when no source can read it."""
+    """The TraceData of `path`; InputError (exit 3) when no source can read it.
+    `kineto_events`: gives a PyTorch profiler trace's events when they were read elsewhere
+    (sidecar.py), or None to read them here."""
     kind = sniff(path)
     if kind == KINETO:
         from nsys_llm_explainer.trace.kineto.source import open_kineto
 
-        return open_kineto(path, kernel_name=kernel_name)
+        events = kineto_events() if kineto_events is not None else None
+        return open_kineto(path, kernel_name=kernel_name, events=events)
     if kind is None:
         if _nsys_named(path) or _gzipped_sqlite(path):
             check_input_file(path)  # raises with the specific reason, in Nsight Systems terms
@@ -98,7 +72,7 @@ def _gzipped_sqlite(path: Path) -> bool:
         with path.open("rb") as fh:
             if fh.read(2) != GZIP_MAGIC:
                 return False
-        return _head(path).startswith(SQLITE_MAGIC)
+        return head_bytes(path).startswith(SQLITE_MAGIC)
     except OSError:
         return False
 
@@ -123,7 +97,7 @@ def unreadable(path: Path) -> InputError:
         again = KINETO_AGAIN if _json_named(path) else "write or export the trace again"
         return InputError(f"{path}: is empty; {again}")
     if raw.startswith(GZIP_MAGIC):
-        if not _head(path):
+        if not head_bytes(path):
             return InputError(f"{path}: is gzip-compressed but cannot be decompressed (damaged); pass {want}")
         return InputError(f"{path}: is gzip-compressed but holds no JSON, so it is not a PyTorch profiler "
                           "trace; pass " + want)

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError
-from nsys_llm_explainer.trace.kineto.collect import Collector
+from nsys_llm_explainer.trace.kineto.events import Events, read_events
 from nsys_llm_explainer.trace.kineto.load import KinetoTraceData
-from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE, read_trace
+from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE
 
 # A traceEvents array of only these is not a profiler trace (e.g. a Chrome trace of
 # something else): at least one event must be a GPU or CUDA/operator event.
@@ -19,12 +19,11 @@ KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "baseTimeNanosecon
                          "cupti_version", "cuda_runtime_version", "roctracer_version"})
 
 
-def open_kineto(path: Path, kernel_name: str = "demangled") -> KinetoTraceData:
+def open_kineto(path: Path, kernel_name: str = "demangled", events: Events | None = None) -> KinetoTraceData:
+    """`events`: the file's events when they were read already (sidecar.py); else read here."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    collector = Collector()
-    top = read_trace(path, collector.add)
-    collected = collector.collected
+    top, collected = events if events is not None else read_events(path)
     if not any(len(t) for t in collected.tables) and not KINETO_KEYS & set(top):
         seen = sum(collected.categories.values())
         raise InputError(

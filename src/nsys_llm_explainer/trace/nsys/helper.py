@@ -15,7 +15,6 @@ loaded here as if there were no helper, with the same result and the same warnin
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -38,7 +37,6 @@ HELPER_KEYS = tuple(HELPER_TABLES)
 # Below this many rows in the helpers' tables, starting an interpreter (about 0.3 s of
 # imports) costs about what reading them here does.
 HELPER_MIN_ROWS = 250_000
-MAX_JOBS = 3  # this process (kernels) and one helper per HELPER_KEYS table
 WAIT_STEP_S = 0.1  # how often a wait checks --timeout and reports progress
 # A helper reports progress every CHUNK_ROWS rows; this long without a word, it is stuck
 # (say, on a lock) and is stopped, and this process loads the tables itself.
@@ -142,15 +140,6 @@ class LoadHelper:
         finally:
             for event in self._done.values():
                 event.set()
-
-
-def default_jobs() -> int:
-    """Processes to read with: the CPUs this process may use, at most MAX_JOBS."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_JOBS))
 
 
 def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[LoadHelper]:

@@ -1,0 +1,22 @@
+"""Read a PyTorch profiler trace into collected columns, and nothing more.
+
+The result is plain data (typed arrays, dicts, lists), so it can be made in another process
+and sent back pickled (see sidecar.py); this module imports no numpy for the same reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nsys_llm_explainer.trace.kineto.collect import Collected, Collector
+from nsys_llm_explainer.trace.kineto.read import read_trace
+
+Events = tuple[dict[str, Any], Collected]  # the top-level keys besides traceEvents, the events
+
+
+def read_events(path: Path) -> Events:
+    """Every event of the trace at `path`, collected; InputError when it is not a trace."""
+    collector = Collector()
+    top = read_trace(path, collector.add)
+    return top, collector.collected

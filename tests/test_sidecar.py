@@ -29,6 +29,12 @@ case, trace = sys.argv[1], Path(sys.argv[2])
 out = {}
 if case == "one-job":
     out["started"] = sidecar.start(trace, 1) is not None
+elif case == "nothing-to-render":
+    s = sidecar.start(trace, 2, renders=False)
+    out["started"] = s is not None
+    if s is not None:
+        out["events"] = s.kineto_events() is not None
+        s.close()
 elif case == "thread":
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
@@ -167,6 +173,11 @@ def test_an_unreadable_trace_gives_the_same_error(tmp_path: Path, kineto: Path) 
 @pytest.mark.parametrize("case", ["one-job", "thread"])
 def test_no_sidecar_with_one_job_or_a_second_thread(case: str, kineto: Path) -> None:
     assert run_case(case, kineto) == {"started": False}
+
+
+def test_without_formats_to_render_it_only_reads(kineto: Path, nsys: Path) -> None:
+    assert run_case("nothing-to-render", nsys) == {"started": False}  # nothing to read either
+    assert run_case("nothing-to-render", kineto) == {"started": True, "events": True}
 
 
 def test_the_sidecar_is_reaped(kineto: Path) -> None:

@@ -292,7 +292,8 @@ def explain(
         check_target(out, force)
         from nsys_llm_explainer import sidecar
 
-        with sidecar.started(trace, jobs) as helper:  # before the analysis is imported
+        renders = any(f in sidecar.SIDECAR_FORMATS for f in formats)
+        with sidecar.started(trace, jobs, renders) as helper:  # before the analysis is imported
             from nsys_llm_explainer.report_files import summary_lines, write_report
 
             report = write_report(
@@ -409,6 +410,8 @@ def _exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe (| head) or a closed stream
+        except BrokenPipeError:  # a reader that stopped early (| head)
             pass
+        except (OSError, ValueError):  # output lost (disk full, closed): as Python's own exit says
+            code = code or 120
     os._exit(code)

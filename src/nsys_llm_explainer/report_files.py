@@ -37,6 +37,7 @@ def write_report(
 ) -> Report:
     """explain() and Report.write(); with a sidecar (sidecar.py) the trace's events and some
     of the files come from it, and the files are the same."""
+    trace = Path(trace)
     jobs = default_jobs() if jobs is None else jobs
     if sidecar is not None:  # while the sidecar reads the trace: load what comes next
         prepare_analysis()

@@ -133,10 +133,11 @@ class _Sending(threading.Thread):
 
 
 @contextmanager
-def started(trace: Path, jobs: int | None) -> Iterator[Sidecar | None]:
+def started(trace: Path, jobs: int | None, renders: bool = True) -> Iterator[Sidecar | None]:
     """A sidecar for the report of `trace` (None where it cannot help or cannot start);
-    stopped on leaving the block, however it is left."""
-    sidecar = start(trace, jobs)
+    stopped on leaving the block, however it is left. `renders`: the chosen formats include
+    some of SIDECAR_FORMATS (else it only reads the trace, if that)."""
+    sidecar = start(trace, jobs, renders)
     try:
         yield sidecar
     finally:
@@ -144,25 +145,41 @@ def started(trace: Path, jobs: int | None) -> Iterator[Sidecar | None]:
             sidecar.close()
 
 
-def start(trace: Path, jobs: int | None) -> Sidecar | None:
+def start(trace: Path, jobs: int | None, renders: bool = True) -> Sidecar | None:
     if not os.path.isfile(trace) or not _can_fork(jobs):
         return None
     read = _prefetch(trace)
+    if not read and not renders:
+        return None
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
+    # Ctrl-C is held back over the fork: the sidecar ignores it from its first instruction,
+    # and this process gets it once the sidecar is recorded, to be stopped by close().
+    masked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         pid = os.fork()
-    except OSError:
+        if pid == 0:  # the sidecar; never returns
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+                os.close(to_child_w)
+                os.close(from_child_r)
+                _serve(to_child_r, from_child_w, trace if read else None, renders)
+            finally:
+                os._exit(0)
+        sidecar = Sidecar(pid, os.fdopen(to_child_w, "wb"), os.fdopen(from_child_r, "rb"), read)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        return sidecar
+    except OSError:  # no fork: everything is done here
         for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         return None
-    if pid == 0:  # the sidecar; never returns
-        os.close(to_child_w)
-        os.close(from_child_r)
-        _serve(to_child_r, from_child_w, trace if read else None)
-    os.close(to_child_r)
-    os.close(from_child_w)
-    return Sidecar(pid, os.fdopen(to_child_w, "wb"), os.fdopen(from_child_r, "rb"), read)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, masked)
 
 
 def _can_fork(jobs: int | None) -> bool:
@@ -193,45 +210,42 @@ def _prefetch(trace: Path) -> bool:
     from nsys_llm_explainer.trace.sniff import KINETO, sniff
 
     try:
-        if sniff(trace) != KINETO:
-            return False
-        return _text_bytes(trace) <= PREFETCH_MAX_BYTES
+        return sniff(trace) == KINETO and _small_text(trace)
     except OSError:
         return False
 
 
-def _text_bytes(path: Path) -> int:
-    """The size of the file's text: a gzip file's own record of it (modulo 4 GiB, so a file
-    of several GB may pass for small; it is then merely read in the sidecar)."""
+def _small_text(path: Path) -> bool:
+    """The file's text is at most PREFETCH_MAX_BYTES. A gzip file records its text's size
+    (modulo 4 GiB, and only of its last member), so the compressed size is held to a quarter
+    of the limit too, and the record must not be below it."""
     from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC
 
     with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
         if fh.read(2) != GZIP_MAGIC:
-            return os.fstat(fh.fileno()).st_size
+            return size <= PREFETCH_MAX_BYTES
         fh.seek(-4, os.SEEK_END)
-        return int.from_bytes(fh.read(4), "little")
+        text = int.from_bytes(fh.read(4), "little")
+    return size <= PREFETCH_MAX_BYTES // 4 and size <= text <= PREFETCH_MAX_BYTES
 
 
-def _serve(requests_fd: int, replies_fd: int, trace: Path | None) -> None:
-    """The sidecar: read the trace if asked, then render what is sent, then exit."""
+def _serve(requests_fd: int, replies_fd: int, trace: Path | None, renders: bool) -> None:
+    """The sidecar: read the trace if asked, then render what is sent (if anything will be)."""
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops us
         with os.fdopen(requests_fd, "rb") as requests, os.fdopen(replies_fd, "wb") as replies:
-            if trace is not None:
-                replies.write(pickle.dumps(_read(trace), protocol=pickle.HIGHEST_PROTOCOL))
+            if trace is not None:  # streamed: the parent unpickles while this pickles
+                pickle.dump(_read(trace), replies, protocol=pickle.HIGHEST_PROTOCOL)
                 replies.flush()
+            if not renders:
+                return
             # Import the renderers while the parent runs the metrics.
             from nsys_llm_explainer.render import csv_writer, files, json_writer  # noqa: F401
 
-            message = pickle.load(requests)
-            _, report, formats, md = message
-            replies.write(
-                pickle.dumps(("files", files.build(report, formats, md=md)), protocol=pickle.HIGHEST_PROTOCOL)
-            )
+            _, report, formats, md = pickle.load(requests)
+            pickle.dump(("files", files.build(report, formats, md=md)), replies, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:  # noqa: BLE001, S110 - the parent does whatever the sidecar did not
         pass
-    finally:
-        os._exit(0)
 
 
 def _read(trace: Path) -> tuple[str, Any]:

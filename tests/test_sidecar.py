@@ -24,13 +24,15 @@ SCRIPT = r"""
 import json, os, pickle, signal, sys, threading
 from pathlib import Path
 from nsys_llm_explainer import sidecar
+from nsys_llm_explainer.render import Format
 
+ALL = Format.parse("md,json,csv,html,ncu")
 case, trace = sys.argv[1], Path(sys.argv[2])
 out = {}
 if case == "one-job":
-    out["started"] = sidecar.start(trace, 1) is not None
+    out["started"] = sidecar.start(trace, 1, ALL) is not None
 elif case == "nothing-to-render":
-    s = sidecar.start(trace, 2, renders=False)
+    s = sidecar.start(trace, 2, (Format.MD, Format.HTML))
     out["started"] = s is not None
     if s is not None:
         out["events"] = s.kineto_events() is not None
@@ -39,11 +41,11 @@ elif case == "thread":
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
-    out["started"] = sidecar.start(trace, 2) is not None
+    out["started"] = sidecar.start(trace, 2, ALL) is not None
     stop.set()
     t.join()
 elif case == "reaped":
-    with sidecar.started(trace, 2) as s:
+    with sidecar.started(trace, 2, ALL) as s:
         pid = s.pid
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -51,7 +53,7 @@ elif case == "reaped":
     except ChildProcessError:
         out["reaped"] = True
 elif case == "input-error":
-    s = sidecar.start(trace, 2)
+    s = sidecar.start(trace, 2, ALL)
     from nsys_llm_explainer.errors import InputError
     from nsys_llm_explainer.trace.kineto.events import read_events
     try:
@@ -64,13 +66,11 @@ elif case == "input-error":
         out["here"] = exc.message
     s.close()
 else:
-    s = sidecar.start(trace, 2)
+    s = sidecar.start(trace, 2, ALL)
     out["started"] = s is not None
     out["reading"] = s.reading
-    from nsys_llm_explainer.api import analyze
-    from nsys_llm_explainer.options import Options
+    from nsys_llm_explainer.api import explain
     from nsys_llm_explainer.render import Format, files
-    from nsys_llm_explainer.trace import sources
     from nsys_llm_explainer.trace.kineto.events import read_events
 
     if case == "events":
@@ -85,9 +85,8 @@ else:
         out["flows"] = got.flow_ends.id.tobytes() == here.flow_ends.id.tobytes()
         s.close()
     else:
-        data = sources.open_trace(trace, jobs=2, kineto_events=s.kineto_events)
-        report = analyze(data, trace, Options(), 2)
-        formats = Format.parse("md,json,csv,html,ncu")
+        report = explain(trace, jobs=2, kineto_events=s.kineto_events)
+        formats = ALL
         if case == "killed":
             os.kill(s.pid, signal.SIGKILL)
             os.waitpid(s.pid, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,22 +157,23 @@ def explain(
     options: Options | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
+    *,
+    kineto_events: Callable[[], Any] | None = None,
 ) -> Report:
     """Analyze one trace: an Nsight Systems SQLite export or a PyTorch profiler trace
     (Kineto JSON, plain or gzipped), told apart by content. Raises InputError for unusable
     inputs.
 
     `jobs`: processes that read the trace and threads that run metrics (None:
-    default_jobs(); 1: this process and thread only). The report does not depend on it."""
+    default_jobs(); 1: this process and thread only). The report does not depend on it.
+    `kineto_events`: gives a PyTorch profiler trace's events when another process read
+    them (the command line's sidecar.py); see sources.open_trace."""
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
-    data = sources.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
-    return analyze(data, path, options, jobs)
-
-
-def analyze(data: TraceData, path: Path, options: Options, jobs: int) -> Report:
-    """The report of the trace at `path`, opened as `data` (closed when done); see explain."""
+    data = sources.open_trace(
+        path, kernel_name=options.kernel_name, progress=progress, jobs=jobs, kineto_events=kineto_events
+    )
     schema = data.schema
     try:
         ctx = Context(schema, data, options)

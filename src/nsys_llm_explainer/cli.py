@@ -292,8 +292,7 @@ def explain(
         check_target(out, force)
         from nsys_llm_explainer import sidecar
 
-        renders = any(f in sidecar.SIDECAR_FORMATS for f in formats)
-        with sidecar.started(trace, jobs, renders) as helper:  # before the analysis is imported
+        with sidecar.started(trace, jobs, formats) as helper:  # before the analysis is imported
             from nsys_llm_explainer.report_files import summary_lines, write_report
 
             report = write_report(

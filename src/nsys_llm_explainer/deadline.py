@@ -26,9 +26,7 @@ from nsys_llm_explainer.errors import MetricTimeout
 PROGRESS_STEPS = 10_000  # SQLite VM instructions between deadline checks (a few microseconds)
 _deadline: ContextVar[float | None] = ContextVar("nsys_llm_explain_deadline", default=None)
 _handlers_lock = threading.Lock()
-# id(connection) -> (the connection, limits now active on it); the reference keeps the id
-# from being reused by another object while a limit is active.
-_handler_users: dict[int, tuple[object, int]] = {}
+_handler_users: dict[object, int] = {}  # connection -> limits now active on it
 
 
 def expired() -> bool:
@@ -58,10 +56,10 @@ def limit(conn: sqlite3.Connection | None, seconds: float | None) -> Iterator[No
         return
     token = _deadline.set(time.monotonic() + seconds)
     with _handlers_lock:
-        _, users = _handler_users.get(id(conn), (conn, 0))
+        users = _handler_users.get(conn, 0)
         if users == 0:
             conn.set_progress_handler(expired, PROGRESS_STEPS)
-        _handler_users[id(conn)] = (conn, users + 1)
+        _handler_users[conn] = users + 1
     try:
         yield
     except sqlite3.OperationalError as exc:
@@ -71,9 +69,9 @@ def limit(conn: sqlite3.Connection | None, seconds: float | None) -> Iterator[No
         raise
     finally:
         with _handlers_lock:
-            _, users = _handler_users.pop(id(conn))
-            if users > 1:
-                _handler_users[id(conn)] = (conn, users - 1)
+            users = _handler_users.pop(conn) - 1
+            if users:
+                _handler_users[conn] = users
             else:
                 conn.set_progress_handler(None, 0)
         _deadline.reset(token)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nsys_llm_explainer.api import analyze
+from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.api import prepare as prepare_analysis
-from nsys_llm_explainer.cpus import default_jobs
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.progress import make_progress
@@ -37,18 +36,15 @@ def write_report(
 ) -> Report:
     """explain() and Report.write(); with a sidecar (sidecar.py) the trace's events and some
     of the files come from it, and the files are the same."""
-    trace = Path(trace)
-    jobs = default_jobs() if jobs is None else jobs
     if sidecar is not None:  # while the sidecar reads the trace: load what comes next
         prepare_analysis()
         sidecar.prepare(formats)
     progress = make_progress(enabled=not quiet)
     try:
-        data = sources.open_trace(
-            trace, kernel_name=options.kernel_name, progress=progress, jobs=jobs,
+        report = explain(
+            trace, options, progress=progress, jobs=jobs,
             kineto_events=sidecar.kineto_events if sidecar is not None else None,
         )
-        report = analyze(data, trace, options, jobs)
     finally:
         progress.close()
     report.write(out, formats, force=force, md=md, render=sidecar.build if sidecar is not None else None)

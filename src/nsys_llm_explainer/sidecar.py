@@ -133,11 +133,10 @@ class _Sending(threading.Thread):
 
 
 @contextmanager
-def started(trace: Path, jobs: int | None, renders: bool = True) -> Iterator[Sidecar | None]:
-    """A sidecar for the report of `trace` (None where it cannot help or cannot start);
-    stopped on leaving the block, however it is left. `renders`: the chosen formats include
-    some of SIDECAR_FORMATS (else it only reads the trace, if that)."""
-    sidecar = start(trace, jobs, renders)
+def started(trace: Path, jobs: int | None, formats: tuple[Format, ...]) -> Iterator[Sidecar | None]:
+    """A sidecar for the report of `trace` in `formats` (None where it cannot help or cannot
+    start); stopped on leaving the block, however it is left."""
+    sidecar = start(trace, jobs, formats)
     try:
         yield sidecar
     finally:
@@ -145,10 +144,11 @@ def started(trace: Path, jobs: int | None, renders: bool = True) -> Iterator[Sid
             sidecar.close()
 
 
-def start(trace: Path, jobs: int | None, renders: bool = True) -> Sidecar | None:
+def start(trace: Path, jobs: int | None, formats: tuple[Format, ...]) -> Sidecar | None:
     if not os.path.isfile(trace) or not _can_fork(jobs):
         return None
     read = _prefetch(trace)
+    renders = any(f in SIDECAR_FORMATS for f in formats)  # else it only reads, if that
     if not read and not renders:
         return None
     to_child_r, to_child_w = os.pipe()

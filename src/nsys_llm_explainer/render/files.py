@@ -64,7 +64,7 @@ def prepare(formats: tuple[Format, ...]) -> None:
         from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
 
         env = markdown.shared()
-        for name in env.list_templates(filter_func=lambda n: not n.endswith(".html.j2")):
+        for name in env.list_templates(filter_func=markdown.is_report_template):
             env.get_template(name)
     if Format.HTML in formats:
         from nsys_llm_explainer.render import html

@@ -120,6 +120,12 @@ def shared() -> jinja2.Environment:
 MODES = MD_LAYOUTS
 
 
+def is_report_template(name: str) -> bool:
+    """Whether report.md renders `name` (with shared()'s filters): the report's own
+    templates, not report.html's nor another command's (diff.md.j2 has its own filters)."""
+    return name.endswith(".md.j2") and (name.startswith(("report", "metrics/", "capture_info")))
+
+
 def _source(doc: dict[str, Any]) -> str:
     kineto = doc["trace"].get("format") == "kineto-json"
     return "PyTorch profiler trace (Kineto JSON)" if kineto else "Nsight Systems SQLite export"

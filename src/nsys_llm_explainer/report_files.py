@@ -38,7 +38,7 @@ def write_report(
     of the files come from it, and the files are the same."""
     if sidecar is not None:  # while the sidecar reads the trace: load what comes next
         prepare_analysis()
-        sidecar.prepare(formats)
+        sidecar.prepare(formats, md)
     progress = make_progress(enabled=not quiet)
     try:
         report = explain(

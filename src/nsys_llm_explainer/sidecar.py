@@ -63,11 +63,11 @@ class Sidecar:
             raise InputError(message[1])
         return message[1]
 
-    def prepare(self, formats: tuple[Format, ...]) -> None:
+    def prepare(self, formats: tuple[Format, ...], md: str = "compact") -> None:
         """Get ready to render this process's share of `formats` (while the sidecar reads)."""
         from nsys_llm_explainer.render.files import prepare
 
-        prepare(tuple(f for f in formats if f not in SIDECAR_FORMATS))
+        prepare(tuple(f for f in formats if f not in SIDECAR_FORMATS), md)
 
     def build(self, report: Any, formats: tuple[Format, ...], md: str) -> dict[str, str]:
         """files.build(report, formats, md), the SIDECAR_FORMATS rendered by the sidecar."""

@@ -3,10 +3,13 @@ and the one-line verdict printed on stdout."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
+import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer.diff.compare import Diff
@@ -14,10 +17,11 @@ from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import escape, fmt, markdown
+from nsys_llm_explainer.render import escape, fmt, markdown, templates
 from nsys_llm_explainer.render.csv_writer import render_table
 
 MD_NAME = "diff.md"
+MD_TEMPLATE = "diff.md.j2"
 JSON_NAME = "diff.json"
 CSV_NAME = "tables/diff_kernels.csv"
 
@@ -72,19 +76,32 @@ def kernel_labels(diff: Diff) -> Labels:
     return Labels(names)
 
 
+@jinja2.pass_context
+def _kernels(ctx: jinja2.runtime.Context, v: object) -> Markup:
+    """A row's kernel name(s) as labels (the diff's labels, passed as `kernel_labels`)."""
+    labels = ctx["kernel_labels"]
+    return Markup(escape.md(NAME_SEP.join(labels(n) for n in str(v).split(NAME_SEP))))
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "spct": lambda v: Markup(signed_pct(v)),
+    "sdur": lambda v: Markup(signed_dur(v)),
+    "value": lambda v, unit: Markup(value(v, unit)),
+    "change": lambda r: Markup(change(r)),
+    "gatev": lambda v: Markup("n/a" if v is None else gate_value(v)),
+    "kernels": _kernels,
+}
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """diff.md's environment: report.md's filters and the diff's own (render/templates.py)."""
+    return markdown.environment(templates.DIFF_MD, FILTERS)
+
+
 def render_md(diff: Diff, top_n: int = 20) -> str:
-    env = markdown.environment()
-    labels = kernel_labels(diff)
-    env.filters.update(
-        spct=lambda v: Markup(signed_pct(v)),
-        sdur=lambda v: Markup(signed_dur(v)),
-        value=lambda v, unit: Markup(value(v, unit)),
-        change=lambda r: Markup(change(r)),
-        gatev=lambda v: Markup("n/a" if v is None else gate_value(v)),
-        kernels=lambda v: Markup(escape.md(NAME_SEP.join(labels(n) for n in str(v).split(NAME_SEP)))),
-    )
-    return env.get_template("diff.md.j2").render(
-        d=diff.doc, top_n=top_n, verdict=verdict(diff), kernel_labels=labels
+    return environment().get_template(MD_TEMPLATE).render(
+        d=diff.doc, top_n=top_n, verdict=verdict(diff), kernel_labels=kernel_labels(diff)
     )
 
 

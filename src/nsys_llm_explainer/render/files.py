@@ -56,20 +56,18 @@ def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> d
     return files
 
 
-def prepare(formats: tuple[Format, ...]) -> None:
-    """Import the writers of `formats` and load their templates: what the first report of a
-    process costs beyond rendering (about 0.05 s), for a caller that has time to spare now
-    (sidecar.py)."""
+def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:
+    """Import the writers of `formats` and compile (or load from the cache) the templates
+    they will render, and only those (render/templates.py): what the first report of a
+    process costs beyond rendering, for a caller that has time to spare now (sidecar.py)."""
     if Format.MD in formats or Format.HTML in formats:
         from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
 
-        env = markdown.shared()
-        for name in env.list_templates(filter_func=markdown.is_report_template):
-            env.get_template(name)
+        markdown.prepare(md if Format.MD in formats else None)
     if Format.HTML in formats:
         from nsys_llm_explainer.render import html
 
-        html.environment().get_template("report.html.j2")
+        html.prepare()
 
 
 def ncu_files(report: Report) -> dict[str, str]:

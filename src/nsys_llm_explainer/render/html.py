@@ -23,17 +23,17 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import fmt, md_html, overview, rich
+from nsys_llm_explainer.render import fmt, md_html, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
-from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".html"
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
     "base-uri 'none'; form-action 'none'"
 )
+ROOT = "report.html.j2"
 TIMELINE = "timeline"  # the plot shown with the per-device time table, not in its section
 
 
@@ -65,26 +65,31 @@ def _finalize(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    """One environment per process (templates compiled once; bytecode cached on disk)."""
-    env = jinja2.Environment(
-        loader=loader(),
+    """report.html's environment, one per process (templates compiled once; render/templates.py)."""
+    return templates.environment(
+        templates.REPORT_HTML,
+        {
+            "dur": fmt.dur,
+            "pct": fmt.pct,
+            "num": fmt.num,
+            "size": fmt.size,
+            "basename": lambda p: PurePath(str(p)).name,
+            "rich": _rich,
+            "th": _th,
+        },
+        overview.template_globals(),
         autoescape=True,
         finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(
-        dur=fmt.dur,
-        pct=fmt.pct,
-        num=fmt.num,
-        size=fmt.size,
-        basename=lambda p: PurePath(str(p)).name,
-        rich=_rich,
-        th=_th,
-    )
-    env.globals.update(overview.template_globals())
-    return with_cache("html", env)
+
+
+def prepare() -> None:
+    """Compile (or load from the cache) the templates report.html renders."""
+    env = environment()
+    templates.warm(env, templates.REPORT_HTML.for_root(ROOT, templates.names(env)))
 
 
 def _metric_of(title: str) -> str:
@@ -154,7 +159,7 @@ def render(
     top, rest = overview.split_findings(doc)
     return (
         environment()
-        .get_template("report.html.j2")
+        .get_template(ROOT)
         .render(
             report=doc,
             diagnosis=doc["diagnosis"],

@@ -17,6 +17,7 @@ then shortened). Metric sections are rendered by render/sections.py, shared with
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import html
 from collections.abc import Callable, Sequence
@@ -28,10 +29,9 @@ from markupsafe import Markup
 
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich
+from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.summary import more
-from nsys_llm_explainer.render.templates import loader, with_cache
 
 EXTENSION = ".md"
 
@@ -73,11 +73,43 @@ def _nvtx(name: object, limit: int = 80) -> Markup:
     return Markup(escape.md_name(normalize(str(name)), limit))
 
 
-def environment() -> jinja2.Environment:
-    """A new environment with the report's filters (compiled templates are cached on disk,
-    render/templates.py); report.md renders with one shared per process (shared())."""
-    env = jinja2.Environment(
-        loader=loader(),
+def filters() -> dict[str, Callable[..., Any]]:
+    """The filters of every Markdown environment (report.md's, diff.md's)."""
+    return {
+        "name": _safe(escape.md_name),
+        "kernel": _kernel,
+        "nvtx": _nvtx,
+        "md": _safe(escape.md),
+        "ms": _safe(fmt.ms),
+        "us": _safe(fmt.us),
+        "dur": _safe(fmt.dur),
+        "pct": _safe(fmt.pct),
+        "num": _safe(fmt.num),
+        "size": _safe(fmt.size),
+        "rich": _rich,
+        "listed": _safe(lambda v: escape.md(fmt.listed(v))),
+        "h": lambda v: Markup(html.escape(escape.strip_controls(v), quote=True)),
+        "basename": lambda p: PurePath(str(p)).name,
+    }
+
+
+def environment(
+    family: templates.Family = templates.REPORT_MD, extra_filters: dict[str, Callable[..., Any]] | None = None
+) -> jinja2.Environment:
+    """A new Markdown environment for `family` (report.md's, or diff.md's with its
+    `extra_filters`), every filter set before anything is compiled (render/templates.py);
+    report.md renders with one shared per process (shared())."""
+    globals_ = {
+        **overview.template_globals(),
+        "more": more,
+        "since_first_kernel": overview.since_first_kernel,
+        "workload_items": overview.workload_items,
+        "bin_counts": overview.bin_counts,
+    }
+    return templates.environment(
+        family,
+        {**filters(), **(extra_filters or {})},
+        globals_,
         autoescape=False,
         finalize=_finalize,
         trim_blocks=True,
@@ -85,30 +117,6 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(
-        name=_safe(escape.md_name),
-        kernel=_kernel,
-        nvtx=_nvtx,
-        md=_safe(escape.md),
-        ms=_safe(fmt.ms),
-        us=_safe(fmt.us),
-        dur=_safe(fmt.dur),
-        pct=_safe(fmt.pct),
-        num=_safe(fmt.num),
-        size=_safe(fmt.size),
-        rich=_rich,
-        listed=_safe(lambda v: escape.md(fmt.listed(v))),
-        h=lambda v: Markup(html.escape(escape.strip_controls(v), quote=True)),
-        basename=lambda p: PurePath(str(p)).name,
-    )
-    env.globals.update(
-        overview.template_globals(),
-        more=more,
-        since_first_kernel=overview.since_first_kernel,
-        workload_items=overview.workload_items,
-        bin_counts=overview.bin_counts,
-    )
-    return with_cache("md", env)
 
 
 @functools.lru_cache(maxsize=1)
@@ -118,12 +126,20 @@ def shared() -> jinja2.Environment:
 
 
 MODES = MD_LAYOUTS
+LAYOUTS = {"compact": "report.md.j2", "full": "report_full.md.j2"}  # mode -> the template it renders
+SECTIONS = "metrics/*.md.j2"  # the metric sections (render/sections.py), in report.md and report.html
 
 
-def is_report_template(name: str) -> bool:
-    """Whether report.md renders `name` (with shared()'s filters): the report's own
-    templates, not report.html's nor another command's (diff.md.j2 has its own filters)."""
-    return name.endswith(".md.j2") and (name.startswith(("report", "metrics/", "capture_info")))
+def prepare(mode: str | None) -> None:
+    """Compile (or load from the cache) the templates a report renders with shared(): the
+    metric sections, and with a `mode` report.md in that layout."""
+    env = shared()
+    names = templates.names(env)
+    if mode is None:
+        names = [n for n in names if fnmatch.fnmatchcase(n, SECTIONS)]
+    else:
+        names = templates.REPORT_MD.for_root(LAYOUTS[mode], names)
+    templates.warm(env, names)
 
 
 def _source(doc: dict[str, Any]) -> str:
@@ -174,8 +190,7 @@ def render(
             titles.append("the trace, coverage and limitations")
         groups.append({"id": g.id, "title": g.title, "about": overview.about(g, titles) or g.title,
                        "sections": [views[m] for m in ids]})
-    template = "report.md.j2" if mode == "compact" else "report_full.md.j2"
-    return env.get_template(template).render(
+    return env.get_template(LAYOUTS[mode]).render(
         report=doc,
         source=_source(doc),
         key_numbers=overview.key_numbers(doc),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,20 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli import app
 from nsys_llm_explainer.model import MetricResult, Report, Skipped
 from nsys_llm_explainer.options import Options
+from tests import fresh
 from tests.fixtures.builder import TraceBuilder
+
+# The tool's caches (compiled templates, fleet results) start empty in every test session, as
+# on a new machine: a cache left by an earlier run must never decide whether a test passes.
+_CACHE_HOME = Path(tempfile.mkdtemp(prefix="nsys-llm-explain-tests-cache-"))
+fresh.isolate(_CACHE_HOME)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_session_cache() -> Iterator[None]:
+    yield
+    shutil.rmtree(_CACHE_HOME, ignore_errors=True)
+
 
 # The real exports live beside the project, never inside it (see traces/README.md).
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

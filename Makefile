@@ -51,13 +51,20 @@ example: $(BIN)/nsys-llm-explain
 	  rm -rf $$profile; \
 	else echo "screenshot skipped: chromium not found"; fi
 
-bench: $(BIN)/nsys-llm-explain
+bench: $(BIN)/nsys-llm-explain $(FLOORS)/bin/python
 	$(BIN)/python benchmarks/run.py --size medium
 
-bench-large: $(BIN)/nsys-llm-explain
+# The read floors the large benchmarks are judged against (ADBC, msgspec) run in their own
+# virtualenv, so that the tool is timed on its default install.
+FLOORS := .venv-floors
+$(FLOORS)/bin/python: benchmarks/floors-requirements.txt
+	$(PYTHON) -m venv $(FLOORS)
+	$(FLOORS)/bin/pip install -q -r benchmarks/floors-requirements.txt
+
+bench-large: $(BIN)/nsys-llm-explain $(FLOORS)/bin/python
 	$(BIN)/python benchmarks/run.py --size large
 
-bench-kineto: $(BIN)/nsys-llm-explain
+bench-kineto: $(BIN)/nsys-llm-explain $(FLOORS)/bin/python
 	$(BIN)/python benchmarks/run.py --size kineto
 
 bench-shared: $(BIN)/nsys-llm-explain

@@ -78,39 +78,52 @@ def fetch_floor(path: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def _tree_rss_mib(pid: int) -> float:
-    """Resident memory of `pid` and its descendants now (Linux /proc; 0 elsewhere)."""
-    total, todo = 0.0, [pid]
+def _tree_rss_mib(pid: int) -> tuple[float, float]:
+    """Resident memory of `pid` alone and of `pid` with its descendants, now (Linux /proc;
+    0 elsewhere)."""
+    total, main, todo = 0.0, 0.0, [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/status", encoding="ascii") as fh:
                 for line in fh:
                     if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) / 1024
+                        rss = int(line.split()[1]) / 1024
+                        total += rss
+                        main = rss if p == pid else main
                         break
             with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as fh:
                 todo.extend(int(c) for c in fh.read().split())
         except (OSError, ValueError):
             continue
-    return total
+    return main, total
 
 
-def run_cli(path: Path, out_dir: Path) -> dict[str, Any]:
+def run_cli(path: Path, out_dir: Path, *extra: str) -> dict[str, Any]:
     """The whole CLI (all metrics, all outputs) in a child process: wall time, CPU time of
     it and its helper processes, and peak memory: the largest single process (rusage) and
     the largest sum over the process tree at any moment (sampled every 20 ms)."""
-    cmd = [sys.executable, "-m", "nsys_llm_explainer", str(path), "--out", str(out_dir), "--quiet"]
+    cmd = [sys.executable, "-m", "nsys_llm_explainer", str(path), "--out", str(out_dir), "--quiet", *extra]
+    return run_cmd(cmd, out_dir)
+
+
+def run_cmd(cmd: list[str], out_dir: Path, cwd: Path | None = None) -> dict[str, Any]:
+    """run_cli's measurements for any command (its output goes to `out_dir`.log). Memory:
+    peak_tree_rss_mib, the largest sum over the process tree at any moment, and
+    peak_main_rss_mib, the main process alone (both sampled every 20 ms), and peak_rss_mib,
+    the largest single process (rusage)."""
     log = out_dir.with_name(out_dir.name + ".log")
-    peak_tree = [0.0]
+    peak_tree, peak_main = [0.0], [0.0]
     with log.open("wb") as fh:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=cwd)
         done = threading.Event()
 
         def sample() -> None:
             while not done.wait(0.02):
-                peak_tree[0] = max(peak_tree[0], _tree_rss_mib(proc.pid))
+                main, tree = _tree_rss_mib(proc.pid)
+                peak_tree[0] = max(peak_tree[0], tree)
+                peak_main[0] = max(peak_main[0], main)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -127,6 +140,7 @@ def run_cli(path: Path, out_dir: Path) -> dict[str, Any]:
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mib": usage.ru_maxrss / 1024,  # Linux reports KiB
         "peak_tree_rss_mib": peak_tree[0],
+        "peak_main_rss_mib": peak_main[0],
         "log": log.read_text(encoding="utf-8", errors="replace")[-2000:],
     }
 

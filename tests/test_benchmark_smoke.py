@@ -142,3 +142,39 @@ def test_shared_mode_reports_time_and_json_size(tmp_path: Path, capsys: pytest.C
     assert "tiny.sqlite" in capsys.readouterr().out
     assert shared.run(repeat=1, folder=tmp_path / "absent") == []
     assert "none found" in capsys.readouterr().out
+
+
+def _judged(wall_s: float, floor_s: float | None, tree_mib: float) -> dict:
+    adbc = {"seconds": floor_s} if floor_s is not None else {"unavailable": "not installed"}
+    return {"size": "large", "adbc": adbc, "ratio_to_adbc": wall_s / floor_s if floor_s else None,
+            "cli": {"wall_s": wall_s, "peak_tree_rss_mib": tree_mib}}
+
+
+def test_large_targets_judge_the_ratio_and_the_process_tree() -> None:
+    mb = 1e6 / 2**20  # MiB per MB
+    assert run.missed_targets(_judged(20.0, 10.0, 1500 * mb), 2.0, 1500.0, "ADBC") == []
+    slow = run.missed_targets(_judged(20.1, 10.0, 1000 * mb), 2.0, 1500.0, "ADBC")
+    assert len(slow) == 1 and "2.01x the ADBC floor" in slow[0]
+    big = run.missed_targets(_judged(10.0, 10.0, 1501 * mb), 2.0, 1500.0, "ADBC")
+    assert len(big) == 1 and "1,501 MB" in big[0]
+    # Without a floor the ratio cannot be judged: that is a miss, not a pass.
+    assert "no ADBC floor" in run.missed_targets(_judged(1.0, None, 10.0), 2.0, 1500.0, "ADBC")[0]
+
+
+def test_process_tree_peak_counts_children(tmp_path: Path) -> None:
+    """A parent that holds little while its child holds ~200 MB: the tree's peak sees both,
+    the main process's peak only the parent."""
+    child = "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5)"
+    script = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}], check=True)"
+    res = measure.run_cmd([sys.executable, "-c", script], tmp_path / "out")
+    assert res["exit_code"] == 0
+    assert res["peak_tree_rss_mib"] >= 200 > res["peak_main_rss_mib"]
+
+
+def test_floor_without_its_packages_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import floors
+
+    monkeypatch.setattr(floors, "python", lambda: sys.executable)
+    monkeypatch.setattr(floors, "NEEDS", {"adbc": ("surely_not_an_installed_module",)})
+    res = floors.run("adbc", tmp_path / "t.sqlite", tmp_path / "floor.log")
+    assert "surely_not_an_installed_module not installed" in res["unavailable"]

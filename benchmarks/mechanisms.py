@@ -2,14 +2,17 @@
 
     python benchmarks/mechanisms.py run --off sidecar -- TRACE --out DIR --quiet
     python benchmarks/mechanisms.py ab --off sidecar --pairs 5 TRACE [TRACE ...]
+    python benchmarks/mechanisms.py ab --python-b OTHER_VENV/bin/python TRACE ...
 
 `run` is the command line itself (`nsys-llm-explainer ...`) with one or more mechanisms
 switched off (or none: `--off none`), so that two runs differ in that mechanism alone. `ab`
 runs the whole command line with the mechanism on (A) and off (B) in turn, A B A B ...,
 on each trace, and prints the median wall time and process-tree peak of each side and the
 median of the per-pair ratios A/B (below 1: the mechanism makes the run faster). Pairs keep
-the ratio meaningful while the machine's speed drifts. docs/performance.md records the
-figures and which mechanisms were kept.
+the ratio meaningful while the machine's speed drifts. With --python-b, B is the same
+command line run by another interpreter (a virtualenv with other versions of the
+dependencies, e.g. typer 0.28, which brings pydantic) instead of a mechanism switched off.
+docs/performance.md records the figures and which mechanisms were kept.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def run(off: list[str], argv: list[str]) -> None:
     cli.main()
 
 
-def ab(off: str, traces: list[Path], pairs: int) -> list[dict[str, Any]]:
+def ab(off: str, traces: list[Path], pairs: int, python_b: str | None = None) -> list[dict[str, Any]]:
     from benchmarks import measure
 
     results = []
@@ -112,7 +115,8 @@ def ab(off: str, traces: list[Path], pairs: int) -> list[dict[str, Any]]:
                 for side in ("on", "off"):
                     out = work / f"{trace.stem}-{side}"
                     shutil.rmtree(out, ignore_errors=True)
-                    cmd = [sys.executable, str(Path(__file__).resolve()), "run", "--off",
+                    python = python_b if side == "off" and python_b else sys.executable
+                    cmd = [python, str(Path(__file__).resolve()), "run", "--off",
                            off if side == "off" else "none", "--", str(trace), "--out", str(out), "--quiet"]
                     res = measure.run_cmd(cmd, out)
                     if res["exit_code"] != 0:
@@ -144,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=("ab",))
-    ap.add_argument("--off", required=True, choices=tuple(SWITCHES))
+    ap.add_argument("--off", default="none", choices=("none", *SWITCHES))
+    ap.add_argument("--python-b", help="B: this interpreter, every mechanism on")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("traces", nargs="+", type=Path)
     a = ap.parse_args(args)
-    print(f"{'trace':<34} {'on':>8} {'off':>8} {'on/off':>7} {'tree on':>9} {'tree off':>9}")
-    for r in ab(a.off, a.traces, a.pairs):
+    if (a.off == "none") == (a.python_b is None):
+        ap.error("give one of --off MECHANISM or --python-b PYTHON")
+    print(f"{'trace':<34} {'A':>8} {'B':>8} {'A/B':>7} {'tree A':>9} {'tree B':>9}")
+    for r in ab(a.off, a.traces, a.pairs, a.python_b):
         print(f"{r['trace']:<34} {r['on_wall_s']:7.2f}s {r['off_wall_s']:7.2f}s {r['ratio_on_off']:7.3f} "
               f"{r['on_tree_mib']:7.0f}MB {r['off_tree_mib']:7.0f}MB")
     return 0

@@ -256,3 +256,30 @@ def test_deadline_stays_enforced_when_another_limit_on_the_connection_ends() -> 
         conn.execute(long_query).fetchone()
     assert time.monotonic() - started < 5
     conn.execute("SELECT 1").fetchone()  # the handler is gone with the last limit
+
+
+def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """READERS lists every metric that reads a key (directly or through a helper): a key
+    released before its last reader would be built again, costing the time its cache saved."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.synth import SynthConfig, generate
+    from nsys_llm_explainer.trace.data import TraceData
+
+    path = tmp_path / "t.sqlite"
+    generate(SynthConfig(kernels=2_000, processes=2, layers=3, prefill_every=4, seed=3), path, sidecar=False)
+    builds: dict[str, int] = {}
+    original = TraceData.cached
+
+    def counting(self: TraceData, key: str, build):  # type: ignore[no-untyped-def]
+        def counted():  # type: ignore[no-untyped-def]
+            builds[key] = builds.get(key, 0) + 1
+            return build()
+
+        return original(self, key, counted)
+
+    monkeypatch.setattr(TraceData, "cached", counting)
+    explain(path, Options(), jobs=1)
+    assert {"gpu_work", "gap_causes", "kernel_attribution", "launch_pairs"} <= set(builds)
+    assert {k: n for k, n in builds.items() if n > 1} == {}

@@ -22,7 +22,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
-        "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
+        "gpu_idle", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
         "compute_efficiency", "ncu_plan",
     ),
@@ -33,6 +33,12 @@ READERS: dict[str, tuple[str, ...]] = {
     ),
     "kernel_categories:": ("categories", "gemm_precision", "ncu_plan"),
     "comm_mask": ("communication", "idle_causes", "steps", "host_patterns"),
+    # The device work and its launch calls: gap_causes and device_busy (kept to the end, for
+    # timeline) are built from them by then.
+    "gpu_work": ("gpu_idle", "idle_causes", "steps", "communication"),
+    "work_calls": ("gpu_idle", "idle_causes", "steps"),
+    "work_launch_times": ("idle_causes", "steps"),
+    "transfer_union:": ("gpu_idle", "idle_causes", "steps"),
     "operator_attribution": ("operators", "compute_efficiency"),
     # compute_sources / compute_count (FLOPs per call) and the peaks per device
     "compute_instances": ("compute_efficiency", "model_utilization"),

@@ -67,42 +67,30 @@ def adbc_read(path: Path) -> dict[str, Any]:
 
 
 def msgspec_read(path: Path) -> dict[str, Any]:
-    from typing import Any as AnyValue
-
     import msgspec
 
-    class Args(msgspec.Struct, gc=False, rename={
-        "external_id": "External id", "input_dims": "Input Dims", "input_type": "Input type",
-        "concrete": "Concrete Inputs", "python_id": "Python id", "python_parent": "Python parent id",
-    }):
-        correlation: int | None = None
-        external_id: int | None = None
-        device: int | None = None
-        stream: int | None = None
-        bytes: int | None = None
-        cuda_sync_kind: str | None = None
-        input_dims: AnyValue = None
-        input_type: AnyValue = None
-        concrete: AnyValue = None
-        python_id: int | None = None
-        python_parent: int | None = None
-
-    class Event(msgspec.Struct, gc=False):
-        ph: str = ""
-        cat: str = ""
-        name: str = ""
-        ts: float = 0.0
-        dur: float = 0.0
-        pid: int | str = 0
-        tid: int | str = 0
-        id: int | None = None
-        args: Args | None = None
-
-    class Trace(msgspec.Struct, gc=False):
-        traceEvents: list[Event]  # noqa: N815 - the file's own key
+    opt_int = int | None
+    args = msgspec.defstruct("Args", [
+        ("correlation", opt_int, None), ("external_id", opt_int, None), ("device", opt_int, None),
+        ("stream", opt_int, None), ("bytes", opt_int, None), ("cuda_sync_kind", str | None, None),
+        ("input_dims", Any, None), ("input_type", Any, None), ("concrete", Any, None),
+        ("python_id", opt_int, None), ("python_parent", opt_int, None),
+    ], rename={"external_id": "External id", "input_dims": "Input Dims", "input_type": "Input type",
+               "concrete": "Concrete Inputs", "python_id": "Python id", "python_parent": "Python parent id"},
+        gc=False)
+    event = msgspec.defstruct("Event", [
+        ("ph", str, ""), ("cat", str, ""), ("name", str, ""), ("ts", float, 0.0), ("dur", float, 0.0),
+        ("pid", int | str, 0), ("tid", int | str, 0), ("id", opt_int, None), ("args", args | None, None),
+    ], gc=False)
+    trace_type = msgspec.defstruct("Trace", [("traceEvents", list[event])], gc=False)  # type: ignore[valid-type]
 
     t0, c0 = time.perf_counter(), time.process_time()
-    trace = msgspec.json.decode(path.read_bytes(), type=Trace)
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        import gzip
+
+        raw = gzip.decompress(raw)
+    trace = msgspec.json.decode(raw, type=trace_type)
     rows = len(trace.traceEvents)
     return {"seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "rows": rows}
 

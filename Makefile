@@ -71,7 +71,7 @@ bench-shared: $(BIN)/nsys-llm-explain
 	$(BIN)/python benchmarks/run.py --shared --repeat 5
 
 docs: $(BIN)/nsys-llm-explain
-	$(BIN)/python -m nsys_llm_explainer.docs_gen
+	$(BIN)/python -m nsys_llm_explainer.cli.docs_gen
 
 docs-check: $(BIN)/nsys-llm-explain
-	$(BIN)/python -m nsys_llm_explainer.docs_gen --check
+	$(BIN)/python -m nsys_llm_explainer.cli.docs_gen --check

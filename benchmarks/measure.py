@@ -161,7 +161,8 @@ def breakdown(path: Path) -> dict[str, Any]:
     around it. CPU time, not wall time, so that other load on the machine does not count."""
     from contextlib import ExitStack
 
-    from nsys_llm_explainer import api, report_files
+    from nsys_llm_explainer import api
+    from nsys_llm_explainer.cli import report_files
     from nsys_llm_explainer.options import Options
     from nsys_llm_explainer.render import Format
     from nsys_llm_explainer.trace.nsys.load import NsysTraceData

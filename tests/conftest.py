@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from nsys_llm_explainer.api import explain
@@ -31,6 +33,15 @@ def _remove_session_cache() -> Iterator[None]:
     yield
     shutil.rmtree(_CACHE_HOME, ignore_errors=True)
 
+
+# Hypothesis profiles, registered here once. Examples have no deadline: the machine is shared
+# and timings are noisy, so a slow example is not a failure. On CI, Hypothesis loads its own
+# "ci" profile (derandomized, no deadline), which is kept. HYPOTHESIS_PROFILE=quick caps every
+# property at 20 examples for a fast local loop (tests that set max_examples keep theirs).
+settings.register_profile("local", deadline=None)
+settings.register_profile("quick", deadline=None, max_examples=20)
+if "HYPOTHESIS_PROFILE" in os.environ or settings.get_current_profile_name() != "ci":
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "local"))
 
 # The real exports live beside the project, never inside it (see traces/README.md).
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

@@ -17,13 +17,12 @@ __version__ = "0.1.0"
 TOOL_NAME = "nsys-llm-explain"
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.api import explain
-    from nsys_llm_explainer.model import Report
+    from nsys_llm_explainer.api import Report, explain
     from nsys_llm_explainer.options import Options
 
 _LAZY = {
     "explain": ("nsys_llm_explainer.api", "explain"),
-    "Report": ("nsys_llm_explainer.model", "Report"),
+    "Report": ("nsys_llm_explainer.api", "Report"),
     "Options": ("nsys_llm_explainer.options", "Options"),
 }
 

@@ -1,15 +1,22 @@
-"""explain(path, options) -> Report: the one entry point for the CLI, scripts and notebooks."""
+"""explain(path, options) -> Report: the one entry point for the CLI, scripts and notebooks.
+
+Report here is the facade over the report's data (model.Report): it adds the outputs,
+to_dict() (report.json), table() (the CSV tables) and write() (the files), from render/.
+"""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nsys_llm_explainer import TOOL_NAME, deadline, runner
-from nsys_llm_explainer.cpus import default_jobs
+import pandas as pd
+
+from nsys_llm_explainer import TOOL_NAME, model
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
@@ -18,16 +25,21 @@ from nsys_llm_explainer.model import (
     MetricResult,
     Outcome,
     ProcessInfo,
-    Report,
     Schema,
     Skipped,
     TraceInfo,
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules.engine import apply_rules
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.runtime import runner
+from nsys_llm_explainer.runtime.cpus import default_jobs
+from nsys_llm_explainer.trace import deadline, sources
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.fetch import Progress
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.kernels.labels import Labels
+    from nsys_llm_explainer.render.shared import Shared
 
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
 MAX_PLAUSIBLE_WINDOW_NS = 30 * 24 * 3600 * 10**9
@@ -148,8 +160,8 @@ def _limitations(
 
 def prepare() -> None:
     """Import what the metrics load on first use (the formulas of compute_efficiency and
-    model_utilization), for a caller with time to spare before the trace is read (sidecar.py)."""
-    from nsys_llm_explainer.metrics import compute_report, model_report  # noqa: F401
+    model_utilization), for a caller with time to spare before the trace is read (cli/sidecar.py)."""
+    from nsys_llm_explainer.compute import report as compute_report  # noqa: F401
 
 
 def explain(
@@ -167,7 +179,7 @@ def explain(
     `jobs`: processes that read the trace and threads that run metrics (None:
     default_jobs(); 1: this process and thread only). The report does not depend on it.
     `kineto_events`: gives a PyTorch profiler trace's events when another process read
-    them (the command line's sidecar.py); see sources.open_trace."""
+    them (the command line's cli/sidecar.py); see sources.open_trace."""
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
@@ -215,4 +227,75 @@ def explain(
     )
 
 
-__all__ = ["explain"]
+class Report(model.Report):
+    """What explain() returns: the report's data (model.Report: `trace`, `metrics`,
+    `findings`, `diagnosis` ...) and its outputs, as the notebook and script API.
+
+    to_dict() is report.json; table(name) a CSV table as a DataFrame; write() the files.
+    """
+
+    @cached_property
+    def shared(self) -> Shared:
+        """What the writers compute once per report (render/shared.py)."""
+        from nsys_llm_explainer.render.shared import Shared
+
+        return Shared(self.data())
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """report.json as a dict, built once: read it, do not change it (to_dict() returns a
+        copy to keep)."""
+        return self.shared.document
+
+    @property
+    def kernel_labels(self) -> Labels:
+        """Full kernel name -> the short label every writer shows (kernels/labels.py)."""
+        return self.shared.labels
+
+    def data(self) -> model.Report:
+        """The report's data alone (what the writers take, and what pickles without this module)."""
+        return model.Report(**{f.name: getattr(self, f.name) for f in dataclasses.fields(model.Report)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The content of report.json (a copy: changing it changes nothing else)."""
+        return copy.deepcopy(self.document)
+
+    def table_names(self) -> list[str]:
+        """The CSV table names (tables/<name>.csv), in report order."""
+        from nsys_llm_explainer.render import csv_writer
+
+        return list(csv_writer.tables(self))
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The rows of tables/<name>.csv (`name` with or without `.csv`); KeyError for an
+        unknown name. A metric that did not run gives its table empty, with its columns."""
+        from nsys_llm_explainer.render import csv_writer
+
+        return csv_writer.frame(self, name.removesuffix(".csv"), self.shared)
+
+    def write(
+        self,
+        out_dir: Path | str,
+        formats: str | Iterable[str] = "md,json,csv,html,ncu",
+        force: bool = False,
+        md: str = "compact",
+        *,
+        render: Callable[..., dict[str, str]] | None = None,
+    ) -> Path:
+        """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
+        html, ncu). `force`: write into a non-empty directory that holds no previous report.
+        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full".
+        `render(report, formats, md)`: makes the files' texts (default: render.files.build; the
+        CLI passes one that shares the work with a second process, cli/sidecar.py)."""
+        from nsys_llm_explainer.render import Format, files, output
+
+        chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
+        out = Path(out_dir)
+        texts = render(self.data(), chosen, md) if render is not None else files.build(
+            self.shared.report, chosen, md, self.shared
+        )
+        output.write(out, texts, force=force)
+        return out
+
+
+__all__ = ["Report", "explain"]

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
-
-if TYPE_CHECKING:
-    from nsys_llm_explainer.labels import Labels
 
 
 class Severity(StrEnum):
@@ -217,11 +210,9 @@ class TraceInfo:
 
 @dataclass(frozen=True)
 class Report:
-    """What explain() returns: the notebook and script API, and what the CLI writes.
-
-    `findings` are the rule findings (most severe first); `metrics` each metric's outcome;
-    table(name) a CSV table as a DataFrame; to_dict() report.json; write() the files.
-    """
+    """A report's data: the trace, each metric's outcome, the findings (most severe first)
+    and the diagnosis. It knows nothing of output: api.Report, what explain() returns, adds
+    to_dict(), table() and write() (the writers are in render/)."""
 
     trace: TraceInfo
     metrics: dict[str, Outcome]
@@ -235,64 +226,3 @@ class Report:
     def ok(self, metric_id: str) -> MetricResult | None:
         outcome = self.metrics.get(metric_id)
         return outcome if isinstance(outcome, MetricResult) else None
-
-    @cached_property
-    def document(self) -> dict[str, Any]:
-        """report.json as a dict, built once and shared by every writer: read it, do not
-        change it (to_dict() returns a copy to keep)."""
-        from nsys_llm_explainer.render.json_writer import report_dict
-
-        return report_dict(self)
-
-    @cached_property
-    def kernel_labels(self) -> Labels:
-        """Full kernel name -> the short label every writer shows (labels.py)."""
-        from nsys_llm_explainer.labels import labels_for
-
-        return labels_for(self.metrics)
-
-    @cached_property
-    def tainted(self) -> frozenset[str]:
-        """The report's trace strings holding a backtick (render/rich.taint), found once for
-        every writer."""
-        from nsys_llm_explainer.render import rich
-
-        return rich.taint(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The content of report.json (a copy: changing it changes nothing else)."""
-        return copy.deepcopy(self.document)
-
-    def table_names(self) -> list[str]:
-        """The CSV table names (tables/<name>.csv), in report order."""
-        from nsys_llm_explainer.render import csv_writer
-
-        return list(csv_writer.tables(self))
-
-    def table(self, name: str) -> pd.DataFrame:
-        """The rows of tables/<name>.csv (`name` with or without `.csv`); KeyError for an
-        unknown name. A metric that did not run gives its table empty, with its columns."""
-        from nsys_llm_explainer.render import csv_writer
-
-        return csv_writer.frame(self, name.removesuffix(".csv"))
-
-    def write(
-        self,
-        out_dir: Path | str,
-        formats: str | Iterable[str] = "md,json,csv,html,ncu",
-        force: bool = False,
-        md: str = "compact",
-        *,
-        render: Callable[..., dict[str, str]] | None = None,
-    ) -> Path:
-        """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
-        html). `force`: write into a non-empty directory that holds no previous report.
-        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full".
-        `render(report, formats, md)`: makes the files' texts (default: render.files.build; the
-        CLI passes one that shares the work with a second process, sidecar.py)."""
-        from nsys_llm_explainer.render import Format, files, output
-
-        chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
-        out = Path(out_dir)
-        output.write(out, (render or files.build)(self, chosen, md), force=force)
-        return out

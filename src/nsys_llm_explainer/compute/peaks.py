@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from nsys_llm_explainer import gpu_specs
+from nsys_llm_explainer.compute import gpu_specs
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE, ArchInference, infer_from_kernels
-from nsys_llm_explainer.gpu_specs import GpuSpec
-from nsys_llm_explainer.option_files import read_json_file
+from nsys_llm_explainer.compute.gpu_specs import GpuSpec
+from nsys_llm_explainer.options.files import read_json_file
 
 MAX_FILE_BYTES = 1 << 20
 ANY_DEVICE = "*"

@@ -22,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from nsys_llm_explainer.gpu_specs import DTYPE_CLASSES, GpuSpec
+from nsys_llm_explainer.compute.gpu_specs import DTYPE_CLASSES, GpuSpec
 
 PLAUSIBLE_TOLERANCE = 0.10  # 10% over peak: more than clock or timer error can explain
 Bound = Literal["compute", "memory"]

@@ -11,8 +11,8 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis import accounting, capture, evidence, verdict
 from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload, round_pct
-from nsys_llm_explainer.render.fmt import dur
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
 

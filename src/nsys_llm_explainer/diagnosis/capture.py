@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsys_llm_explainer.analysis.capture_messages import CUDA_KINDS
 from nsys_llm_explainer.diagnosis.verdict import metric
-from nsys_llm_explainer.metrics.capture_messages import CUDA_KINDS
+from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceInfo
-from nsys_llm_explainer.render.fmt import dur
 
 NSYS_RECIPE = (
     "Warm up before capturing: run a few iterations (model load, compilation, CUDA-graph capture, "

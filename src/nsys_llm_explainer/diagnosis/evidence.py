@@ -8,9 +8,9 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.verdict import metric
-from nsys_llm_explainer.labels import labels_for
+from nsys_llm_explainer.fmt import dur, size
+from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Outcome
-from nsys_llm_explainer.render.fmt import dur, size
 
 CAUSE_WORDS = {
     "compute": "kernels run",

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import Confidence, MetricResult, Outcome
-from nsys_llm_explainer.render.fmt import dur
 
 VERDICT_OF = {
     "compute": "gpu_compute_bound",

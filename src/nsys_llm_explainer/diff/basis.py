@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.load import Side
-from nsys_llm_explainer.render import fmt
 
 WINDOW_TOLERANCE = 0.05  # windows within 5% of each other count as the same length
 

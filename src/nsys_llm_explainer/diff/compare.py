@@ -12,7 +12,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.diff import categories, findings, gate, headline, kernels, steps
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.load import Side
-from nsys_llm_explainer.render.json_writer import _plain
+from nsys_llm_explainer.render.json_writer import plain
 from nsys_llm_explainer.trace.formats import source_text
 
 SCHEMA_VERSION = "1.0"
@@ -127,4 +127,4 @@ def compare(base: Side, new: Side, conditions: tuple[gate.Condition, ...] = ()) 
         "gate": gate.evaluate(conditions, values),
         "warnings": _warnings(base, new, kern),
     }
-    return Diff(_plain(doc), frame)
+    return Diff(plain(doc), frame)

@@ -12,12 +12,13 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.compare import Diff
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
-from nsys_llm_explainer.labels import Labels
+from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import escape, fmt, markdown, templates
+from nsys_llm_explainer.render import escape, markdown, templates
 from nsys_llm_explainer.render.csv_writer import render_table
 
 MD_NAME = "diff.md"

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nsys_llm_explainer.cpus import usable_cpus
 from nsys_llm_explainer.fleet import execute, robust
 from nsys_llm_explainer.fleet.build import FleetResult, build
 from nsys_llm_explainer.fleet.inputs import TraceInput
 from nsys_llm_explainer.fleet.worker import Task, options_key
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.runtime.cpus import usable_cpus
 
 Progress = Callable[[int, int, TraceInput, dict[str, Any]], None]
 

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer import TOOL_NAME, fmt
 from nsys_llm_explainer.fleet import svg
 from nsys_llm_explainer.fleet.build import FleetResult
 from nsys_llm_explainer.fleet.render_text import input_notes, markdown, verdict
-from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.render.csv_writer import defuse
 from nsys_llm_explainer.render.escape import shorten
 from nsys_llm_explainer.render.html import CSP

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.render import fmt
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.render.svg.base import esc, n
 
 LEVELS = 5  # shades per fraction: 0, 1/4 ... 1

@@ -46,15 +46,14 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer import fmt
+from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.metrics import capture_autotune, capture_messages
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
 from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
 from nsys_llm_explainer.model import MetricResult, Outcome
-from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_sum
-from nsys_llm_explainer.categories import OTHER, CategoryTable, load_table
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.kernels.categories import OTHER, CategoryTable, load_table
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.nvtx_attribution import (
     NO_PHASE,

@@ -25,7 +25,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_codes, group_sum
-from nsys_llm_explainer.categories import BUILTIN
+from nsys_llm_explainer.kernels.categories import BUILTIN
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.gpu_idle import GRAPH, device_busy, gpu_work
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS

@@ -1,5 +1,5 @@
 """gemm_precision: the math mode of the GEMM kernels (operand type, tensor cores or not), read
-from their names (math_mode.py), with the GPU time of each mode per device.
+from their names (kernels/math_mode.py), with the GPU time of each mode per device.
 
 GEMM kernels are the kernels the categories table puts in "gemm". A float32 GEMM that does
 not run on tensor cores (`sgemm`, `..._f32f32_..._ffma`, `simt`) runs at the FP32 CUDA-core
@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.categories import load_table
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.math_mode import math_mode
+from nsys_llm_explainer.kernels.categories import load_table
+from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS

@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.idle_sweep import SYNC_WAIT, TRANSFER, HostRows, gap_causes
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.idle_sweep import SYNC_WAIT, TRANSFER, HostRows, gap_causes
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 

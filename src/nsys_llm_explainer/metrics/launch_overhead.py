@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
+from nsys_llm_explainer.analysis.launch_pairs import LaunchPairs, launch_api_mask, launch_pairs
 from nsys_llm_explainer.analysis.stats import group_summary
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.launch_pairs import LaunchPairs, launch_api_mask, launch_pairs
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 

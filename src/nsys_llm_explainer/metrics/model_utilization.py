@@ -31,7 +31,7 @@ STEP_COLUMNS = (
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer.metrics import model_report  # the model formulas load when needed
+    from nsys_llm_explainer.compute import model_report  # the model formulas load when needed
 
     return model_report.run(ctx, METRIC)
 

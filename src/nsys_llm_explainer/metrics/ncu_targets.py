@@ -23,8 +23,8 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.categories import load_table
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS

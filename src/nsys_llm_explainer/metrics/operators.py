@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis import operators_extra as extra
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.metrics import operators_extra as extra
+from nsys_llm_explainer.analysis.operators_attr import inclusive_per_name, operator_attribution
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.operators_attr import inclusive_per_name, operator_attribution
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 COLUMNS = (

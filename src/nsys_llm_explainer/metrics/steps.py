@@ -17,13 +17,13 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
+from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
+from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all
+from nsys_llm_explainer.analysis.steps_explain import explain_outliers
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.launch_pairs import launch_pairs
-from nsys_llm_explainer.metrics.phase_scope import STEP_PHASE, instance_bounds, phase_scope
-from nsys_llm_explainer.metrics.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all
-from nsys_llm_explainer.metrics.steps_explain import explain_outliers
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 

@@ -55,7 +55,7 @@ def cause_names(ctx: Context) -> list[str]:
 
 def cause_ns(ctx: Context, dev: int, edges: np.ndarray, n_causes: int) -> np.ndarray:
     """(causes, bins) idle ns per cause, from the device's idle split (idle_sweep)."""
-    from nsys_llm_explainer.metrics import idle_sweep
+    from nsys_llm_explainer.analysis import idle_sweep
 
     gaps = idle_sweep.gap_causes(ctx.data).get(dev)
     out = np.zeros((n_causes, len(edges) - 1), dtype=np.int64)

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.labels import KERNEL_TABLES, LABEL_COLUMN
+from nsys_llm_explainer.kernels.labels import KERNEL_TABLES, LABEL_COLUMN
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report, Table
+from nsys_llm_explainer.render.shared import Shared, shared_for
 
 EXTENSION = ".csv"
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -45,7 +46,7 @@ def columns(stem: str, declared: tuple[str, ...]) -> tuple[str, ...]:
     return (*declared[:at], LABEL_COLUMN, *declared[at:])
 
 
-def frame(report: Report, stem: str) -> pd.DataFrame:
+def frame(report: Report, stem: str, shared: Shared | None = None) -> pd.DataFrame:
     """The rows of tables/<stem>.csv (before the spreadsheet guard); KeyError when unknown."""
     found = tables(report)
     if stem not in found:
@@ -55,7 +56,7 @@ def frame(report: Report, stem: str) -> pd.DataFrame:
     header = columns(stem, table.columns)
     if header != table.columns:
         name = KERNEL_TABLES[stem]
-        labels = report.kernel_labels
+        labels = shared_for(report, shared).labels
         rows.insert(header.index(LABEL_COLUMN), LABEL_COLUMN, [labels(n) for n in rows[name]])
     return rows
 
@@ -108,11 +109,12 @@ def render_table(table: Table) -> str:
     return render_frame(table.rows())
 
 
-def render(report: Report) -> dict[str, str]:
+def render(report: Report, shared: Shared | None = None) -> dict[str, str]:
+    shared = shared_for(report, shared)
     out = {}
     for stem, table in tables(report).items():
         if table.frame is None:  # a metric that did not run: the header alone
             out[f"{stem}.csv"] = render_frame(pd.DataFrame(columns=list(columns(stem, table.columns))))
         else:
-            out[f"{stem}.csv"] = render_frame(frame(report, stem))
+            out[f"{stem}.csv"] = render_frame(frame(report, stem, shared))
     return out

@@ -6,13 +6,18 @@ from typing import Any
 
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import MD_LAYOUTS, Format
+from nsys_llm_explainer.render.shared import Shared, shared_for
 
 
-def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> dict[str, str]:
+def build(
+    report: Report, formats: tuple[Format, ...], md: str = "compact", shared: Shared | None = None
+) -> dict[str, str]:
     """Relative path -> text for every file of the chosen formats. `md`: the report.md
-    layout, "compact" (closed sections, for pull requests) or "full" (everything open)."""
+    layout, "compact" (closed sections, for pull requests) or "full" (everything open).
+    `shared`: what the writers share (render/shared.py), when the caller has it already."""
     if md not in MD_LAYOUTS:
         raise ValueError(f"unknown report.md layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
+    shared = shared_for(report, shared)
     files: dict[str, str] = {}
     plots: Any = None  # built once for report.md and report.html
     sections: Any = None  # the metric sections, rendered once for both
@@ -21,8 +26,8 @@ def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> d
             from nsys_llm_explainer.render import sections as sections_mod
             from nsys_llm_explainer.render.svg import build_plots
 
-            plots = build_plots(report)
-            sections = sections_mod.render(report)
+            plots = build_plots(report, shared)
+            sections = sections_mod.render(report, shared)
         match fmt:
             case Format.MD:
                 from nsys_llm_explainer.render import markdown
@@ -36,21 +41,22 @@ def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> d
                     mode=md,
                     sections=sections,
                     missing=missing,
+                    shared=shared,
                 )
             case Format.JSON:
                 from nsys_llm_explainer.render import json_writer
 
-                files["report.json"] = json_writer.render(report)
+                files["report.json"] = json_writer.render(report, shared)
             case Format.CSV:
                 from nsys_llm_explainer.render import csv_writer
 
                 files.update(
-                    {f"tables/{name}": text for name, text in csv_writer.render(report).items()}
+                    {f"tables/{name}": text for name, text in csv_writer.render(report, shared).items()}
                 )
             case Format.HTML:
                 from nsys_llm_explainer.render import html
 
-                files["report.html"] = html.render(report, plots, sections=sections)
+                files["report.html"] = html.render(report, plots, sections=sections, shared=shared)
             case Format.NCU:
                 files.update(ncu_files(report))
     return files
@@ -59,7 +65,7 @@ def build(report: Report, formats: tuple[Format, ...], md: str = "compact") -> d
 def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:
     """Import the writers of `formats` and compile (or load from the cache) the templates
     they will render, and only those (render/templates.py): what the first report of a
-    process costs beyond rendering, for a caller that has time to spare now (sidecar.py)."""
+    process costs beyond rendering, for a caller that has time to spare now (cli/sidecar.py)."""
     if Format.MD in formats or Format.HTML in formats:
         from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
 

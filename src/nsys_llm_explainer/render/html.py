@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import functools
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import fmt, md_html, overview, rich, templates
+from nsys_llm_explainer.render import md_html, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
+from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
 from nsys_llm_explainer.render.svg.base import STYLE
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.kernels.labels import Labels
 
 EXTENSION = ".html"
 CSP = (
@@ -103,12 +108,11 @@ def _figure(p: Plot) -> dict[str, Any]:
 
 
 def _groups(
-    report: Report, built: list[sections_mod.Section], plots: list[Plot], missing: list[Missing]
+    labels: Labels, built: list[sections_mod.Section], plots: list[Plot], missing: list[Missing]
 ) -> list[dict[str, Any]]:
     from nsys_llm_explainer.render.svg import PLOTS
 
     metric_of = {p.title: p.metric_id for p in PLOTS}
-    labels = report.kernel_labels
     figures: dict[str, list[dict[str, Any]]] = {}
     for p in plots:
         if p.id != TIMELINE:
@@ -147,12 +151,14 @@ def render(
     report: Report,
     built: tuple[list[Plot], list[Missing]] | None = None,
     sections: list[sections_mod.Section] | None = None,
+    shared: Shared | None = None,
 ) -> str:
     """`built`: build_plots(report), and `sections`: sections.render(report), when the caller
     has them already."""
-    doc = report.document
-    plots, missing = built if built is not None else build_plots(report, doc)
-    parts = sections if sections is not None else sections_mod.render(report)
+    shared = shared_for(report, shared)
+    doc = shared.document
+    plots, missing = built if built is not None else build_plots(report, shared)
+    parts = sections if sections is not None else sections_mod.render(report, shared)
     titles = {s.metric_id: s.title for s in parts}
     timeline = next((_figure(p) for p in plots if p.id == TIMELINE), None)
     devices = doc["diagnosis"].get("devices") or []
@@ -168,12 +174,12 @@ def render(
             findings=_findings(doc, titles),
             timeline=timeline,
             timeline_missing=[m for m in missing if _metric_of(m.title) == TIMELINE],
-            groups=_groups(report, parts, plots, missing),
+            groups=_groups(shared.labels, parts, plots, missing),
             svg_style=Markup(STYLE),
             csp=CSP,
-            tainted=report.tainted,
+            tainted=shared.tainted,
             workload=overview.workload_items(doc),
-            kernel_label=report.kernel_labels,
+            kernel_label=shared.labels,
             nvtx_name=_nvtx_name,
         )
     )

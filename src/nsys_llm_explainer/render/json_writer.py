@@ -12,6 +12,7 @@ import numpy as np
 
 from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report
+from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.summary import summarize
 
 SCHEMA_VERSION = "2.0"
@@ -21,14 +22,14 @@ EXTENSION = ".json"
 _AS_IS = (str, int, bool, type(None))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Convert numpy scalars, enums, dataclasses and NaN into JSON-ready Python values."""
     if type(value) in _AS_IS:  # the common case first: most values are names and integers
         return value
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, np.integer):
@@ -39,9 +40,9 @@ def _plain(value: Any) -> Any:
         f = float(value)
         return None if math.isnan(f) or math.isinf(f) else f
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
+        return [plain(v) for v in value.tolist()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain(dataclasses.asdict(value))
+        return plain(dataclasses.asdict(value))
     return value
 
 
@@ -53,7 +54,7 @@ def _diagnosis(report: Report) -> Any:
 
 
 def report_dict(report: Report) -> dict[str, Any]:
-    """report.json as a dict, built from the Report (Report.document caches it: use that)."""
+    """report.json as a dict, built from the Report (Shared.document caches it: use that)."""
     top_n = int(report.options.get("top_n", 20))
     metrics: dict[str, Any] = {}
     for mid, outcome in report.metrics.items():
@@ -75,11 +76,11 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
     if report.capture_info is not None:
         out["capture_info"] = report.capture_info
-    return _plain(out)  # type: ignore[no-any-return]
+    return plain(out)  # type: ignore[no-any-return]
 
 
-def render(report: Report) -> str:
-    return dumps(report.document)
+def render(report: Report, shared: Shared | None = None) -> str:
+    return dumps(shared_for(report, shared).document)
 
 
 def dumps(doc: dict[str, Any]) -> str:

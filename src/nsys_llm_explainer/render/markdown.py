@@ -11,7 +11,7 @@ Every `{{ value }}` is Markdown-escaped by default (finalize), so a kernel or ra
 cannot break a table or inject HTML; filters that format numbers return Markup and pass
 through untouched. Rule and diagnosis text goes through `rich`: its own `code spans` stay
 code, the rest is escaped (render/rich.py). Kernel names go through the `kernel` filter (the
-report's labels, labels.py); NVTX names through `name` (shortened) or `nvtx` (normalized,
+report's labels, kernels/labels.py); NVTX names through `name` (shortened) or `nvtx` (normalized,
 then shortened). Metric sections are rendered by render/sections.py, shared with report.html.
 """
 
@@ -27,10 +27,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render import MD_LAYOUTS, escape, fmt, overview, rich, templates
+from nsys_llm_explainer.render import MD_LAYOUTS, escape, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
+from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.summary import more
 
 EXTENSION = ".md"
@@ -98,7 +100,7 @@ def environment(
 ) -> jinja2.Environment:
     """A new Markdown environment for `family` (report.md's, or diff.md's with its
     `extra_filters`), every filter set before anything is compiled (render/templates.py);
-    report.md renders with one shared per process (shared())."""
+    report.md renders with one per process (report_environment())."""
     globals_ = {
         **overview.template_globals(),
         "more": more,
@@ -120,7 +122,7 @@ def environment(
 
 
 @functools.lru_cache(maxsize=1)
-def shared() -> jinja2.Environment:
+def report_environment() -> jinja2.Environment:
     """The environment report.md renders with: each template compiled once per process."""
     return environment()
 
@@ -131,9 +133,9 @@ SECTIONS = "metrics/*.md.j2"  # the metric sections (render/sections.py), in rep
 
 
 def prepare(mode: str | None) -> None:
-    """Compile (or load from the cache) the templates a report renders with shared(): the
+    """Compile (or load from the cache) the templates a report renders with report_environment(): the
     metric sections, and with a `mode` report.md in that layout."""
-    env = shared()
+    env = report_environment()
     names = templates.names(env)
     if mode is None:
         names = [n for n in names if fnmatch.fnmatchcase(n, SECTIONS)]
@@ -153,16 +155,18 @@ def render(
     mode: str = "compact",
     sections: list[sections_mod.Section] | None = None,
     missing: Sequence[Any] = (),
+    shared: Shared | None = None,
 ) -> str:
     """`plots`: (title, relative path) of the SVG files written beside report.md; `missing`:
     the plots not drawn (svg.Missing); `sections`: sections.render(report) when the caller has
     it already (report.html uses the same)."""
     if mode not in MODES:
         raise ValueError(f"unknown report.md layout {mode!r} (choose from {', '.join(MODES)})")
-    env = shared()
-    doc = report.document
-    labels = report.kernel_labels
-    built = sections_mod.render(report) if sections is None else sections
+    shared = shared_for(report, shared)
+    env = report_environment()
+    doc = shared.document
+    labels = shared.labels
+    built = sections_mod.render(report, shared) if sections is None else sections
     plot_metric = _plot_metrics()
     by_metric: dict[str, list[tuple[str, str]]] = {}
     for title, path in plots:
@@ -204,7 +208,7 @@ def render(
         plots=list(plots),
         kineto=doc["trace"].get("format") == "kineto-json",
         kernel_labels=labels,
-        tainted=report.tainted,
+        tainted=shared.tainted,
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.evidence import devices_text
-from nsys_llm_explainer.render.fmt import dur, pct
+from nsys_llm_explainer.fmt import dur, pct
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md

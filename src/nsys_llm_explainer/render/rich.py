@@ -43,7 +43,7 @@ def _strings(value: Any, out: set[str]) -> None:
             _strings(v, out)
 
 
-def taint(report: Any) -> frozenset[str]:
+def taint(report: Any, labels: Any) -> frozenset[str]:
     """The report's trace strings holding a backtick, with the forms writers and rules show
     them in (kernel label, normalized NVTX name, whitespace collapsed). Usually empty."""
     from nsys_llm_explainer.analysis.nvtx_names import normalize
@@ -57,7 +57,6 @@ def taint(report: Any) -> frozenset[str]:
     trace = report.trace
     _strings([trace.path, *(g.name for g in trace.gpus if g.name), *(p.name for p in trace.processes if p.name)],
              found)
-    labels = report.kernel_labels
     for name, label in labels.items():
         if "`" in name or "`" in label:
             found.update((name, label))

@@ -17,6 +17,7 @@ from typing import Any
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render import escape
+from nsys_llm_explainer.render.shared import Shared, shared_for
 
 MARK = re.compile("\ue000(\\d+)\ue001")
 
@@ -53,12 +54,12 @@ def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[st
         ), ()
 
 
-def render(report: Report) -> list[Section]:
+def render(report: Report, shared: Shared | None = None) -> list[Section]:
     """Every metric of the report, in registry order."""
-    from nsys_llm_explainer.render.markdown import shared
+    from nsys_llm_explainer.render.markdown import report_environment
 
-    env = shared()
-    doc = report.document
+    env = report_environment()
+    doc = shared_for(report, shared).document
     top_n = int(report.options.get("top_n", 20))
     out = []
     for metric in REGISTRY:

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from nsys_llm_explainer.categories import BUILTIN_TABLE
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.labels import Labels, labels_for
+from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
+from nsys_llm_explainer.kernels.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
     Affected,
     Confidence,
@@ -26,7 +27,6 @@ from nsys_llm_explainer.model import (
     round_pct,
 )
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.render import fmt
 
 
 @dataclass(frozen=True)

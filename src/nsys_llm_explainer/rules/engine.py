@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.render import fmt
 from nsys_llm_explainer.rules import RULES
 from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nsys_llm_explainer.fmt import size
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.render.fmt import size
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.idle_cause_common import device_lines, hidden_graphs_cap, where

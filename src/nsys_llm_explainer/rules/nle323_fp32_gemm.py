@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nsys_llm_explainer.math_mode import math_mode
+from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -42,7 +42,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """Float32 GEMMs run on CUDA cores instead of tensor cores.
 
     Reads gemm_precision: GEMM kernels whose names show float32 operands multiplied without
-    tensor cores (`sgemm`, `sm80_xmma_gemm_f32f32_..._ffma`, `simt`, cuBLAS gemv; math_mode.py).
+    tensor cores (`sgemm`, `sm80_xmma_gemm_f32f32_..._ffma`, `simt`, cuBLAS gemv; kernels/math_mode.py).
     Such a GEMM runs at the FP32 CUDA-core peak, a fraction of TF32 or BF16 tensor cores
     (A100: 19.5 vs 156 and 312 TFLOPS). Fires when they take at least 5% of a device's GEMM
     time. Impact: their kernel time per device (a ceiling: TF32 or BF16 kernels take some

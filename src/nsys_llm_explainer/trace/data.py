@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.columns import Columns
 
 T = TypeVar("T")

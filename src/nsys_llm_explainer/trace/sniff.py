@@ -1,5 +1,5 @@
 """Which format a trace file is, from its first bytes (no heavy imports: the command line
-asks before it forks, see sidecar.py)."""
+asks before it forks, see cli/sidecar.py)."""
 
 from __future__ import annotations
 

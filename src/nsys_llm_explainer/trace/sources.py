@@ -41,7 +41,7 @@ def open_trace(
 ) -> TraceData:
     """The TraceData of `path`; InputError (exit 3) when no source can read it.
     `kineto_events`: gives a PyTorch profiler trace's events when they were read elsewhere
-    (sidecar.py), or None to read them here."""
+    (cli/sidecar.py), or None to read them here."""
     kind = sniff(path)
     if kind == KINETO:
         from nsys_llm_explainer.trace.kineto.source import open_kineto

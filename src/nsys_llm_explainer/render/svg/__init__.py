@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.svg import gap_histogram, per_process, roofline, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
@@ -46,8 +47,9 @@ def _why_missing(inp: PlotInput, spec: PlotSpec) -> str:
     return f"{spec.metric_id} has nothing to draw on this trace"
 
 
-def build_plots(report: Report, doc: dict | None = None) -> tuple[list[Plot], list[Missing]]:
-    inp = PlotInput(doc if doc is not None else report.document, report)
+def build_plots(report: Report, shared: Shared | None = None) -> tuple[list[Plot], list[Missing]]:
+    shared = shared_for(report, shared)
+    inp = PlotInput(shared.document, report, shared.labels)
     plots, missing = [], []
     for spec in PLOTS:
         try:

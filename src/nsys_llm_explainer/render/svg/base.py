@@ -12,11 +12,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from html import escape as _html_escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from nsys_llm_explainer.model import MetricResult, Report
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.kernels.labels import Labels
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT_PX = 12
@@ -205,6 +208,7 @@ class PlotInput:
 
     doc: dict[str, Any]
     report: Report
+    labels: Labels
 
     def metric(self, metric_id: str) -> dict[str, Any] | None:
         """The metric's report.json data when it ran, else None."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.render.fmt import dur, num, pct
+from nsys_llm_explainer.fmt import dur, num, pct
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput, legend, line, rect, text
 
 PANEL_W, PANEL_H, PER_ROW = 380, 190, 3

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsys_llm_explainer.render.fmt import dur, num, pct
+from nsys_llm_explainer.fmt import dur, num, pct
 from nsys_llm_explainer.render.svg.bars import Bar, hbars
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nsys_llm_explainer.compute.roofline import Roof
-from nsys_llm_explainer.render.fmt import dur, pct
+from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, esc, fit, legend, line, n, path, text
 
 LEFT, TOP, PLOT_W, PLOT_H, RIGHT, LABEL_W = 80, 12, 560, 320, 20, 200

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.stats import rank_of
-from nsys_llm_explainer.render.fmt import dur, num
+from nsys_llm_explainer.fmt import dur, num
 from nsys_llm_explainer.render.svg.axis import time_axis, time_label
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.render.escape import shorten_all
-from nsys_llm_explainer.render.fmt import dur, pct
 from nsys_llm_explainer.render.svg.axis import time_axis
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
@@ -29,7 +29,7 @@ BAND_H, BAND_GAP = 12, 4
 ROW_H, ROW_GAP = 40, 14
 MIN_BUSY_PX = 2.0
 SEGMENTS = 20  # rows of the data table that stands in for the picture
-# Fixed colours for the idle causes of metrics/idle_sweep.py, so a cause keeps its colour.
+# Fixed colours for the idle causes of analysis/idle_sweep.py, so a cause keeps its colour.
 CAUSE_CLASS = {
     "transfer": "k2",
     "communication": "k5",

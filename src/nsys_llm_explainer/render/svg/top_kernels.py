@@ -2,7 +2,7 @@
 categories metric ran (its kernel_category_names table maps each name to a category).
 Rows of metrics.top_kernels are per (name, device); the plot sums a name over devices, from
 the full table (report.json may hold only the first rows). Bars are labelled with the
-report's kernel labels (labels.py), the full name in the tooltip and the data table."""
+report's kernel labels (kernels/labels.py), the full name in the tooltip and the data table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from nsys_llm_explainer.render.fmt import dur, num, pct
+from nsys_llm_explainer.fmt import dur, num, pct
 from nsys_llm_explainer.render.svg.bars import Bar, hbars
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, legend
 
@@ -58,7 +58,7 @@ def build(inp: PlotInput) -> Plot | None:
         return None
     rows = by_name(tk, inp.frame("top_kernels", "kernels"))
     category, classes = category_classes(inp)
-    label = inp.report.kernel_labels
+    label = inp.labels
     bars = []
     for r in rows:
         cat = category.get(r["name"])

@@ -1,7 +1,7 @@
 """Read a PyTorch profiler trace into collected columns, and nothing more.
 
 The result is plain data (typed arrays, dicts, lists), so it can be made in another process
-and sent back pickled (see sidecar.py); this module imports no numpy for the same reason.
+and sent back pickled (see cli/sidecar.py); this module imports no numpy for the same reason.
 """
 
 from __future__ import annotations

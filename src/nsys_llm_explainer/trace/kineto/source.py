@@ -20,7 +20,7 @@ KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "baseTimeNanosecon
 
 
 def open_kineto(path: Path, kernel_name: str = "demangled", events: Events | None = None) -> KinetoTraceData:
-    """`events`: the file's events when they were read already (sidecar.py); else read here."""
+    """`events`: the file's events when they were read already (cli/sidecar.py); else read here."""
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
     top, collected = events if events is not None else read_events(path)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from nsys_llm_explainer import deadline
 from nsys_llm_explainer.model import Schema
+from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.nsys import wire
 from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
 from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE

@@ -1,0 +1,392 @@
+"""Split every GPU idle gap's time by what covers it, in precedence order.
+
+Each nanosecond of idle time on a device (a hole in the union of its work, gpu_idle.py
+gpu_work: kernels, whole-graph executions, device-local copies and memsets) gets the first
+cause in this order that covers it:
+
+1. transfer: a transfer runs on the device (a host<->device or peer copy; device-local
+   copies and memsets are the device's own work, never idle).
+2. communication: an owning process is inside a host-side communication call (an NVTX/MPI
+   range named like NCCL, MPI, gloo or c10d collectives, see COMM_RANGE).
+3. sync_wait: an owning process is blocked in a synchronizing call (sync.py's blocking
+   calls, and copy calls that block the host: synchronous cudaMemcpy* and async copies to or
+   from pageable memory), or is refilling the GPU right after such a call returned (the
+   launch call that follows on the same thread within REFILL_GRACE_NS of the return).
+4. launch_bound: a launch call of an owning process is in flight.
+5. capture_edge: the time lies outside the owning processes' host activity window (first to
+   last CUDA API call), where the host is not visible.
+6. host_other: the host is visible and in none of the calls above (host work).
+
+The owning processes of a device are the pids of the work that ran on it. Causes of a
+device sum to its idle time to the nanosecond. A gap's listed cause is the one covering most
+of it.
+
+The work that ends each gap is checked first. Its launch (or copy) call returned at least
+QUEUE_MARGIN_NS before the gap began: the GPU already had it (queued) and waited on a
+device-side dependency, so the host is not the cause: the gap's time that rules 2-6 gave to
+the host goes elsewhere. Otherwise the host was late, or barely ahead (a launch that returned
+just before the GPU went idle may still have been on its way to the device: the host's issue
+rate limits the GPU), and the order above says what the host was doing.
+
+- Work launched before the capture started has no launch row: its correlation id lies below
+  every CUDA API call its process recorded (CUPTI numbers them in order per process). It was
+  queued too. Work with no launch row otherwise is left to the order above.
+- A transfer ahead of the queued work on its own stream is found and reported (copy_ahead);
+  its time is transfer by rule 1.
+- When a communication kernel on the device ends where the gap begins, the queued work waited
+  on that collective: the host-side time goes to communication (dependency_ns).
+- Otherwise it goes to device_wait: the GPU had its next work queued and waited on something
+  the trace does not name (an event on another stream, another device) or on its own
+  dispatch between back-to-back kernels.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
+from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.metrics.communication import comm_mask
+from nsys_llm_explainer.metrics.gpu_idle import (
+    GRAPH,
+    KERNEL,
+    device_busy,
+    device_local_copies,
+    gpu_work,
+    transfer_union,
+    work_calls,
+)
+from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
+from nsys_llm_explainer.metrics.sync import sync_kinds
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+CAUSES = (
+    "transfer", "communication", "sync_wait", "launch_bound", "capture_edge", "host_other", "device_wait",
+)
+TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVICE_WAIT = range(7)
+HOST_SIDE = (SYNC_WAIT, LAUNCH_BOUND, HOST_OTHER)  # idle the host could have prevented
+NOT_DEVICE_SIDE = (*HOST_SIDE, CAPTURE_EDGE)  # what a queued gap's time cannot be
+REFILL_GRACE_NS = 20_000
+NO_REFILL = -1
+UNKNOWN_LAUNCH = np.iinfo(np.int64).max  # no launch row: when it was launched is unknown
+LAUNCHED_EARLY = np.iinfo(np.int64).min  # launched before the capture started
+QUEUE_MARGIN_NS = 10_000  # a launch returned at least this long before a gap was queued work
+COMM_RANGE = re.compile(
+    r"^(nccl[A-Z]\w*|nccl:\w+|c10d::\w+|gloo:\w+|MPI_\w+|ProcessGroup\w*[:.]\w+|"
+    r"record_param_comms|(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|"
+    r"barrier)(_\w+)?)\b",
+    re.IGNORECASE,
+)
+# Async copies that block the host: to or from pageable host memory (CUPTI memory kind 0).
+PAGEABLE = 0
+
+
+@dataclass(frozen=True)
+class GapCauses:
+    device_id: int
+    owners: np.ndarray  # pids whose kernels ran on the device
+    gap_start: np.ndarray
+    gap_end: np.ndarray
+    cause_ns: np.ndarray  # (len(CAUSES), gaps): ns of each gap per cause
+    segments: tuple[tuple[np.ndarray, np.ndarray], ...]  # per cause: disjoint sorted intervals
+    dependency_ns: int  # queued idle time moved from host-side causes to communication
+    refill_ns: np.ndarray  # per gap: gap end - latest blocking-call return in it; NO_REFILL
+    next_call: np.ndarray  # runtime() row of the launch call of the work that ends the gap, or -1
+    queued: np.ndarray  # that work's call returned QUEUE_MARGIN_NS before the gap (or before the capture)
+    copy_ahead: np.ndarray  # queued, and a transfer on its stream ended during the gap
+    known: np.ndarray  # when that work was launched is known (a launch row, or before the capture)
+
+    @property
+    def length(self) -> np.ndarray:
+        return self.gap_end - self.gap_start
+
+    @property
+    def cause(self) -> np.ndarray:
+        """Per gap, the cause covering most of it (ties: the earlier cause)."""
+        if self.cause_ns.shape[1] == 0:
+            return np.empty(0, np.int64)
+        return np.argmax(self.cause_ns, axis=0).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class HostRows:
+    """CUDA API rows grouped once for every device's classification."""
+
+    by_pid: dict[int, np.ndarray]  # pid -> its rows in runtime(), ascending
+    blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
+    launching: np.ndarray  # per row: a launch call
+    refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
+
+    @staticmethod
+    def of(data: TraceData) -> HostRows:
+        return data.cached("host_rows", lambda: HostRows._build(data))
+
+    @staticmethod
+    def _build(data: TraceData) -> HostRows:
+        rt = data.runtime()
+        names = data.runtime_api_names()
+        blocking = sync_kinds(names)[rt.api] == 1
+        blocking |= _pageable_copy_calls(data)
+        launching = launch_api_mask(names)[rt.api]
+        return HostRows(dict(rows_by_value(rt.pid)), blocking, launching,
+                        _refill_end(data, blocking, launching))
+
+    def rows_of(self, pids: np.ndarray) -> np.ndarray:
+        parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
+def _pageable_copy_calls(data: TraceData) -> np.ndarray:
+    """Per runtime row: the call started a copy to or from pageable memory (it blocks)."""
+    rt = data.runtime()
+    out = np.zeros(len(rt), dtype=bool)
+    try:
+        mc = data.memcpy()
+    except Unavailable:
+        return out
+    pageable = (mc.src_kind == PAGEABLE) | (mc.dst_kind == PAGEABLE)
+    if not pageable.any() or len(rt) == 0:
+        return out
+    from nsys_llm_explainer.analysis.join import match_calls
+
+    rows = match_calls(mc.pid[pageable], mc.corr[pageable], rt)
+    out[rows[rows >= 0]] = True
+    return out
+
+
+def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
+    """Per row: the end of the launch call that follows a blocking call on the same thread
+    within REFILL_GRACE_NS of its return (the host refilling the GPU), else the row's end."""
+    rt = data.runtime()
+    out = rt.end.copy()
+    if len(rt) < 2 or not blocking.any():
+        return out
+    order = np.lexsort((rt.start, rt.tkey))
+    cur, nxt = order[:-1], order[1:]
+    ok = (
+        blocking[cur]
+        & (rt.tkey[cur] == rt.tkey[nxt])
+        & launching[nxt]
+        & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
+    )
+    out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
+    return out
+
+
+def _comm_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pid, start, end) of ended NVTX ranges named like host-side communication calls."""
+    empty = np.empty(0, np.int64)
+    try:
+        nv = data.nvtx()
+    except Unavailable:
+        return empty, empty, empty
+    is_comm = name_mask(data, COMM_RANGE, anchored=True)
+    sel = (nv.end >= 0) & is_comm[nv.name] if len(nv) else np.zeros(0, dtype=bool)
+    return nv.pid[sel], nv.start[sel], nv.end[sel]
+
+
+def _launch_times(data: TraceData) -> np.ndarray:
+    """Per gpu_work row: when its launch (or copy) call returned; LAUNCHED_EARLY for work
+    launched before the capture (see the module docstring), UNKNOWN_LAUNCH otherwise."""
+
+    def build() -> np.ndarray:
+        w = gpu_work(data)
+        call = work_calls(data)
+        out = np.full(len(w), UNKNOWN_LAUNCH, dtype=np.int64)
+        try:
+            rt = data.runtime()
+        except Unavailable:
+            return out
+        has = call >= 0
+        out[has] = rt.end[call[has]]
+        pids, first = _first_corr(rt)
+        if len(pids) == 0:
+            return out
+        pos = np.minimum(np.searchsorted(pids, w.pid), len(pids) - 1)
+        early = ~has & (pids[pos] == w.pid) & (w.corr > 0) & (w.corr < first[pos])
+        out[early] = LAUNCHED_EARLY
+        return out
+
+    return data.cached("work_launch_times", build)
+
+
+def _first_corr(rt: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(pids ascending, the smallest positive correlation id each recorded)."""
+    ok = rt.corr > 0
+    if not ok.any():
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    pid, corr = rt.pid[ok], rt.corr[ok]
+    order = np.lexsort((corr, pid))
+    first = np.r_[True, pid[order][1:] != pid[order][:-1]]
+    return pid[order][first], corr[order][first]
+
+
+def _next_work(
+    data: TraceData, device: int, g0: np.ndarray, g1: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each gap: the launch call of the work that ends it (-1 when unknown), whether that
+    work was queued before the gap began, whether a transfer on its stream ended during the
+    gap (the work ahead of it), and whether its launch time is known.
+
+    Work that starts at the same instant is ordered by (end, source, pid, corr) and the gap
+    counts as "queued" when any of it was queued before the gap, so the answer does not
+    depend on row order.
+    """
+    w = gpu_work(data)
+    none = np.zeros(len(g1), dtype=bool)
+    mine = np.flatnonzero(w.device == device)
+    if len(g1) == 0 or len(mine) == 0:
+        return np.full(len(g1), -1, np.int64), none, none, none
+    mine = mine[np.lexsort((w.corr[mine], w.pid[mine], w.source[mine], w.end[mine], w.start[mine]))]
+    starts = w.start[mine]
+    pos = np.minimum(np.searchsorted(starts, g1), len(mine) - 1)
+    launched = _launch_times(data)[mine]
+    calls = work_calls(data)[mine]
+    first_of_group = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])
+    group_min = np.minimum.reduceat(launched, first_of_group)
+    group_of = np.searchsorted(first_of_group, pos, side="right") - 1
+    queued = group_min[group_of] <= g0 - QUEUE_MARGIN_NS
+    known = group_min[group_of] != UNKNOWN_LAUNCH
+    ahead = queued & _copy_ahead(data, device, w.stream[mine[pos]], g0, g1)
+    return calls[pos], queued, ahead, known
+
+
+def _copy_ahead(
+    data: TraceData, device: int, stream: np.ndarray, g0: np.ndarray, g1: np.ndarray
+) -> np.ndarray:
+    """Per gap: a transfer on `stream` of the device ended inside the gap."""
+    out = np.zeros(len(g0), dtype=bool)
+    try:
+        c = data.memcpy()
+    except Unavailable:
+        return out
+    mine = (c.device == device) & ~device_local_copies(c)
+    key = c.stream[mine]
+    ends = c.end[mine]
+    for s in np.unique(stream).tolist():
+        e = np.sort(ends[key == s])
+        if len(e) == 0:
+            continue
+        sel = stream == s
+        # Some end in (g0, g1]: the copy finished during the gap, just before the work.
+        hit = np.searchsorted(e, g1[sel], side="right") > np.searchsorted(e, g0[sel], side="right")
+        out[sel] |= hit
+    return out
+
+
+def _union_of_rows(rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return intervals.merge(start[rows], end[rows])
+
+
+def classify(
+    data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray,
+    host: HostRows, comm: tuple[np.ndarray, np.ndarray, np.ndarray],
+    comm_ends: np.ndarray | None = None,
+) -> GapCauses:
+    """The split of one device's gaps (see the module docstring); comm_ends: sorted end
+    times of the communication kernels on the device."""
+    g0, g1 = busy_end[:-1], busy_start[1:]
+    rt = data.runtime()
+    mine = host.rows_of(owners)
+    blocking = mine[host.blocking[mine]]
+    launching = mine[host.launching[mine]]
+    sources: list[tuple[np.ndarray, np.ndarray]] = [
+        transfer_union(data, device),
+        intervals.merge(comm[1][np.isin(comm[0], owners)], comm[2][np.isin(comm[0], owners)]),
+        intervals.merge(rt.start[blocking], host.refill_end[blocking]),
+        _union_of_rows(launching, rt.start, rt.end),
+    ]
+    if len(mine):
+        hs, he = np.array([rt.start[mine].min()]), np.array([rt.end[mine].max()])
+    else:
+        hs, he = np.empty(0, np.int64), np.empty(0, np.int64)
+    left = (g0, g1)
+    segments: list[tuple[np.ndarray, np.ndarray]] = []
+    for us, ue in sources:
+        segments.append(intervals.intersect(*left, us, ue))
+        left = intervals.subtract(*left, us, ue)
+    segments.append(intervals.subtract(*left, hs, he))  # capture_edge
+    segments.append(intervals.intersect(*left, hs, he))  # host_other
+    segments.append((np.empty(0, np.int64), np.empty(0, np.int64)))  # device_wait
+    nxt, queued, ahead, known = _next_work(data, device, g0, g1)
+    moved = 0
+    if queued.any():
+        after_comm = queued & np.isin(g0, comm_ends if comm_ends is not None else np.empty(0, np.int64))
+        segments, moved = _queued_to(segments, COMMUNICATION, g0[after_comm], g1[after_comm])
+        rest = queued & ~after_comm
+        segments, _ = _queued_to(segments, DEVICE_WAIT, g0[rest], g1[rest])
+    cause_ns = np.zeros((len(CAUSES), len(g0)), np.int64)
+    for i, (s, e) in enumerate(segments):
+        cause_ns[i] = intervals.overlap_with_union(g0, g1, s, e)
+    sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g1)
+    refill = np.where((sync_end >= g0) & (sync_end < g1), g1 - sync_end, NO_REFILL)
+    return GapCauses(device, owners, g0, g1, cause_ns.astype(np.int64), tuple(segments), moved,
+                     refill.astype(np.int64), nxt, queued, ahead, known)
+
+
+def _queued_to(
+    segments: list[tuple[np.ndarray, np.ndarray]], target: int, q0: np.ndarray, q1: np.ndarray
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """The time of the queued gaps [q0, q1) that host-side causes or capture_edge hold goes to
+    `target` (see the module docstring); also returns how much moved."""
+    out = list(segments)
+    if len(q0) == 0:
+        return out, 0
+    qs, qe = intervals.merge(q0, q1)
+    moved_s, moved_e = [out[target][0]], [out[target][1]]
+    moved = 0
+    for c in NOT_DEVICE_SIDE:
+        s, e = out[c]
+        ms_, me_ = intervals.intersect(s, e, qs, qe)
+        moved += int((me_ - ms_).sum())
+        moved_s.append(ms_)
+        moved_e.append(me_)
+        out[c] = intervals.subtract(s, e, qs, qe)
+    out[target] = intervals.merge(np.concatenate(moved_s), np.concatenate(moved_e))
+    return out, moved
+
+
+def _in_flight_end(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Latest end among calls that started at or before each t (-1 when none started)."""
+    if len(start) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    run_max = np.maximum.accumulate(end[order])
+    i = np.searchsorted(start[order], t, side="right") - 1
+    return np.where(i >= 0, run_max[np.maximum(i, 0)], -1)
+
+
+def gap_causes(data: TraceData) -> dict[int, GapCauses]:
+    """Per device, every idle gap split by cause (cached; steps and timeline reuse it)."""
+
+    def build() -> dict[int, GapCauses]:
+        k = data.kernels()
+        w = gpu_work(data)
+        host = HostRows.of(data)
+        comm = _comm_ranges(data)
+        is_comm = comm_mask(data)
+        out: dict[int, GapCauses] = {}
+        for dev, busy in device_busy(data).items():
+            owners = distinct_few(w.pid[(w.device == dev) & np.isin(w.source, (KERNEL, GRAPH))])
+            ends = np.unique(k.end[is_comm & (k.device == dev)])
+            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends)
+        return out
+
+    return data.cached("gap_causes", build)
+
+
+def gap_at(causes: GapCauses, t0: int, t1: int) -> int:
+    """Index of the longest gap overlapping [t0, t1] (clipped to it), or -1."""
+    lo = int(np.searchsorted(causes.gap_end, t0, side="right"))
+    hi = int(np.searchsorted(causes.gap_start, t1, side="left"))
+    if hi <= lo:
+        return -1
+    clipped = np.minimum(causes.gap_end[lo:hi], t1) - np.maximum(causes.gap_start[lo:hi], t0)
+    return lo + int(np.argmax(clipped))

@@ -1,0 +1,247 @@
+"""The operators metric's secondary views: operator -> kernel pairs, input shapes, steps,
+phases and Python call sites (operators.py holds the per-operator table)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.operators_attr import OperatorAttribution
+from nsys_llm_explainer.analysis.phase_scope import phase_scope
+from nsys_llm_explainer.metrics.base import Context
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+NO_OPERATOR = "(no operator)"
+TOP_PER_STEP = 3
+TOP_PER_PHASE = 10
+CALL_SITE_OPERATORS = 10  # operators (by kernel time) whose call sites are listed
+CALL_SITES_EACH = 3
+
+
+def first_kernel_per_call(launch_call: np.ndarray, kstart: np.ndarray) -> np.ndarray:
+    """Per kernel: True for the earliest kernel of its launch call (graph launches start
+    many; only the first measures the launch delay)."""
+    first = np.zeros(len(launch_call), dtype=bool)
+    has = np.flatnonzero(launch_call >= 0)
+    if len(has):
+        order = has[np.lexsort((kstart[has], launch_call[has]))]
+        lead = np.ones(len(order), dtype=bool)
+        lead[1:] = launch_call[order][1:] != launch_call[order][:-1]
+        first[order[lead]] = True
+    return first
+
+
+def distinct_shapes(shape: np.ndarray, codes: np.ndarray, g: int) -> np.ndarray:
+    """Per operator code: how many distinct input shapes its calls had (0: not recorded)."""
+    has = shape >= 0
+    if not has.any():
+        return np.zeros(g, dtype=np.int64)
+    _, (pc, _) = group_codes(codes[has], shape[has])
+    return np.bincount(pc, minlength=g).astype(np.int64)
+
+
+def _names(frame: pd.DataFrame) -> dict[int, str]:
+    return dict(zip(frame["code"].tolist(), frame["name"].tolist(), strict=True))
+
+
+def operator_kernels(data: TraceData, att: OperatorAttribution, frame: pd.DataFrame) -> pd.DataFrame:
+    """operator -> kernel -> kernel count and time (kernels with no operator under NO_OPERATOR)."""
+    k = data.kernels()
+    codes, _ = group_codes(att.ops.name)
+    kop = att.kernel_op
+    kcode = np.where(kop >= 0, codes[np.maximum(kop, 0)], -1)
+    pair, (pc, pk) = group_codes(kcode, k.name_id)
+    n = len(pc)
+    kns = group_sum(k.dur, pair, n)
+    names = _names(frame)
+    knames = data.kernel_names(pk)
+    per_op = pd.Series(kns).groupby(pc).transform("sum").to_numpy()
+    out = pd.DataFrame({
+        "operator": [names.get(int(c), NO_OPERATOR) for c in pc],
+        "kernel": [knames.get(int(i), "(unnamed kernel)") for i in pk],
+        "kernel_count": np.bincount(pair, minlength=n),
+        "kernel_ns": kns,
+        "pct_of_operator_kernel_ns": np.round(100.0 * kns / np.maximum(per_op, 1), 2),
+    })
+    return out.sort_values(["kernel_ns", "operator", "kernel"], ascending=[False, True, True],
+                           kind="stable").reset_index(drop=True)
+
+
+def shape_table(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (operator, distinct input shapes/types): calls, CPU inclusive time, own kernel time.
+
+    input_dims / input_types are the JSON text of the trace's `Input Dims` / `Input type`."""
+    ops = att.ops
+    has = np.flatnonzero(ops.shape >= 0)
+    cols = ("operator", "input_dims", "input_types", "calls", "cpu_inclusive_ns", "kernel_ns")
+    if not len(has):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    k = data.kernels()
+    hit = att.kernel_op >= 0
+    own = group_sum(k.dur[hit], att.kernel_op[hit], len(ops))
+    pair, (pc, ps) = group_codes(codes[has], ops.shape[has])
+    n = len(pc)
+    shapes = data.operator_shapes()
+    names = _names(frame)
+    out = pd.DataFrame({
+        "operator": [names[int(c)] for c in pc],
+        "input_dims": [shapes[int(s)][0] for s in ps],
+        "input_types": [shapes[int(s)][1] for s in ps],
+        "calls": np.bincount(pair, minlength=n),
+        "cpu_inclusive_ns": group_sum((ops.end - ops.start)[has], pair, n),
+        "kernel_ns": group_sum(own[has], pair, n),
+    })
+    return out.sort_values(["kernel_ns", "cpu_inclusive_ns", "operator"], ascending=[False, False, True],
+                           kind="stable").reset_index(drop=True)
+
+
+def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Operator -> the first `limit` rows of the shape table (its order) as records, in one
+    pass over the table."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not len(shapes):
+        return out
+    cols = [shapes[c].tolist() for c in ("operator", "input_dims", "input_types", "calls", "cpu_inclusive_ns",
+                                          "kernel_ns")]
+    for op, dims, types, calls, cpu, kns in zip(*cols, strict=True):
+        rows = out.setdefault(op, [])
+        if len(rows) < limit:
+            rows.append({"input_dims": _json(dims), "input_types": _json(types), "calls": int(calls),
+                         "cpu_inclusive_ns": int(cpu), "kernel_ns": int(kns)})
+    return out
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per ProfilerStep#N: operator calls starting in it (any thread of its process), their
+    CPU time, the kernel time they launched, and the top operators by that time."""
+    try:
+        steps = data.step_ranges()
+    except Unavailable:
+        return []
+    if not len(steps):
+        return []
+    ops, k = att.ops, data.kernels()
+    order = np.lexsort((steps.start, steps.pid))
+    step_of = np.full(len(ops), -1, dtype=np.int64)
+    for pid in np.unique(steps.pid).tolist():
+        idx = order[steps.pid[order] == pid]
+        mine = np.flatnonzero(ops.pid == pid)
+        pos = np.searchsorted(steps.start[idx], ops.start[mine], "right") - 1
+        ok = pos >= 0
+        inside = np.zeros(len(mine), dtype=bool)
+        inside[ok] = ops.start[mine[ok]] < steps.end[idx[pos[ok]]]
+        step_of[mine[inside]] = idx[pos[inside]]
+    hit = att.kernel_op >= 0
+    kstep = np.where(hit, step_of[np.maximum(att.kernel_op, 0)], -1)
+    names = _names(frame)
+    top_level = att.index.parent[_pos(att)] < 0
+    out = []
+    for s in np.argsort(steps.start, kind="stable").tolist():
+        sel_ops = step_of == s
+        sel_k = kstep == s
+        by_op = _top_sums(codes[att.kernel_op[sel_k]], k.dur[sel_k], TOP_PER_STEP)
+        out.append({
+            "step": int(steps.step[s]), "pid": int(steps.pid[s]),
+            "start_ns": int(steps.start[s]), "end_ns": int(steps.end[s]),
+            "operator_calls": int(sel_ops.sum()),
+            "cpu_inclusive_ns": int((ops.end - ops.start)[sel_ops & top_level].sum()),
+            "kernel_ns": int(k.dur[sel_k].sum()),
+            "top_operators": [{"name": names[c], "kernel_ns": v} for c, v in by_op],
+        })
+    return out
+
+
+def _top_sums(keys: np.ndarray, values: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """(key, summed value) of the `limit` keys with the largest sums, largest first (ties:
+    smaller key first)."""
+    if not len(keys):
+        return []
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=values, minlength=len(uniq)).astype(np.int64)
+    order = np.lexsort((uniq, -sums))[:limit]
+    return [(int(uniq[i]), int(sums[i])) for i in order]
+
+
+def _pos(att: OperatorAttribution) -> np.ndarray:
+    """Per operator row: its sorted position in att.index."""
+    pos = np.empty(len(att.index.order), dtype=np.int64)
+    pos[att.index.order] = np.arange(len(att.index.order))
+    return pos
+
+
+def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """With a phase map or --step-range: per phase, the top operators by kernel time."""
+    if not ctx.options.phase_map and not ctx.options.step_range:
+        return []
+    scope = phase_scope(ctx)
+    if scope is None:
+        return []
+    k = ctx.data.kernels()
+    kphase = scope.kernel_phase()
+    codes, _ = group_codes(att.ops.name)
+    names = _names(frame)
+    out = []
+    for i, phase in enumerate(scope.phases):
+        sel = (kphase == i) & (att.kernel_op >= 0)
+        by_op = _top_sums(codes[att.kernel_op[sel]], k.dur[sel], TOP_PER_PHASE)
+        out.append({
+            "phase": phase, "kernel_ns": int(k.dur[kphase == i].sum()),
+            "operators": [{"name": names[c], "kernel_ns": v} for c, v in by_op],
+        })
+    return out
+
+
+def call_sites(
+    data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame
+) -> tuple[list[dict[str, Any]], str | None]:
+    """For the top operators: the innermost Python frames (python_function events that are
+    not built-ins) around their calls, by calls and own kernel time."""
+    try:
+        py = data.python_functions()
+    except Unavailable as exc:
+        return [], exc.reason
+    ops, k = att.ops, data.kernels()
+    names = data.operator_names()
+    index = nvtx_tree.build(py)
+    builtin = np.array([n.startswith("<") for n in names] or [False], dtype=bool)
+    hit = att.kernel_op >= 0
+    own = group_sum(k.dur[hit], att.kernel_op[hit], len(ops))
+    op_names = _names(frame)
+    out = []
+    for code in frame["code"].head(CALL_SITE_OPERATORS).tolist():
+        rows = np.flatnonzero(codes == code)
+        pos = nvtx_tree.innermost(index, ops.tkey[rows], ops.start[rows], ops.end[rows])
+        for _ in range(64):  # walk out of built-ins (<built-in method ...>) to a source line
+            row = np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
+            up = (row >= 0) & builtin[py.name[np.maximum(row, 0)]]
+            if not up.any():
+                break
+            pos = np.where(up, index.parent[np.maximum(pos, 0)], pos)
+        row = np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
+        found = row >= 0
+        if not found.any():
+            continue
+        # Per frame name: calls and own kernel time; most kernel time first, then most calls,
+        # then by name.
+        frame_names = [names[int(i)] for i in py.name[row[found]]]
+        uniq, inverse = np.unique(np.array(frame_names, dtype=object), return_inverse=True)
+        calls = np.bincount(inverse, minlength=len(uniq))
+        kns = np.bincount(inverse, weights=own[rows[found]], minlength=len(uniq)).astype(np.int64)
+        order = np.lexsort((np.arange(len(uniq)), -calls, -kns))[:CALL_SITES_EACH]
+        out.append({
+            "operator": str(op_names[int(code)]),
+            "sites": [{"frame": str(uniq[i]), "calls": int(calls[i]), "kernel_ns": int(kns[i])} for i in order],
+        })
+    return out, None

@@ -1,0 +1,78 @@
+"""From a trace path to files on disk, for the CLI: explain, then Report.write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nsys_llm_explainer.api import explain
+from nsys_llm_explainer.api import prepare as prepare_analysis
+from nsys_llm_explainer.model import Report, Skipped
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render.files import build as build_files
+from nsys_llm_explainer.runtime.progress import make_progress
+from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.probe import describe
+from nsys_llm_explainer.trace.nsys.source import open_export
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.cli.sidecar import Sidecar
+
+__all__ = ["build_files", "schema_text", "summary_lines", "write_report"]
+
+
+def write_report(
+    trace: Path,
+    out: Path,
+    options: Options,
+    formats: tuple[Format, ...],
+    force: bool = False,
+    quiet: bool = False,
+    jobs: int | None = None,
+    md: str = "compact",
+    sidecar: Sidecar | None = None,
+) -> Report:
+    """explain() and Report.write(); with a sidecar (cli/sidecar.py) the trace's events and some
+    of the files come from it, and the files are the same."""
+    if sidecar is not None:  # while the sidecar reads the trace: load what comes next
+        prepare_analysis()
+        sidecar.prepare(formats, md)
+    progress = make_progress(enabled=not quiet)
+    try:
+        report = explain(
+            trace, options, progress=progress, jobs=jobs,
+            kineto_events=sidecar.kineto_events if sidecar is not None else None,
+        )
+    finally:
+        progress.close()
+    report.write(out, formats, force=force, md=md, render=sidecar.build if sidecar is not None else None)
+    return report
+
+
+def summary_lines(report: Report, out: Path) -> list[str]:
+    lines = [f"wrote {out}/ ({len(report.findings)} findings)"]
+    d = report.diagnosis
+    if d is not None:
+        lines.append(f"  verdict: {d.verdict} ({d.confidence.value}): {d.summary}")
+    for f in report.findings[:5]:
+        lines.append(f"  [{f.severity.value}] {f.rule_id} {f.title}")
+    skipped = [m for m, o in report.metrics.items() if isinstance(o, Skipped)]
+    if skipped:
+        lines.append(f"  not measured: {', '.join(skipped)} (reasons in report.md)")
+    if report.warnings:
+        lines.append(f"  {len(report.warnings)} warning(s), see report.md")
+    return lines
+
+
+def schema_text(trace: Path) -> str:
+    if sources.sniff(trace) == sources.KINETO:  # a PyTorch profiler trace: its event categories
+        data = sources.open_trace(trace)
+        counts = data.table_counts()
+        return "\n".join([f"{trace}: {data.format_name}", *(f"  {c}: {n} events" for c, n in counts.items())])
+    conn, schema = open_export(trace)
+    try:
+        return describe(schema, NsysTraceData(conn, schema).table_counts())
+    finally:
+        conn.close()

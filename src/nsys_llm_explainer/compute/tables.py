@@ -1,0 +1,218 @@
+"""The compute_efficiency tables: counted calls grouped per operation (operator, input sizes,
+dtype, device) and per kernel, each placed under its GPU's roof for its dtype.
+
+An operation's achieved FLOP/s is its FLOPs over the time of its kernels; a kernel's FLOPs
+and bytes are its call's, split among the call's kernels in proportion to their time (a
+GEMM with a split-K reduction kernel gives the reduction its time share). Everything is
+grouped by codes; Python loops run once per group, never per call or kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.compute.columns import DIMS, KERNEL_COLUMNS, OPERATION_COLUMNS
+from nsys_llm_explainer.compute.cost import OpCost, short_name
+from nsys_llm_explainer.compute.count import ComputeView
+from nsys_llm_explainer.compute.device_peaks import DevicePeaks
+from nsys_llm_explainer.compute.gemm import FP32_NOTE
+from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE, place_many
+from nsys_llm_explainer.kernels.math_mode import math_mode
+
+LABEL_CHARS = 60
+
+
+@dataclass(frozen=True)
+class KeyAttrs:
+    """Per cost key, as arrays and code tables."""
+
+    family: np.ndarray  # object: "gemm", "attention", ... ("" for Uncounted)
+    direction: np.ndarray
+    dtype: np.ndarray
+    source: np.ndarray
+    formula: np.ndarray
+    notes: np.ndarray
+    dims: np.ndarray  # (keys, 4) int64: batch, M, N, K of matrix products, -1 otherwise
+    shape_code: np.ndarray
+
+
+def key_attrs(v: ComputeView) -> KeyAttrs:
+    n = len(v.inst.costs)
+    cols: dict[str, list[Any]] = {c: [""] * n for c in ("family", "direction", "dtype", "source", "formula", "notes")}
+    dims = np.full((n, 4), -1, dtype=np.int64)
+    for i, c in enumerate(v.inst.costs):
+        if not isinstance(c, OpCost):
+            continue
+        cols["family"][i], cols["direction"][i], cols["dtype"][i] = c.family, c.direction, c.dtype
+        cols["source"][i], cols["formula"][i] = c.dtype_source, c.formula
+        notes = list(c.assumptions)
+        if v.inst.source == "nvtx" and v.inst.dtype_evidence[i]:
+            notes.insert(0, f"dtype {c.dtype} assumed: {v.inst.dtype_evidence[i]}")
+        cols["notes"][i] = "; ".join(notes)
+        if c.family == "gemm" and all(d in c.extra for d in DIMS):
+            dims[i] = [int(c.extra[d]) for d in DIMS]  # type: ignore[call-overload]
+    arrays = {k: np.array(x, dtype=object) for k, x in cols.items()}
+    return KeyAttrs(**arrays, dims=dims, shape_code=_codes(np.array(v.inst.shapes, dtype=object)))
+
+
+def _codes(values: np.ndarray) -> np.ndarray:
+    """Dense codes of an object (text) array."""
+    return pd.factorize(values, sort=False)[0].astype(np.int64)
+
+
+def place(frame: pd.DataFrame, dp: DevicePeaks) -> pd.DataFrame:
+    """Adds the roofline columns from flops, bytes, kernel_ns, device_id, compute_dtype."""
+    pairs = list(zip(frame["device_id"].tolist(), frame["compute_dtype"].tolist(), strict=True))
+    cache: dict[tuple[int, str], tuple[float, float]] = {}
+    for dev, cls in set(pairs):
+        cache[(dev, cls)] = (dp.peak_flops(dev, cls or None), dp.bandwidth(dev))
+    peak = np.array([cache[p][0] for p in pairs], dtype=np.float64)
+    bw = np.array([cache[p][1] for p in pairs], dtype=np.float64)
+    flops = frame["flops"].to_numpy(np.float64)
+    nbytes = frame["bytes"].to_numpy(np.float64)
+    p = place_many(flops, nbytes, frame["kernel_ns"].to_numpy(np.float64) / 1e9, peak, bw)
+    has_flops = flops > 0
+    known = np.where(has_flops, np.isfinite(peak), np.isfinite(bw))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ridge = peak / bw
+    return frame.assign(
+        tflops=_round(np.where(has_flops, p.achieved_flops / 1e12, np.nan), 3),
+        gbps=_round(p.achieved_bandwidth / 1e9, 1),
+        flop_per_byte=_round(np.where(has_flops, p.intensity, np.nan), 2),
+        ridge_flop_per_byte=_round(np.where(has_flops, ridge, np.nan), 1),
+        bound=pd.Series(np.where(has_flops & p.compute_bound, "compute", "memory"), dtype=object).where(known, None),
+        roof_tflops=_round(np.where(has_flops, p.attainable / 1e12, np.nan), 3),
+        pct_of_roof=_round(100.0 * p.efficiency, 1),
+        implausible=has_flops & p.implausible,
+        above_bandwidth=p.above_bandwidth,
+    )
+
+
+def _round(x: np.ndarray, digits: int) -> pd.Series:
+    """Rounded floats with None where not finite (JSON null, an empty CSV cell)."""
+    s = pd.Series(np.round(np.asarray(x, dtype=np.float64), digits))
+    return s.astype(object).where(np.isfinite(s.to_numpy(np.float64)), None)
+
+
+def _notes(notes: str, cls: str) -> str:
+    """A float32 product measured at the class its kernel showed, not PyTorch's default."""
+    if FP32_NOTE not in notes:
+        return notes
+    if cls == "fp32":
+        return notes.replace(FP32_NOTE, "float32 operands measured against the FP32 CUDA-core peak "
+                             "(PyTorch's default allow_tf32=False; its kernel name shows no TF32)")
+    return notes.replace(FP32_NOTE, f"float32 operands measured against the {cls} peak: its kernel runs {cls} math")
+
+
+def _label(name: str, shapes: str) -> str:
+    text = f"{short_name(name)} {shapes}"
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 3] + "..."
+
+
+def operation_frame(v: ComputeView, a: KeyAttrs, dp: DevicePeaks, total_ns: int) -> pd.DataFrame:
+    c = v.counted
+    on = np.flatnonzero(c.kernel_ns > 0)
+    if not len(on):
+        return pd.DataFrame({col: pd.Series(dtype=object) for col in OPERATION_COLUMNS})
+    key = v.call_key[on]
+    name = v.inst.name[c.pos[on]]
+    cls = v.call_cls[on]
+    g, (g_name, _, _, _, g_dev) = group_codes(
+        name, a.shape_code[key], _codes(cls), _codes(a.dtype[key]), v.call_device[on]
+    )
+    ng = int(g.max()) + 1
+    first = np.zeros(ng, dtype=np.int64)
+    first[g[::-1]] = np.arange(len(g) - 1, -1, -1)
+    rep = key[first]
+    calls = np.bincount(g, minlength=ng)
+    flops = group_sum(v.kc.flops[key], g, ng)
+    kernel_ns = group_sum(c.kernel_ns[on], g, ng)
+    names = [v.inst.names[int(i)] for i in g_name]
+    shapes = [v.inst.shapes[int(k)] for k in rep]
+    frame = pd.DataFrame({
+        "operator": names,
+        "label": [_label(n, s) for n, s in zip(names, shapes, strict=True)],
+        "shapes": shapes,
+        "dtype": a.dtype[rep], "compute_dtype": cls[first], "dtype_source": a.source[rep],
+        "family": a.family[rep], "direction": a.direction[rep], "device_id": g_dev,
+        "calls": calls, "flops": flops, "bytes": group_sum(v.kc.bytes[key], g, ng),
+        "kernel_ns": kernel_ns,
+        "pct_of_kernel_time": np.round(100.0 * kernel_ns / total_ns, 2) if total_ns else 0.0,
+        "flops_per_call": np.round(flops / calls, 0),
+        **{d: a.dims[rep, i] for i, d in enumerate(DIMS)},
+        "formula": a.formula[rep],
+        "assumptions": [_notes(n, c) for n, c in zip(a.notes[rep], cls[first], strict=True)],
+    })
+    frame = place(frame, dp)
+    for d in DIMS:
+        frame[d] = frame[d].astype(object).where(frame[d] >= 0, None)
+    frame = frame.sort_values(["kernel_ns", "flops", "operator"], ascending=[False, False, True], kind="stable")
+    return frame.reset_index(drop=True)[list(OPERATION_COLUMNS)]
+
+
+def kernel_frame(v: ComputeView, a: KeyAttrs, dp: DevicePeaks, kernels: Any,
+                 names: dict[int, str]) -> pd.DataFrame:
+    c = v.counted
+    rows = np.flatnonzero(c.kernel_call >= 0)
+    if not len(rows):
+        return pd.DataFrame({col: pd.Series(dtype=object) for col in KERNEL_COLUMNS})
+    call = c.kernel_call[rows]
+    share = kernels.dur[rows] / np.maximum(c.kernel_ns[call], 1)
+    key = v.call_key[call]
+    cls = v.call_cls[call]
+    g, (g_name, g_dev, _) = group_codes(kernels.name_id[rows], kernels.device[rows], _codes(cls))
+    ng = int(g.max()) + 1
+    first = np.zeros(ng, dtype=np.int64)
+    first[g[::-1]] = np.arange(len(g) - 1, -1, -1)
+    rep = key[first]
+    full = [names.get(int(i), f"(unnamed kernel #{int(i)})") for i in g_name]
+    family = a.family[rep]
+    modes = [math_mode(n) if f in ("gemm", "conv") else None for n, f in zip(full, family, strict=True)]
+    frame = pd.DataFrame({
+        "name": full, "device_id": g_dev, "compute_dtype": cls[first], "family": family,
+        "calls": np.bincount(g, minlength=ng),
+        "flops": np.round(group_sum(v.kc.flops[key] * share, g, ng), 0),
+        "bytes": np.round(group_sum(v.kc.bytes[key] * share, g, ng), 0),
+        "kernel_ns": group_sum(kernels.dur[rows], g, ng),
+        "math_dtype": [m.dtype if m else None for m in modes],
+        "tensor_cores": [m.tensor_cores if m else None for m in modes],
+        "operator": [v.inst.names[int(v.inst.name[c.pos[call[i]]])] for i in first],
+    })
+    frame = place(frame, dp)
+    frame = frame.sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable")
+    return frame.reset_index(drop=True)[list(KERNEL_COLUMNS)]
+
+
+def implausible_note(frame: pd.DataFrame) -> str | None:
+    bad = frame[frame["implausible"].astype(bool)] if len(frame) else frame
+    if not len(bad):
+        return None
+    worst = bad.sort_values("kernel_ns", ascending=False).iloc[0]
+    return (
+        f"{len(bad)} operation(s) exceed their dtype's peak by more than "
+        f"{PLAUSIBLE_TOLERANCE:.0%} (e.g. {worst['label']}: {worst['tflops']} TFLOP/s against a "
+        f"{worst['compute_dtype']} roof of {worst['roof_tflops']}): the shapes, the dtype or "
+        "the peak figure is wrong for them"
+    )
+
+
+def bandwidth_note(frame: pd.DataFrame, dp: DevicePeaks) -> str | None:
+    """A note naming the rows whose compulsory bytes moved faster than the memory peak
+    allows (by more than the tolerance), with the longest of them."""
+    bad = frame[frame["above_bandwidth"].astype(bool)] if len(frame) else frame
+    if not len(bad):
+        return None
+    worst = bad.sort_values("kernel_ns", ascending=False).iloc[0]
+    peak = dp.bandwidth(int(worst["device_id"])) / 1e9
+    return (
+        f"{len(bad)} operation(s) move their compulsory bytes faster than the memory peak "
+        f"by more than {PLAUSIBLE_TOLERANCE:.0%} (e.g. {worst['label']}: {worst['gbps']:,} GB/s, "
+        f"{100.0 * float(worst['gbps']) / peak:.0f}% of {peak:,.0f} GB/s): their data was served "
+        "from L2 cache (inputs a previous operation left there), or the recorded shapes "
+        "overstate the bytes they move"
+    )

@@ -1,0 +1,88 @@
+"""math_mode: operand data type and tensor-core use read from GEMM/conv kernel names, one
+case per naming rule (module doc of nsys_llm_explainer.kernels.math_mode)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsys_llm_explainer.kernels.math_mode import DTYPES, math_mode
+
+CASES = [
+    # (name, dtype, tensor cores, dtype token, tensor-core token)
+    # xmma operand pairs; ffma is a scalar (SIMT) FMA kernel.
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
+     "alignc4_execute_kernel__5x_cublas", "fp32", False, "f32f32", "ffma"),
+    ("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x32_stage3_warpsize2x4x1_"
+     "tensor16x8x16_kernel", "bf16", True, "bf16bf16", "tensor16x8x16"),
+    ("sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x32_stage3_warpsize2x4x1_tensor16x8x16_kernel",
+     "fp16", True, "f16f16", "tensor16x8x16"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+     "segment_k_off_kernel__5x_cublas", "bf16", True, "bf16bf16", "warpgroupsize1x1x1"),
+    ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_warpgroupsize2x1x1", "fp8", True,
+     "e4m3e4m3", "warpgroupsize2x1x1"),
+    ("sm75_xmma_gemm_s8s8_s32s32_tn_imma", "int8", True, "s8s8", "imma"),
+    ("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_"
+     "stage4_warpsize2x2x1_g1_tensor16x8x8_alignc4_execute_kernel_cudnn", "tf32", True, "tf32f32",
+     "tensor16x8x8"),
+    # fp32 operands on tensor cores are TF32.
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x16_tensor16x8x8_kernel", "tf32", True,
+     "f32f32", "tensor16x8x8"),
+    # Classic BLAS letters: SIMT kernels.
+    ("volta_sgemm_128x64_nn", "fp32", False, "sgemm", "sgemm"),
+    ("ampere_sgemm_32x32_sliced1x4_tn", "fp32", False, "sgemm", "sgemm"),
+    ("volta_dgemm_128x64_nn", "fp64", False, "dgemm", "dgemm"),
+    ("volta_scudnn_128x64_relu_interior_nn_v1", "fp32", False, "scudnn", "scudnn"),
+    ("void cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, true>(int)",
+     "fp32", False, "sgemm", "sgemm"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_128x32_"
+     "8x5_nn_align1::Params)", "fp32", False, "sgemm", "simt"),
+    ("ampere_gcgemm_64x64_nt", None, False, None, "gcgemm"),  # complex: not one of the dtypes
+    # Instruction cores: <accumulator letter><shape>gemm.
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align1>(cutlass_80_tensorop_"
+     "s1688gemm_256x128_32x3_nn_align1::Params)", "tf32", True, "s1688gemm", "tensorop"),
+    ("turing_s1688gemm_fp16_128x128_nn", "fp16", True, "s1688gemm", "s1688gemm"),  # Turing HMMA
+    ("cutlass_75_tensorop_s1688gemm_64x64_nn_align1", "fp16", True, "s1688gemm", "tensorop"),
+    ("cutlass_tensorop_s1688tf32gemm_256x128_16x3_nn_align4", "tf32", True, "s1688tf32gemm", "tensorop"),
+    ("ampere_h16816gemm_128x128_ldg8_stages_64x3_nn", "fp16", True, "h16816gemm", "h16816gemm"),
+    ("turing_h1688gemm_128x128_ldg8_nn", "fp16", True, "h1688gemm", "h1688gemm"),
+    ("volta_s884gemm_128x128_ldg8_f2f_nn", "fp16", True, "s884gemm", "s884gemm"),
+    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn", "bf16", True, "bf16", "s16816gemm"),
+    ("turing_i8816gemm_int8_128x128_ldg16_nt", "int8", True, "i8816gemm", "i8816gemm"),
+    ("ampere_int8_i16832gemm_int8_128x128_ldg16_stages_64x3_nt", "int8", True, "int8", "i16832gemm"),
+    ("trt_volta_h884cudnn_256x128_ldg8_relu_exp_medium_nhwc_tn_v1", "fp16", True, "h884cudnn", "h884cudnn"),
+    ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align8>"
+     "(T1::Params)", "bf16", True, "bf16", "wmma"),
+    # Data type words; fp8 is a tensor-core-only format.
+    ("sm90_fp8_gemm_e5m2_kernel", "fp8", True, "fp8", "fp8"),
+    ("cutlass3x_sm90_tensorop_gemm_e4m3_e4m3_f32_bf16_bf16_128x128x128_1x1x1_0_tnn_align16",
+     "fp8", True, "e4m3", "tensorop"),
+    ("void cutlass::device_kernel<vllm::cutlass_3x_gemm_fp8<cutlass::float_e4m3_t, cutlass::bfloat16_t, "
+     "vllm::ScaledEpilogue>::GemmKernel>(T1::Params)", "fp8", True, "fp8", "fp8"),
+    # gemv: the first floating type among the template arguments; never tensor cores.
+    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 2, 2, false, false, "
+     "cublasGemvParams<cublasGemvTensorStridedBatched<float const>>>(int)", "fp32", False, "float", "gemv"),
+    ("void gemv2T_kernel_val<int, int, __nv_bfloat16, __nv_bfloat16, float, float, 128, 16, 4, 4>(T13)",
+     "bf16", False, "__nv_bfloat16", "gemv"),
+    # The name does not say.
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", None, None, None, None),
+    ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN", None, None, None, None),
+    ("void marlin::Marlin<256, 1, 8, 8, 4, 8, false, 4>(const int4 *)", None, None, None, None),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+     "std::array<char *, 1>>(int, T2, T3)", None, None, None, None),
+]
+
+
+@pytest.mark.parametrize("name, dtype, tensor, dtype_token, tensor_token", CASES)
+def test_math_mode(name, dtype, tensor, dtype_token, tensor_token):
+    m = math_mode(name)
+    assert (m.dtype, m.tensor_cores, m.dtype_token, m.tensor_core_token) == (
+        dtype, tensor, dtype_token, tensor_token)
+    assert m.dtype is None or m.dtype in DTYPES
+    # The deciding tokens are words of the name.
+    for token in (m.dtype_token, m.tensor_core_token):
+        assert token is None or token in name.lower()
+
+
+def test_template_arguments_do_not_decide_a_non_gemv_kernel():
+    # "float" in the arguments of a non-gemv kernel says nothing about its math.
+    assert math_mode("void my_kernel<float, __nv_bfloat16>(float *)").dtype is None

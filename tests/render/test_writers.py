@@ -1,0 +1,169 @@
+"""Every writer on a full, an empty (no kernels) and an all-skipped report; hostile names."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from nsys_llm_explainer import schema
+from nsys_llm_explainer.cli.report_files import build_files
+from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
+from nsys_llm_explainer.render.escape import md
+from nsys_llm_explainer.render.overview import VERDICT_WORDS
+from tests.conftest import analyze, md_section, ok
+from tests.fixtures import variants
+from tests.fixtures.builder import TraceBuilder
+
+HOSTILE_KERNELS = (
+    "a|b",
+    "x`y`z",
+    "<script>alert(1)</script>",
+    "line1\nline2|tail",
+    "back\\|slash",
+)
+HOSTILE_RANGE = "range|<b>bold</b>\nnext"
+
+
+def full_trace(path: Path) -> Path:
+    b = TraceBuilder("2024.6")
+    for pid in (100, 200):
+        b.process(pid)
+    t = 1_000
+    for i, name in enumerate(HOSTILE_KERNELS * 3):
+        pid = 100 if i % 2 else 200
+        b.runtime(t, t + 10, pid=pid, corr=i + 1)
+        b.kernel(t + 50, t + 50 + 1_000 * (i + 1), pid=pid, device=i % 2, corr=i + 1, name=name)
+        t += 20_000
+    b.runtime(t, t + 5_000, pid=100, name="cudaDeviceSynchronize_v3020")
+    b.nvtx(0, t, text=HOSTILE_RANGE, pid=100)
+    b.nvtx(0, t, text_id_for="decode", pid=200)
+    b.memcpy(t, t + 100, bytes=4_096, copy_kind=1)
+    return b.write(path)
+
+
+REPORTS = {
+    "full": full_trace,
+    "no_kernels": lambda p: variants.no_kernels(p, "2024.6"),
+    "all_skipped": lambda p: variants.empty_export(p, "2024.6"),
+}
+
+
+@pytest.fixture(params=sorted(REPORTS))
+def report(request, tmp_path) -> Report:
+    return analyze(REPORTS[request.param](tmp_path / "t.sqlite"))
+
+
+def unescaped_pipes(line: str) -> int:
+    count, i = 0, 0
+    while i < len(line):
+        if line[i] == "\\":
+            i += 2
+            continue
+        count += line[i] == "|"
+        i += 1
+    return count
+
+
+@pytest.mark.parametrize("mode, mark", [("compact", "###"), ("full", "##")])
+def test_markdown_has_every_section(report, mode, mark):
+    text = markdown.render(report, mode=mode)
+    assert text.startswith("# nsys-llm-explain report\n")
+    lines = text.splitlines()
+    for metric in REGISTRY:
+        assert f"{mark} {md(metric.title)}" in lines
+    assert f"{mark} Coverage and limitations" in lines
+    verdict = report.document["diagnosis"]["verdict"]
+    assert lines[2].startswith(f"**Verdict:** {VERDICT_WORDS[verdict]} (`{verdict}`, ")
+    for line in lines:
+        if line.startswith("|"):
+            assert line.rstrip().endswith("|"), line
+    # Every <details> is closed, never nested in a table, and GitHub needs a blank line after
+    # </summary> and before </details> for the Markdown between them to render.
+    assert text.count("<details>") == text.count("</details>")
+    for i, line in enumerate(lines):
+        if line.startswith("<details>"):
+            assert line.endswith("</summary>") and lines[i + 1] == "", line
+        if line == "</details>":
+            assert lines[i - 1] == "", lines[i - 1]
+    if mode == "full":
+        assert "<details>" not in text.replace("<details><summary>What to do", "")
+
+
+def test_json_is_valid_and_matches_the_schema(report):
+    doc = json.loads(json_writer.render(report))
+    assert schema.errors(doc) == []
+    assert set(doc["metrics"]) == {m.id for m in REGISTRY}
+    for mid, outcome in report.metrics.items():
+        assert doc["metrics"][mid]["status"] == outcome.status
+
+
+def test_csv_has_every_declared_table_with_a_header(report):
+    files = csv_writer.render(report)
+    declared = {stem: cols for m in REGISTRY for stem, cols in m.tables.items()}
+    assert set(files) == {f"{stem}.csv" for stem in declared}
+    for stem, cols in declared.items():
+        rows = list(csv.reader(io.StringIO(files[f"{stem}.csv"])))
+        assert rows and tuple(rows[0]) == csv_writer.columns(stem, cols)
+
+
+def test_kernel_tables_get_a_label_column_after_the_name():
+    assert csv_writer.columns("kernels", ("name", "device_id", "calls")) == ("name", "label", "device_id", "calls")
+    assert csv_writer.columns("tiny_kernels", ("name", "calls")) == ("name", "label", "calls")
+    assert csv_writer.columns("nvtx_ranges", ("name", "count")) == ("name", "count")
+
+
+def test_build_files_writes_each_chosen_format(report):
+    md_files = set(build_files(report, (Format.MD,)))  # report.md links the plots it ships
+    plots = {f for f in md_files if f.startswith("plots/") and f.endswith(".svg")}
+    assert md_files - plots == {"report.md"}
+    assert set(build_files(report, (Format.HTML,))) == {"report.html"}
+    assert set(build_files(report, (Format.JSON,))) == {"report.json"}
+    csv_only = build_files(report, (Format.CSV,))
+    assert all(name.startswith("tables/") and name.endswith(".csv") for name in csv_only)
+
+
+def test_hostile_names_cannot_break_report_md(tmp_path):
+    report = analyze(full_trace(tmp_path / "t.sqlite"))
+    text = markdown.render(report)
+    assert "<script>" not in text and "<b>" not in text
+    rows = [line for line in md_section(text, "Top kernels") if line.startswith("| ")]
+    header, body = rows[0], rows[1:]
+    assert unescaped_pipes(header) == 12
+    # One row per (name, device): 5 names on both devices.
+    assert len(body) == len(ok(report, "top_kernels")["kernels"]) == 10
+    for line in body:
+        assert unescaped_pipes(line) == 12, line
+    assert sum("line1 line2" in line for line in body) == 2  # the newline became a space
+    assert any("a\\|b" in line for line in body)
+    assert any("x\\`y\\`z" in line for line in body)
+    ranges = [line for line in md_section(text, "NVTX ranges") if line.startswith("| ")]
+    assert all(unescaped_pipes(line) == 7 for line in ranges)  # no phase map: no Phase column
+    assert any("range\\|\\<b\\>bold\\</b\\> next" in line for line in ranges)
+
+
+def test_full_names_stay_intact_in_json_and_csv(tmp_path):
+    report = analyze(full_trace(tmp_path / "t.sqlite"))
+    doc = json.loads(json_writer.render(report))
+    names = {k["name"] for k in doc["metrics"]["top_kernels"]["kernels"]}
+    assert names == set(HOSTILE_KERNELS)
+    rows = list(csv.DictReader(io.StringIO(csv_writer.render(report)["kernels.csv"])))
+    assert {r["name"] for r in rows} == set(HOSTILE_KERNELS)
+    assert HOSTILE_RANGE in {r["name"] for r in doc["metrics"]["nvtx_ranges"]["ranges"]}
+
+
+def test_empty_tables_still_have_headers_on_disk(tmp_path):
+    from nsys_llm_explainer.render import output
+
+    report = analyze(variants.empty_export(tmp_path / "t.sqlite", "2024.6"))
+    out = tmp_path / "out"
+    output.write(out, build_files(report, (Format.MD, Format.JSON, Format.CSV)))
+    for name in ("kernels", "gpu_idle_gaps", "sync", "nvtx_ranges", "nvtx_attribution",
+                 "kernels_by_pid", "sync_by_pid", "nvtx_by_pid"):
+        lines = (out / "tables" / f"{name}.csv").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 1 and lines[0].count(",") >= 1

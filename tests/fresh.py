@@ -67,10 +67,12 @@ def environment(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run(tool: Sequence[str], args: Sequence[str | Path], home: Path, cwd: Path, **extra: str) -> Ran:
+def run(tool: Sequence[str], args: Sequence[str | Path], home: Path, cwd: Path, timeout: float = TIMEOUT_S,
+        **extra: str) -> Ran:
+    """Run the command; subprocess.TimeoutExpired (the test fails) past `timeout` seconds."""
     argv = (*tool, *map(str, args))
     proc = subprocess.run(argv, cwd=cwd, env=environment(home, **extra), capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+                          timeout=timeout, check=False)
     return Ran(argv, proc.returncode, proc.stdout, proc.stderr, home)
 
 

@@ -23,6 +23,7 @@ from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.fleet import cache, extract, report_view
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace.data import Unavailable
 
 ARRAY_TAG = "int64"
 
@@ -113,6 +114,8 @@ def summarize(task: Task) -> dict[str, Any]:
         out.update(summary, ok=True)
     except ExplainError as exc:
         out["error"] = error_text(exc.message, task)
+    except Unavailable as exc:  # a table fleet needs is not in the trace: a fact of the input
+        out["error"] = exc.reason
     except OSError as exc:
         out["error"] = f"cannot read the trace ({exc.strerror or exc})"
     except Exception as exc:  # noqa: BLE001 - one trace's failure must not stop the others

@@ -35,6 +35,8 @@ KIND_NAMES = ("kernel", "runtime", "user_annotation", "gpu_user_annotation", "cp
 GPU_KINDS = frozenset({KERNEL, GPU_USER, MEMCPY, MEMSET, SYNC})
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})
 NONE = -1
+# Times (ns) at or beyond this are not read: sums of such values could overflow int64.
+MAX_NS = 1 << 62
 
 
 def _i64() -> array:
@@ -76,12 +78,15 @@ class Interner(dict[Any, int]):
 
 
 def _int(value: Any) -> int:
-    """An id or count from args: ints as they are, numeric text parsed, anything else -1."""
+    """An id or count from args: ints as they are, numeric text parsed, anything else -1.
+    Text of more digits than 64 bits hold raises OverflowError, as appending such an int does."""
     if type(value) is int:
         return value
     if isinstance(value, str):
         text = value.strip()
         if text.lstrip("-").isdigit():
+            if len(text) > 20:
+                raise OverflowError(f"{text[:30]}... does not fit 64 bits")
             return int(text)
         digits = "".join(ch for ch in text if ch.isdigit())  # "stream 7" -> 7
         return int(digits) if digits and len(digits) < 19 else NONE
@@ -188,64 +193,77 @@ class Collector:
             except (KeyError, BadTime):
                 bad[KIND_NAMES[kind]] += 1
                 return
-            if dur < 0:
+            if not (0 <= dur < MAX_NS and -MAX_NS < start < MAX_NS):
                 bad[KIND_NAMES[kind]] += 1
                 return
             t = tables[kind]
-            args = e.get("args")
-            if type(args) is not dict:
-                args = {}
-            name = e.get("name")
-            pid = e.get("pid")
-            tid = e.get("tid")
+            # An id or size beyond 64 bits fails its append: the event is left out whole.
             try:
-                p, th = seen[(pid, tid)]
-            except (KeyError, TypeError):  # first event of this thread, or a pid/tid that is a list
-                p, th = thread_of(pid, tid)
-            t.start.append(start)
-            t.dur.append(dur)
-            t.name.append(names.id(name if type(name) is str else ""))
-            t.proc.append(p)
-            t.thread.append(th)
-            corr = args.get("correlation", NONE)
-            t.corr.append(corr if type(corr) is int else _int(corr))
-            ext = args.get("External id")
-            if ext is None:
-                ext = args.get("external id", NONE)
-            t.ext.append(ext if type(ext) is int else _int(ext))
-            if kind in gpu_kinds:
-                dev = args.get("device")
-                t.device.append(dev if type(dev) is int else _int(pid if dev is None else dev))
-                stream = args.get("stream")
-                t.stream.append(stream if type(stream) is int else _int(tid if stream is None else stream))
-                if kind == MEMCPY or kind == MEMSET:
-                    size = args.get("bytes", NONE)
+                args = e.get("args")
+                if type(args) is not dict:
+                    args = {}
+                name = e.get("name")
+                pid = e.get("pid")
+                tid = e.get("tid")
+                try:
+                    p, th = seen[(pid, tid)]
+                except (KeyError, TypeError):  # first event of this thread, or a pid/tid that is a list
+                    p, th = thread_of(pid, tid)
+                t.start.append(start)
+                t.dur.append(dur)
+                t.name.append(names.id(name if type(name) is str else ""))
+                t.proc.append(p)
+                t.thread.append(th)
+                corr = args.get("correlation", NONE)
+                t.corr.append(corr if type(corr) is int else _int(corr))
+                ext = args.get("External id")
+                if ext is None:
+                    ext = args.get("external id", NONE)
+                t.ext.append(ext if type(ext) is int else _int(ext))
+                if kind in gpu_kinds:
+                    dev = args.get("device")
+                    t.device.append(dev if type(dev) is int else _int(pid if dev is None else dev))
+                    stream = args.get("stream")
+                    t.stream.append(stream if type(stream) is int else _int(tid if stream is None else stream))
+                    if kind == MEMCPY or kind == MEMSET:
+                        size = args.get("bytes", NONE)
+                        t.bytes.append(size if type(size) is int else _int(size))
+                    elif kind == SYNC:
+                        sk = args.get("cuda_sync_kind")
+                        t.extra.append(names.id(sk if type(sk) is str else name if type(name) is str else ""))
+                elif kind == RUNTIME:
+                    size = args.get("bytes")
+                    if size is None:
+                        size = args.get("size", NONE)  # ROCm copy and memset calls
                     t.bytes.append(size if type(size) is int else _int(size))
-                elif kind == SYNC:
-                    sk = args.get("cuda_sync_kind")
-                    t.extra.append(names.id(sk if type(sk) is str else name if type(name) is str else ""))
-            elif kind == RUNTIME:
-                size = args.get("bytes")
-                if size is None:
-                    size = args.get("size", NONE)  # ROCm copy and memset calls
-                t.bytes.append(size if type(size) is int else _int(size))
-            elif kind == OP:
-                dims = args.get("Input Dims")
-                if dims is None:
-                    t.extra.append(NONE)
-                else:
-                    types = args.get("Input type")
-                    key = repr((dims, types))
-                    sid = shapes.get(key)
-                    if sid is None:
-                        sid = shapes.id(key)
-                        shape_values.append((dims, types))
-                    t.extra.append(sid)
-                values = args.get("Concrete Inputs")
-                t.concrete.append(NONE if values is None else concrete.id(_values_key(values)))
-            elif kind == PYTHON:
-                py_ids.append(_int(args.get("Python id")))
-                py_parents.append(_int(args.get("Python parent id")))
+                elif kind == OP:
+                    dims = args.get("Input Dims")
+                    if dims is None:
+                        t.extra.append(NONE)
+                    else:
+                        types = args.get("Input type")
+                        key = repr((dims, types))
+                        sid = shapes.get(key)
+                        if sid is None:
+                            sid = shapes.id(key)
+                            shape_values.append((dims, types))
+                        t.extra.append(sid)
+                    values = args.get("Concrete Inputs")
+                    t.concrete.append(NONE if values is None else concrete.id(_values_key(values)))
+                elif kind == PYTHON:
+                    py_ids.append(_int(args.get("Python id")))
+                    py_parents.append(_int(args.get("Python parent id")))
+            except OverflowError:
+                _drop_row(t, kind, len(t.start) - 1)  # start, appended first, always fits
+                bad[KIND_NAMES[kind]] += 1
+
+        def _drop_row(t: Table, kind: int, row: int) -> None:
+            """Remove what a failed event appended at `row` (start always is appended first)."""
+            for a in (t.start, t.dur, t.name, t.proc, t.thread, t.corr, t.ext, t.device, t.stream,
+                      t.bytes, t.extra, t.concrete):
+                del a[row:]
+            if kind == PYTHON:
+                del py_ids[row:], py_parents[row:]
 
         def _flow(e: dict[str, Any], ph: str) -> None:
             fid = e.get("id")
@@ -254,6 +272,12 @@ class Collector:
                 ns = ts * 1000 if type(ts) is int else to_ns(ts)
             except BadTime:
                 return
+            try:
+                fid = fid if type(fid) is int else _int(fid)
+            except OverflowError:
+                return
+            if not (-MAX_NS < ns < MAX_NS and -MAX_NS < fid < MAX_NS):
+                return
             pid = e.get("pid")
             tid = e.get("tid")
             try:
@@ -261,7 +285,7 @@ class Collector:
             except (KeyError, TypeError):
                 th = thread_of(pid, tid)[1]
             side = flow_s if ph == "s" else flow_e
-            side.id.append(fid if type(fid) is int else _int(fid))
+            side.id.append(fid)
             side.thread.append(th)
             side.ts.append(ns)
 

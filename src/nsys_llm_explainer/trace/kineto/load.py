@@ -28,7 +28,7 @@ from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import ClockOrigin, TraceData, Unavailable
 from nsys_llm_explainer.trace.kineto import collect as kc
 from nsys_llm_explainer.trace.kineto import metadata
-from nsys_llm_explainer.trace.names import api_base_name
+from nsys_llm_explainer.trace.names import NAME_LIMIT, api_base_name, bounded, cut_warning
 
 FORMAT_ID = "kineto-json"
 NVTX_PUSH_POP = 59  # the NVTX event type of nested per-thread ranges, which these are
@@ -78,8 +78,23 @@ class KinetoTraceData(TraceData):
         self.top = top
         self.info = metadata.format_info(top)
         self.warnings.extend(metadata.bad_event_warnings(collected.bad))
+        self._bound_names()
         self._pid_of_proc = self._proc_pids()
         self._corr_pid: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _bound_names(self) -> None:
+        """Cut event names longer than NAME_LIMIT (trace/names.py), keeping their ids."""
+        names = self.c.names
+        lengths = [len(n) for n in names if type(n) is str and len(n) > NAME_LIMIT]
+        if not lengths:
+            return
+        cut = kc.Interner()
+        for n in names:
+            cut.id(bounded(n) if type(n) is str else n)
+        if len(cut) != len(names):  # two cut names alike: the ids would no longer line up
+            raise ValueError("event names cut to the same text")
+        self.c.names = cut
+        self.warnings.append(cut_warning("event names", lengths))
 
     # -- ids ---------------------------------------------------------------------------
     def _proc_pids(self) -> np.ndarray:
@@ -360,7 +375,16 @@ class KinetoTraceData(TraceData):
         return [n or "(unnamed operator)" for n in self.c.names.values_list()]
 
     def operator_shapes(self) -> list[tuple[str, str]]:
-        return self.cached("operator_shapes", self.c.shape_texts)
+        return self.cached("operator_shapes", self._operator_shapes)
+
+    def _operator_shapes(self) -> list[tuple[str, str]]:
+        """(Input Dims, Input type) texts, each cut to NAME_LIMIT characters (trace/names.py)."""
+        texts = self.c.shape_texts()
+        lengths = [len(x) for pair in texts for x in pair if len(x) > NAME_LIMIT]
+        if not lengths:
+            return texts
+        self.warnings.append(cut_warning("operator input shapes", lengths))
+        return [(bounded(dims), bounded(types)) for dims, types in texts]
 
     def operator_concrete_inputs(self) -> list[Any]:
         return [list(v) if isinstance(v, tuple) else v for v in self.c.concrete.values_list()]

@@ -137,7 +137,8 @@ def process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
 
 def bad_event_warnings(bad: Counter[str]) -> list[str]:
     return [
-        f"{kind}: {n} events ignored (no usable ts, a dur that is not a number, or a negative dur)"
+        f"{kind}: {n} events ignored (no usable ts, a dur that is not a number, a negative dur, a time "
+        "beyond 2^62 ns, or an id or size beyond 64 bits)"
         for kind, n in sorted(bad.items())
     ]
 

@@ -12,6 +12,11 @@ from __future__ import annotations
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 
 _THOUSAND = Decimal(1000)
+# Real times are at most about 20 characters (1700000000123456.789). Longer text, or a value
+# of 10^25 us or more (far beyond the 2^62 ns the reader keeps), is not a time: refusing it
+# here keeps the conversion cheap whatever the text holds.
+MAX_TEXT = 64
+MAX_EXPONENT = 24
 
 
 class BadTime(ValueError):
@@ -24,6 +29,8 @@ def us_to_ns(value: object) -> int:
     if type(value) is int:
         return value * 1000
     if type(value) is str:
+        if len(value) > MAX_TEXT:
+            raise BadTime(f"{value[:30]!r}... is not a time (longer than {MAX_TEXT} characters)")
         dot = value.find(".")
         if dot > 0 and "e" not in value and "E" not in value:
             frac = value[dot + 1 :]
@@ -42,4 +49,6 @@ def _exact(text: str) -> int:
         raise BadTime(f"{text!r} is not a number") from None
     if not d.is_finite():
         raise BadTime(f"{text!r} is not finite")
+    if d.adjusted() > MAX_EXPONENT:
+        raise BadTime(f"{text!r} is out of range")
     return int((d * _THOUSAND).to_integral_value(rounding=ROUND_HALF_EVEN))

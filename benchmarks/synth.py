@@ -16,6 +16,7 @@ bookkeeping, NVTX-attributed kernel ns) go into a sidecar JSON next to the trace
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -51,6 +52,11 @@ class SynthConfig:
     seed: int = 0
     version: str = "2024.6"
     gpu_name: str = "NVIDIA H100 80GB HBM3"
+    # Planted changes, for before/after pairs of one workload (diff): every GEMM's duration,
+    # the all-reduce's duration, and all host time outside CUDA API calls, multiplied.
+    gemm_scale: float = 1.0
+    comm_scale: float = 1.0
+    host_scale: float = 1.0
 
     def sidecar_key(self) -> dict[str, object]:
         return {"generator_version": GENERATOR_VERSION, **asdict(self)}
@@ -60,11 +66,22 @@ def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + ".expected.json")
 
 
+GEMMS = frozenset({cat.QKV, cat.OPROJ, cat.GATE_UP})
+
+
+def _planted(t: Template, cfg: SynthConfig) -> Template:
+    scale = np.array([cfg.gemm_scale if k in GEMMS else cfg.comm_scale if k == cat.ALLREDUCE else 1.0
+                      for k in t.op_kernel])
+    if (scale == 1.0).all():
+        return t
+    return dataclasses.replace(t, base_ns=np.rint(t.base_ns * scale).astype(np.int64))
+
+
 def _templates(cfg: SynthConfig) -> tuple[Template, Template]:
     tp = cfg.processes > 1
     pre = compile_template(step_events(cfg.layers, tp, True, False, cfg.nvtx_depth), True)
     dec = compile_template(step_events(cfg.layers, tp, False, cfg.graph, cfg.nvtx_depth), False)
-    return pre, dec
+    return _planted(pre, cfg), _planted(dec, cfg)
 
 
 def steps_for(cfg: SynthConfig, pre: Template, dec: Template) -> int:
@@ -87,10 +104,11 @@ def simulate_process(cfg: SynthConfig, p: int, pre: Template, dec: Template, ste
         pos = i % cfg.prefill_every
         t = pre if pos == 0 else dec
         scale = 1.0 + pos / cfg.prefill_every
-        out = simulate_step(t, rng, host, frontier, scale)
+        out = simulate_step(t, rng, host, frontier, scale, cfg.host_scale)
         rows.add(0 if pos == 0 else 1, out, corr)
         corr += len(t.api_events)
-        host = out.next_host + int(rng.integers(cat.STEP_GAP_NS // 2, 2 * cat.STEP_GAP_NS))
+        gap = int(rng.integers(cat.STEP_GAP_NS // 2, 2 * cat.STEP_GAP_NS))
+        host = out.next_host + int(round(gap * cfg.host_scale))
         frontier = out.next_frontier
     return rows
 
@@ -150,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SynthConfig.seed)
     ap.add_argument("--version", default=SynthConfig.version)
     ap.add_argument("--gpu-name", default=SynthConfig.gpu_name)
+    ap.add_argument("--gemm-scale", type=float, default=1.0, help="planted: GEMM durations x this")
+    ap.add_argument("--comm-scale", type=float, default=1.0, help="planted: all-reduce durations x this")
+    ap.add_argument("--host-scale", type=float, default=1.0,
+                    help="planted: host time outside CUDA calls x this")
     a = ap.parse_args(argv)
     cfg = SynthConfig(a.kernels, a.processes, a.layers, a.graph, a.nvtx_depth, a.prefill_every,
-                      a.seed, a.version, a.gpu_name)
+                      a.seed, a.version, a.gpu_name, a.gemm_scale, a.comm_scale, a.host_scale)
     exp = generate(cfg, a.out)
     print(json.dumps({k: exp[k] for k in ("rows", "kernel_ns", "attributed_ns", "generate_s")}))
     return 0

@@ -145,13 +145,16 @@ class StepOut:
 
 
 def simulate_step(
-    t: Template, rng: np.random.Generator, host: int, frontier: int, attn_scale: float
+    t: Template, rng: np.random.Generator, host: int, frontier: int, attn_scale: float,
+    host_scale: float = 1.0,
 ) -> StepOut:
-    """Place one step starting at host time `host`; `frontier` = main stream busy until."""
+    """Place one step starting at host time `host`; `frontier` = main stream busy until.
+    `host_scale` multiplies all host time outside CUDA API calls (the gaps before events and
+    the NVTX push/pop calls); the random draws do not depend on it."""
     n = len(t.ev)
     jit = rng.lognormal(0.0, JITTER, size=(2, n))
-    gap = np.rint(_HOST_GAP[t.ev] * jit[0]).astype(np.int64)
-    call = np.rint(_CALL[t.ev] * jit[1]).astype(np.int64)
+    gap = np.rint(_HOST_GAP[t.ev] * jit[0] * host_scale).astype(np.int64)
+    call = np.rint(_CALL[t.ev] * jit[1] * np.where(_IS_API[t.ev], 1.0, host_scale)).astype(np.int64)
     ops = len(t.op_event)
     dur = np.rint(t.base_ns * rng.lognormal(0.0, KERNEL_JITTER, size=ops)).astype(np.int64)
     if not t.prefill:  # decode attention grows with the context length
@@ -186,3 +189,4 @@ def simulate_step(
 
 _HOST_GAP = np.array([cat.HOST_GAP_NS[e] for e in Ev], dtype=np.float64)
 _CALL = np.array([cat.CALL_NS[e] for e in Ev], dtype=np.float64)
+_IS_API = np.array([e in cat.API_NAMES for e in Ev], dtype=bool)

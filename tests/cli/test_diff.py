@@ -12,6 +12,11 @@ from nsys_llm_explainer.cli import run
 from nsys_llm_explainer.diff.gate import GATE_METRICS
 from tests.fixtures.diff_workloads import GEMM_RENAMED, workload
 
+
+def workload_on_other_gpu(path: Path) -> Path:
+    """The same workload run on another GPU model."""
+    return workload(path, gpu_name="Tesla V100-SXM2-16GB")
+
 SCHEMA = (
     Path(__file__).resolve().parents[2]
     / "src"
@@ -47,14 +52,14 @@ def load(out_dir: Path) -> dict:
     return json.loads((out_dir / "diff.json").read_text(encoding="utf-8"))
 
 
-def test_writes_three_files_valid_against_schema(traces, tmp_path, capsys):
+def test_writes_four_files_valid_against_schema(traces, tmp_path, capsys):
     code, out, err = diff_cli(capsys, *traces, "--out", tmp_path / "d")
     assert code == 0, err
     assert out.startswith("DIFF: ") and out.count("\n") == 1
     names = sorted(
         str(p.relative_to(tmp_path / "d")) for p in (tmp_path / "d").rglob("*") if p.is_file()
     )
-    assert names == ["diff.json", "diff.md", "tables/diff_kernels.csv"]
+    assert names == ["diff.html", "diff.json", "diff.md", "tables/diff_kernels.csv"]
     doc = load(tmp_path / "d")
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(doc)
     csv = (tmp_path / "d" / "tables" / "diff_kernels.csv").read_text().splitlines()
@@ -63,6 +68,9 @@ def test_writes_three_files_valid_against_schema(traces, tmp_path, capsys):
     # Kernel labels over both sides: the renamed pair shows the template argument that changed.
     assert "| gemm\\_kernel\\<128\\> -> gemm\\_kernel\\<256\\> | renamed |" in md
     assert "| renamed |" in md and "**New kernels** (1)" in md and "**Vanished kernels** (1)" in md
+    html = (tmp_path / "d" / "diff.html").read_text()
+    assert "Content-Security-Policy" in html and "default-src" in html and "http" not in html.split("<body>")[1]
+    assert doc["headline"]["text"] in html.replace("&#39;", "'") and "<table class=\"sortable\">" in html
 
 
 def test_schema_lists_every_gate_metric():
@@ -110,16 +118,30 @@ def test_gate_trips_with_exit_5(traces, tmp_path, capsys):
     assert [c["status"] for c in gate["conditions"]] == ["tripped", "tripped", "passed"]
 
 
-def test_gate_on_missing_steps_is_not_evaluated_and_says_so(traces, tmp_path, capsys):
+def test_a_gate_that_evaluates_nothing_fails_unless_allowed(traces, tmp_path, capsys):
     base = load_report_without(traces[0], tmp_path, "steps")
     code, out, _ = diff_cli(
         capsys, base, base, "--out", tmp_path / "d", "--fail-on", "step_p50_pct>5"
     )
-    assert code == 0
-    assert out.startswith("PASS: no condition could be evaluated;")
+    assert code == 5
+    assert out.startswith("FAIL: none of the 1 --fail-on conditions could be evaluated")
     assert out.rstrip().endswith("not evaluated: step_p50_pct>5")
     md = (tmp_path / "d" / "diff.md").read_text()
-    assert "Step latency\n\n_Not compared, because " in md
+    assert "Step latency per phase\n\n_Not compared, because " in md
+    assert "**No condition could be evaluated: the gate fails**" in md
+    code, out, _ = diff_cli(capsys, base, base, "--out", tmp_path / "d", "--fail-on",
+                            "step_p50_pct>5", "--allow-unevaluated")
+    assert code == 0 and out.startswith("PASS: no condition could be evaluated (--allow-unevaluated)")
+
+
+def test_fail_on_incomparable(traces, tmp_path, capsys):
+    assert diff_cli(capsys, *traces, "--out", tmp_path / "a", "--fail-on", "incomparable")[0] == 0
+    other = tmp_path / "other.sqlite"
+    workload_on_other_gpu(other)
+    code, out, _ = diff_cli(capsys, traces[0], other, "--out", tmp_path / "b", "--fail-on", "incomparable")
+    assert code == 5 and out.startswith("FAIL: incomparable (value 1.00); Not comparable: ")
+    code, _, err = diff_cli(capsys, *traces, "--out", tmp_path / "c", "--fail-on", "incomparable>1")
+    assert code == 2 and "takes no operator" in err
 
 
 def load_report_without(trace: Path, tmp_path: Path, metric: str) -> Path:

@@ -27,7 +27,8 @@ STEPS = 4
 
 
 def headline(doc, key):
-    return next(r for r in doc["headline"] if r["id"] == key)
+    """A whole-capture totals row."""
+    return next(r for r in doc["totals"] if r["id"] == key)
 
 
 def compared(doc, base_raw, new_raw):
@@ -54,9 +55,7 @@ def changed(tmp_path_factory):
 
 def test_windows_equal_so_no_per_second_scaling(changed):
     assert changed["base"]["window_ns"] == changed["new"]["window_ns"] == STEPS * PERIOD_NS
-    assert changed["basis"]["kind"] in ("total", "per_step")  # per_step only if steps are detected
-    if changed["basis"]["kind"] == "per_step":
-        assert changed["basis"]["base_divisor"] == changed["basis"]["new_divisor"]
+    assert changed["basis"]["kind"] == "total"
 
 
 def test_kernel_rows_exact(changed):
@@ -69,24 +68,24 @@ def test_kernel_rows_exact(changed):
         f"new:{EXTRA}",
         f"same:{ELEMENTWISE}",
     }
+    # per complete step, from the kernels inside steps (automatic steps: the first of the
+    # four iterations has no step boundary before it, so three steps are complete)
+    assert changed["kernels"]["source"] == "in_step"
+    n = changed["in_step"]["base_steps"]
+    assert n == changed["in_step"]["new_steps"] == STEPS - 1
     gemm = rows[f"renamed:{GEMM_RENAMED}"]
     assert gemm["base_name"] == GEMM_BASE and gemm["key"] == "void gemm_kernel(float const*,float*)"
-    assert (gemm["base_total_ns"], gemm["new_total_ns"]) == (STEPS * 50_000, STEPS * 40_000)
-    assert (gemm["base_calls"], gemm["new_calls"]) == (STEPS, STEPS)
-    b, n = compared(changed, STEPS * 50_000, STEPS * 40_000)
-    assert gemm["delta_ns"] == pytest.approx(n - b) and gemm["delta_pct"] == pytest.approx(-20.0)
+    assert (gemm["base_total_ns"], gemm["new_total_ns"]) == (n * 50_000, n * 40_000)
+    assert (gemm["base_compared_ns"], gemm["new_compared_ns"]) == (50_000, 40_000)
+    assert (gemm["base_calls"], gemm["new_calls"]) == (n, n)
+    assert gemm["delta_ns"] == -10_000 and gemm["delta_pct"] == pytest.approx(-20.0)
+    assert (gemm["base_per_call_ns"], gemm["new_per_call_ns"]) == (50_000, 40_000)
+    assert gemm["per_call_pct"] == pytest.approx(-20.0)
+    assert gemm["per_call_low_pct"] is None  # 3 vs 3 steps: no 95% interval exists
     norm = rows[f"vanished:{NORM}"]
-    assert (norm["base_total_ns"], norm["new_total_ns"], norm["new_name"]) == (
-        STEPS * NORM_NS,
-        0,
-        None,
-    )
+    assert (norm["base_total_ns"], norm["new_total_ns"], norm["new_name"]) == (n * NORM_NS, 0, None)
     extra = rows[f"new:{EXTRA}"]
-    assert (extra["base_total_ns"], extra["new_total_ns"], extra["delta_pct"]) == (
-        0,
-        STEPS * EXTRA_NS,
-        None,
-    )
+    assert (extra["base_total_ns"], extra["new_total_ns"], extra["delta_pct"]) == (0, n * EXTRA_NS, None)
     assert rows[f"same:{ELEMENTWISE}"]["delta_ns"] == 0
     assert changed["kernels"]["counts"] == {"same": 1, "renamed": 1, "new": 1, "vanished": 1}
 
@@ -126,40 +125,43 @@ def test_gate_values(changed):
     gv = {k: v["value"] for k, v in changed["gate_values"].items()}
     assert gv["new_kernels"] == 1 and gv["vanished_kernels"] == 1
     assert gv["launches_pct"] == 0.0
-    assert gv["kernel_time_pct"] == pytest.approx(100.0 * (44_000 - 61_000) / 61_000)
+    # kernel time per complete step (in-step): 61 us -> 44 us
+    assert gv["kernel_time_pct"] == round(100.0 * (44_000 - 61_000) / 61_000, 4)
+    assert gv["step_time_pct"] == 0.0 and gv["incomparable"] == 0.0
 
 
 def test_trace_diffed_with_itself_is_all_zero(tmp_path):
     t = workload(tmp_path / "t.sqlite")
     doc = diff(t, t).doc
     assert doc["basis"]["base_divisor"] == doc["basis"]["new_divisor"]
-    for row in doc["headline"]:
+    assert doc["comparability"]["comparable"] is True
+    for row in doc["totals"]:
         assert row["status"] == "ok", row
         assert row["delta"] == 0 and row["delta_pct"] == 0.0, row
     assert {r["match"] for r in doc["kernels"]["rows"]} == {"same"}
     assert all(r["delta_ns"] == 0 and r["delta_pct"] == 0 for r in doc["kernels"]["rows"])
     assert doc["findings"]["appeared"] == doc["findings"]["disappeared"] == []
-    assert doc["gate"] == {"conditions": [], "tripped": False}
+    assert doc["gate"]["conditions"] == [] and doc["gate"]["tripped"] is False
+    assert all(r["change_pct"] == 0.0 for r in doc["in_step"]["rows"])
 
 
-def test_longer_capture_window_is_compared_per_step(tmp_path):
+def test_longer_capture_is_compared_per_complete_step(tmp_path):
     base = workload(tmp_path / "short.sqlite", steps=4)
     new = workload(tmp_path / "long.sqlite", steps=8)
     doc = diff(base, new, Options(step_range="step")).doc
-    assert doc["basis"] == {
-        "kind": "per_step",
-        "base_divisor": 4.0,
-        "new_divisor": 8.0,
-        "reason": "both reports have steps (4 vs 8): figures are per step",
-    }
-    kt = headline(doc, "kernel_time")
-    assert kt["new"] == 2 * kt["base"] and kt["normalized"] is True
-    assert kt["base_compared"] == kt["new_compared"] == 50_000 + NORM_NS + ELEMENTWISE_NS
-    for key in ("kernel_time", "launches", "sync_time", "gpu_busy"):
-        assert headline(doc, key)["delta"] == 0, key
+    assert doc["basis"]["kind"] == "per_second"  # whole-capture totals: per second, never per step
+    assert (doc["in_step"]["base_steps"], doc["in_step"]["new_steps"]) == (4, 8)
+    rows = {r["id"]: r for r in doc["in_step"]["rows"]}
+    assert rows["kernel_time"]["base_median"] == rows["kernel_time"]["new_median"] == 50_000 + NORM_NS + ELEMENTWISE_NS
+    assert rows["step_time"]["base_median"] == PERIOD_NS
+    for r in rows.values():
+        assert r["change_pct"] == 0.0 and r["beyond_noise"] is False, r
+    # 4 vs 8 identical steps: the interval is exactly [0, 0]
+    assert rows["kernel_time"]["low_pct"] == rows["kernel_time"]["high_pct"] == 0.0
     assert all(r["delta_ns"] == 0 for r in doc["kernels"]["rows"])
     (p,) = doc["steps"]["phases"]
     assert (p["base_count"], p["new_count"], p["p50_delta_pct"]) == (4, 8, 0.0)
+    assert p["noise"]["verdict"] == "within the noise"
 
 
 def test_longer_capture_window_without_steps_is_compared_per_second(tmp_path):
@@ -178,8 +180,7 @@ def test_longer_capture_window_without_steps_is_compared_per_second(tmp_path):
         8 * PERIOD_NS / 1e9,
     )
     assert doc["basis"]["reason"] == (
-        "captured windows 400.0 us vs 800.0 us differ by 100% and steps are not in both: "
-        "figures are per second of captured window"
+        "captured windows 400.0 us vs 800.0 us differ by 100%: totals are per second of captured window"
     )
     for key in ("kernel_time", "launches", "sync_time"):
         assert headline(doc, key)["delta_pct"] == pytest.approx(0.0, abs=1e-9), key

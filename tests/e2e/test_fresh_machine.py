@@ -138,7 +138,7 @@ def test_diff_fleet_schema_and_version_on_a_new_machine(
         only_cache(ran.home)
     for side in ("nsys", "kineto"):
         got = fresh.files(out / f"diff-{side}")
-        assert set(got) == {"diff.md", "diff.json", "tables/diff_kernels.csv"}
+        assert set(got) == {"diff.md", "diff.html", "diff.json", "tables/diff_kernels.csv"}
         assert done[f"diff-{side}"].stdout.startswith("DIFF: ")
         assert json.loads(got["diff.json"])["headline"]
     fleet_doc = json.loads((out / "fleet" / "fleet.json").read_text(encoding="utf-8"))

@@ -16,6 +16,7 @@ import jinja2
 import pytest
 from jinja2 import meta, nodes
 
+from nsys_llm_explainer.diff import page as diff_page
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.render import Format, files, html, markdown, templates
 
@@ -26,6 +27,7 @@ def family_environments() -> dict[str, jinja2.Environment]:
         templates.REPORT_MD.name: markdown.report_environment(),
         templates.REPORT_HTML.name: html.environment(),
         templates.DIFF_MD.name: diff_render.environment(),
+        templates.DIFF_HTML.name: diff_page.environment(),
     }
 
 
@@ -143,12 +145,12 @@ def test_every_writer_warms_up_on_a_cold_cache(tmp_path: Path) -> None:
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
     code = (
         "from nsys_llm_explainer.render import Format, files\n"
-        "from nsys_llm_explainer.diff import render\n"
+        "from nsys_llm_explainer.diff import page, render\n"
         "from nsys_llm_explainer.render import templates\n"
         "files.prepare(tuple(Format), 'compact')\n"
         "files.prepare(tuple(Format), 'full')\n"
-        "e = render.environment()\n"
-        "templates.warm(e, templates.names(e))\n"
+        "for e in (render.environment(), page.environment()):\n"
+        "    templates.warm(e, templates.names(e))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -92,7 +92,9 @@ def assert_valid(doc: dict[str, Any]) -> None:
     floats = [
         p
         for p, v in walk(doc)
-        if p.endswith("_ns") and p not in FRACTIONAL_NS and not (v is None or type(v) is int)
+        if p.endswith("_ns") and p not in FRACTIONAL_NS and not (
+            v is None or type(v) is int or (type(v) is list and all(type(x) is int for x in v))
+        )
     ]
     assert not floats, f"non-integer *_ns values: {floats[:10]}"
 

@@ -57,17 +57,26 @@ def diff_command(
         typer.Option(
             "--out",
             "-o",
-            help="Output directory for diff.md, diff.json and tables/diff_kernels.csv.",
+            help="Output directory for diff.md, diff.html, diff.json and tables/diff_kernels.csv.",
         ),
     ] = None,
     fail_on: Annotated[
         list[str] | None,
         typer.Option(
             "--fail-on",
-            help=f"Exit {int(ExitCode.GATE)} when METRIC OP NUMBER holds, e.g. step_p50_pct>5 "
-            f"(repeatable or comma-separated). Metrics: {', '.join(gate.GATE_METRICS)}.",
+            help=f"Exit {int(ExitCode.GATE)} when METRIC OP NUMBER holds, e.g. step_time_pct>5, or "
+            f"on '{gate.INCOMPARABLE}' when the captures cannot be compared (repeatable or "
+            f"comma-separated). Metrics: {', '.join(m for m in gate.GATE_METRICS if m != gate.INCOMPARABLE)}. "
+            "A gate none of whose conditions could be evaluated fails.",
         ),
     ] = None,
+    allow_unevaluated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unevaluated",
+            help="Let the --fail-on gate pass when none of its conditions could be evaluated.",
+        ),
+    ] = False,
     kernel_name: Annotated[
         str,
         typer.Option(
@@ -114,7 +123,7 @@ def diff_command(
             step_range=step_range,
             phase_map=PhaseMap.load(phase_map) if phase_map is not None else PhaseMap(),
         )
-        result = diff(base, new, options, conditions)
+        result = diff(base, new, options, conditions, allow_unevaluated)
         files = diff_render.files(result, top_n)
         output.write(out, files, force=force)
         _append_summary(files[diff_render.MD_NAME])

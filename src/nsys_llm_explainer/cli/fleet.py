@@ -108,6 +108,14 @@ def fleet_command(
     force: Annotated[
         bool, typer.Option("--force", help="Write into a non-empty directory that holds no previous output of ours.")
     ] = False,
+    force_align: Annotated[
+        bool,
+        typer.Option(
+            "--force-align",
+            help="Align and compare the traces of a run even when they never overlapped in time or their "
+            "metadata says they come from different jobs (refused otherwise; trust is then low).",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr, no verdict on stdout.")] = False,
 ) -> None:
     """Compare the ranks of a multi-GPU job (which rank makes the others wait) and the runs of a sweep."""
@@ -155,6 +163,7 @@ def fleet_command(
             traces, options, jobs=jobs, scheduler=scheduler,
             cache_dir=str(cache_dir) if cache_dir is not None else None,
             use_cache=not no_cache, progress=_progress(quiet), k=straggler_k, skipped=skipped,
+            force_align=force_align,
         )
         if result.doc["inputs"]["ok"] == 0:
             first = next((f"{t['path']}: {t['error']}" for t in result.doc["traces"] if t["error"]), "no trace")

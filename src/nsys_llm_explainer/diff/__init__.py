@@ -19,10 +19,11 @@ def diff(
     new: Path | str,
     options: Options | None = None,
     conditions: tuple[Condition, ...] = (),
+    allow_unevaluated: bool = False,
 ) -> Diff:
     options = options or Options()
     sides = load_side(Path(base), options, "BASE"), load_side(Path(new), options, "NEW")
-    return compare(*sides, conditions)
+    return compare(*sides, conditions, allow_unevaluated)
 
 
 __all__ = ["Diff", "Side", "compare", "diff", "load_side"]

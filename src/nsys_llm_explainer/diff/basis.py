@@ -1,9 +1,11 @@
-"""What the two captures are compared on: per step, per second of captured window, or totals.
+"""What whole-capture totals are compared on: per second of captured window, or as they are.
 
-Totals of two captures only compare when both cover the same work. When both reports
-have steps, every time and count is divided by the step count; otherwise, when the
-captured windows differ by more than WINDOW_TOLERANCE, by the window length in seconds;
-otherwise totals are compared as they are. diff.md says which basis was used.
+Totals of two captures only compare when both cover the same work. When the captured
+windows differ by more than WINDOW_TOLERANCE, totals are divided by the window length in
+seconds; otherwise they are compared as they are. They are never divided by a step count:
+a capture's totals hold the partial steps its edges cut and the work between steps, so
+totals per step differ between two captures of the same steps. Per-step figures come from
+the work inside complete steps (in_step.py). diff.md says which basis was used.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ WINDOW_TOLERANCE = 0.05  # windows within 5% of each other count as the same len
 
 @dataclass(frozen=True)
 class Basis:
-    kind: str  # "per_step", "per_second" or "total"
+    kind: str  # "per_second" or "total"
     base_divisor: float
     new_divisor: float
     reason: str
 
     @property
     def suffix(self) -> str:
-        return {"per_step": " per step", "per_second": " per second", "total": ""}[self.kind]
+        return {"per_second": " per second", "total": ""}[self.kind]
 
     def base(self, value: float) -> float:
         return value / self.base_divisor
@@ -51,14 +53,7 @@ def window_ns(side: Side) -> int | None:
     return None
 
 
-def choose(base: Side, new: Side, base_steps: int | None, new_steps: int | None) -> Basis:
-    if base_steps and new_steps:
-        return Basis(
-            "per_step",
-            float(base_steps),
-            float(new_steps),
-            f"both reports have steps ({base_steps:,} vs {new_steps:,}): figures are per step",
-        )
+def choose(base: Side, new: Side) -> Basis:
     wb, wn = window_ns(base), window_ns(new)
     if wb is None or wn is None:
         return Basis("total", 1.0, 1.0, "a captured window is unknown: totals compared as they are")
@@ -69,14 +64,13 @@ def choose(base: Side, new: Side, base_steps: int | None, new_steps: int | None)
             "total",
             1.0,
             1.0,
-            f"{windows} (within {WINDOW_TOLERANCE:.0%}) and no steps in both: totals compared",
+            f"{windows} (within {WINDOW_TOLERANCE:.0%}): totals compared as they are",
         )
     return Basis(
         "per_second",
         wb / 1e9,
         wn / 1e9,
-        f"{windows} differ by {spread:.0%} and steps are not in both: figures are per second "
-        "of captured window",
+        f"{windows} differ by {spread:.0%}: totals are per second of captured window",
     )
 
 

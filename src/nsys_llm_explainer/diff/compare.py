@@ -1,4 +1,10 @@
-"""Assemble diff.json from two report.json dicts (never from the traces directly)."""
+"""Assemble diff.json from two report.json dicts (never from the traces directly).
+
+Order of reasoning: first whether the captures can be compared (comparability.py), then the
+per-step changes from the work inside complete steps with their intervals (in_step.py), the
+headline that leads with the largest change beyond the noise (lead.py), then the per-phase
+step times, kernels, categories, findings and whole-capture totals.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,16 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import categories, findings, gate, headline, kernels, steps
+from nsys_llm_explainer.diff import categories, comparability, findings, gate, in_step, kernels, lead, steps
+from nsys_llm_explainer.diff import totals as totals_mod
 from nsys_llm_explainer.diff.basis import choose, window_ns
+from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.render.json_writer import plain
 from nsys_llm_explainer.trace.formats import source_text
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 
 
 @dataclass(frozen=True)
@@ -26,15 +35,22 @@ class Diff:
 
 def _side_info(side: Side, steps_found: dict[str, steps.PhaseSteps] | str) -> dict[str, Any]:
     t = side.doc.get("trace", {})
+    method, per_step = comparability.step_definition(side)
     return {
         "input": side.label,
         "kind": side.kind,
         "report_tool_version": side.doc.get("tool", {}).get("version"),
         "nsys_version": t.get("nsys_version"),
         "source": source_text(t),
+        "versions": comparability.versions(side),
         "window_ns": window_ns(side),
         "steps": steps.total_steps(steps_found),
+        "complete_steps": comparability.complete_steps(side),
+        "steps_method": method,
+        "kernels_per_step": None if per_step is None else round(per_step, 2),
         "devices": [g.get("device_id") for g in t.get("gpus", []) if isinstance(g, dict)],
+        "gpus": comparability.used_gpus(side),
+        "world": comparability.world(side),
     }
 
 
@@ -43,17 +59,28 @@ def _max_change(rows: list[dict[str, Any]], key: str) -> gate.GateValue:
     return (max(values), None) if values else (None, "no phase has a finite change")
 
 
+def _step_value(rows: list[dict[str, Any]], row_id: str, reason: str | None) -> gate.GateValue:
+    r = next((x for x in rows if x["id"] == row_id), None)
+    if r is None or r["status"] != "ok" or r["change_pct"] is None:
+        return None, reason or (r or {}).get("reason") or "not measured"
+    return float(r["change_pct"]), None
+
+
 def _gate_values(
-    head: dict[str, float | str], st: dict[str, Any], kern: dict[str, Any], found: dict[str, Any]
+    head: dict[str, float | str], st: dict[str, Any], kern: dict[str, Any], found: dict[str, Any],
+    step_rows: list[dict[str, Any]], in_step_reason: str | None, comp: comparability.Comparability,
 ) -> dict[str, gate.GateValue]:
     def num(key: str) -> gate.GateValue:
         v = head[key]
         return (None, v) if isinstance(v, str) else (v, None)
 
     out: dict[str, gate.GateValue] = {
-        f"{k}_pct": num(k)
-        for k in ("kernel_time", "gpu_busy", "gpu_idle", "launches", "launch_calls", "sync_time")
+        f"{k}_pct": num(k) for k in ("gpu_busy", "gpu_idle", "launches", "launch_calls", "sync_time")
     }
+    out[gate.INCOMPARABLE] = (0.0 if comp.comparable else 1.0, None)
+    out["step_time_pct"] = _step_value(step_rows, "step_time", in_step_reason)
+    out["kernel_time_pct"] = _step_value(step_rows, "kernel_time", in_step_reason)
+    out["host_time_pct"] = _step_value(step_rows, "host_time", in_step_reason)
     out["nvtx_coverage_pp"] = num("nvtx_coverage")
     if st["status"] == "ok":
         out["step_p50_pct"] = _max_change(st["phases"], "p50_delta_pct")
@@ -98,33 +125,69 @@ def _guarded(
         return {"status": "not_compared", "reason": reason, **empty}
 
 
-def compare(base: Side, new: Side, conditions: tuple[gate.Condition, ...] = ()) -> Diff:
+def _work(side: Side) -> in_step.Work | str:
+    try:
+        return in_step.read(side)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"{side.role}: metrics.step_work lacks fields the per-step comparison reads ({exc})"
+
+
+def _in_step(wb: in_step.Work | str, wn: in_step.Work | str) -> dict[str, Any]:
+    if isinstance(wb, str) or isinstance(wn, str):
+        reason = wb if isinstance(wb, str) else str(wn)
+        return {"status": "not_compared", "reason": reason, "rows": [], "categories": []}
+    return {"status": "ok", "reason": None, **in_step.summary(wb, wn),
+            "rows": in_step.step_rows(wb, wn), "categories": in_step.category_rows(wb, wn)}
+
+
+def _labels(kern: dict[str, Any]) -> Labels:
+    names: set[str] = set()
+    for r in kern.get("rows", []):
+        for key in ("base_name", "new_name"):
+            if isinstance(r.get(key), str):
+                names.update(r[key].split(NAME_SEP))
+    return Labels(names)
+
+
+def compare(
+    base: Side, new: Side, conditions: tuple[gate.Condition, ...] = (), allow_unevaluated: bool = False
+) -> Diff:
     sb, sn = steps.read(base), steps.read(new)
-    basis = choose(base, new, steps.total_steps(sb), steps.total_steps(sn))
-    head_rows, head_changes = headline.headline(base, new, basis)
-    st = steps.compare(base, new, sb, sn)
+    wb, wn = _work(base), _work(new)
+    basis = choose(base, new)
+    total_rows, total_changes = totals_mod.totals(base, new, basis)
     kern = _guarded(
-        "kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, basis
+        "kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, basis, wb, wn
     )
-    found = findings.compare(base, new)
-    values = _gate_values(head_changes, st, kern, found)
+    comp = comparability.check(base, new, kern)
+    gpus = comp.check("gpus")
+    hardware = f"from {gpus.base} to {gpus.new}" if gpus is not None and comp.hardware_changed else None
+    st = steps.compare(base, new, sb, sn, wb, wn)
+    per_step = _in_step(wb, wn)
+    found = findings.compare(base, new, hardware)
+    head = lead.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
+                      _labels(kern), per_step["reason"], hardware)
+    values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp)
     frame = kern.pop("frame")
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
+        "comparability": comp.to_json(),
+        "headline": head,
         "base": _side_info(base, sb),
         "new": _side_info(new, sn),
-        "basis": basis.to_json(),
-        "headline": head_rows,
-        "devices": _guarded("GPU", {"rows": []}, headline.devices, base, new, basis),
+        "in_step": per_step,
         "steps": st,
         "kernels": kern,
         "categories": _guarded("category", {"rows": []}, categories.compare, base, new, basis),
         "findings": found,
+        "basis": basis.to_json(),
+        "totals": total_rows,
+        "devices": _guarded("GPU", {"rows": []}, totals_mod.devices, base, new, basis),
         "gate_values": {
             k: {"value": gate.json_number(v), "reason": why} for k, (v, why) in values.items()
         },
-        "gate": gate.evaluate(conditions, values),
+        "gate": gate.evaluate(conditions, values, allow_unevaluated),
         "warnings": _warnings(base, new, kern),
     }
     return Diff(plain(doc), frame)

@@ -8,6 +8,13 @@ band, as resolved when BASE's exceeds NEW's by more than the band, else as persi
 when a severity band boundary was crossed. The band is the larger of NOISE_PP percentage
 points and NOISE_REL of the larger impact. Notes without time at stake (severity info) appear
 or disappear by presence.
+
+A rule that fired on one side only is not a change when the other side could not measure it:
+a metric the rule reads (its findings' metric_ids) ran on the side where it fired and was
+skipped (or is absent) on the other. Such rules are listed as `not_measured_new` (fired on
+BASE, not measured on NEW) or `not_measured_base`, never as resolved or appeared. When the GPU
+model changed (comparability), every appeared, resolved or persisting rule carries
+`hardware_changed: true`: it may have moved with the hardware, not with the program.
 """
 
 from __future__ import annotations
@@ -61,19 +68,47 @@ def _change(b: dict[str, Any] | None, n: dict[str, Any] | None) -> str:
     return "persisting"
 
 
-def compare(base: Side, new: Side) -> dict[str, Any]:
+def metrics_of(side: Side) -> dict[str, list[str]]:
+    """rule id -> the metric ids its findings read."""
+    out: dict[str, list[str]] = {}
+    findings = side.doc.get("findings")
+    for f in findings if isinstance(findings, list) else []:
+        if isinstance(f, dict) and isinstance(f.get("rule_id"), str):
+            ids = out.setdefault(f["rule_id"], [])
+            ids += [m for m in f.get("metric_ids") or [] if isinstance(m, str) and m not in ids]
+    return out
+
+
+def _unmeasured(rule_metrics: list[str], fired: Side, other: Side) -> list[str]:
+    """The metrics the rule read that ran where it fired and did not run on the other side."""
+    return [m for m in rule_metrics if fired.metric(m) is not None and other.metric(m) is None]
+
+
+def compare(base: Side, new: Side, hardware: str | None = None) -> dict[str, Any]:
+    """`hardware`: how the GPUs changed (comparability), when they did."""
     fb, fn = by_rule(base), by_rule(new)
-    appeared, resolved, persisting = [], [], []
+    mb, mn = metrics_of(base), metrics_of(new)
+    appeared, resolved, persisting, gone_new, gone_base = [], [], [], [], []
     for r in sorted(set(fb) | set(fn)):
         b, n = fb.get(r), fn.get(r)
         kind = _change(b, n)
         impacts = {"base_impact_pct": (b or {}).get("impact_pct"), "new_impact_pct": (n or {}).get("impact_pct")}
+        if b is not None and n is None and (why := _unmeasured(mb.get(r, []), base, new)):
+            gone_new.append({**b, **impacts, "unmeasured": why,
+                             "reason": "; ".join(new.why_missing(m) for m in why)})
+            continue
+        if n is not None and b is None and (why := _unmeasured(mn.get(r, []), new, base)):
+            gone_base.append({**n, **impacts, "unmeasured": why,
+                              "reason": "; ".join(base.why_missing(m) for m in why)})
+            continue
+        mark = {"hardware_changed": hardware is not None}
         if kind == "appeared":
-            appeared.append({**(n or b or {}), **impacts})
+            appeared.append({**(n or b or {}), **impacts, **mark})
         elif kind == "resolved":
-            resolved.append({**(b or n or {}), **impacts})
+            resolved.append({**(b or n or {}), **impacts, **mark})
         elif b is not None and n is not None:
             persisting.append({
+                **mark,
                 "rule_id": r,
                 "base_severity": b["severity"],
                 "new_severity": n["severity"],
@@ -85,9 +120,12 @@ def compare(base: Side, new: Side) -> dict[str, Any]:
             })
     return {
         "noise": {"pp": NOISE_PP, "relative": NOISE_REL},
+        "hardware": hardware,
         "appeared": appeared,
         "disappeared": resolved,
         "persisting": persisting,
+        "not_measured_new": gone_new,
+        "not_measured_base": gone_base,
         # high on NEW and its time at stake grew beyond the noise (new, or worse)
         "new_high": sorted(f["rule_id"] for f in appeared if fn.get(f["rule_id"], {}).get("severity") == "high"),
     }

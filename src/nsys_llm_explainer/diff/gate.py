@@ -1,7 +1,14 @@
-"""`--fail-on` expressions: `METRIC OP NUMBER`, evaluated against diff.json's gate values.
+"""`--fail-on` expressions: `METRIC OP NUMBER`, evaluated against diff.json's gate values,
+and the bare condition `incomparable` (the captures cannot be compared: diff.json
+comparability.comparable is false).
 
-Values ending in `_pct` are relative changes in percent on the comparison basis (per step,
-per second or total); `_pp` values are changes in percentage points; the others are counts.
+Values ending in `_pct` are relative changes in percent: per complete step for the step,
+kernel and host time (the Hodges-Lehmann estimate of diff.json `in_step`), on the comparison
+basis of the whole-capture totals for the others; `_pp` values are changes in percentage
+points; the others are counts.
+
+A gate none of whose conditions could be evaluated fails (it checked nothing), unless
+allow_unevaluated is set (--allow-unevaluated).
 """
 
 from __future__ import annotations
@@ -15,15 +22,20 @@ from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
 
+INCOMPARABLE = "incomparable"
 GATE_METRICS: dict[str, str] = {
+    INCOMPARABLE: "the captures cannot be compared (different GPUs, jobs, programs or step definitions); "
+    "a bare condition: --fail-on incomparable",
+    "step_time_pct": "change of step time, all complete steps (%, Hodges-Lehmann)",
     "step_p50_pct": "largest change of median step latency over the phases compared (%)",
     "step_p90_pct": "largest change of p90 step latency over the phases compared (%)",
-    "kernel_time_pct": "change of total kernel time (%)",
-    "gpu_busy_pct": "change of GPU busy time, all devices (%)",
-    "gpu_idle_pct": "change of GPU idle time, all devices (%)",
-    "launches_pct": "change of the number of kernels launched (%)",
-    "launch_calls_pct": "change of the number of launch API calls, graph launches included (%)",
-    "sync_time_pct": "change of blocking synchronization time (%)",
+    "kernel_time_pct": "change of kernel time per complete step, from the kernels inside steps (%)",
+    "host_time_pct": "change of host time outside CUDA calls per complete step (%)",
+    "gpu_busy_pct": "change of GPU busy time, all devices, whole capture (%)",
+    "gpu_idle_pct": "change of GPU idle time, all devices, whole capture (%)",
+    "launches_pct": "change of the number of kernels launched, whole capture (%)",
+    "launch_calls_pct": "change of the number of launch API calls, graph launches included, whole capture (%)",
+    "sync_time_pct": "change of blocking synchronization time, whole capture (%)",
     "nvtx_coverage_pp": "change of NVTX coverage of kernel time (percentage points)",
     "new_findings": "rule ids that fire on NEW but not on BASE",
     "new_high_findings": "rule ids with a high-severity finding on NEW but not on BASE",
@@ -56,8 +68,8 @@ class Condition:
 
 def _usage(expr: str, why: str) -> UsageError:
     return UsageError(
-        f"--fail-on {expr!r}: {why}; expected METRIC OP NUMBER with OP one of > >= < <= == "
-        f"and METRIC one of {', '.join(GATE_METRICS)}"
+        f"--fail-on {expr!r}: {why}; expected {INCOMPARABLE} or METRIC OP NUMBER with OP one of "
+        f"> >= < <= == and METRIC one of {', '.join(m for m in GATE_METRICS if m != INCOMPARABLE)}"
     )
 
 
@@ -68,18 +80,26 @@ def parse(values: Iterable[str] | None) -> tuple[Condition, ...]:
         for part in value.split(","):
             if not part.strip():
                 continue
+            if part.strip().lower() == INCOMPARABLE:
+                out.append(Condition(INCOMPARABLE, INCOMPARABLE, "==", 1.0))
+                continue
             m = _EXPR.match(part.lower())
             if m is None:
                 raise _usage(part.strip(), "cannot parse it")
             metric, op, number = m.groups()
             if metric not in GATE_METRICS:
                 raise _usage(part.strip(), f"unknown metric {metric!r}")
+            if metric == INCOMPARABLE:
+                raise _usage(part.strip(), f"{INCOMPARABLE} takes no operator or number")
             out.append(Condition(" ".join(part.split()), metric, op, float(number)))
     return tuple(out)
 
 
-def evaluate(conditions: tuple[Condition, ...], values: dict[str, GateValue]) -> dict[str, Any]:
-    """diff.json `gate`: each condition tripped, passed or not evaluated (value unknown)."""
+def evaluate(
+    conditions: tuple[Condition, ...], values: dict[str, GateValue], allow_unevaluated: bool = False
+) -> dict[str, Any]:
+    """diff.json `gate`: each condition tripped, passed or not evaluated (value unknown); the
+    gate trips when a condition does, or when none could be evaluated (unless allowed)."""
     results = []
     for c in conditions:
         value, why = values.get(c.metric, (None, "the value is unknown"))
@@ -98,7 +118,13 @@ def evaluate(conditions: tuple[Condition, ...], values: dict[str, GateValue]) ->
                 "reason": reason,
             }
         )
-    return {"conditions": results, "tripped": any(r["status"] == "tripped" for r in results)}
+    none = bool(results) and all(r["status"] == "not_evaluated" for r in results)
+    return {
+        "conditions": results,
+        "allow_unevaluated": allow_unevaluated,
+        "unevaluated": none,
+        "tripped": any(r["status"] == "tripped" for r in results) or (none and not allow_unevaluated),
+    }
 
 
 def json_number(value: Any) -> Any:

@@ -4,8 +4,13 @@ Matching runs in two passes so identical names never merge with their neighbours
 exact names present on both sides match first; the remaining names on each side are
 grouped by their normalized form (names.normalize) and a group found on both sides is a
 "renamed" match (a template instance or numeric suffix changed). What is left is "new"
-or "vanished". Kernels are summed over devices. Rows are sorted by the absolute change of
-compared time (on the diff's basis).
+or "vanished". Kernels are summed over devices.
+
+When both reports have the work inside their complete steps (metrics.step_work), every
+figure is per complete step from that work (`source: in_step`): calls and time per step,
+time per call, and the Hodges-Lehmann changes of time per step and per call with their
+intervals (in_step.py). Otherwise whole-capture totals are compared on the diff's basis
+(`source: totals`). Rows are sorted by the absolute change of compared time.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.diff import in_step
 from nsys_llm_explainer.diff.basis import Basis
 from nsys_llm_explainer.diff.load import Side
 from nsys_llm_explainer.diff.names import normalize
@@ -32,6 +38,17 @@ COLUMNS = (
     "new_compared_ns",
     "delta_ns",
     "delta_pct",
+    "base_per_call_ns",
+    "new_per_call_ns",
+    "per_call_pct",
+    "per_call_low_pct",
+    "per_call_high_pct",
+    "time_pct",
+    "time_low_pct",
+    "time_high_pct",
+    "time_delta_ns",
+    "beyond_noise",
+    "category",
 )
 NAME_SEP = " | "  # joins several names of one renamed group in the CSV
 
@@ -101,20 +118,63 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def compare(base: Side, new: Side, basis: Basis) -> dict[str, Any]:
+def _frame(w: in_step.Work) -> pd.DataFrame:
+    rows = [(n, r["calls"], r["ns"]) for n, r in w.names.items()]
+    return _per_name({"kernels": [{"name": n, "calls": c, "total_ns": t} for n, c, t in rows]})
+
+
+def _with_changes(rows: pd.DataFrame, wb: in_step.Work, wn: in_step.Work) -> pd.DataFrame:
+    """Per-call and per-step-time changes (Hodges-Lehmann, with intervals) of matched rows."""
+    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS[12:]}
+    for r in rows.itertuples(index=False):
+        bc, nc = int(r.base_calls), int(r.new_calls)
+        cols["base_per_call_ns"].append(round(r.base_total_ns / bc, 1) if bc else None)
+        cols["new_per_call_ns"].append(round(r.new_total_ns / nc, 1) if nc else None)
+        if r.match in ("same", "renamed"):
+            ch = in_step.kernel_changes(wb, wn, r.base_name, r.new_name, NAME_SEP)
+            pc, tm = ch["per_call"], ch["time"]
+        else:
+            pc = tm = {"change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": None,
+                       "beyond_noise": False}
+        cols["per_call_pct"].append(pc["change_pct"])
+        cols["per_call_low_pct"].append(pc["low_pct"])
+        cols["per_call_high_pct"].append(pc["high_pct"])
+        cols["time_pct"].append(tm["change_pct"])
+        cols["time_low_pct"].append(tm["low_pct"])
+        cols["time_high_pct"].append(tm["high_pct"])
+        cols["time_delta_ns"].append(tm["delta_ns"])
+        cols["beyond_noise"].append(bool(pc["beyond_noise"] or tm["beyond_noise"]))
+        first = str(r.new_name or r.base_name).split(NAME_SEP)[0]
+        cols["category"].append((wn.names.get(first) or wb.names.get(first) or {}).get("category"))
+    return rows.assign(**cols)
+
+
+def compare(base: Side, new: Side, basis: Basis, wb: in_step.Work | str | None = None,
+            wn: in_step.Work | str | None = None) -> dict[str, Any]:
     """diff.json `kernels`, plus the rows as a frame for tables/diff_kernels.csv."""
     mb, mn = base.metric("top_kernels"), new.metric("top_kernels")
     if mb is None or mn is None:
         reason = base.why_missing("top_kernels") if mb is None else new.why_missing("top_kernels")
         return {"status": "not_compared", "reason": reason, "rows": [], "counts": {}, "frame": None}
-    rows = match(_per_name(mb), _per_name(mn))
-    rows["base_compared_ns"] = (rows["base_total_ns"] / basis.base_divisor).round(3)
-    rows["new_compared_ns"] = (rows["new_total_ns"] / basis.new_divisor).round(3)
-    bc, nc = rows["base_total_ns"] / basis.base_divisor, rows["new_total_ns"] / basis.new_divisor
+    steps = isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
+    if steps:
+        assert isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
+        rows = match(_frame(wb), _frame(wn))
+        db, dn = float(wb.steps), float(wn.steps)
+    else:
+        rows = match(_per_name(mb), _per_name(mn))
+        db, dn = basis.base_divisor, basis.new_divisor
+    rows["base_compared_ns"] = (rows["base_total_ns"] / db).round(3)
+    rows["new_compared_ns"] = (rows["new_total_ns"] / dn).round(3)
+    bc, nc = rows["base_total_ns"] / db, rows["new_total_ns"] / dn
     rows["delta_ns"] = (nc - bc).round(3)
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(bc > 0, 100.0 * (nc - bc) / bc, np.nan)
     rows["delta_pct"] = np.round(pct, 4)
+    if steps:
+        rows = _with_changes(rows, wb, wn)  # type: ignore[arg-type]
+    else:
+        rows = rows.assign(**{c: None for c in COLUMNS[12:]}).assign(beyond_noise=False)
     rows = (
         rows.assign(_abs=rows["delta_ns"].abs())
         .sort_values(
@@ -133,6 +193,7 @@ def compare(base: Side, new: Side, basis: Basis) -> dict[str, Any]:
     return {
         "status": "ok",
         "reason": None,
+        "source": "in_step" if steps else "totals",
         "name_modes": list(modes),
         "counts": counts,
         "rows": records,

@@ -16,6 +16,7 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.compare import Diff
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
+from nsys_llm_explainer.diff.lead import interval, pct
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
 from nsys_llm_explainer.render import escape, markdown, templates
@@ -23,6 +24,7 @@ from nsys_llm_explainer.render.csv_writer import render_table
 
 MD_NAME = "diff.md"
 MD_TEMPLATE = "diff.md.j2"
+HTML_NAME = "diff.html"
 JSON_NAME = "diff.json"
 CSV_NAME = "tables/diff_kernels.csv"
 
@@ -67,6 +69,24 @@ def change(row: dict[str, Any]) -> str:
     return f"{diff} ({pct})"
 
 
+def ci(row: dict[str, Any], prefix: str = "") -> str:
+    """`+30.0% (95% CI +29.0% to +30.4%)` from a change row's <prefix>change_pct/low_pct/high_pct."""
+    keys = ("change_pct", "low_pct", "high_pct") if not prefix else (f"{prefix}_pct", f"{prefix}_low_pct",
+                                                                       f"{prefix}_high_pct")
+    v, lo, hi = (row.get(k) for k in keys)
+    if v is None:
+        return "n/a"
+    return f"{pct(v)} ({interval(lo, hi)})"
+
+
+def check_value(v: object) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return fmt.pct(100.0 * v) + " of kernel time in shared names"
+    return str(v)
+
+
 def kernel_labels(diff: Diff) -> Labels:
     """Labels over the kernel names of both sides, so no two rows of diff.md look alike."""
     names: set[str] = set()
@@ -90,6 +110,9 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "value": lambda v, unit: Markup(value(v, unit)),
     "change": lambda r: Markup(change(r)),
     "gatev": lambda v: Markup("n/a" if v is None else gate_value(v)),
+    "ci": lambda r: Markup(escape.md(ci(r))),
+    "kci": lambda r: Markup(escape.md(ci(r, "per_call"))),
+    "checkvalue": lambda v: Markup(escape.md(check_value(v))),
     "kernels": _kernels,
 }
 
@@ -117,45 +140,42 @@ def render_csv(diff: Diff) -> str:
 def files(diff: Diff, top_n: int = 20) -> dict[str, str]:
     # diff.json last: output.write moves files in this order, so a complete diff.json
     # means the rest of this diff is on disk too
+    from nsys_llm_explainer.diff import page
+
+    md = render_md(diff, top_n)
     return {
-        MD_NAME: render_md(diff, top_n),
+        MD_NAME: md,
+        HTML_NAME: page.render(diff, md),
         CSV_NAME: render_csv(diff),
         JSON_NAME: render_json(diff),
     }
 
 
-def _headline_bits(doc: dict[str, Any]) -> list[str]:
-    rows = {r["id"]: r for r in doc["headline"]}
-    bits = []
-    kt = rows.get("kernel_time")
-    if kt and kt["status"] == "ok":
-        bits.append(f"kernel time {signed_pct(kt['delta_pct'])}{_suffix(doc)}")
-    if doc["steps"]["status"] == "ok":
-        worst = max(doc["steps"]["phases"], key=lambda p: p["p50_delta_pct"] or 0.0)
-        bits.append(f"step p50 {signed_pct(worst['p50_delta_pct'])} ({worst['phase']})")
+def _summary(doc: dict[str, Any]) -> str:
     f = doc["findings"]
-    bits.append(f"{len(f['appeared'])} new / {len(f['disappeared'])} resolved findings")
-    return bits
-
-
-def _suffix(doc: dict[str, Any]) -> str:
-    return {"per_step": " per step", "per_second": " per second", "total": ""}[doc["basis"]["kind"]]
+    text = doc["headline"]["text"].rstrip(".")
+    return f"{text}; {len(f['appeared'])} new / {len(f['disappeared'])} resolved findings"
 
 
 def verdict(diff: Diff) -> str:
-    """One line: FAIL with the tripped conditions, PASS, or DIFF when no gate was given."""
+    """One line: FAIL with the tripped conditions (or a gate that checked nothing), PASS, or
+    DIFF when no gate was given; then the headline."""
     doc = diff.doc
-    summary = ", ".join(_headline_bits(doc))
-    conds = doc["gate"]["conditions"]
+    summary = _summary(doc)
+    gate = doc["gate"]
+    conds = gate["conditions"]
     tripped = [c for c in conds if c["status"] == "tripped"]
     unknown = [c["expression"] for c in conds if c["status"] == "not_evaluated"]
     tail = f"; not evaluated: {', '.join(unknown)}" if unknown else ""
     if tripped:
         why = ", ".join(f"{c['expression']} (value {gate_value(c['value'])})" for c in tripped)
         return f"FAIL: {why}; {summary}{tail}"
+    if gate.get("unevaluated"):
+        if gate.get("tripped"):
+            return (f"FAIL: none of the {len(conds)} --fail-on conditions could be evaluated "
+                    f"(--allow-unevaluated lets this pass); {summary}{tail}")
+        return f"PASS: no condition could be evaluated (--allow-unevaluated); {summary}{tail}"
     if conds:
-        if len(unknown) == len(conds):
-            return f"PASS: no condition could be evaluated; {summary}{tail}"
         checked = f"{len(conds) - len(unknown)} of {len(conds)} conditions checked"
         return f"PASS: {checked}, none tripped; {summary}{tail}"
     return f"DIFF: {summary} (no --fail-on given)"

@@ -5,9 +5,12 @@ optional p25_ns/p75_ns}, or an object keyed by phase) and, when present, `steps`
 {phase, duration_ns} per step). A few key spellings are accepted so reports from nearby
 versions still compare.
 
-Noise: the median change (new p50 - base p50) is compared with the baseline's
-interquartile range (p75 - p25, from the per-step durations or the phase's p25/p75).
-A change within that range is reported as within the baseline spread, not as a regression.
+Noise: when both reports carry the work inside their complete steps (metrics.step_work),
+each phase's step time change is a Hodges-Lehmann shift over the steps' latencies with its
+interval (shift.py); beyond the noise means the interval excludes no change, and the medians
+are the samples' own, with their sizes. Older reports: the median change (new p50 - base p50)
+is compared with the baseline's interquartile range (p75 - p25, from the per-step durations
+or the phase's p25/p75); a change within it is within the baseline spread.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.diff import in_step
 from nsys_llm_explainer.diff.basis import json_pct, rel_pct
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.shift import shift
 
 COUNT_KEYS = ("step_count", "steps", "count", "n_steps")
 P50_KEYS = ("p50_ns", "latency_p50_ns", "step_p50_ns")
@@ -114,15 +119,36 @@ def _noise(b: PhaseSteps, n: PhaseSteps) -> dict[str, Any]:
     }
 
 
+def _interval(lb: Any, ln: Any) -> dict[str, Any]:
+    """The phase's Hodges-Lehmann change of step time, as the noise check."""
+    s = shift(lb, ln)
+    if s is None:
+        return {"status": "not_assessed", "verdict": "not assessed, because a side has fewer than 2 steps"}
+    r = in_step.row("step_time", "step", "step time", "ns", s)
+    if r["low_pct"] is None:
+        verdict = f"no 95% interval with {s.n_base} vs {s.n_new} steps"
+    elif s.beyond_noise:
+        verdict = ("slower" if s.estimate > 0 else "faster") + " beyond the noise"
+    else:
+        verdict = "within the noise"
+    return {"status": "ok", "method": "hodges_lehmann", "verdict": verdict,
+            **{k: r[k] for k in ("n_base", "n_new", "base_median", "new_median", "change_pct",
+                                 "low_pct", "high_pct", "beyond_noise")}}
+
+
 def compare(
-    base: Side, new: Side, fb: dict[str, PhaseSteps] | str, fn: dict[str, PhaseSteps] | str
+    base: Side, new: Side, fb: dict[str, PhaseSteps] | str, fn: dict[str, PhaseSteps] | str,
+    wb: in_step.Work | str | None = None, wn: in_step.Work | str | None = None,
 ) -> dict[str, Any]:
     """diff.json `steps`: per phase present in both, p50/p90 change and the noise check."""
     if isinstance(fb, str) or isinstance(fn, str):
         return {"status": "not_compared", "reason": fb if isinstance(fb, str) else fn, "phases": []}
+    lat_b = in_step.phase_latency(wb) if isinstance(wb, in_step.Work) else {}
+    lat_n = in_step.phase_latency(wn) if isinstance(wn, in_step.Work) else {}
     rows = []
     for phase in [p for p in fb if p in fn]:
         b, n = fb[phase], fn[phase]
+        both = phase in lat_b and phase in lat_n
         rows.append(
             {
                 "phase": phase,
@@ -134,7 +160,7 @@ def compare(
                 "base_p90_ns": b.p90_ns,
                 "new_p90_ns": n.p90_ns,
                 "p90_delta_pct": json_pct(rel_pct(b.p90_ns, n.p90_ns)),
-                "noise": _noise(b, n),
+                "noise": _interval(lat_b[phase], lat_n[phase]) if both else _noise(b, n),
             }
         )
     only = sorted(set(fb) ^ set(fn))

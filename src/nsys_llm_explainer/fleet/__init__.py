@@ -32,9 +32,12 @@ def run(
     progress: Progress | None = None,
     k: float = robust.K,
     skipped: list[str] | None = None,
+    force_align: bool = False,
 ) -> FleetResult:
     """Analyze every input (locally, or on Dask when `scheduler` is 'local' or an address).
-    `skipped`: files the input scan passed over (inputs.collect), listed in the outputs."""
+    `skipped`: files the input scan passed over (inputs.collect), listed in the outputs.
+    `force_align`: align and compare the traces of a run even when they are not captures of
+    one job at one time (fleet/same_run.py)."""
     options = options or Options()
     jobs = jobs or usable_cpus()
     tasks = [Task(t.path, t.abspath, options, cache_dir, use_cache) for t in inputs]
@@ -52,7 +55,7 @@ def run(
     else:
         results = execute.run_local(tasks, jobs, done)
     t1 = time.perf_counter()
-    result = build(inputs, results, options_key(options), k, skipped)
+    result = build(inputs, results, options_key(options), k, skipped, force_align)
     result.timing = {
         "executor": f"dask {scheduler}" if scheduler else f"local, {jobs} job(s)",
         "analyze_s": round(t1 - t0, 3),

@@ -10,7 +10,10 @@
    reference (the one holding rank 0), the median difference between the end times of its
    matched collectives and the reference rank's is its residual clock error, and is
    removed. The median absolute deviation of those differences is reported as the
-   remaining uncertainty. Used only with at least MIN_MATCHED matched collectives.
+   remaining uncertainty. Used only with at least MIN_MATCHED matched collectives, and, on
+   recorded capture start times, only when the correction is below MAX_CORRECTION_NS: host
+   clocks synchronized by NTP disagree by milliseconds, so a larger correction means the
+   collectives matched are not the same ones (captures of different times or jobs).
 
 Collectives are matched by key (kind, stream ordinal): the n-th stream a rank used for
 communication, in order of its first collective, and the i-th collective of that kind on
@@ -32,6 +35,7 @@ MIN_MATCHED = 8
 SHIFT_WINDOW = 256
 SHIFT_SAMPLE = 200  # pairs scored per candidate shift (evenly spread over the overlap)
 CERTAIN_NS = 1_000  # ends agreeing this closely (MAD) are the match: stop searching
+MAX_CORRECTION_NS = 1_000_000_000  # 1 s: beyond any host clock error
 
 Key = tuple[str, int]
 
@@ -157,6 +161,12 @@ def align(ranks: list[dict[str, Any]]) -> Clock:
             continue
         ref_rank = ranks[domains[ref_domain][0]]
         corrections[d] = _refine(ref_rank, ranks[members[0]], base[ref_domain], base[d])
+    rejected = {}
+    if method == "session_start":
+        for d, c in corrections.items():
+            if c is not None and abs(c[0]) > MAX_CORRECTION_NS:
+                rejected[d] = c[0]
+                corrections[d] = None
     fix = {d: c if c is not None else (0, 0, 0) for d, c in corrections.items()}
     offs = {d: base[d] + fix[d][0] for d in domains}
     zero = min(r["window_start_ns"] + offs[r["trace_index"]] for r in ranks)
@@ -164,7 +174,10 @@ def align(ranks: list[dict[str, Any]]) -> Clock:
     doc = {
         "method": method,
         "refined_by_collectives": bool(refined),
-        "trust": _trust(method, refined, len(domains)),
+        "trust": _trust(method, refined, len(domains)) + (
+            f"; a correction by collective end times of up to {max(abs(v) for v in rejected.values()) / 1e9:,.3f} s "
+            "was not applied: no host clock is that far off, so the collectives matched are not the same ones"
+            if rejected else ""),
         "zero_ns": int(zero),
         "domains": [
             {

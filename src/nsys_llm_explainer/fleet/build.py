@@ -28,7 +28,7 @@ class FleetResult:
 
 
 def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict[str, Any],
-          k: float = robust.K, skipped: list[str] | None = None) -> FleetResult:
+          k: float = robust.K, skipped: list[str] | None = None, force_align: bool = False) -> FleetResult:
     by_label: dict[str, list[int]] = {}
     for i, t in enumerate(inputs):
         by_label.setdefault(t.label, []).append(i)
@@ -41,7 +41,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
                    for s in results[i]["ranks"]]
         if not members:
             continue
-        run = runs.build(label, inputs[by_label[label][0]].labels, members, k)
+        run = runs.build(label, inputs[by_label[label][0]].labels, members, k, force_align)
         built.append(run)
         sweep_rows.append(sweep.row(run.doc, [m[2] for m in members]))
     traces = [
@@ -67,7 +67,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
         "options": {**options, "straggler_k": k, "mad_scale": robust.MAD_SCALE,
-                    "min_excess_pct": robust.MIN_EXCESS_PCT},
+                    "min_excess_pct": robust.MIN_EXCESS_PCT, "force_align": force_align},
         "inputs": {"traces": len(inputs), "ok": sum(t["ok"] for t in traces),
                    "failed": sum(not t["ok"] for t in traces),
                    "ranks": sum(len(r.doc["ranks"]) for r in built), "runs": len(built),

@@ -29,7 +29,7 @@ from typing import Any
 
 from nsys_llm_explainer import __version__
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 EDGE_BYTES = 1 << 20
 CACHE_ENV = "NSYS_LLM_EXPLAIN_CACHE"
 REPORT_NAME = "report.json"

@@ -18,7 +18,8 @@ import pandas as pd
 from nsys_llm_explainer import TOOL_NAME, fmt
 from nsys_llm_explainer.fleet import svg
 from nsys_llm_explainer.fleet.build import FleetResult
-from nsys_llm_explainer.fleet.render_text import input_notes, markdown, verdict
+from nsys_llm_explainer.fleet.render_text import input_notes, markdown, overlap_text, verdict
+from nsys_llm_explainer.fleet.same_run import utc
 from nsys_llm_explainer.render.csv_writer import defuse
 from nsys_llm_explainer.render.escape import shorten
 from nsys_llm_explainer.render.html import CSP
@@ -32,10 +33,15 @@ CSS = (
     "body{font:14px system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;max-width:1100px;color:#1f2328}"
     "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:right}"
     ".scroll{overflow-x:auto}td{white-space:nowrap}td.l,th.l{text-align:left}tr.strag td{background:#fee2e2}"
+    ".tablebox{max-height:70vh;overflow:auto;border:1px solid #d0d7de;margin:8px 0}.tablebox table{margin:0}"
+    ".tablebox thead th{position:sticky;top:0;background:#f6f8fa}"
+    ".plot{overflow-x:auto}.plot svg{display:block;max-width:none}"
+    ".warn{padding:8px 10px;border-left:4px solid #d97706;background:#fffbeb}"
     ".verdict{font-size:15px;padding:10px;"
     "border-left:4px solid #dc2626;background:#f6f8fa}details{margin:8px 0}summary{cursor:pointer;font-weight:600}"
     "@media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}.verdict{background:#161b22}"
-    "td,th{border-color:#3d444d}tr.strag td{background:#4c1d1d}}"
+    "td,th{border-color:#3d444d}tr.strag td{background:#4c1d1d}.tablebox thead th{background:#161b22}"
+    ".warn{background:#2b2111}}"
 )
 
 
@@ -75,10 +81,15 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
     out = []
     if multi:
         out.append(f"<h2>Run {escape(run['label'])}</h2>")
-    out.append("<div class=scroll><table><tr><th>rank</th><th class=l>name</th><th>step p50</th><th>compute</th>"
-               "<th>compute/step</th><th>GPU busy</th>"
+    comp = run.get("comparability") or {}
+    if comp.get("refused") or comp.get("forced"):
+        what = "Not aligned, not compared" if comp.get("refused") else "Forced alignment (--force-align), low trust"
+        out.append(f'<p class="warn"><b>{what}</b>: {escape("; ".join(comp["reasons"]))}.</p>')
+    overlap = overlap_text(run)
+    out.append("<div class=tablebox><table><thead><tr><th>rank</th><th class=l>name</th><th>step p50</th>"
+               "<th>compute</th><th>compute/step</th><th>GPU busy</th>"
                "<th>exposed comm</th><th>arrived last</th><th>wait caused</th><th class=l>top kernel</th>"
-               "<th class=l>verdict</th></tr>")
+               "<th class=l>verdict</th></tr></thead><tbody>")
     for r in run["ranks"]:
         vals = [str(r["rank"]), escape(r["name"]), fmt.dur(r["step_p50_ns"]), fmt.dur(r["compute_ns"]),
                 fmt.dur(r["compute_per_step_ns"]), fmt.pct(r["gpu_busy_pct"]),
@@ -86,10 +97,14 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
                 escape(shorten(r["top_kernel"] or "n/a", 48)), escape(r["verdict"])]
         cls = ' class="strag"' if r["straggler"] else ""
         out.append(f"<tr{cls}>{_cells(vals, {1, 9, 10})}</tr>")
-    out.append("</table></div>")
+    out.append("</tbody></table></div>")
     if tl is not None and tl["rows"]:
         out.append("<h3>Ranks over time</h3>")
-        out.append(svg.timeline(run, tl))
+        if overlap:
+            out.append(f"<p>{escape(overlap)}</p>")
+        out.append(f'<div class="plot">{svg.timeline(run, tl)}</div>')
+    elif comp.get("refused"):
+        out.append("<p>No common time axis: the captures were not aligned.</p>")
     c = run["collectives"]
     out.append("<details open><summary>Collective alignment and wait</summary>")
     if c["status"] == "ok":
@@ -101,6 +116,8 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
                     fmt.dur(k["skew_p99_ns"]), fmt.dur(k["wait_ns"]), str(k["slow"])]
             out.append(f"<tr>{_cells(vals, {0})}</tr>")
         out.append("</table>")
+    elif c["status"] == "error":
+        out.append(f"<p>Not a result: {escape(c['reason'])}.</p>")
     else:
         out.append(f"<p>Not measured, because {escape(c['reason'])}.</p>")
     out.append("</details>")
@@ -118,8 +135,24 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
         out.append(f"<p>Not measured, because {escape(s['reason'])}.</p>")
     out.append("</details>")
     clock = run["clock"]
-    out.append(f"<details><summary>Clock alignment</summary><p>{escape(clock['method'])}: "
-               f"{escape(clock['trust'])}.</p></details>")
+    out.append(f"<details><summary>Clock alignment and captures</summary><p>{escape(clock['method'])}: "
+               f"{escape(clock['trust'])}.</p>")
+    caps = comp.get("captures") or []
+    if caps:
+        out.append("<div class=scroll><table><tr><th class=l>trace</th><th>ranks</th><th class=l>starts (wall clock)</th>"
+                   "<th class=l>ends</th><th class=l>rank in job</th><th class=l>GPUs</th></tr>")
+        for cap in caps:
+            job = ("not recorded" if cap["world_size"] is None else
+                   f"{cap['rank']} of {cap['world_size']}" if cap["rank"] is not None else f"of {cap['world_size']}")
+            vals = [escape(cap["path"]), str(cap["ranks"]),
+                    utc(cap["wall_start_ns"]) if cap["wall_start_ns"] is not None else "unknown",
+                    utc(cap["wall_end_ns"]) if cap["wall_end_ns"] is not None else "unknown",
+                    escape(job), escape(", ".join(cap["gpus"]) or "unknown")]
+            out.append(f"<tr>{_cells(vals, {0, 2, 3, 4, 5})}</tr>")
+        out.append("</table></div>")
+    for line in comp.get("cautions") or []:
+        out.append(f"<p>Caution: {escape(line)}.</p>")
+    out.append("</details>")
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsys_llm_explainer import TOOL_NAME, fmt
+from nsys_llm_explainer.fleet.same_run import span_words, utc
 from nsys_llm_explainer.render.escape import md, md_name
 from nsys_llm_explainer.render.escape import md as _md
 
@@ -20,10 +21,23 @@ def _plain(text: object) -> str:
 
 def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
     md = _plain if plain else _md  # plain text for the HTML page and stdout
+    comp = run.get("comparability") or {}
+    if comp.get("refused"):
+        return (f"**Not aligned, not compared**: {md('; '.join(comp['reasons']))}. The ranks are listed on "
+                "their own clocks; no rank is named (--force-align compares them anyway).")
+    prefix = ""
+    if comp.get("forced"):
+        prefix = f"**Forced alignment (--force-align), low trust**: {md('; '.join(comp['reasons']))}. "
+    return prefix + _aligned_verdict(run, md)
+
+
+def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
     h = run["headline"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
-    if h["wait_caused_ns"]:
+    if coll.get("status") == "error":
+        text = f"**No rank is blamed for collective wait**: {md(coll['reason'])}."
+    elif h["wait_caused_ns"]:
         b = coll["blame"]
         text = (f"**{who} makes the others wait**: it arrives last at {fmt.pct(h['arrived_last_pct'])} of "
                 f"{coll['charged']:,} matched collectives that were not a tie (chance {fmt.pct(b['chance_pct'])}, "
@@ -163,10 +177,45 @@ def _collectives(run: dict[str, Any]) -> list[str]:
     return out
 
 
+def overlap_text(run: dict[str, Any]) -> str | None:
+    """Whether the captures ran at the same time, in words (None for a single capture)."""
+    comp = run.get("comparability") or {}
+    caps = comp.get("captures") or []
+    if len(caps) < 2:
+        return None
+    if comp.get("overlap_ns") is None:
+        return "Whether the captures overlap in time is unknown: not every capture records its start time."
+    if comp["overlap_ns"] >= 0:
+        return f"The captures overlap in time for {fmt.dur(comp['overlap_ns'])} (on their recorded start times)."
+    return (f"The captures do not overlap in time: the latest starts {span_words(-comp['overlap_ns'])} after the "
+            "earliest ends (on their recorded start times).")
+
+
+def _captures(run: dict[str, Any]) -> list[str]:
+    comp = run.get("comparability") or {}
+    caps = comp.get("captures") or []
+    if not caps:
+        return []
+
+    out = ["", "| trace | ranks | starts (wall clock) | ends | rank in job | GPUs |", "|---|---:|---|---|---|---|"]
+    for c in caps:
+        start = utc(c["wall_start_ns"]) if c["wall_start_ns"] is not None else "unknown"
+        end = utc(c["wall_end_ns"]) if c["wall_end_ns"] is not None else "unknown"
+        job = (f"{c['rank']} of {c['world_size']}" if c["rank"] is not None else f"of {c['world_size']}") \
+            if c["world_size"] is not None else "not recorded"
+        out.append(f"| {md(c['path'])} | {c['ranks']} | {start} | {end} | {job} | {md(', '.join(c['gpus']) or 'unknown')} |")
+    text = overlap_text(run)
+    if text:
+        out += ["", text]
+    for line in comp.get("cautions") or []:
+        out += ["", f"Caution: {md(line)}."]
+    return out
+
+
 def _clock(run: dict[str, Any]) -> list[str]:
     c = run["clock"]
     out = [f"Method: {c['method']}" + (", refined by collective end times" if c["refined_by_collectives"] else "")
-           + f". Trust: {md(c['trust'])}.", "",
+           + f". Trust: {md(c['trust'])}.", *_captures(run), "",
            "| trace | ranks | origin | offset | correction | residual (MAD) | matched |",
            "|---:|---:|---|---:|---:|---:|---:|"]
     for d in c["domains"]:
@@ -204,7 +253,7 @@ def _run_section(run: dict[str, Any], multi: bool) -> list[str]:
     out += _details("Stragglers", _stragglers(run))
     out += _details("Collective alignment and wait", _collectives(run))
     out += _details("Imbalance and kernel mix", _imbalance(run))
-    out += _details("Clock alignment", _clock(run))
+    out += _details("Clock alignment and captures", _clock(run))
     if len(run["ranks"]) > TABLE_ROWS:
         out += _details("All ranks", _rank_table(run["ranks"], None))
     return out

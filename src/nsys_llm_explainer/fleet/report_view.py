@@ -85,3 +85,15 @@ def idle_for(doc: dict[str, Any], pid: int) -> dict[str, int] | None:
         for c in dev.get("causes", []):
             out[c["cause"]] = out.get(c["cause"], 0) + int(c["idle_ns"])
     return out if found else None
+
+
+def world(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """Rank, world size and backend the trace records (report.json trace.distributed)."""
+    d = doc.get("trace", {}).get("distributed")
+    return dict(d) if isinstance(d, dict) else None
+
+
+def gpu_names(doc: dict[str, Any], devices: list[int]) -> list[str]:
+    """Model names of the given devices (trace.gpus); "unknown model" where not recorded."""
+    names = {g.get("device_id"): g.get("name") for g in doc.get("trace", {}).get("gpus", []) if isinstance(g, dict)}
+    return [str(names.get(d) or "unknown model") for d in devices]

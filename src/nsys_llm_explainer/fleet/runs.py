@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.fleet import align, collectives, imbalance, stragglers
+from nsys_llm_explainer.fleet import align, collectives, imbalance, same_run, stragglers
 
 TIMELINE_BINS = 240
 RANK_COLUMNS = (
@@ -86,9 +86,17 @@ def _timeline(ranks: list[dict[str, Any]], offsets: list[int]) -> dict[str, Any]
     return {"start_ns": int(lo), "end_ns": int(hi), "rows": rows}
 
 
+def _refused(comp: dict[str, Any]) -> dict[str, Any]:
+    first = comp["reasons"][0].split(":", 1)[0]
+    return {"status": "skipped",
+            "reason": f"the run was not aligned ({first}; --force-align compares it anyway)"}
+
+
 def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[int, str, dict[str, Any]]],
-          k: float) -> Run:
-    """members: (trace index, trace path, per-process summary) in rank order."""
+          k: float, force_align: bool = False) -> Run:
+    """members: (trace index, trace path, per-process summary) in rank order. A run whose
+    captures are not one job at one time (same_run.py) is listed but not aligned or compared,
+    unless force_align."""
     paths = sorted({p for _, p, _ in members})
     try:
         common = os.path.commonpath([os.path.dirname(p) or "." for p in paths]) if len(paths) > 1 else ""
@@ -103,16 +111,31 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         name = _name(path, s["pid"], len(paths) > 1, pids_per_trace[path] > 1, common)
         ranks.append({**s, "trace_index": ti})
         rows.append(_row(i, name, path, s))
-    clock = align.align(ranks)
-    doc: dict[str, Any] = {"label": label, "labels": dict(labels), "clock": clock.doc}
+    comp = same_run.check(ranks, {ti: p for ti, p, _ in members}, force_align)
     tables: dict[str, pd.DataFrame] = {}
+    if comp["refused"]:
+        doc: dict[str, Any] = {"label": label, "labels": dict(labels), "comparability": comp,
+                               "clock": same_run.refused_clock(comp, ranks)}
+        skipped = _refused(comp)
+        doc.update(ranks=rows, collectives=skipped, stragglers=skipped, imbalance=skipped)
+        doc["headline"] = headline(doc)
+        return Run(label, labels, doc, tables, None)
+    clock = align.align(ranks)
+    if comp["forced"]:
+        clock.doc["trust"] = same_run.FORCED_TRUST + "; ".join(comp["reasons"])
+    doc = {"label": label, "labels": dict(labels), "comparability": comp, "clock": clock.doc}
     if any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
         coll, table = collectives.analyze(ranks, clock.offsets, k)
-        for pr in coll["ranks"]:
-            row = rows[pr["rank"]]
-            row.update(arrived_last=pr["arrived_last"], wait_caused_ns=pr["wait_caused_ns"],
-                       wait_suffered_ns=pr["wait_suffered_ns"])
-        tables["collectives"] = table
+        impossible = same_run.implausible_waits(coll, ranks)
+        if impossible:
+            coll = {"status": "error", "reason": "the aligned waits cannot be true (" + "; ".join(impossible[:3])
+                    + "): the captures are not aligned in time, so no rank is blamed"}
+        else:
+            for pr in coll["ranks"]:
+                row = rows[pr["rank"]]
+                row.update(arrived_last=pr["arrived_last"], wait_caused_ns=pr["wait_caused_ns"],
+                           wait_suffered_ns=pr["wait_suffered_ns"])
+            tables["collectives"] = table
     else:
         why = "a single rank" if len(ranks) < 2 else "no rank ran communication kernels"
         coll = {"status": "skipped", "reason": why}

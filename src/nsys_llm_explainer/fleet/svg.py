@@ -17,14 +17,15 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.render.svg.base import esc, n
 
 LEVELS = 5  # shades per fraction: 0, 1/4 ... 1
-ROW_H = 16
-LABEL_W = 170
+ROW_H = 26  # tall enough to read both bands of a rank
+LABEL_W = 230
 PLOT_W = 720
 COMPUTE = "#2563eb"
 COMM = "#d97706"
 IDLE = "#e5e7eb"
 MARK = "#dc2626"
-FONT = "font:11px system-ui,-apple-system,'Segoe UI',sans-serif"
+FONT = "font:12px system-ui,-apple-system,'Segoe UI',sans-serif"
+COMPUTE_H = 12  # upper band; the lower band takes the rest of the row but 2 px
 
 
 def _runs(frac: np.ndarray) -> list[tuple[int, int, int]]:
@@ -55,11 +56,13 @@ def timeline(run: dict[str, Any], tl: dict[str, Any]) -> str:
     for i, (row, fr) in enumerate(zip(rows, tl["rows"], strict=True)):
         y = 22 + i * ROW_H
         strag = row["straggler"]
-        label = f"{row['rank']} {row['name']}"[:28]
+        label = f"{row['rank']} {row['name']}"
+        label = label if len(label) <= 34 else label[:33] + "\u2026"
         style = f"{FONT};fill:{MARK};font-weight:bold" if strag else FONT
-        out.append(f'<text x="2" y="{n(y + 11)}" style="{style}">{esc(label)}{" !" if strag else ""}</text>')
+        out.append(f'<text x="2" y="{n(y + ROW_H / 2 + 3)}" style="{style}"><title>{esc(row["name"])}</title>'
+                   f'{esc(label)}{" !" if strag else ""}</text>')
         out.append(f'<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{ROW_H - 2}" fill="{IDLE}"/>')
-        for part, colour, dy, h in (("compute", COMPUTE, 0, 9), ("comm", COMM, 9, ROW_H - 11)):
+        for part, colour, dy, h in (("compute", COMPUTE, 0, COMPUTE_H), ("comm", COMM, COMPUTE_H, ROW_H - 2 - COMPUTE_H)):
             for start, count, level in _runs(fr[part]):
                 out.append(f'<rect x="{n(LABEL_W + start * bw)}" y="{y + dy}" width="{n(count * bw)}" '
                            f'height="{h}" fill="{colour}" fill-opacity="{level / (LEVELS - 1):.2f}"/>')

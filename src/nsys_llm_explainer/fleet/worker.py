@@ -77,6 +77,8 @@ def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
         for r in ranks:
             r["idle_causes"] = report_view.idle_for(doc, r["pid"])
             r["diagnosis"] = report_view.verdict_for(doc, r["pid"])
+            r["world"] = report_view.world(doc)
+            r["gpus"] = report_view.gpu_names(doc, r["devices"])
     finally:
         data.close()
     summary = {"format": sources.sniff(path), "ranks": ranks, "warnings": len(doc.get("warnings", []))}

@@ -26,6 +26,7 @@ KERNEL_TABLES: dict[str, str] = {
     "compute_kernels": "name",
     "gemm_precision": "name",
     "operator_kernels": "kernel",
+    "step_work_kernels": "name",
 }
 # metric id -> {list key in the metric's data: record key holding a kernel name, or a list of them}
 KERNEL_FIELDS: dict[str, dict[str, str]] = {
@@ -36,6 +37,7 @@ KERNEL_FIELDS: dict[str, dict[str, str]] = {
     "categories": {"top_uncategorized": "name"},
     "communication": {"top_kernels": "name"},
     "steps": {"outliers": "kernel_name"},
+    "step_work": {"names": "name"},
     "fusion_candidates": {"candidates": "kernels"},
     "compute_efficiency": {"kernels": "name"},
     "gemm_precision": {"fp32_kernels": "name"},

@@ -25,6 +25,7 @@ from nsys_llm_explainer.metrics import (
     nvtx_ranges,
     operators,
     per_process,
+    step_work,
     steps,
     sync,
     timeline,
@@ -47,6 +48,7 @@ REGISTRY: tuple[Metric, ...] = (
     capture.METRIC,
     idle_causes.METRIC,
     steps.METRIC,
+    step_work.METRIC,  # after steps: the work inside its complete steps
     casts.METRIC,
     host_patterns.METRIC,
     categories.METRIC,

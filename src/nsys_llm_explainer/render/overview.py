@@ -38,7 +38,7 @@ GROUPS: tuple[Group, ...] = (
         "host_patterns",
     )),
     Group("io", "Transfers and communication", ("memory_transfers", "communication")),
-    Group("nvtx", "NVTX and steps", ("steps", "nvtx_ranges", "nvtx_attribution")),
+    Group("nvtx", "NVTX and steps", ("steps", "step_work", "nvtx_ranges", "nvtx_attribution")),
     Group("other", "Other measurements", ()),
     Group("capture", "Capture facts", ("workload", "capture")),
 )

@@ -38,6 +38,7 @@ CUTS: tuple[Cut, ...] = (
     Cut("compute_efficiency", "operations", "compute_operations", 50),
     Cut("compute_efficiency", "kernels", "compute_kernels", 50),
     Cut("model_utilization", "steps", "model_utilization_steps", 100),
+    Cut("step_work", "names", "step_work_kernels", 500),
 )
 _BY_METRIC: dict[str, tuple[Cut, ...]] = {}
 for _cut in CUTS:

@@ -76,7 +76,12 @@ REPORT_HTML = Family(
     members=("report.html.j2", "report/*.html.j2", "report/gpus.j2"),
 )
 DIFF_MD = Family("diff-md", roots=("diff.md.j2",), members=("diff.md.j2",))
-FAMILIES: dict[str, Family] = {f.name: f for f in (REPORT_MD, REPORT_HTML, DIFF_MD)}
+DIFF_HTML = Family(
+    "diff-html",
+    roots=("diff.html.j2",),
+    members=("diff.html.j2", "report/page_style.html.j2", "report/sort_script.html.j2"),
+)
+FAMILIES: dict[str, Family] = {f.name: f for f in (REPORT_MD, REPORT_HTML, DIFF_MD, DIFF_HTML)}
 
 
 class FamilyLoader(jinja2.BaseLoader):
@@ -229,6 +234,6 @@ def bytecode_cache(family: str, env: jinja2.Environment) -> jinja2.BytecodeCache
 
 
 __all__ = [
-    "DIFF_MD", "FAMILIES", "NO_CACHE_ENV", "REPORT_HTML", "REPORT_MD", "Family", "FamilyLoader", "all_templates",
+    "DIFF_HTML", "DIFF_MD", "FAMILIES", "NO_CACHE_ENV", "REPORT_HTML", "REPORT_MD", "Family", "FamilyLoader", "all_templates",
     "bytecode_cache", "cache_dir", "cache_root", "environment", "names", "settings_tag", "warm",
 ]

@@ -17,22 +17,22 @@ READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency", "ncu_plan",
+        "compute_efficiency", "ncu_plan", "step_work",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "gpu_idle", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency", "ncu_plan",
+        "compute_efficiency", "ncu_plan", "step_work",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (
         "nvtx_attribution", "boundness", "idle_causes", "steps", "categories", "host_patterns",
         "compute_efficiency",
     ),
-    "kernel_categories:": ("categories", "gemm_precision", "ncu_plan"),
-    "comm_mask": ("communication", "idle_causes", "steps", "host_patterns"),
+    "kernel_categories:": ("categories", "gemm_precision", "ncu_plan", "step_work"),
+    "comm_mask": ("communication", "idle_causes", "steps", "host_patterns", "step_work"),
     # The device work and its launch calls: gap_causes and device_busy (kept to the end, for
     # timeline) are built from them by then.
     "gpu_work": ("gpu_idle", "idle_causes", "steps", "communication"),

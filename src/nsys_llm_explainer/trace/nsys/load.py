@@ -437,6 +437,11 @@ class NsysTraceData(TraceData):
     def clock_origin(self) -> ClockOrigin:
         return metadata.session_start(self)
 
+    def distributed(self) -> dict[str, Any] | None:
+        from nsys_llm_explainer.trace.nsys import ranks
+
+        return self.cached("distributed", lambda: ranks.read(self))
+
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info
 

@@ -1,4 +1,7 @@
-"""Headline deltas: whole-capture figures from report.json, each on the comparison basis."""
+"""Whole-capture totals from report.json, each on the comparison basis (per second of captured
+window, or as they are). Per-step figures never come from here: they come from the work inside
+complete steps (in_step.py), since whole-capture totals hold the partial steps at the capture
+edges and the work between steps."""
 
 from __future__ import annotations
 
@@ -92,44 +95,12 @@ def missing_row(key: str, label: str, unit: str, reason: str) -> dict[str, Any]:
     }
 
 
-IN_STEP = ("in_step_gpu", "GPU time in steps, per step and device", "ns")
-
-
-def _in_step(side: Side) -> tuple[float, int, int] | str:
-    """(in-step GPU busy ns, steps, devices) of one side, or why it cannot be said."""
-    steps, idle = side.metric("steps"), side.metric("gpu_idle")
-    if steps is None or idle is None:
-        return side.why_missing("steps" if steps is None else "gpu_idle")
-    phases = [p for p in steps.get("phases", []) if isinstance(p, dict)]
-    if not phases or any(not isinstance(p.get("gpu_busy_ns"), int) for p in phases):
-        return f"{side.role}: metrics.steps carries no in-step GPU time (a report from an older version)"
-    n_steps = sum(int(p.get("steps", 0)) for p in phases)
-    n_dev = len(idle.get("devices", []))
-    if not n_steps or not n_dev:
-        return f"{side.role}: no steps or no devices"
-    return float(sum(p["gpu_busy_ns"] for p in phases)), n_steps, n_dev
-
-
-def in_step_row(base: Side, new: Side) -> tuple[dict[str, Any], float | str]:
-    """Like with like: in-step GPU time per step per device, whatever the capture lengths."""
-    key, label, unit = IN_STEP
-    b, n = _in_step(base), _in_step(new)
-    if isinstance(b, str) or isinstance(n, str):
-        reason = b if isinstance(b, str) else str(n)
-        return missing_row(key, label, unit, reason), reason
-    per = Basis("per_step", float(b[1] * b[2]), float(n[1] * n[2]), "per step and device")
-    row = delta_row(key, label, unit, b[0], n[0], per)
-    return row, rel_pct(per.base(b[0]), per.new(n[0]))
-
-
-def headline(
+def totals(
     base: Side, new: Side, basis: Basis
 ) -> tuple[list[dict[str, Any]], dict[str, float | str]]:
-    """Rows for diff.json `headline`, and relative change (or the reason) by row id for gates.
-    The first row compares like with like: in-step GPU time per step and device."""
-    first, change_ = in_step_row(base, new)
-    rows: list[dict[str, Any]] = [first]
-    changes: dict[str, float | str] = {IN_STEP[0]: change_}
+    """Rows for diff.json `totals`, and relative change (or the reason) by row id for gates."""
+    rows: list[dict[str, Any]] = []
+    changes: dict[str, float | str] = {}
     for key, label, metric_id, getter, unit in HEADLINE:
         b, n = _value(base, metric_id, getter), _value(new, metric_id, getter)
         if isinstance(b, str) or isinstance(n, str):

@@ -1,0 +1,303 @@
+"""Whether two captures can be compared at all, checked before any figure and said first.
+
+Each check reads both report.json documents and gives `same`, `differs` or `unknown` (a side
+does not record it). A check that differs is blocking when a change it causes would read as
+a change of the program (the hardware, the job's shape, the program itself, the unit a step
+stands for); the others are cautions:
+
+| check | blocking when |
+|---|---|
+| gpus: GPU models and count of devices that ran kernels | the models or the count differ |
+| world: world size and rank (PyTorch profiler distributedInfo; NCCL ranks in Nsight Systems) | the world sizes differ (a different rank of one job: caution) |
+| versions: trace format, profiler/exporter versions | never (caution) |
+| kernels: kernel time whose kernel names occur on both sides | under MIN_OVERLAP of either side's kernel time |
+| steps: how steps were found, and kernels per step | the methods differ, or kernels per step differ by more than STEP_WORK_RATIO |
+| capture: window length and complete steps | never (caution below MIN_STEPS steps or windows WINDOW_RATIO apart) |
+
+A figure that cannot be true (GPU busy longer than the window, a negative idle time, a step's
+GPU busy above its kernel time) is an error: listed in `errors` and among the reasons, and the
+two captures are not comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer import fmt
+
+MIN_OVERLAP = 0.5  # share of kernel time in names present on both sides
+OVERLAP_CAUTION = 0.9
+STEP_WORK_RATIO = 3.0  # kernels per step, larger / smaller
+STEP_WORK_CAUTION = 1.5
+MIN_STEPS = 3
+WINDOW_RATIO = 10.0
+TOLERANCE = 1.001  # rounding slack for the plausibility checks
+
+
+@dataclass
+class Check:
+    id: str
+    label: str
+    base: Any
+    new: Any
+    verdict: str  # "same", "differs" or "unknown"
+    blocking: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "base": self.base, "new": self.new,
+                "verdict": self.verdict, "blocking": self.blocking, "detail": self.detail}
+
+
+@dataclass
+class Comparability:
+    checks: list[Check]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [c.detail for c in self.checks if c.blocking] + self.errors
+
+    @property
+    def cautions(self) -> list[str]:
+        return [c.detail for c in self.checks if c.verdict == "differs" and not c.blocking]
+
+    @property
+    def comparable(self) -> bool:
+        return not self.reasons
+
+    def check(self, check_id: str) -> Check | None:
+        return next((c for c in self.checks if c.id == check_id), None)
+
+    @property
+    def hardware_changed(self) -> bool:
+        c = self.check("gpus")
+        return c is not None and c.verdict == "differs"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"comparable": self.comparable, "reasons": self.reasons, "cautions": self.cautions,
+                "errors": list(self.errors), "checks": [c.to_json() for c in self.checks]}
+
+
+def _metric(side: Side, metric_id: str) -> dict[str, Any] | None:
+    return side.metric(metric_id)
+
+
+def used_gpus(side: Side) -> list[str] | None:
+    """Model name of each device that ran kernels (device order); None when unknown."""
+    tk = _metric(side, "top_kernels")
+    devices = tk.get("devices") if tk else None
+    if not isinstance(devices, list) or not devices:
+        return None
+    names = {g.get("device_id"): g.get("name") for g in side.doc.get("trace", {}).get("gpus", [])
+             if isinstance(g, dict)}
+    return [str(names.get(d) or "unknown model") for d in devices]
+
+
+def gpu_text(models: list[str] | None) -> str:
+    if not models:
+        return "unknown GPUs"
+    counts: dict[str, int] = {}
+    for m in models:
+        counts[m] = counts.get(m, 0) + 1
+    return " + ".join(f"{n} x {m}" for m, n in counts.items())
+
+
+def _gpus(base: Side, new: Side) -> Check:
+    b, n = used_gpus(base), used_gpus(new)
+    label = "GPU models and count"
+    if b is None or n is None:
+        return Check("gpus", label, gpu_text(b), gpu_text(n), "unknown", False,
+                     "the GPUs of one side are unknown (no kernels)")
+    known = "unknown model" not in b and "unknown model" not in n
+    same_models = sorted(set(b)) == sorted(set(n))
+    if len(b) == len(n) and (same_models or not known):
+        verdict = "same" if same_models else "unknown"
+        detail = f"{gpu_text(b)} on both sides" if same_models else "GPU models are not recorded on one side"
+        return Check("gpus", label, gpu_text(b), gpu_text(n), verdict, False, detail)
+    what = []
+    if known and not same_models:
+        what.append("different GPU models")
+    if len(b) != len(n):
+        what.append(f"{len(b)} vs {len(n)} GPUs")
+    return Check("gpus", label, gpu_text(b), gpu_text(n), "differs", True,
+                 f"{' and '.join(what)}: BASE ran on {gpu_text(b)}, NEW on {gpu_text(n)}")
+
+
+def world(side: Side) -> dict[str, Any] | None:
+    d = side.doc.get("trace", {}).get("distributed")
+    return d if isinstance(d, dict) else None
+
+
+def world_text(w: dict[str, Any] | None) -> str:
+    if not w or w.get("world_size") is None:
+        return "not recorded"
+    rank = w.get("rank")
+    return f"rank {rank} of {w['world_size']}" if rank is not None else f"world size {w['world_size']}"
+
+
+def _world(base: Side, new: Side) -> Check:
+    b, n = world(base), world(new)
+    label = "world size and rank"
+    bt, nt = world_text(b), world_text(n)
+    if not b or not n or b.get("world_size") is None or n.get("world_size") is None:
+        both = "either side" if not (b or n) else "one side"
+        return Check("world", label, bt, nt, "unknown", False, f"{both} does not record its world size")
+    if b["world_size"] != n["world_size"]:
+        return Check("world", label, bt, nt, "differs", True,
+                     f"different jobs: world size {b['world_size']} vs {n['world_size']} ({bt} vs {nt})")
+    if b.get("rank") != n.get("rank"):
+        return Check("world", label, bt, nt, "differs", False,
+                     f"different ranks of a job of {b['world_size']} ({bt} vs {nt}): ranks can do different work")
+    return Check("world", label, bt, nt, "same", False, f"{bt} on both sides")
+
+
+def versions(side: Side) -> str:
+    t = side.doc.get("trace", {})
+    fmt_id = t.get("format") or "unknown format"
+    if t.get("nsys_version"):
+        return f"{fmt_id}, Nsight Systems {t['nsys_version']} (export schema {t.get('export_schema_version')})"
+    details = t.get("kineto")
+    found = {k: v for k, v in details.items() if "version" in k.lower()} if isinstance(details, dict) else {}
+    if found:
+        return fmt_id + ", " + ", ".join(f"{k} {v}" for k, v in sorted(found.items()))
+    return str(fmt_id)
+
+
+def _versions(base: Side, new: Side) -> Check:
+    b, n = versions(base), versions(new)
+    label = "profiler and exporter versions"
+    fb, fn = base.doc.get("trace", {}).get("format"), new.doc.get("trace", {}).get("format")
+    if b == n:
+        return Check("versions", label, b, n, "same", False, f"{b} on both sides")
+    if fb != fn:
+        return Check("versions", label, b, n, "differs", False,
+                     f"different profilers ({fb} vs {fn}): launches, copies and host ranges are recorded differently")
+    return Check("versions", label, b, n, "differs", False,
+                 f"different profiler or exporter versions ({b} vs {n})")
+
+
+def _kernels(kern: dict[str, Any]) -> Check:
+    label = "kernel names in common, by time"
+    if kern.get("status") != "ok":
+        return Check("kernels", label, None, None, "unknown", False,
+                     f"kernels were not compared ({kern.get('reason')})")
+    rows = kern["rows"]
+    tb = sum(r["base_total_ns"] for r in rows)
+    tn = sum(r["new_total_ns"] for r in rows)
+    mb = sum(r["base_total_ns"] for r in rows if r["match"] in ("same", "renamed"))
+    mn = sum(r["new_total_ns"] for r in rows if r["match"] in ("same", "renamed"))
+    sb = mb / tb if tb else None
+    sn = mn / tn if tn else None
+    matched = sum(1 for r in rows if r["match"] in ("same", "renamed"))
+    names = f"{matched} of {len(rows)} kernel names"
+    if sb is None or sn is None:
+        return Check("kernels", label, sb, sn, "unknown", False, "a side ran no kernel")
+    low = min(sb, sn)
+    share = f"{fmt.pct(100 * sb)} of BASE's and {fmt.pct(100 * sn)} of NEW's kernel time"
+    if low < MIN_OVERLAP:
+        return Check("kernels", label, round(sb, 4), round(sn, 4), "differs", True,
+                     f"different programs: {names} occur on both sides, {share}")
+    verdict = "differs" if low < OVERLAP_CAUTION else "same"
+    return Check("kernels", label, round(sb, 4), round(sn, 4), verdict, False,
+                 f"{names} occur on both sides, {share}")
+
+
+def step_definition(side: Side) -> tuple[str | None, float | None]:
+    """(how steps were found, kernels per step) or (None, None) without steps."""
+    sw = side.metric("step_work")
+    st = side.metric("steps")
+    method = (st or {}).get("method")
+    if sw and sw.get("steps"):
+        return sw.get("steps_method") or method, sw["kernels"] / sw["steps"]
+    if st:
+        phases = [p for p in st.get("phases", []) if isinstance(p, dict)]
+        n = sum(int(p.get("steps", 0)) for p in phases)
+        k = sum(float(p.get("kernels_per_step", 0)) * int(p.get("steps", 0)) for p in phases)
+        return method, (k / n if n else None)
+    return None, None
+
+
+def _steps(base: Side, new: Side) -> Check:
+    (mb, kb), (mn, kn) = step_definition(base), step_definition(new)
+    label = "step definition"
+    bt = f"{mb}, {kb:,.1f} kernels per step" if mb and kb else (mb or "no steps")
+    nt = f"{mn}, {kn:,.1f} kernels per step" if mn and kn else (mn or "no steps")
+    if not mb or not mn:
+        return Check("steps", label, bt, nt, "unknown", False,
+                     "steps were not found on " + ("either side" if not (mb or mn) else "one side"))
+    if mb != mn:
+        return Check("steps", label, bt, nt, "differs", True,
+                     f"steps are defined differently ({mb.replace('_', ' ')} vs {mn.replace('_', ' ')}): "
+                     "per-step figures do not describe the same unit of work")
+    if kb and kn:
+        ratio = max(kb, kn) / min(kb, kn)
+        if ratio > STEP_WORK_RATIO:
+            return Check("steps", label, bt, nt, "differs", True,
+                         f"the steps found hold different amounts of work ({kb:,.1f} vs {kn:,.1f} kernels "
+                         "per step): a step is not the same unit on both sides")
+        if ratio > STEP_WORK_CAUTION:
+            return Check("steps", label, bt, nt, "differs", False,
+                         f"kernels per step changed from {kb:,.1f} to {kn:,.1f}")
+    return Check("steps", label, bt, nt, "same", False, f"steps by {mb.replace('_', ' ')} on both sides")
+
+
+def _window(side: Side) -> int | None:
+    t = side.doc.get("trace", {})
+    s, e = t.get("window_start_ns"), t.get("window_end_ns")
+    return e - s if isinstance(s, int) and isinstance(e, int) and e > s else None
+
+
+def complete_steps(side: Side) -> int | None:
+    sw = side.metric("step_work")
+    return int(sw["steps"]) if sw and sw.get("steps") else None
+
+
+def _capture(base: Side, new: Side) -> Check:
+    wb, wn = _window(base), _window(new)
+    sb, sn = complete_steps(base), complete_steps(new)
+    label = "capture length"
+
+    def text(w: int | None, s: int | None) -> str:
+        return f"{fmt.dur(w) if w else 'unknown window'}, {s if s else 'no'} complete steps"
+
+    bt, nt = text(wb, sb), text(wn, sn)
+    notes = []
+    if sb is not None and sn is not None and min(sb, sn) < MIN_STEPS:
+        notes.append(f"few complete steps ({sb} vs {sn}): intervals are wide")
+    if wb and wn and max(wb, wn) / min(wb, wn) > WINDOW_RATIO:
+        notes.append(f"captures of very different length ({fmt.dur(wb)} vs {fmt.dur(wn)})")
+    if notes:
+        return Check("capture", label, bt, nt, "differs", False, "; ".join(notes))
+    if wb is None or wn is None:
+        return Check("capture", label, bt, nt, "unknown", False, "a captured window is unknown")
+    return Check("capture", label, bt, nt, "same", False, f"{bt} vs {nt}")
+
+
+def implausible(side: Side) -> list[str]:
+    """Figures of one side that cannot be true."""
+    out = []
+    idle = side.metric("gpu_idle")
+    for d in (idle or {}).get("devices", []):
+        if not isinstance(d, dict):
+            continue
+        w = d.get("window_end_ns", 0) - d.get("window_start_ns", 0)
+        if d.get("busy_ns", 0) > w * TOLERANCE or d.get("idle_ns", 0) < 0:
+            out.append(f"{side.role} GPU {d.get('device_id')}: busy {fmt.dur(d.get('busy_ns'))} and idle "
+                       f"{fmt.dur(d.get('idle_ns'))} in a window of {fmt.dur(w)} cannot both be true")
+    sw = side.metric("step_work")
+    per = (sw or {}).get("per_step") or {}
+    bad = [i for i, (b, k) in enumerate(zip(per.get("busy_ns", []), per.get("kernel_ns", []), strict=False))
+           if b > k * TOLERANCE or b < 0]
+    if bad:
+        out.append(f"{side.role}: {len(bad)} steps are busier than the kernels they ran (GPU busy above the "
+                   "summed kernel time)")
+    return out
+
+
+def check(base: Side, new: Side, kern: dict[str, Any]) -> Comparability:
+    checks = [_gpus(base, new), _world(base, new), _versions(base, new), _kernels(kern),
+              _steps(base, new), _capture(base, new)]
+    return Comparability(checks, implausible(base) + implausible(new))

@@ -1,7 +1,7 @@
 """What each concurrency or tuning mechanism of the command line buys, measured A/B.
 
-    python benchmarks/mechanisms.py run --off sidecar -- TRACE --out DIR --quiet
-    python benchmarks/mechanisms.py ab --off sidecar --pairs 5 TRACE [TRACE ...]
+    python benchmarks/mechanisms.py run --off helper -- TRACE --out DIR --quiet
+    python benchmarks/mechanisms.py ab --off helper --pairs 5 TRACE [TRACE ...]
     python benchmarks/mechanisms.py ab --python-b OTHER_VENV/bin/python TRACE ...
 
 `run` is the command line itself (`nsys-llm-explainer ...`) with one or more mechanisms
@@ -30,12 +30,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def _no_sidecar() -> None:
-    from nsys_llm_explainer import sidecar
-
-    sidecar.start = lambda *_a, **_k: None  # type: ignore[assignment]
-
-
 def _no_helper() -> None:
     from nsys_llm_explainer.trace.nsys import helper
 
@@ -43,14 +37,14 @@ def _no_helper() -> None:
 
 
 def _no_threads() -> None:
-    from nsys_llm_explainer import runner
+    from nsys_llm_explainer.runtime import runner
 
     original = runner.plan
     runner.plan = lambda rows, jobs: original(rows, 1)  # type: ignore[assignment]
 
 
 def _no_mallopt() -> None:
-    from nsys_llm_explainer import alloc
+    from nsys_llm_explainer.runtime import alloc
 
     alloc.tune_allocator = lambda: False  # type: ignore[assignment]
 
@@ -64,7 +58,6 @@ def _no_fast_exit() -> None:
 # Each mechanism that may exist, and how to switch it off. A mechanism already removed from
 # the code has no switch and cannot be named.
 SWITCHES: dict[str, Callable[[], None]] = {
-    "sidecar": _no_sidecar,
     "helper": _no_helper,
     "threads": _no_threads,
     "mallopt": _no_mallopt,
@@ -76,10 +69,9 @@ def available() -> dict[str, Callable[[], None]]:
     """The switches whose mechanism is still in the code."""
     import importlib
 
-    where = {"sidecar": ("nsys_llm_explainer.sidecar", "start"),
-             "helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
-             "threads": ("nsys_llm_explainer.runner", "plan"),
-             "mallopt": ("nsys_llm_explainer.alloc", "tune_allocator"),
+    where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
+             "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
+             "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
              "fast-exit": ("nsys_llm_explainer.cli", "_exit_now")}
     out = {}
     for name, (module, attr) in where.items():

@@ -158,34 +158,22 @@ def _limitations(
     return out
 
 
-def prepare() -> None:
-    """Import what the metrics load on first use (the formulas of compute_efficiency and
-    model_utilization), for a caller with time to spare before the trace is read (cli/sidecar.py)."""
-    from nsys_llm_explainer.compute import report as compute_report  # noqa: F401
-
-
 def explain(
     path: Path | str,
     options: Options | None = None,
     progress: Progress | None = None,
     jobs: int | None = None,
-    *,
-    kineto_events: Callable[[], Any] | None = None,
 ) -> Report:
     """Analyze one trace: an Nsight Systems SQLite export or a PyTorch profiler trace
     (Kineto JSON, plain or gzipped), told apart by content. Raises InputError for unusable
     inputs.
 
     `jobs`: processes that read the trace and threads that run metrics (None:
-    default_jobs(); 1: this process and thread only). The report does not depend on it.
-    `kineto_events`: gives a PyTorch profiler trace's events when another process read
-    them (the command line's cli/sidecar.py); see sources.open_trace."""
+    default_jobs(); 1: this process and thread only). The report does not depend on it."""
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
-    data = sources.open_trace(
-        path, kernel_name=options.kernel_name, progress=progress, jobs=jobs, kineto_events=kineto_events
-    )
+    data = sources.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
     schema = data.schema
     try:
         ctx = Context(schema, data, options)
@@ -285,8 +273,7 @@ class Report(model.Report):
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html, ncu). `force`: write into a non-empty directory that holds no previous report.
         `md`: report.md's layout, "compact" (details closed, for pull requests) or "full".
-        `render(report, formats, md)`: makes the files' texts (default: render.files.build; the
-        CLI passes one that shares the work with a second process, cli/sidecar.py)."""
+        `render(report, formats, md)`: makes the files' texts (default: render.files.build)."""
         from nsys_llm_explainer.render import Format, files, output
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))

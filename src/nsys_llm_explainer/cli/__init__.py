@@ -245,7 +245,7 @@ def explain(
         typer.Option(
             "--jobs",
             "-j",
-            help="Processes that read the trace and render the report, and threads that run metrics "
+            help="Processes that read the trace, and threads that run metrics "
             "(default: one per CPU, at most 3).",
             show_default=False,
         ),
@@ -290,14 +290,9 @@ def explain(
         if md not in MD_LAYOUTS:
             raise UsageError(f"--md: unknown layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
         check_target(out, force)
-        from nsys_llm_explainer.cli import sidecar
+        from nsys_llm_explainer.cli.report_files import summary_lines, write_report
 
-        with sidecar.started(trace, jobs, formats) as helper:  # before the analysis is imported
-            from nsys_llm_explainer.cli.report_files import summary_lines, write_report
-
-            report = write_report(
-                trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md, sidecar=helper
-            )
+        report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md)
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)
@@ -384,8 +379,8 @@ def run(argv: list[str] | None = None) -> int:
 
 
 # The analysis does no linear algebra, so numpy's BLAS needs no thread pool; a pool's idle
-# threads spin on the cores that the sidecar and the metric threads use (on 2 cores: about
-# 0.1 s of a 0.9 s report). Set before numpy is imported; a user's own setting is kept.
+# threads spin on the cores that the metric threads use (on 2 cores: about 0.1 s of a 0.9 s
+# report). Set before numpy is imported; a user's own setting is kept.
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
 
 

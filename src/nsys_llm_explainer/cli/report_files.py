@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.api import prepare as prepare_analysis
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import Format
@@ -16,9 +14,6 @@ from nsys_llm_explainer.trace import sources
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.probe import describe
 from nsys_llm_explainer.trace.nsys.source import open_export
-
-if TYPE_CHECKING:
-    from nsys_llm_explainer.cli.sidecar import Sidecar
 
 __all__ = ["build_files", "schema_text", "summary_lines", "write_report"]
 
@@ -32,22 +27,14 @@ def write_report(
     quiet: bool = False,
     jobs: int | None = None,
     md: str = "compact",
-    sidecar: Sidecar | None = None,
 ) -> Report:
-    """explain() and Report.write(); with a sidecar (cli/sidecar.py) the trace's events and some
-    of the files come from it, and the files are the same."""
-    if sidecar is not None:  # while the sidecar reads the trace: load what comes next
-        prepare_analysis()
-        sidecar.prepare(formats, md)
+    """explain() and Report.write()."""
     progress = make_progress(enabled=not quiet)
     try:
-        report = explain(
-            trace, options, progress=progress, jobs=jobs,
-            kineto_events=sidecar.kineto_events if sidecar is not None else None,
-        )
+        report = explain(trace, options, progress=progress, jobs=jobs)
     finally:
         progress.close()
-    report.write(out, formats, force=force, md=md, render=sidecar.build if sidecar is not None else None)
+    report.write(out, formats, force=force, md=md)
     return report
 
 

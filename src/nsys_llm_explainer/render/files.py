@@ -65,7 +65,7 @@ def build(
 def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:
     """Import the writers of `formats` and compile (or load from the cache) the templates
     they will render, and only those (render/templates.py): what the first report of a
-    process costs beyond rendering, for a caller that has time to spare now (cli/sidecar.py)."""
+    process costs beyond rendering, for a caller that has time to spare now."""
     if Format.MD in formats or Format.HTML in formats:
         from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
 

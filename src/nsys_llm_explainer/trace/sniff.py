@@ -1,5 +1,4 @@
-"""Which format a trace file is, from its first bytes (no heavy imports: the command line
-asks before it forks, see cli/sidecar.py)."""
+"""Which format a trace file is, from its first bytes (no heavy imports)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,7 @@ names, both formats for any other name.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.trace.data import TraceData
@@ -37,17 +35,13 @@ def open_trace(
     kernel_name: str = "demangled",
     progress: Progress | None = None,
     jobs: int = 1,
-    kineto_events: Callable[[], Any] | None = None,
 ) -> TraceData:
-    """The TraceData of `path`; InputError (exit 3) when no source can read it.
-    `kineto_events`: gives a PyTorch profiler trace's events when they were read elsewhere
-    (cli/sidecar.py), or None to read them here."""
+    """The TraceData of `path`; InputError (exit 3) when no source can read it."""
     kind = sniff(path)
     if kind == KINETO:
         from nsys_llm_explainer.trace.kineto.source import open_kineto
 
-        events = kineto_events() if kineto_events is not None else None
-        return open_kineto(path, kernel_name=kernel_name, events=events)
+        return open_kineto(path, kernel_name=kernel_name)
     if kind is None:
         if _nsys_named(path) or _gzipped_sqlite(path):
             check_input_file(path)  # raises with the specific reason, in Nsight Systems terms

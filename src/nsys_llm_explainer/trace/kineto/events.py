@@ -1,8 +1,5 @@
-"""Read a PyTorch profiler trace into collected columns, and nothing more.
-
-The result is plain data (typed arrays, dicts, lists), so it can be made in another process
-and sent back pickled (see cli/sidecar.py); this module imports no numpy for the same reason.
-"""
+"""Read a PyTorch profiler trace into collected columns (typed arrays, dicts, lists), and
+nothing more."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError
-from nsys_llm_explainer.trace.kineto.events import Events, read_events
+from nsys_llm_explainer.trace.kineto.events import read_events
 from nsys_llm_explainer.trace.kineto.load import KinetoTraceData
 from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE
 
@@ -19,11 +19,10 @@ KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "baseTimeNanosecon
                          "cupti_version", "cuda_runtime_version", "roctracer_version"})
 
 
-def open_kineto(path: Path, kernel_name: str = "demangled", events: Events | None = None) -> KinetoTraceData:
-    """`events`: the file's events when they were read already (cli/sidecar.py); else read here."""
+def open_kineto(path: Path, kernel_name: str = "demangled") -> KinetoTraceData:
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    top, collected = events if events is not None else read_events(path)
+    top, collected = read_events(path)
     if not any(len(t) for t in collected.tables) and not KINETO_KEYS & set(top):
         seen = sum(collected.categories.values())
         raise InputError(

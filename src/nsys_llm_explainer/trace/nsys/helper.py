@@ -34,9 +34,11 @@ from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE
 # What a helper can load (TraceData methods no option changes), with the table each reads.
 HELPER_TABLES = {"runtime": RUNTIME_TABLE, "nvtx": NVTX_TABLE}
 HELPER_KEYS = tuple(HELPER_TABLES)
-# Below this many rows in the helpers' tables, starting an interpreter (about 0.3 s of
-# imports) costs about what reading them here does.
-HELPER_MIN_ROWS = 250_000
+# Below this many rows in the helpers' tables, starting an interpreter and sending the
+# columns back costs more than reading them here saves. Measured A/B on the 2-core machine
+# (docs/performance.md): 630,000 rows (the 500k-kernel export) 10% slower with a helper,
+# 6.3 million rows (the 5M-kernel export) 22% faster.
+HELPER_MIN_ROWS = 1_000_000
 WAIT_STEP_S = 0.1  # how often a wait checks --timeout and reports progress
 # A helper reports progress every CHUNK_ROWS rows; this long without a word, it is stuck
 # (say, on a lock) and is stopped, and this process loads the tables itself.

@@ -264,7 +264,7 @@ def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.Monk
     released before its last reader would be built again, costing the time its cache saved."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.synth import SynthConfig, generate
     from nsys_llm_explainer.trace.data import TraceData
 

@@ -168,8 +168,8 @@ def explain(
     (Kineto JSON, plain or gzipped), told apart by content. Raises InputError for unusable
     inputs.
 
-    `jobs`: processes that read the trace and threads that run metrics (None:
-    default_jobs(); 1: this process and thread only). The report does not depend on it."""
+    `jobs`: processes that read the trace (None: default_jobs(); 1: this process only).
+    The report does not depend on it."""
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
@@ -177,11 +177,10 @@ def explain(
     schema = data.schema
     try:
         ctx = Context(schema, data, options)
-        how = runner.plan(data.kernel_rows_estimate(), jobs)
-        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric, how))
+        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
-        # Sorted: with metrics in threads, which one loads a table (and warns) first varies.
+        # Sorted: the order does not depend on which metric loads a table (and warns) first.
         warnings.extend(sorted(data.warnings))
         acct = accounting.build(ctx.results)
         workload = workload_of(ctx.results)

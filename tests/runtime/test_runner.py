@@ -1,9 +1,8 @@
-"""Metrics in threads: the same report as one thread, declared dependencies run first, at
-most one HEAVY metric at a time, cached keys built once and released after their readers."""
+"""The metric runner: declared dependencies run first and are all a metric sees, cached keys
+are built once and released after their readers."""
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 import threading
 import time
@@ -18,93 +17,14 @@ from nsys_llm_explainer.errors import MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.render import json_writer
 from nsys_llm_explainer.runtime import runner
-from nsys_llm_explainer.runtime.lifetimes import HEAVY, READERS, Releases
+from nsys_llm_explainer.runtime.lifetimes import READERS, Releases
 from nsys_llm_explainer.trace import deadline
-from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
-from tests.conftest import nsys_trace_files
 from tests.fixtures import hostile as h
-from tests.fixtures import variants
 
 REGISTRY_IDS = [m.id for m in REGISTRY]
-
-
-@pytest.fixture
-def always_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Metrics run in threads for any trace size; returns the thread count of each pool."""
-    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
-    pools: list[int] = []
-    original = runner._Pool.run
-
-    def run(self: runner._Pool, threads: int) -> dict[str, Outcome]:
-        pools.append(threads)
-        return original(self, threads)
-
-    monkeypatch.setattr(runner._Pool, "run", run)
-    return pools
-
-
-def report_text(path: Path, jobs: int) -> str:
-    return json_writer.render(explain(path, Options(), jobs=jobs))
-
-
-FIXTURES = {
-    "damaged": lambda d: h.mutate(
-        h.good(d),
-        f"INSERT INTO {h.RUNTIME} SELECT * FROM {h.RUNTIME} WHERE correlationId = 2",
-        f"UPDATE {h.RUNTIME} SET start = NULL WHERE correlationId = 4",
-        f"INSERT INTO {h.KERNEL} SELECT * FROM {h.KERNEL} LIMIT 1",
-        loosen=(h.RUNTIME, h.KERNEL),
-    ),
-    "colliding_corr": lambda d: variants.multi_process_colliding_corr(d / "t.sqlite"),
-    "null_ends": lambda d: variants.null_ends(d / "t.sqlite"),
-    "mixed_text": lambda d: variants.mixed_text(d / "t.sqlite"),
-    "no_nvtx": lambda d: variants.no_nvtx(d / "t.sqlite"),
-    "no_kernels": lambda d: variants.no_kernels(d / "t.sqlite", kernel_table=True),
-}
-
-
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_threads_give_the_one_thread_report(
-    name: str, tmp_path: Path, always_threads: list[int], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = FIXTURES[name](tmp_path)
-    alone = report_text(path, jobs=1)
-    assert always_threads == []
-    assert report_text(path, jobs=2) == alone  # heavy metrics side by side (a small trace)
-    monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", 0)
-    assert report_text(path, jobs=3) == alone  # one heavy metric at a time
-    assert always_threads == [2, 3]
-
-
-@pytest.mark.parametrize("trace", nsys_trace_files(), ids=lambda p: p.stem)
-def test_threads_give_the_one_thread_report_on_real_exports(
-    trace: Path, always_threads: list[int]
-) -> None:
-    assert report_text(trace, jobs=2) == report_text(trace, jobs=1)
-    assert always_threads == [2]
-
-
-def test_threads_only_when_they_can_pay_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    conn, schema = open_trace(h.good(tmp_path))
-    kernels = conn.execute(f"SELECT count(*) FROM {h.KERNEL}").fetchone()[0]
-    try:
-        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=False)
-        assert runner.plan(rows_upper_bound(conn, None), jobs=4) == runner.Plan(1, heavy_alone=False)
-        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels)
-        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(4, heavy_alone=False)
-        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=1) == runner.Plan(1, heavy_alone=False)
-        monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", kernels)
-        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=2) == runner.Plan(2, heavy_alone=True)
-        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels + 1)
-        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=True)
-    finally:
-        conn.close()
 
 
 # -- the scheduler, with stand-in metrics -------------------------------------------------
@@ -135,48 +55,10 @@ def _run_one(metric: Metric, ctx: Context) -> Outcome:
     return metric.run(ctx)
 
 
-def test_pool_keeps_heavy_metrics_apart_and_runs_dependencies_first(tmp_path: Path) -> None:
-    heavy = sorted(HEAVY)[:3]
-    rec = Recorder()
-    metrics = [
-        rec.metric(heavy[0], 0.15),
-        rec.metric("light_a", 0.05),
-        rec.metric(heavy[1], 0.15),
-        rec.metric("light_b", 0.05),
-        rec.metric("reader", 0.01, after=(heavy[1], "light_a", "not_registered")),
-        rec.metric(heavy[2], 0.15),
-        rec.metric("light_c", 0.05),
-    ]
-    ctx = _context(tmp_path)
-    results = runner.run_metrics(metrics, ctx, _run_one, runner.Plan(3, heavy_alone=True))
-    assert list(results) == [m.id for m in metrics]  # REGISTRY order, whatever finished first
-    assert all(isinstance(r, MetricResult) and r.data["id"] == mid for mid, r in results.items())
-    spans = rec.spans
-    for a, b in itertools.combinations(heavy, 2):
-        assert spans[a][1] <= spans[b][0] or spans[b][1] <= spans[a][0], (a, b)
-    overlapped = [
-        (a, b) for a, b in itertools.combinations(spans, 2)
-        if spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
-    ]
-    assert overlapped  # the pool did run metrics side by side
-    assert spans["reader"][0] >= max(spans[heavy[1]][1], spans["light_a"][1])
-    # A metric sees the results it declared, and nothing else.
-    assert set(rec.seen["reader"]) == {heavy[1], "light_a"}
-    assert all(rec.seen[m.id] == {} for m in metrics if m.id != "reader")
-
-
-def test_heavy_metrics_share_the_pool_on_smaller_traces(tmp_path: Path) -> None:
-    a, b = sorted(HEAVY)[:2]
-    rec = Recorder()
-    metrics = [rec.metric(a, 0.2), rec.metric(b, 0.2)]
-    runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2, heavy_alone=False))
-    assert rec.spans[a][0] < rec.spans[b][1] and rec.spans[b][0] < rec.spans[a][1]
-
-
-def test_one_thread_passes_only_declared_results_too(tmp_path: Path) -> None:
+def test_a_metric_sees_only_the_results_it_declared(tmp_path: Path) -> None:
     rec = Recorder()
     metrics = [rec.metric("a", 0), rec.metric("b", 0), rec.metric("c", 0, after=("a",))]
-    runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(1))
+    runner.run_metrics(metrics, _context(tmp_path), _run_one)
     assert rec.seen == {"a": {}, "b": {}, "c": {"a": MetricResult("a", {"id": "a"})}}
 
 
@@ -184,26 +66,12 @@ def test_a_dependency_listed_after_its_reader_is_refused(tmp_path: Path) -> None
     rec = Recorder()
     metrics = [rec.metric("a", 0, after=("b",)), rec.metric("b", 0)]
     with pytest.raises(ValueError, match="a reads \\['b'\\]"):
-        runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2))
+        runner.run_metrics(metrics, _context(tmp_path), _run_one)
 
 
 def test_registry_declares_dependencies_in_order() -> None:
     for i, metric in enumerate(REGISTRY):
         assert set(metric.after) <= set(REGISTRY_IDS[:i]), metric.id
-    assert HEAVY <= set(REGISTRY_IDS)
-
-
-def test_an_interrupt_in_a_worker_reaches_the_caller(tmp_path: Path) -> None:
-    rec = Recorder()
-
-    def interrupted(ctx: Context) -> Outcome:
-        raise KeyboardInterrupt
-
-    metrics = [rec.metric("slow", 0.2), Metric(id="boom", title="boom", run=interrupted),
-               rec.metric("never", 0.0, after=("boom",))]
-    with pytest.raises(KeyboardInterrupt):
-        runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2))
-    assert "never" not in rec.spans
 
 
 @settings(max_examples=60)

@@ -245,7 +245,7 @@ def explain(
         typer.Option(
             "--jobs",
             "-j",
-            help="Processes that read the trace, and threads that run metrics "
+            help="Processes that read a large Nsight Systems export "
             "(default: one per CPU, at most 3).",
             show_default=False,
         ),

@@ -92,7 +92,8 @@ class GapCauses:
     owners: np.ndarray  # pids whose kernels ran on the device
     gap_start: np.ndarray
     gap_end: np.ndarray
-    cause_ns: np.ndarray  # (len(CAUSES), gaps): ns of each gap per cause
+    cause: np.ndarray  # per gap: the cause covering most of it (ties: the earlier cause), int8
+    cause_total_ns: np.ndarray  # per cause: its idle ns over all gaps
     segments: tuple[tuple[np.ndarray, np.ndarray], ...]  # per cause: disjoint sorted intervals
     dependency_ns: int  # queued idle time moved from host-side causes to communication
     refill_ns: np.ndarray  # per gap: gap end - latest blocking-call return in it; NO_REFILL
@@ -105,12 +106,15 @@ class GapCauses:
     def length(self) -> np.ndarray:
         return self.gap_end - self.gap_start
 
-    @property
-    def cause(self) -> np.ndarray:
-        """Per gap, the cause covering most of it (ties: the earlier cause)."""
-        if self.cause_ns.shape[1] == 0:
-            return np.empty(0, np.int64)
-        return np.argmax(self.cause_ns, axis=0).astype(np.int64)
+    def cause_ns(self, which: np.ndarray) -> np.ndarray:
+        """(len(CAUSES), selected gaps): ns of each selected gap per cause (`which`: a mask or
+        index of gaps). Computed from the segments when asked: a per-gap table of every cause
+        would hold seven numbers for each of millions of gaps, most of them 0."""
+        g0, g1 = self.gap_start[which], self.gap_end[which]
+        out = np.zeros((len(self.segments), len(g0)), np.int64)
+        for i, (s, e) in enumerate(self.segments):
+            out[i] = intervals.overlap_with_union(g0, g1, s, e)
+        return out
 
 
 @dataclass(frozen=True)
@@ -322,12 +326,19 @@ def classify(
         segments, moved = _queued_to(segments, COMMUNICATION, g0[after_comm], g1[after_comm])
         rest = queued & ~after_comm
         segments, _ = _queued_to(segments, DEVICE_WAIT, g0[rest], g1[rest])
-    cause_ns = np.zeros((len(CAUSES), len(g0)), np.int64)
+    cause = np.zeros(len(g0), np.int8)  # the running argmax over causes (ties: the earlier)
+    best = np.zeros(len(g0), np.int64)
+    total = np.zeros(len(CAUSES), np.int64)
     for i, (s, e) in enumerate(segments):
-        cause_ns[i] = intervals.overlap_with_union(g0, g1, s, e)
+        ns = intervals.overlap_with_union(g0, g1, s, e)
+        total[i] = int(ns.sum())
+        more = ns > best
+        cause[more] = i
+        best[more] = ns[more]
+        del ns, more
     sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g1)
     refill = np.where((sync_end >= g0) & (sync_end < g1), g1 - sync_end, NO_REFILL)
-    return GapCauses(device, owners, g0, g1, cause_ns.astype(np.int64), tuple(segments), moved,
+    return GapCauses(device, owners, g0, g1, cause, total, tuple(segments), moved,
                      refill.astype(np.int64), nxt, queued, ahead, known)
 
 

@@ -79,7 +79,7 @@ def _activity(ctx: Context, dev: int, w0: int, w1: int) -> dict[str, int]:
 def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[str, Any]:
     length = gc.length
     idle = int(length.sum())
-    per_cause = gc.cause_ns.sum(axis=1) if len(length) else np.zeros(len(CAUSES), np.int64)
+    per_cause = gc.cause_total_ns if len(length) else np.zeros(len(CAUSES), np.int64)
     dominant = gc.cause
     count = np.bincount(dominant, minlength=len(CAUSES)) if len(dominant) else np.zeros(len(CAUSES), np.int64)
     w0, w1 = device_busy(ctx.data)[gc.device_id].window
@@ -131,8 +131,9 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
         "duration_ns": gc.length[keep],
         "cause": np.array(CAUSES, dtype=object)[gc.cause[keep]],
     }
+    per_cause = gc.cause_ns(keep)
     for i, c in enumerate(CAUSES):
-        cols[f"{c}_ns"] = gc.cause_ns[i][keep]
+        cols[f"{c}_ns"] = per_cause[i]
     cols["refill_ns"] = np.where(gc.refill_ns[keep] >= 0, gc.refill_ns[keep], pd.NA)
     cols["next_kernel_queued"] = gc.queued[keep]
     cols["copy_ahead"] = gc.copy_ahead[keep]

@@ -1,6 +1,6 @@
 """Profile one whole command-line report with cProfile and print its top entries.
 
-    python benchmarks/profile.py TRACE [--top 25] [--out FILE]
+    python benchmarks/profile_report.py TRACE [--top 25] [--out FILE]
 
 The report runs in this process with --jobs 1 (every step in one process and one thread,
 where the profiler sees it), all formats. Printed: the entries with the most time spent in

@@ -63,7 +63,8 @@ def new_home(parent: Path) -> Path:
 def environment(home: Path, **extra: str) -> dict[str, str]:
     """This process's environment with `home` as HOME and its .cache as XDG_CACHE_HOME."""
     env = {k: v for k, v in os.environ.items() if k not in TOOL_VARIABLES}
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), **extra)
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    env.update(extra)
     return env
 
 

@@ -99,8 +99,9 @@ def test_cache_key_follows_content_options_and_version(tmp_path: Path) -> None:
         fh.seek((3 << 20) - 10)
         fh.write(b"b")
     assert cache.identity(f)["edges_sha256"] != ident["edges_sha256"]
-    assert cache.store(tmp_path / "c", k1, "{}\n", {"x": 1})
-    assert cache.load(tmp_path / "c", k1) == {"x": 1}
+    summary = {"format": "nsys-sqlite", "ranks": [], "warnings": 0}
+    assert cache.store(tmp_path / "c", k1, "{}\n", summary)
+    assert cache.load(tmp_path / "c", k1) == summary
     assert cache.load(tmp_path / "c", "0" * 64) is None
 
 

@@ -8,6 +8,7 @@ analyses run here on those.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from nsys_llm_explainer.fleet.build import FleetResult, build
 from nsys_llm_explainer.fleet.inputs import TraceInput
 from nsys_llm_explainer.fleet.worker import Task, options_key
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render.templates import NO_CACHE_ENV
 from nsys_llm_explainer.runtime.cpus import usable_cpus
 
 Progress = Callable[[int, int, TraceInput, dict[str, Any]], None]
@@ -40,6 +42,7 @@ def run(
     one job at one time (fleet/same_run.py)."""
     options = options or Options()
     jobs = jobs or usable_cpus()
+    use_cache = use_cache and not os.environ.get(NO_CACHE_ENV)
     tasks = [Task(t.path, t.abspath, options, cache_dir, use_cache) for t in inputs]
     finished = 0
 

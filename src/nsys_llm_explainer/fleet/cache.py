@@ -11,9 +11,15 @@ fleet summary (summary.json). The key is the SHA-256 of:
   under the same version) and SUMMARY_VERSION (the layout of summary.json);
 - the options that change numbers (kernel names, step range, phase map, categories, gaps).
 
+summary.json holds the summary's JSON text with the key, the tool version, SUMMARY_VERSION and
+the text's SHA-256: an entry that does not match all of them (truncated, damaged, written by
+another version) is ignored and replaced. Entries are written atomically, so any number of
+processes may share a cache. A cache changes only how fast a run is, never its output.
+
 Location: --cache-dir, else $NSYS_LLM_EXPLAIN_CACHE, else $XDG_CACHE_HOME/nsys-llm-explain/fleet,
 else ~/.cache/nsys-llm-explain/fleet; on a Dask cluster, each worker's own default unless
 --cache-dir names a shared directory. An unwritable cache is skipped, never an error.
+--no-cache, or the environment variable NSYS_LLM_EXPLAIN_NO_CACHE, turns it off.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +87,44 @@ def entry_dir(root: Path, k: str) -> Path:
 
 
 def load(root: Path, k: str) -> dict[str, Any] | None:
+    """The summary stored under `k`, or None. An entry that is not exactly what store() writes
+    for `k` under this version (truncated, damaged, written by another version or for another
+    key) is a miss, and is removed so that this run's result can take its place."""
+    folder = entry_dir(root, k)
     try:
-        text = (entry_dir(root, k) / SUMMARY_NAME).read_text(encoding="utf-8")
-        doc = json.loads(text)
+        text = (folder / SUMMARY_NAME).read_text(encoding="utf-8")
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
+    summary = _checked(text, k)
+    if summary is None:
+        discard(folder)
+    return summary
+
+
+def _checked(text: str, k: str) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(text)
+        inner = doc["summary"]
+        if (doc["key"], doc["tool"], doc["summary_version"]) != (k, __version__, SUMMARY_VERSION):
+            return None
+        if hashlib.sha256(inner.encode("utf-8")).hexdigest() != doc["sha256"]:
+            return None
+        summary = json.loads(inner)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    ok = (isinstance(summary, dict) and isinstance(summary.get("ranks"), list)
+          and type(summary.get("warnings")) is int and isinstance(summary.get("format"), str | None))
+    return summary if ok else None
+
+
+def discard(folder: Path) -> None:
+    """Remove an entry: renamed out of the way first, so no reader sees it half removed."""
+    gone = folder.with_name(f".{folder.name[:8]}.gone-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        os.rename(folder, gone)
+    except OSError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def store(root: Path, k: str, report_json: str, summary: dict[str, Any]) -> bool:
@@ -99,7 +138,10 @@ def store(root: Path, k: str, report_json: str, summary: dict[str, Any]) -> bool
         return False
     try:
         (tmp / REPORT_NAME).write_text(report_json, encoding="utf-8")
-        (tmp / SUMMARY_NAME).write_text(json.dumps(summary), encoding="utf-8")
+        inner = json.dumps(summary)
+        envelope = {"key": k, "tool": __version__, "summary_version": SUMMARY_VERSION,
+                    "sha256": hashlib.sha256(inner.encode("utf-8")).hexdigest(), "summary": inner}
+        (tmp / SUMMARY_NAME).write_text(json.dumps(envelope), encoding="utf-8")
         os.rename(tmp, final)
         return True
     except OSError:

@@ -1,5 +1,5 @@
 """Hostile PyTorch profiler traces through the whole CLI, with the guarantees the Nsight Systems
-corpus has (tests/test_hardening_corpus.py): the documented exit code, no traceback, one stderr
+corpus has (tests/e2e/test_bad_inputs.py): the documented exit code, no traceback, one stderr
 line for a failure, the input's bytes unchanged and nothing created beside it, and the run over
 within 30 s. Numbers beyond 64 bits or beyond 2^62 ns leave their event out, counted in a
 warning; names longer than the analysis reads are cut, and the report says so.

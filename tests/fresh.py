@@ -117,3 +117,16 @@ def install(venv: Path, work: Path) -> Path:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return venv / "bin" / "nsys-llm-explain"
+
+
+def small_traces(d: Path) -> dict[str, Path]:
+    """Two small Nsight Systems exports and two PyTorch profiler traces in `d`."""
+    from tests.fixtures import variants
+    from tests.fixtures.kineto import workload
+
+    return {
+        "nsys": variants.multi_process_colliding_corr(d / "trace.sqlite"),
+        "nsys2": variants.no_nvtx(d / "other.sqlite"),
+        "kineto": workload.write(d / "trace.json")[0],
+        "kineto2": workload.write(d / "other.json", base_ns=1_700_000_000_000_500_000)[0],
+    }

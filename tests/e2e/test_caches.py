@@ -19,20 +19,13 @@ import pytest
 from nsys_llm_explainer import __version__
 from nsys_llm_explainer.cli import run as cli_run
 from tests import fresh
-from tests.fixtures import variants
-from tests.fixtures.kineto import workload
 
 TIMING = "fleet_timing.json"
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("traces")
-    return {
-        "nsys": variants.multi_process_colliding_corr(d / "trace.sqlite"),
-        "nsys2": variants.no_nvtx(d / "other.sqlite"),
-        "kineto": workload.write(d / "trace.json")[0],
-    }
+    return fresh.small_traces(tmp_path_factory.mktemp("traces"))
 
 
 def template_entries(home: Path) -> dict[str, bytes]:

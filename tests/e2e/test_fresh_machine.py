@@ -18,8 +18,6 @@ import pytest
 
 from nsys_llm_explainer import __version__
 from tests import fresh
-from tests.fixtures import variants
-from tests.fixtures.kineto import workload
 
 FORMATS = ("md", "json", "csv", "html", "ncu")
 INSTALLS = ["project", pytest.param("pip", marks=pytest.mark.slow)]
@@ -47,13 +45,7 @@ def tool(request: pytest.FixtureRequest) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("traces")
-    return {
-        "nsys": variants.multi_process_colliding_corr(d / "trace.sqlite"),
-        "nsys2": variants.no_nvtx(d / "other.sqlite"),
-        "kineto": workload.write(d / "trace.json")[0],
-        "kineto2": workload.write(d / "other.json", base_ns=1_700_000_000_000_500_000)[0],
-    }
+    return fresh.small_traces(tmp_path_factory.mktemp("traces"))
 
 
 def digests(paths: list[Path]) -> dict[str, str]:

@@ -177,7 +177,8 @@ def explain(
     schema = data.schema
     try:
         ctx = Context(schema, data, options)
-        ctx.results.update(runner.run_metrics(REGISTRY, ctx, run_metric))
+        metrics = [m for m in REGISTRY if m.wanted(options)]
+        ctx.results.update(runner.run_metrics(metrics, ctx, run_metric))
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
         # Sorted: the order does not depend on which metric loads a table (and warns) first.

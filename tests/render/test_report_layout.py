@@ -15,7 +15,7 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.render.overview import VERDICT_WORDS
@@ -154,7 +154,7 @@ def test_other_findings_are_one_line_each_behind_details(built):
 def test_sections_and_plots_are_inside_details(built):
     text, lines = built["md"], md_open_lines(built["md"])
     all_lines = text.splitlines()
-    for metric in REGISTRY:
+    for metric in ALWAYS:
         head = f"### {md(metric.title)}"
         assert head in all_lines and head not in lines
     for plot in built["plots"]:
@@ -169,7 +169,7 @@ def test_full_layout_is_open_with_the_diagnosis_first(built):
     lines = full.splitlines()
     assert "<details" not in full
     assert lines[2].startswith("**Verdict:**")
-    order = [lines.index("## Diagnosis"), lines.index("## Findings"), lines.index(f"## {md(REGISTRY[0].title)}"),
+    order = [lines.index("## Diagnosis"), lines.index("## Findings"), lines.index(f"## {md(ALWAYS[0].title)}"),
              lines.index("## Coverage and limitations")]
     assert order == sorted(order)
     for f in built["doc"]["findings"]:
@@ -223,7 +223,7 @@ def test_html_reads_like_a_report(built):
     for i, f in enumerate(doc["findings"], start=1):
         for mid in f["metric_ids"]:
             assert f'<a href="#m-{mid}">' in built["html"].split(f'id="finding-{i}"', 1)[1].split("</details>")[0]
-    assert {m.id for m in REGISTRY} <= {i[2:] for i in page.ids if i.startswith("m-")}
+    assert {m.id for m in ALWAYS} <= {i[2:] for i in page.ids if i.startswith("m-")}
     for section, parts in page.text.items():
         text = " ".join(parts)
         for bad in ("{", "(see report.json)", " entries"):

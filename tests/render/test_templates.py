@@ -19,6 +19,7 @@ from jinja2 import meta, nodes
 from nsys_llm_explainer.diff import page as diff_page
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.render import Format, files, html, markdown, templates
+from nsys_llm_explainer.render import ncu as ncu_render
 
 
 def family_environments() -> dict[str, jinja2.Environment]:
@@ -28,6 +29,7 @@ def family_environments() -> dict[str, jinja2.Environment]:
         templates.REPORT_HTML.name: html.environment(),
         templates.DIFF_MD.name: diff_render.environment(),
         templates.DIFF_HTML.name: diff_page.environment(),
+        templates.NCU_MD.name: ncu_render.environment(),
     }
 
 
@@ -138,7 +140,7 @@ def test_prepare_compiles_only_what_the_run_renders(
 
 def test_every_writer_warms_up_on_a_cold_cache(tmp_path: Path) -> None:
     """The first run on a new machine: an empty cache, every writer made ready, every
-    template a report or a diff renders compiled in its own environment."""
+    template a report, a diff or ncu.md renders compiled in its own environment."""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k != templates.NO_CACHE_ENV}
@@ -151,6 +153,8 @@ def test_every_writer_warms_up_on_a_cold_cache(tmp_path: Path) -> None:
         "files.prepare(tuple(Format), 'full')\n"
         "for e in (render.environment(), page.environment()):\n"
         "    templates.warm(e, templates.names(e))\n"
+        "from nsys_llm_explainer.render import ncu\n"
+        "templates.warm(ncu.environment(), templates.names(ncu.environment()))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli.report_files import build_files
-from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import MetricResult, Report, Skipped, TraceInfo
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown, rich
 from nsys_llm_explainer.schema import errors
@@ -66,6 +66,12 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     return all_skipped_report()
 
 
+def shown(report: Report) -> list[Metric]:
+    """The metrics a report shows: every one that runs without an option, and those an
+    option ran (ncu with --ncu)."""
+    return [m for m in REGISTRY if m.option is None or m.id in report.metrics]
+
+
 def test_every_format_renders(report: Report) -> None:
     files = build_files(report, tuple(Format))
     assert {"report.md", "report.json"} <= set(files)
@@ -78,7 +84,7 @@ def test_markdown_sections(report: Report) -> None:
     assert text.startswith("# ")
     assert "## Findings" in text and "## Coverage and limitations" in text
     assert RENDER_FAILED not in text, "a metric template failed on this report"
-    for metric in REGISTRY:
+    for metric in shown(report):
         assert f"## {markdown.escape.md(metric.title)}" in text, metric.id
         outcome = report.metrics[metric.id]
         if isinstance(outcome, Skipped):
@@ -99,7 +105,7 @@ def test_markdown_findings_or_none(report: Report) -> None:
 def test_json_matches_report_and_schema(report: Report) -> None:
     doc: dict[str, Any] = json.loads(json_writer.render(report))
     assert errors(doc) == []
-    assert list(doc["metrics"]) == [m.id for m in REGISTRY]
+    assert list(doc["metrics"]) == [m.id for m in shown(report)]
     for mid, outcome in report.metrics.items():
         entry = doc["metrics"][mid]
         if isinstance(outcome, Skipped):
@@ -115,7 +121,7 @@ def _rows(text: str) -> list[list[str]]:
 
 def test_csv_every_declared_table_with_header(report: Report) -> None:
     files = csv_writer.render(report)
-    declared = {f"{stem}.csv": (m.id, cols) for m in REGISTRY for stem, cols in m.tables.items()}
+    declared = {f"{stem}.csv": (m.id, cols) for m in shown(report) for stem, cols in m.tables.items()}
     assert set(files) == set(declared)
     for name, (mid, columns) in declared.items():
         rows = _rows(files[name])

@@ -11,7 +11,7 @@ import pytest
 
 from nsys_llm_explainer import schema
 from nsys_llm_explainer.cli.report_files import build_files
-from nsys_llm_explainer.metrics import REGISTRY
+from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
 from nsys_llm_explainer.render.escape import md
@@ -75,7 +75,7 @@ def test_markdown_has_every_section(report, mode, mark):
     text = markdown.render(report, mode=mode)
     assert text.startswith("# nsys-llm-explain report\n")
     lines = text.splitlines()
-    for metric in REGISTRY:
+    for metric in ALWAYS:
         assert f"{mark} {md(metric.title)}" in lines
     assert f"{mark} Coverage and limitations" in lines
     verdict = report.document["diagnosis"]["verdict"]
@@ -98,14 +98,14 @@ def test_markdown_has_every_section(report, mode, mark):
 def test_json_is_valid_and_matches_the_schema(report):
     doc = json.loads(json_writer.render(report))
     assert schema.errors(doc) == []
-    assert set(doc["metrics"]) == {m.id for m in REGISTRY}
+    assert set(doc["metrics"]) == {m.id for m in ALWAYS}
     for mid, outcome in report.metrics.items():
         assert doc["metrics"][mid]["status"] == outcome.status
 
 
 def test_csv_has_every_declared_table_with_a_header(report):
     files = csv_writer.render(report)
-    declared = {stem: cols for m in REGISTRY for stem, cols in m.tables.items()}
+    declared = {stem: cols for m in ALWAYS for stem, cols in m.tables.items()}
     assert set(files) == {f"{stem}.csv" for stem in declared}
     for stem, cols in declared.items():
         rows = list(csv.reader(io.StringIO(files[f"{stem}.csv"])))

@@ -30,6 +30,11 @@ EXIT_CODES_HELP = (
     "or a PyTorch profiler JSON trace); "
     "4 output cannot be written; 5 a --fail-on condition tripped, or none could be evaluated (diff)."
 )
+# The report's own: --ncu results are inputs too.
+EXPLAIN_EXIT_CODES_HELP = (
+    EXIT_CODES_HELP + " A --ncu result that is missing, unreadable or not an Nsight Compute CSV export (a .ncu-rep: "
+    "the message prints the ncu --import command) exits 3 before the trace is read."
+)
 
 def new_app() -> typer.Typer:
     """A command's typer app, configured alike for explain, diff and fleet."""
@@ -90,7 +95,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=EXPLAIN_EXIT_CODES_HELP)
 def explain(
     trace: Annotated[
         Path,
@@ -240,6 +245,15 @@ def explain(
             show_default=False,
         ),
     ] = None,
+    ncu: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--ncu",
+            help="Nsight Compute results to merge into the report: a CSV export (ncu --csv --page details "
+            "or raw; what ncu_plan.sh writes) or a folder of them. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -283,6 +297,7 @@ def explain(
             model_config=str(model) if model is not None else None,
             model_flops_per_token=model_flops_per_token,
             tokens_per_step=tokens_per_step,
+            extra=_ncu_extra(ncu),
         )
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
@@ -318,6 +333,17 @@ def _options(**kw: Any) -> Options:
     return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
 
 
+def _ncu_extra(paths: list[Path] | None) -> dict[str, Any]:
+    """Options.extra for --ncu: the results are read now, so that a bad one is an error
+    before any work (ncu/ caches them for the report's ncu metric)."""
+    if not paths:
+        return {}
+    from nsys_llm_explainer.ncu import load
+
+    load(paths)
+    return {"ncu": tuple(str(p) for p in paths)}
+
+
 def _compute_options(kw: dict[str, Any]) -> None:
     """Parse the MFU/roofline inputs; a bad file or value is a usage error before any work."""
     if kw.get("gpu_peaks") is not None:
@@ -344,7 +370,7 @@ def _usage_error(exc: Exception) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Dispatch: `diff` and `fleet` go to their commands, anything else to explain."""
+    """Dispatch: `diff`, `fleet` and `ncu` go to their commands, anything else to explain."""
     args = list(sys.argv[1:] if argv is None else argv)
     target = app
     prog = TOOL_NAME
@@ -356,6 +382,10 @@ def run(argv: list[str] | None = None) -> int:
         from nsys_llm_explainer.cli.fleet import fleet_app
 
         target, prog, args = fleet_app, f"{TOOL_NAME} fleet", args[1:]
+    elif args and args[0] == "ncu":
+        from nsys_llm_explainer.cli.ncu import ncu_app
+
+        target, prog, args = ncu_app, f"{TOOL_NAME} ncu", args[1:]
     command = typer.main.get_command(target)
     try:
         rv = command.main(args=args, prog_name=prog, standalone_mode=False)

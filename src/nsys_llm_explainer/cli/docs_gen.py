@@ -55,6 +55,9 @@ def cli_reference() -> str:
         from nsys_llm_explainer.cli.fleet import fleet_app
 
         parts.append(f"$ {TOOL_NAME} fleet --help\n" + command_help(fleet_app, f"{TOOL_NAME} fleet"))
+    from nsys_llm_explainer.cli.ncu import ncu_app
+
+    parts.append(f"$ {TOOL_NAME} ncu --help\n" + command_help(ncu_app, f"{TOOL_NAME} ncu"))
     return "```text\n" + "\n".join(parts) + "```\n"
 
 
@@ -151,6 +154,8 @@ def metrics_index() -> str:
     ]
     for m in REGISTRY:
         tables = "<br>".join(f"`tables/{stem}.csv`" for stem in m.tables) or "none"
+        if m.option is not None:
+            tables += f" (only with --{m.option}: the metric runs only then)"
         schema = f"[{m.id}.json](../../src/nsys_llm_explainer/schema/metrics/{m.id}.json)"
         out.append(f"| [{m.id}]({m.id}.md) | {m.title} | {m.description} | {schema} | {tables} |")
     out += ["", "## CSV columns", ""]

@@ -53,14 +53,29 @@ from dataclasses import dataclass
 WARMUP_SHARE = 0.10
 COMPUTE_CATEGORIES = frozenset({"gemm", "attention", "moe"})
 MEMORY_CATEGORIES = frozenset({"memory", "norm", "reduction", "activation_elementwise"})
+# Every command collects what classifies a launch and explains a latency-bound one (Speed
+# of Light, launch statistics, occupancy, scheduler statistics), then what its question needs.
+BASE_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats")
 COMPUTE_SECTIONS = (
-    "SpeedOfLight",
+    *BASE_SECTIONS,
     "SpeedOfLight_RooflineChart",
     "SpeedOfLight_HierarchicalTensorRooflineChart",
     "ComputeWorkloadAnalysis",
 )
-MEMORY_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables")
-OTHER_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+MEMORY_SECTIONS = (*BASE_SECTIONS, "MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables")
+OTHER_SECTIONS = (*BASE_SECTIONS, "WarpStateStats")
+# Counters every command asks for by name (--metrics), present on every GPU ncu supports
+# (Volta on): the duration, DRAM bytes, and the floating-point instructions that give
+# FLOPs per precision (add + mul + 2 x fma). They land in the CSV's "Command line profiler
+# metrics" rows, which `--ncu` reads.
+METRICS = (
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    *(f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma")),
+)
+# The CSV export: ncu's details page of the report it wrote, in base units (full precision).
+CSV_EXPORT = ("--csv", "--page", "details", "--print-units", "base")
 _REGEX_META = set("\\^$.|?*+()[]{}")
 _UNSAFE_COMMENT = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029]")
 
@@ -241,7 +256,7 @@ def plan(
             )
             continue
         targets.append(_target(len(targets) + 1, k, steady_from, total_launches, counting))
-    return {"version": 1, "targets": targets, "skipped": skipped}
+    return {"version": 1, "metrics": list(METRICS), "targets": targets, "skipped": skipped}
 
 
 def targets_json(p: dict) -> str:
@@ -249,11 +264,15 @@ def targets_json(p: dict) -> str:
 
 
 def plan_script(p: dict) -> str:
-    """ncu_plan.sh: run as `sh ncu_plan.sh <your command and its arguments>`."""
+    """ncu_plan.sh: run as `sh ncu_plan.sh <your command and its arguments>`. Each kernel's
+    run writes its report (EXPORT.ncu-rep) and then its CSV export (EXPORT.csv, the details
+    page in base units), which `nsys-llm-explain TRACE --out DIR --ncu FOLDER` reads as it is."""
     lines = [
         "#!/bin/sh",
         "# Nsight Compute plan written by nsys-llm-explain: one ncu run per kernel.",
         "# Usage: sh ncu_plan.sh <the command you profiled with nsys, and its arguments>",
+        "# Each run writes ncu_NN_*.ncu-rep (open it in ncu-ui) and ncu_NN_*.csv; merge the CSVs into",
+        "# the report with: nsys-llm-explain TRACE --out DIR --ncu <this folder>",
         "# --devices is the device id as the trace numbers it; drop it if CUDA_VISIBLE_DEVICES remaps.",
         "# --launch-skip is counted from the first launch of the capture, but ncu counts launches",
         "# from the start of the process: if the capture began later (nsys --capture-range or",
@@ -275,10 +294,16 @@ def plan_script(p: dict) -> str:
             f"--kernel-name {shell_quote('regex:' + t['regex'])}",
             f"--launch-skip {int(t['launch_skip'])} --launch-count {int(t['launch_count'])}",
             " ".join(f"--section {s}" for s in t["sections"]),
+            f"--metrics {','.join(p.get('metrics') or METRICS)}",
             f"--export {t['export']} --force-overwrite",
             '"$@"',
         ]
+        rep, csv = f"{t['export']}.ncu-rep", f"{t['export']}.csv"
+        lines.append(f"rm -f {rep} {csv}")
         lines.append(" \\\n  ".join(args))
+        missing = f"ncu_plan.sh: {t['export']}: no kernel was profiled (see its launch counting line)"
+        lines.append(f"if [ -f {rep} ]; then ncu --import {rep} {' '.join(CSV_EXPORT)} > {csv}; "
+                     f"else echo \"{missing}\" >&2; fi")
         lines.append("")
     for s in p["skipped"]:
         lines.append(f"# left out: {comment_text(s['name'])}: {s['reason']}")

@@ -27,6 +27,8 @@ KERNEL_TABLES: dict[str, str] = {
     "gemm_precision": "name",
     "operator_kernels": "kernel",
     "step_work_kernels": "name",
+    "ncu_kernels": "name",
+    "ncu_launches": "kernel",
 }
 # metric id -> {list key in the metric's data: record key holding a kernel name, or a list of them}
 KERNEL_FIELDS: dict[str, dict[str, str]] = {
@@ -43,6 +45,7 @@ KERNEL_FIELDS: dict[str, dict[str, str]] = {
     "gemm_precision": {"fp32_kernels": "name"},
     "ncu_plan": {"targets": "name"},
     "operators": {"operator_kernels": "kernel"},
+    "ncu": {"kernels": "name", "launches": "kernel"},
 }
 
 

@@ -20,6 +20,7 @@ from nsys_llm_explainer.metrics import (
     launch_storm,
     memory_transfers,
     model_utilization,
+    ncu_results,
     ncu_targets,
     nvtx_attribution,
     nvtx_ranges,
@@ -62,7 +63,12 @@ REGISTRY: tuple[Metric, ...] = (
     model_utilization.METRIC,  # after steps, workload and compute_efficiency
     gemm_precision.METRIC,
     ncu_targets.METRIC,  # after top_kernels, capture and compute_efficiency
+    ncu_results.METRIC,  # only with --ncu
     timeline.METRIC,  # keep last: it summarizes the metrics above for plots
 )
 
-__all__ = ["REGISTRY", "Context", "Metric"]
+# The metrics of every report: REGISTRY less those that run only when an option asks for them
+# (Metric.option: ncu with --ncu).
+ALWAYS: tuple[Metric, ...] = tuple(m for m in REGISTRY if m.option is None)
+
+__all__ = ["ALWAYS", "REGISTRY", "Context", "Metric"]

@@ -37,6 +37,12 @@ class Metric:
     tables: dict[str, tuple[str, ...]] = field(default_factory=dict)  # csv stem -> columns
     description: str = ""
     after: tuple[str, ...] = ()  # metrics whose results this one reads (ctx.result): run first
+    # An option the metric needs (an Options.extra key): without it the metric does not run
+    # and is absent from the report (no section, no tables, no "not measured" line).
+    option: str | None = None
+
+    def wanted(self, options: Options) -> bool:
+        return self.option is None or bool(options.extra.get(self.option))
 
     def skipped(self, reason: str) -> Skipped:
         return Skipped(self.id, reason)

@@ -13,10 +13,14 @@ PyTorch profiler steps (ProfilerStep#N), the steps numbered before the first cap
 ran before the capture; with steps from NVTX ranges (--step-range on an Nsight Systems
 export), an NVTX filter on those ranges, with each kernel's launches whose launch call lies
 inside one of them (same process).
+
+Skipped for traces of other GPUs than NVIDIA's (an AMD GPU by name, a ROCm build's version
+fields, HIP calls): ncu profiles NVIDIA GPUs only.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,8 @@ TARGETS = 10  # kernels in the plan (NCCL kernels are listed as left out, not co
 FILES = ("ncu_plan.sh", "ncu_targets.json")
 WARMUP_PCT = 10  # compute/ncu_plan.WARMUP_SHARE, as the report states it
 PUSH_POP = 59  # NVTX_EVENTS eventType of push/pop ranges (60: start/end)
+OTHER_VENDOR = re.compile(r"\b(AMD|Instinct|Radeon)\b|\bMI\d{3}", re.IGNORECASE)
+ROCM_KEYS = ("hip_", "rocm_", "roctracer_")  # PyTorch profiler traces from ROCm builds
 
 
 def _bounds(ctx: Context) -> dict[tuple[str, int], str]:
@@ -99,12 +105,31 @@ def _step_ranges(ctx: Context) -> tuple[str | None, np.ndarray | None]:
     return expr, inside
 
 
+def not_nvidia(ctx: Context) -> str | None:
+    """Why the trace's GPUs are not NVIDIA GPUs (Nsight Compute profiles only those), or None:
+    a GPU named AMD, Instinct or Radeon, a HIP or ROCm version in the trace, HIP calls."""
+    names = sorted({g.name for g in ctx.data.gpus() if g.name and OTHER_VENDOR.search(g.name)})
+    if names:
+        return f"the trace's GPU is {', '.join(names)}"
+    versions = sorted(k for k in (ctx.data.format_details() or {}) if k.startswith(ROCM_KEYS))
+    if versions:
+        return f"the trace records {versions[0]}"
+    try:
+        hip = any(n.startswith("hip") for n in ctx.data.runtime_api_names())
+    except Unavailable:
+        hip = False
+    return "the trace's runtime calls are HIP calls" if hip else None
+
+
 def run(ctx: Context) -> Outcome:
     from nsys_llm_explainer.compute import ncu_plan
 
     k = ctx.data.kernels()
     if len(k) == 0:
         return METRIC.skipped(NO_KERNELS)
+    vendor = not_nvidia(ctx)
+    if vendor is not None:
+        return METRIC.skipped(f"{vendor}: Nsight Compute profiles NVIDIA GPUs only")
     top = ctx.result("top_kernels")
     if top is None:
         return METRIC.skipped("top_kernels did not run")
@@ -156,6 +181,7 @@ def run(ctx: Context) -> Outcome:
             + (f"; an NVTX filter on the step ranges ({expr}) is offered per kernel" if expr else "")
         ),
         "files": list(FILES),
+        "metrics": plan["metrics"],
         "targets": plan["targets"],
         "skipped": plan["skipped"],
     }
@@ -164,7 +190,7 @@ def run(ctx: Context) -> Outcome:
 
 def plan_of(data: dict[str, Any]) -> dict[str, Any]:
     """The ncu_targets.json object of a finished ncu_plan metric."""
-    return {"version": 1, "targets": data["targets"], "skipped": data["skipped"]}
+    return {"version": 1, "metrics": data["metrics"], "targets": data["targets"], "skipped": data["skipped"]}
 
 
 METRIC = Metric(

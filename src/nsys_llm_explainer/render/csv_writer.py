@@ -31,6 +31,8 @@ def tables(report: Report) -> dict[str, Table]:
     out: dict[str, Table] = {}
     for metric in REGISTRY:
         outcome = report.metrics.get(metric.id)
+        if outcome is None and metric.option is not None:
+            continue  # an optional metric the command line did not ask for
         produced = {t.name: t for t in outcome.tables} if isinstance(outcome, MetricResult) else {}
         for stem, columns in metric.tables.items():
             out[stem] = produced.get(stem, Table(stem, columns))

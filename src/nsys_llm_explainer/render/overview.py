@@ -31,7 +31,7 @@ GROUPS: tuple[Group, ...] = (
         "gpu_context", "casts",
     )),
     Group("efficiency", "How close to the hardware", (
-        "compute_efficiency", "model_utilization", "gemm_precision", "ncu_plan",
+        "compute_efficiency", "model_utilization", "gemm_precision", "ncu", "ncu_plan",
     )),
     Group("waits", "Why the GPU waits", (
         "timeline", "idle_causes", "gpu_idle", "boundness", "launch_overhead", "launch_storm", "sync",

@@ -1,8 +1,8 @@
 """Where the Jinja templates come from: one family per kind of output, one environment per
 family, and the cache of their compiled form.
 
-A template family is the set of templates one environment renders: report.md's, report.html's
-and diff.md's. A family's environment is made with every filter, test and global its templates
+A template family is the set of templates one environment renders: report.md's, report.html's,
+diff.md's and ncu.md's. A family's environment is made with every filter, test and global its templates
 use (environment()), and its loader serves the family's templates only (FamilyLoader): a
 template can never be compiled in an environment that lacks its filters, because no other
 environment can load it. tests/test_templates.py checks every family's templates against its
@@ -68,7 +68,7 @@ REPORT_MD = Family(
     "report-md",
     roots=("report.md.j2", "report_full.md.j2"),
     members=("report.md.j2", "report_full.md.j2", "report/*.md.j2", "report/gpus.j2",
-             "metrics/*.md.j2", "capture_info.md.j2"),
+             "metrics/*.md.j2", "capture_info.md.j2", "ncu/*.md.j2"),
 )
 REPORT_HTML = Family(
     "report-html",
@@ -81,7 +81,8 @@ DIFF_HTML = Family(
     roots=("diff.html.j2",),
     members=("diff.html.j2", "report/page_style.html.j2", "report/sort_script.html.j2"),
 )
-FAMILIES: dict[str, Family] = {f.name: f for f in (REPORT_MD, REPORT_HTML, DIFF_MD, DIFF_HTML)}
+NCU_MD = Family("ncu-md", roots=("ncu.md.j2",), members=("ncu.md.j2", "ncu/*.md.j2"))
+FAMILIES: dict[str, Family] = {f.name: f for f in (REPORT_MD, REPORT_HTML, DIFF_MD, DIFF_HTML, NCU_MD)}
 
 
 class FamilyLoader(jinja2.BaseLoader):
@@ -234,6 +235,7 @@ def bytecode_cache(family: str, env: jinja2.Environment) -> jinja2.BytecodeCache
 
 
 __all__ = [
-    "DIFF_HTML", "DIFF_MD", "FAMILIES", "NO_CACHE_ENV", "REPORT_HTML", "REPORT_MD", "Family", "FamilyLoader", "all_templates",
+    "DIFF_HTML", "DIFF_MD", "FAMILIES", "NCU_MD", "NO_CACHE_ENV", "REPORT_HTML", "REPORT_MD", "Family",
+    "FamilyLoader", "all_templates",
     "bytecode_cache", "cache_dir", "cache_root", "environment", "names", "settings_tag", "warm",
 ]

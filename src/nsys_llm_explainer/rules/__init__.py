@@ -38,6 +38,9 @@ from nsys_llm_explainer.rules import (
     nle321_low_mfu,
     nle322_low_mbu,
     nle323_fp32_gemm,
+    nle330_ncu_below_roof,
+    nle331_ncu_duration_ratio,
+    nle332_ncu_unmatched,
 )
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
@@ -76,6 +79,9 @@ RULES: tuple[Rule, ...] = (
     nle321_low_mfu.RULE,
     nle322_low_mbu.RULE,
     nle323_fp32_gemm.RULE,
+    nle330_ncu_below_roof.RULE,
+    nle331_ncu_duration_ratio.RULE,
+    nle332_ncu_unmatched.RULE,
 )
 
 # Ids no longer used, and where their finding went. An id is never reused.

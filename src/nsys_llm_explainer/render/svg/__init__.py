@@ -11,7 +11,15 @@ from dataclasses import dataclass
 
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render.shared import Shared, shared_for
-from nsys_llm_explainer.render.svg import gap_histogram, per_process, roofline, steps, timeline, top_kernels
+from nsys_llm_explainer.render.svg import (
+    gap_histogram,
+    ncu_roofline,
+    per_process,
+    roofline,
+    steps,
+    timeline,
+    top_kernels,
+)
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
 
@@ -29,6 +37,7 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Step latency", "steps", steps.build),
     PlotSpec("Kernel time per process", "per_process", per_process.build),
     PlotSpec("Roofline", "compute_efficiency", roofline.build),
+    PlotSpec(ncu_roofline.TITLE, "ncu", ncu_roofline.build),
 )
 
 

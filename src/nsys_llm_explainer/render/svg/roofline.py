@@ -58,9 +58,16 @@ def circle(x: float, y: float, r: float, cls: str, tip: str) -> str:
 
 
 def build_roofline(
-    roofs: Sequence[Roof], points: Sequence[RooflinePoint], device: str = ""
+    roofs: Sequence[Roof],
+    points: Sequence[RooflinePoint],
+    device: str = "",
+    *,
+    plot_id: str = "roofline",
+    title: str = "Roofline",
+    noun: tuple[str, str] = ("operation", "operations"),
 ) -> Plot | None:
-    """The plot, or None when there is no roof or no point with FLOPs to draw."""
+    """The plot, or None when there is no roof or no point with FLOPs to draw. `noun`: what a
+    point is, singular and plural (the summary and the table's first column)."""
     roofs = [r for r in roofs if r.peak_flops > 0 and r.peak_bandwidth > 0]
     valid = [p for p in points if p.flops > 0 and p.bytes > 0 and p.time_ns > 0]
     drawable = sorted(valid, key=lambda p: -p.time_ns)[:MAX_POINTS]
@@ -166,15 +173,15 @@ def build_roofline(
     body.append(leg)
     no_flops, beyond = len(points) - len(valid), len(valid) - len(drawable)
     summary = (
-        f"Roofline{' of ' + device if device else ''}: {len(drawable)} operations against "
+        f"{title}{' of ' + device if device else ''}: {len(drawable)} {noun[1]} against "
         f"{len(roofs)} roof{'' if len(roofs) == 1 else 's'} ({', '.join(r.dtype.upper() for r in roofs)}); "
         "the longest, "
         f"{drawable[0].label}, reaches {perf[0] / 1e12:,.2f} TFLOP/s at {ai[0]:,.1f} FLOP/byte."
-        + (f" {no_flops} operations without FLOPs are not drawn." if no_flops else "")
+        + (f" {no_flops} {noun[1]} without FLOPs are not drawn." if no_flops else "")
         + (f" {beyond} shorter ones are left out." if beyond else "")
     )
     headers = (
-        "Operation",
+        noun[0].capitalize(),
         "Dtype",
         "FLOP/byte",
         "Achieved TFLOP/s",
@@ -184,8 +191,8 @@ def build_roofline(
         "Time",
     )
     return Plot(
-        "roofline",
-        "Roofline",
+        plot_id,
+        title,
         summary,
         LEFT + PLOT_W + RIGHT,
         int(TOP + PLOT_H + 44 + leg_h + 6),

@@ -1,0 +1,181 @@
+"""ncu: Nsight Compute results (--ncu) joined to the trace's kernels.
+
+Runs only when --ncu names results (Options.extra["ncu"]); absent from the report otherwise.
+Reads them with ncu/ (each launch's figures, class and roofline point), matches each
+launch to a kernel of the trace by name (kernels/match.py: mangled, demangled,
+short), and per matched kernel puts the trace's time beside ncu's measurement:
+
+- class, distance from the roof (`pct_of_roof`: the busier of SM and memory throughput,
+  duration-weighted over the kernel's matched launches) and limiter (of its longest launch);
+- `stake_ns` = the kernel's trace time x (1 - pct_of_roof / 100): what it would give back if
+  it ran at its roof, an upper bound (no kernel reaches its roof);
+- `duration_ratio` = ncu's median launch duration / the trace's median call: ncu replays a
+  kernel alone, with caches flushed and clocks locked to base, so the ratio is rarely 1;
+  `ratio_far` when it is outside [1/RATIO_FAR, RATIO_FAR].
+
+Peaks for the roofline point: the export's roofline section, else the peak table (with
+--gpu-peaks) for the GPU the export names, else for the trace's GPU when the trace has one
+model and the export's compute capability agrees with its architecture.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.errors import ExplainError
+from nsys_llm_explainer.kernels.match import Matcher
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, launch_rows
+from nsys_llm_explainer.trace.data import Unavailable
+
+OPTION = "ncu"  # Options.extra key: the --ncu paths
+RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
+KERNEL_COLUMNS = (
+    "name", "calls", "total_ns", "p50_ns", "pct_of_kernel_time", "matched_by", "ncu_kernel", "ncu_launches",
+    "class", "pct_of_roof", "stake_ns", "limiter", "ncu_p50_ns", "duration_ratio", "ratio_far",
+)
+def _trace_gpu(ctx: Context) -> tuple[str, str] | None:
+    names = {g.name for g in ctx.data.gpus() if g.name}
+    return (next(iter(names)), "the trace's GPU") if len(names) == 1 else None
+
+
+def _table(ctx: Context) -> dict[str, Any] | None:
+    if ctx.options.gpu_peaks is None:
+        return None
+    from nsys_llm_explainer.compute.peaks import load_gpu_peaks
+
+    return load_gpu_peaks(ctx.options.gpu_peaks).by_name
+
+
+def _weighted(values: list[tuple[float, float]]) -> float | None:
+    total = sum(w for _, w in values)
+    return sum(v * w for v, w in values) / total if total else None
+
+
+def _kernel_row(
+    name: str, stats: dict[str, Any], members: list[dict[str, Any]], how: str, total_kernel_ns: int
+) -> dict[str, Any]:
+    durations = [float(m["duration_ns"]) for m in members if m["duration_ns"]]
+    classified = [m for m in members if m["class"]]
+    pct = _weighted([(float(m["pct_of_roof"]), float(m["duration_ns"] or 1.0)) for m in classified])
+    by_class: dict[str, float] = {}
+    for m in classified:
+        by_class[m["class"]] = by_class.get(m["class"], 0.0) + float(m["duration_ns"] or 1.0)
+    longest = max(classified, key=lambda m: m["duration_ns"] or 0.0) if classified else None
+    ncu_p50 = statistics.median(durations) if durations else None
+    ratio = ncu_p50 / stats["p50_ns"] if ncu_p50 and stats["p50_ns"] else None
+    stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats["by_device"].items()} if pct is not None else {}
+    return {
+        "name": name,
+        "devices": [{"device_id": d, "total_ns": ns, "stake_ns": stake.get(d)} for d, ns in stats["by_device"].items()],
+        "calls": stats["calls"],
+        "total_ns": stats["total_ns"],
+        "p50_ns": stats["p50_ns"],
+        "pct_of_kernel_time": round(100.0 * stats["total_ns"] / total_kernel_ns, 4) if total_kernel_ns else 0.0,
+        "matched_by": how,
+        "ncu_kernel": members[0]["kernel"],
+        "ncu_launches": [m["index"] for m in members],
+        "class": max(by_class, key=lambda c: by_class[c]) if by_class else None,
+        "pct_of_roof": round(pct, 2) if pct is not None else None,
+        "stake_ns": sum(stake.values()) if pct is not None else None,
+        "limiter": longest["limiter"] if longest else None,
+        "causes": longest["causes"] if longest else [],
+        "sm_pct": longest["sm_pct"] if longest else None,
+        "memory_pct": longest["memory_pct"] if longest else None,
+        "longest_launch": longest["index"] if longest else None,
+        "roofline_pct_of_roof": (longest.get("roofline") or {}).get("pct_of_roof") if longest else None,
+        "ncu_p50_ns": round(ncu_p50, 1) if ncu_p50 else None,
+        "duration_ratio": round(ratio, 3) if ratio else None,
+        "ratio_far": bool(ratio and not 1.0 / RATIO_FAR <= ratio <= RATIO_FAR),
+    }
+
+
+def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dict[int, dict[str, Any]], int]:
+    """(key, name, mangled) per kernel name of the trace, its statistics, the kernel time."""
+    try:
+        k = ctx.data.kernels()
+    except Unavailable:
+        return [], {}, 0
+    if len(k) == 0:
+        return [], {}, 0
+    codes, uniq = factorize(k.name_id)
+    ids = np.asarray(uniq, dtype=np.int64)
+    names = ctx.data.kernel_names(ids)
+    mangled = ctx.data.kernel_mangled_names(ids)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
+    stats: dict[int, dict[str, Any]] = {}
+    for j, name_id in enumerate(ids.tolist()):
+        rows = order[bounds[j]:bounds[j + 1]]
+        dur, dev = k.dur[rows], k.device[rows]
+        by_device = {int(d): int(dur[dev == d].sum()) for d in np.unique(dev).tolist()}
+        stats[name_id] = {"calls": int(len(rows)), "total_ns": int(dur.sum()),
+                          "p50_ns": float(np.median(dur)), "by_device": by_device}
+    kernels = [(i, names.get(i, f"(unnamed kernel #{i})"), mangled.get(i)) for i in ids.tolist()]
+    return kernels, stats, int(k.dur.sum())
+
+
+def run(ctx: Context) -> Outcome:
+    from nsys_llm_explainer import TOOL_NAME, __version__
+    from nsys_llm_explainer.ncu import assess, document, load
+
+    paths = ctx.options.extra.get(OPTION)
+    if not paths:
+        return METRIC.skipped("no Nsight Compute results were given (--ncu)")
+    try:
+        results = assess(load(list(paths)), _trace_gpu(ctx), _table(ctx))
+    except ExplainError as exc:
+        return METRIC.skipped(exc.message)
+    doc = document(results, {"name": TOOL_NAME, "version": __version__})
+    launches = doc["launches"]
+    kernels, stats, total_kernel_ns = _trace_kernels(ctx)
+    matcher = Matcher(kernels)
+    names: dict[Any, str] = {key: name for key, name, _ in kernels}
+    groups: dict[int, list[dict[str, Any]]] = {}
+    how: dict[int, str] = {}
+    unmatched, by = [], {"mangled": 0, "demangled": 0, "short": 0}
+    for d in launches:
+        m = matcher.match(d["kernel"])
+        d["matched_kernel"], d["matched_by"] = (names[m.key], m.how) if m.key is not None else (None, None)
+        if m.key is None:
+            unmatched.append({"index": d["index"], "kernel": d["kernel"], "reason": m.reason})
+            continue
+        by[str(m.how)] += 1
+        groups.setdefault(int(m.key), []).append(d)  # type: ignore[call-overload]
+        how.setdefault(int(m.key), str(m.how))  # type: ignore[call-overload]
+    rows = [_kernel_row(names[key], stats[key], members, how[key], total_kernel_ns) for key, members in groups.items()]
+    rows.sort(key=lambda r: (-(r["stake_ns"] or -1), -r["total_ns"], r["name"]))
+    data = {
+        **{k: v for k, v in doc.items() if k not in ("schema_version", "tool", "notes", "launches")},
+        "ratio_far": RATIO_FAR,
+        "match": {"launches": len(launches), "matched": len(launches) - len(unmatched), "by": by,
+                  "kernels": len(rows), "unmatched": unmatched},
+        "total_kernel_ns": total_kernel_ns,
+        "kernels": rows,
+        "launches": launches,
+    }
+    kernel_rows = [{**r, "ncu_launches": " ".join(map(str, r["ncu_launches"]))} for r in rows]
+    tables = (
+        Table("ncu_kernels", KERNEL_COLUMNS, pd.DataFrame(kernel_rows, columns=list(KERNEL_COLUMNS))),
+        Table("ncu_launches", LAUNCH_COLUMNS, pd.DataFrame(launch_rows(launches), columns=list(LAUNCH_COLUMNS))),
+    )
+    return MetricResult(METRIC.id, data, tables, notes=tuple(results.notes))
+
+
+METRIC = Metric(
+    id="ncu",
+    title="Nsight Compute results",
+    run=run,
+    tables={"ncu_kernels": KERNEL_COLUMNS, "ncu_launches": LAUNCH_COLUMNS},
+    description=(
+        "Nsight Compute launches (--ncu) matched to the trace's kernels: class, distance from the roof, "
+        "limiter, time at stake (an upper bound), ncu/trace duration ratio."
+    ),
+    option=OPTION,
+)

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.base import Rule, RuleInput
+
+EVIDENCE = 5
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Nsight Compute launches that match no kernel of the trace.
+
+    Reads the ncu metric's match (--ncu): launches whose kernel name matched no trace
+    kernel by mangled name, demangled name or (where one side has only that) function name,
+    or whose function name several trace kernels share. Their figures are in ncu.csv but
+    join no trace time. A note (info).
+
+    Example:
+
+        NLE332 info: 2 of 12 Nsight Compute launches match no kernel of the trace
+        - Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128…>: no kernel of the trace has this name
+    """
+    res = view.metric("ncu")
+    if res is None:
+        return
+    m = res.data["match"]
+    if not m["unmatched"]:
+        return
+    evidence = [f"{view.kernel_label(u['kernel'])}: {u['reason']}" for u in m["unmatched"][:EVIDENCE]]
+    if len(m["unmatched"]) > EVIDENCE:
+        evidence.append(f"and {len(m['unmatched']) - EVIDENCE} more (tables/ncu_launches.csv)")
+    yield rule.note(
+        Confidence.HIGH,
+        evidence,
+        [
+            "Profile the kernels this trace ran (ncu_plan.sh in the report directory names them) with the "
+            "same program and build; with several kernels of one function name, export ncu's demangled or "
+            "mangled names (`--print-kernel-base demangled`).",
+        ],
+        title=f"{len(m['unmatched'])} of {m['launches']} Nsight Compute launches match no kernel of the trace",
+    )
+
+
+RULE = Rule(
+    "NLE332", "ncu-unmatched", "Nsight Compute launches without a trace kernel", check, ("ncu",)
+)

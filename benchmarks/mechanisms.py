@@ -115,11 +115,15 @@ def ab(off: str, traces: list[Path], pairs: int, python_b: str | None = None) ->
                         raise SystemExit(f"{trace}: exit {res['exit_code']}: {res['log']}")
                     sides[side].append(res)
             ratios = [a["wall_s"] / b["wall_s"] for a, b in zip(sides["on"], sides["off"], strict=True)]
+            cpu_ratios = [a["cpu_s"] / b["cpu_s"] for a, b in zip(sides["on"], sides["off"], strict=True)]
             results.append({
                 "trace": trace.name, "mechanism": off, "pairs": pairs,
                 "on_wall_s": statistics.median(r["wall_s"] for r in sides["on"]),
                 "off_wall_s": statistics.median(r["wall_s"] for r in sides["off"]),
                 "ratio_on_off": statistics.median(ratios),
+                "on_cpu_s": statistics.median(r["cpu_s"] for r in sides["on"]),
+                "off_cpu_s": statistics.median(r["cpu_s"] for r in sides["off"]),
+                "cpu_ratio_on_off": statistics.median(cpu_ratios),
                 "on_tree_mib": statistics.median(r["peak_tree_rss_mib"] for r in sides["on"]),
                 "off_tree_mib": statistics.median(r["peak_tree_rss_mib"] for r in sides["off"]),
             })
@@ -147,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(args)
     if (a.off == "none") == (a.python_b is None):
         ap.error("give one of --off MECHANISM or --python-b PYTHON")
-    print(f"{'trace':<34} {'A':>8} {'B':>8} {'A/B':>7} {'tree A':>9} {'tree B':>9}")
+    print(f"{'trace':<34} {'A':>8} {'B':>8} {'A/B':>7} {'cpu A':>8} {'cpu B':>8} {'A/B':>7} "
+          f"{'tree A':>9} {'tree B':>9}")
     for r in ab(a.off, a.traces, a.pairs, a.python_b):
         print(f"{r['trace']:<34} {r['on_wall_s']:7.2f}s {r['off_wall_s']:7.2f}s {r['ratio_on_off']:7.3f} "
-              f"{r['on_tree_mib']:7.0f}MB {r['off_tree_mib']:7.0f}MB")
+              f"{r['on_cpu_s']:7.2f}s {r['off_cpu_s']:7.2f}s {r['cpu_ratio_on_off']:7.3f} "
+              f"{r['on_tree_mib'] * 2**20 / 1e6:7.0f}MB {r['off_tree_mib'] * 2**20 / 1e6:7.0f}MB")
     return 0
 
 

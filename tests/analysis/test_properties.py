@@ -71,6 +71,28 @@ def test_overlap_with_union_equals_reference(queries, cover):
     assert got == [reference.covered(q, cover) for q in queries]
 
 
+small_interval_lists = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 6)).map(lambda t: (t[0], t[0] + t[1])), max_size=12
+)
+
+
+def _units(spans: list[tuple[int, int]]) -> set[int]:
+    """The unit time steps [t, t + 1) the intervals cover: a brute-force set reference."""
+    return {t for s, e in spans for t in range(s, e)}
+
+
+@FAST
+@given(small_interval_lists, small_interval_lists)
+def test_intersect_and_subtract_equal_a_set_reference(a, b):
+    """Small integer times with many shared, touching and empty boundaries (ties)."""
+    (as_, ae), (bs, be) = intervals.merge(*arrays(a or [(0, 0)])), intervals.merge(*arrays(b or [(0, 0)]))
+    ua, ub = _units(a), _units(b)
+    for (s, e), want in ((intervals.intersect(as_, ae, bs, be), ua & ub),
+                         (intervals.subtract(as_, ae, bs, be), ua - ub)):
+        assert _units(list(zip(s.tolist(), e.tolist(), strict=True))) == want
+        assert (e > s).all() and (s[1:] > e[:-1]).all()  # non-empty, disjoint, not touching
+
+
 @FAST
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**12)), min_size=1, max_size=60),

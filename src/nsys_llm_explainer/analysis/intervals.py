@@ -69,8 +69,9 @@ def _layered(
     """Segments where the coverage code (1 inside A, + 2 inside B) equals `want`.
 
     A and B must each be disjoint and sorted (as merge() returns them). One sort of all
-    boundaries; at equal times ends sort before starts, so touching intervals do not
-    produce empty segments.
+    boundaries: a stable sort of four sorted runs, which is a merge. The order of
+    boundaries at equal times does not matter: the segments between them are empty and
+    dropped, and every later segment sees the coverage after all of them.
     """
     if len(a_start) == 0 or (want == 3 and len(b_start) == 0):
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -80,7 +81,7 @@ def _layered(
     delta = np.concatenate(
         (np.full(len(a_start), 1), np.full(len(a_end), -1), np.full(len(b_start), 2), np.full(len(b_end), -2))
     ).astype(np.int64)
-    order = np.lexsort((delta, t))  # at equal t: negative deltas (ends) first
+    order = np.argsort(t, kind="stable")
     t, code = t[order], np.cumsum(delta[order])
     seg_start, seg_end, seg_code = t[:-1], t[1:], code[:-1]
     keep = (seg_code == want) & (seg_end > seg_start)

@@ -50,10 +50,12 @@ NAME_COLUMNS = ("name", "category", "comm", "calls", "ns", "steps_with", "calls_
 
 def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int) -> np.ndarray:
     """Per group: the length of the union of its intervals [start, end)."""
-    out = np.zeros(ngroups, dtype=np.int64)
     if len(group) == 0:
-        return out
-    order = np.lexsort((start, group))
+        return np.zeros(ngroups, dtype=np.int64)
+    if len(start) < 2 or bool((start[1:] >= start[:-1]).all()):
+        order = np.argsort(group, kind="stable")  # rows in time order already: group them only
+    else:
+        order = np.lexsort((start, group))
     g, s, e = group[order], start[order], end[order]
     lo = int(min(s.min(), e.min()))
     span = int(max(s.max(), e.max())) - lo + 1
@@ -64,8 +66,7 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     begins = np.flatnonzero(np.r_[True, s2[1:] > e2[:-1]])
     ends = np.r_[begins[1:] - 1, len(s2) - 1]
     lengths = e2[ends] - s2[begins]
-    np.add.at(out, g[begins], lengths)
-    return out
+    return np.bincount(g[begins], weights=lengths, minlength=ngroups).astype(np.int64)
 
 
 def assign(data: TraceData, steps: pd.DataFrame) -> np.ndarray:
@@ -206,8 +207,10 @@ def run(ctx: Context) -> Outcome:
         row[list(series_of)] = list(series_of.values())
         r = row[codes]
         sel = r >= 0
-        np.add.at(ns_series, (r[sel], st[sel]), dur[sel])
-        np.add.at(calls_series, (r[sel], st[sel]), 1)
+        flat = r[sel] * n + st[sel]
+        size = len(series_of) * n
+        ns_series = np.bincount(flat, weights=dur[sel], minlength=size).astype(np.int64).reshape(-1, n)
+        calls_series = np.bincount(flat, minlength=size).astype(np.int64).reshape(-1, n)
     name_rows = []
     csv_rows = []
     for c in order.tolist():
@@ -225,8 +228,7 @@ def run(ctx: Context) -> Outcome:
         name_rows.append(entry)
     ncat = len(cats)
     cat_of_kernel = kcat[inside]
-    cat_ns = np.zeros((ncat, n), dtype=np.int64)
-    np.add.at(cat_ns, (cat_of_kernel, st), dur)
+    cat_ns = np.bincount(cat_of_kernel * n + st, weights=dur, minlength=ncat * n).astype(np.int64).reshape(ncat, n)
     cat_rows = [
         {"category": cats[c], "ns": int(cat_ns[c].sum()),
          "series_ns": [int(v) for v in cat_ns[c][pick]]}

@@ -11,9 +11,11 @@ closed by the next one):
   its own start. Kernels in no step are counted as outside (capture edges, between steps).
 - Per step: its latency (the window), kernel time (sum of its kernels' durations), kernels,
   GPU busy (union of its kernels' intervals) and host time outside CUDA calls (the window
-  minus the union of the CUDA API calls of the process's launching thread, the thread that
-  launched most of its in-step kernels, clipped to the window: Python, scheduling, the host
-  gaps between calls).
+  minus the part of it the CUDA API calls of the process's launching thread cover (the thread
+  that launched most of its in-step kernels; a call that began before the window counts for
+  the part inside it): Python, scheduling, the host
+  gaps between calls; not measured for a window outside the span of that thread's recorded
+  calls, where the capture recorded no host calls at all).
 - Per kernel name and per category (the categories metric's table): calls and time in
   steps, and the per-step series of both.
 
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.kernels.categories import load_table
@@ -122,19 +125,20 @@ def _host_ns(data: TraceData, steps: pd.DataFrame, kstep: np.ndarray) -> np.ndar
         tk, counts = np.unique(ktk[kpid == pid], return_counts=True)
         thread[pid] = int(tk[np.argmax(counts)])
     covered = np.zeros(n, dtype=np.int64)
+    recorded = np.zeros(n, dtype=bool)
     for pid, tk in thread.items():
         rows = np.flatnonzero(pids == pid)
         rows = rows[np.argsort(starts[rows], kind="stable")]
         calls = np.flatnonzero(rt.tkey == tk)
         cs, ce = rt.start[calls], rt.end[calls]
-        pos = np.searchsorted(starts[rows], cs, side="right") - 1
-        ok = pos >= 0
-        hit = rows[np.maximum(pos, 0)]
-        ok &= cs < ends[hit]
-        step = hit[ok]
-        covered += grouped_union(step, cs[ok], np.minimum(ce[ok], ends[step]), n)
+        # only windows inside the thread's recorded calls: past them the calls are not
+        # recorded (a capture cut on the host side), which is not time outside CUDA calls
+        recorded[rows] = (starts[rows] >= cs.min()) & (ends[rows] <= ce.max())
+        # a call that began before the window (a long synchronize) covers it too
+        us, ue = intervals.merge(cs, ce)
+        covered[rows] = intervals.overlap_with_union(starts[rows], ends[rows], us, ue)
     host = (ends - starts) - covered
-    return np.where(np.isin(pids, list(thread)), host, -1)
+    return np.where(np.isin(pids, list(thread)) & recorded, host, -1)
 
 
 def _sample(n: int) -> np.ndarray:

@@ -83,8 +83,7 @@ def candidates(step_rows: list[dict[str, Any]], categories: list[dict[str, Any]]
 
 def item_text(c: dict[str, Any], hardware: str | None) -> str:
     what = f"{c['label']} {pct(c['change_pct'])} {c['measure']} ({interval(c['low_pct'], c['high_pct'])})"
-    if c["measure"] != "time per step" or c["kind"] == "kernel":
-        what += f", {signed_dur(c['delta_ns'])} per step"
+    what += f", {signed_dur(c['delta_ns'])} per step"
     if hardware and c["kind"] in ("kernel", "category"):
         what += f", with the GPU change ({hardware})"
     return what

@@ -122,7 +122,8 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         return Run(label, labels, doc, tables, None)
     clock = align.align(ranks)
     if comp["forced"]:
-        clock.doc["trust"] = same_run.FORCED_TRUST + "; ".join(comp["reasons"])
+        clock.doc["trust"] = (same_run.FORCED_TRUST + "; ".join(comp["reasons"])
+                              + "; the clocks on their own: " + clock.doc["trust"])
     doc = {"label": label, "labels": dict(labels), "comparability": comp, "clock": clock.doc}
     if any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
         coll, table = collectives.analyze(ranks, clock.offsets, k)

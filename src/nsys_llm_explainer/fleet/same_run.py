@@ -148,10 +148,10 @@ def implausible_waits(coll: dict[str, Any], ranks: list[dict[str, Any]]) -> list
     for pr in coll.get("ranks", []):
         r = pr["rank"]
         if pr["wait_suffered_ns"] > windows[r]:
-            out.append(f"rank {r} would wait {fmt.dur(pr['wait_suffered_ns'])} in collectives in a capture of "
+            out.append(f"rank {r} would wait {span_words(pr['wait_suffered_ns'])} in collectives in a capture of "
                        f"{fmt.dur(windows[r])}")
         others = sum(w for i, w in enumerate(windows) if i != r)
         if pr["wait_caused_ns"] > others:
-            out.append(f"rank {r} would make the others wait {fmt.dur(pr['wait_caused_ns'])}, more than their "
+            out.append(f"rank {r} would make the others wait {span_words(pr['wait_caused_ns'])}, more than their "
                        f"{fmt.dur(others)} of captured time")
     return out

@@ -64,4 +64,5 @@ def test_escaped_text_comes_back_as_the_same_text(text):
     expected = escape.strip_controls(text)
     assert not re.search(r"<(?!/?(p|ul|li|h4)>)", out)
     if expected.strip() and not re.match(r"\s*(- |#{1,6}\s|\|)", expected):
-        assert " ".join(visible.replace("\u200b", "").split()) == " ".join(expected.split())
+        # escape.md breaks autolinks with U+200B, so U+200B in the name itself cannot be told apart
+        assert " ".join(visible.replace("\u200b", "").split()) == " ".join(expected.replace("\u200b", "").split())

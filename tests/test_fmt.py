@@ -31,15 +31,36 @@ def test_stored_percentages_stay_within_a_hundredth() -> None:
 
 
 @pytest.mark.parametrize(("ns", "us_text", "ms_text", "dur_text"), [
-    (851, "0.9 us", "0.001 ms", "851 ns"),
-    (9_999_900, "9,999.9 us", "10.000 ms", "10.000 ms"),
-    (10_000_000, "10.000 ms", "10.000 ms", "10.000 ms"),  # 10,000 us: written as dur() does
-    (421_287_300, "421.287 ms", "421.287 ms", "421.287 ms"),
-    (9_773_600_000, "9.774 s", "9,773.600 ms", "9.774 s"),
-    (10_000_000_000, "10.000 s", "10.000 s", "10.000 s"),  # 10,000 ms: seconds
+    (851, "0.9 µs", "0.001 ms", "851 ns"),
+    (9_999_900, "9,999.9 µs", "10.000 ms", "10.0 ms"),
+    (10_000_000, "10.000 ms", "10.000 ms", "10.0 ms"),  # 10,000 µs: the next unit up, full precision
+    (421_287_300, "421.287 ms", "421.287 ms", "421 ms"),
+    (9_773_600_000, "9.774 s", "9,773.600 ms", "9.77 s"),
+    (10_000_000_000, "10.000 s", "10.000 s", "10.0 s"),  # 10,000 ms: seconds
+    (999_960, "999.96 µs".replace("999.96", "1,000.0"), "1.000 ms", "1.00 ms"),  # rounds up a unit
+    (1_234_500_000_000, "1,234.500 s", "1,234.500 s", "1,234 s"),  # integer digits kept
     (None, "n/a", "n/a", "n/a"),
 ])
 def test_one_unit_choice_for_durations(ns, us_text, ms_text, dur_text) -> None:
     from nsys_llm_explainer import fmt
 
     assert (fmt.us(ns), fmt.ms(ns), fmt.dur(ns)) == (us_text, ms_text, dur_text)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (27.698, "27.7"), (0.0123456, "0.0123"), (9.9996, "10.0"), (99.96, "100"), (1234.5, "1,234"),
+    (0, "0"), (-4.745, "-4.75"), (None, "n/a"),
+])
+def test_three_significant_digits(value, text) -> None:
+    from nsys_llm_explainer import fmt
+
+    assert fmt.sig(value) == text
+
+
+@pytest.mark.parametrize(("nbytes", "text"), [
+    (512, "512 B"), (1023, "1,023 B"), (1024, "1.00 KiB"), (225_120_000, "215 MiB"), (51_002_736_640, "47.5 GiB"),
+])
+def test_sizes_read_with_three_significant_digits(nbytes, text) -> None:
+    from nsys_llm_explainer import fmt
+
+    assert fmt.size(nbytes) == text

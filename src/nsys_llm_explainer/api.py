@@ -83,8 +83,15 @@ def _trace_info(
             ends.append(span[1])
     tk = metrics.get("top_kernels")
     if isinstance(tk, MetricResult):
+        # A device that ran kernels but is not listed (ROCm numbers its devices apart from the
+        # deviceProperties ids in some versions) is the model every listed GPU is, when they are
+        # all one model: the trace lists the machine's GPUs.
+        listed = list(gpus.values())
+        models = {(g.name, g.compute_capability, g.vendor) for g in listed}
+        same = listed[0] if len(models) == 1 and listed[0].name else None
         for dev in tk.data["devices"]:
-            gpus.setdefault(dev, GpuInfo(device_id=dev, name=None))
+            gpus.setdefault(dev, GpuInfo(device_id=dev, name=same.name, compute_capability=same.compute_capability,
+                                         vendor=same.vendor) if same is not None else GpuInfo(device_id=dev, name=None))
     pp = metrics.get("per_process")
     processes: tuple[ProcessInfo, ...] = ()
     if isinstance(pp, MetricResult):

@@ -173,6 +173,8 @@ class Diagnosis:
     workload: Workload
     capture: CaptureReview
     devices: tuple[dict[str, Any], ...] = ()  # per-device time buckets (diagnosis/accounting.py)
+    second: dict[str, Any] | None = None  # the cause named second: kind, impact_ns, impact_pct
+    kernels: dict[str, Any] | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,8 @@ class GpuInfo:
     total_memory_bytes: int | None = None
     memory_bandwidth_bytes_per_s: int | None = None
     clock_hz: int | None = None
+    compute_capability: str | None = None  # "8.0" (NVIDIA); AMD reports its gfx major.minor ("9.4")
+    vendor: str | None = None  # "nvidia" or "amd" where the trace tells
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ def test_report_json_inputs_give_the_same_diff_as_traces(traces, tmp_path, capsy
             "schema_version 9.0 is not supported",
         ),
         (
-            b'{"tool": {"name": "nsys-llm-explain"}, "schema_version": "2.0"}',
+            b'{"tool": {"name": "nsys-llm-explain"}, "schema_version": "3.0"}',
             "lacks its metrics or trace",
         ),
         (

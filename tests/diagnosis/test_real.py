@@ -77,7 +77,7 @@ def test_cloverleaf_is_plain_cuda_with_a_sync_per_launch() -> None:
     r = report_of("pipit_cloverleaf")
     d = r.diagnosis
     assert d.workload.kind == "generic_cuda"
-    assert d.verdict == "gpu_compute_bound"
+    assert d.verdict == "gpu_bound"
     launches = sql("pipit_cloverleaf", "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
     (spl,) = [f for f in r.findings if f.rule_id == "NLE215"]
     assert f"{launches:,} syncs for {launches:,} launches" in spl.title
@@ -119,11 +119,30 @@ def test_cloverleaf_synchronous_copies_are_one_finding() -> None:
     assert claimed <= buckets["transfer"] + buckets["sync_wait"]
 
 
-def test_fuser_is_start_up_and_nothing_is_loud() -> None:
+def test_cloverleaf_is_gpu_bound_on_memory_bound_stencil_kernels() -> None:
+    # A stencil code: no GEMM, convolution or attention runs, so its busy GPU is limited by
+    # memory; its dominant kernel family (par_ranged2d_kernel, one template with many
+    # instantiations) is named with its share of kernel time, summed here by nsys' shortName.
+    r = report_of("pipit_cloverleaf")
+    d = r.diagnosis
+    rows = sql("pipit_cloverleaf", "SELECT s.value, sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+               "JOIN StringIds s ON s.id = k.shortName GROUP BY 1")
+    total = sum(ns for _, ns in rows)
+    family = dict(rows)["par_ranged2d_kernel"]
+    assert d.kernels is not None and d.kernels["limit"] == "memory" and d.kernels["no_matrix_math"]
+    assert d.kernels["dominant"]["family"] == "par_ranged2d_kernel"
+    assert d.kernels["dominant"]["ns"] == family and d.kernels["kernel_ns"] == total
+    assert f"par_ranged2d_kernel ({d.kernels['dominant']['kernel_names']} instantiations), takes " \
+           f"{100 * family / total:.1f}% of kernel time" in d.summary
+    assert "memory-bound kernels" in d.summary and "compute-bound" not in d.summary
+
+
+def test_fuser_is_start_up_and_nothing_else_is_loud() -> None:
     r = report_of("fuser_gemm_report1")
     d = r.diagnosis
     assert d.verdict == "not_steady_state" and "JIT compilation" in d.summary
-    assert all(f.severity.rank >= Severity.LOW.rank for f in r.findings)
+    assert r.findings[0].rule_id == "NLE216" and r.findings[0].impact_ns == d.primary.impact_ns
+    assert all(f.severity.rank >= Severity.LOW.rank for f in r.findings[1:])
     assert d.capture.recipe
     text = advice_text(r)
     assert "torch.compile" not in text and "tokeniz" not in text

@@ -180,7 +180,7 @@ def test_longer_capture_window_without_steps_is_compared_per_second(tmp_path):
         8 * PERIOD_NS / 1e9,
     )
     assert doc["basis"]["reason"] == (
-        "captured windows 400.0 us vs 800.0 us differ by 100%: totals are per second of captured window"
+        "captured windows 400 µs vs 800 µs differ by 100%: totals are per second of captured window"
     )
     for key in ("kernel_time", "launches", "sync_time"):
         assert headline(doc, key)["delta_pct"] == pytest.approx(0.0, abs=1e-9), key

@@ -108,7 +108,7 @@ def test_new_categories_and_launchers(name, want):
 
 def test_category_order_keeps_old_ids_and_adds_new_ones():
     assert BUILTIN_TABLE.categories() == [
-        "communication", "moe", "memory", "attention", "conv", "pooling", "fft", "gemm",
+        "gemm", "communication", "moe", "memory", "attention", "conv", "pooling", "fft",
         "compiler_fused", "norm", "sampling", "reduction", "layout", "cast_copy",
         "activation_elementwise", OTHER,
     ]

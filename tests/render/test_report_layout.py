@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.metrics import ALWAYS
@@ -116,31 +117,42 @@ def len_kernels(built: dict[str, Any]) -> int:
     return int(built["report"].table("kernels")["calls"].sum())
 
 
-def test_top_findings_show_evidence_and_time_at_stake(built):
+def test_top_findings_show_time_at_stake_the_fix_and_evidence(built):
+    """The first three findings with GPU time at stake (report.json's order: time at stake,
+    largest first), each with its main fix open as one line, then its first five evidence lines;
+    the rest of its advice and evidence is behind details."""
     text, doc = built["md"], built["doc"]
     lines = md_open_lines(text)
     findings = doc["findings"]
-    for i, f in enumerate(findings[:3], start=1):
+    timed = [f for f in findings if f["impact_ns"] is not None]
+    assert [f["impact_ns"] for f in timed] == sorted((f["impact_ns"] for f in timed), reverse=True)
+    for i, f in enumerate(timed[:3], start=1):
         head = f"### {i}. {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}"
         at = lines.index(head)
-        if f["impact_ns"] is None:
-            assert lines[at + 2].startswith("No GPU time at stake")
-        else:
-            devices = sorted({a["device_id"] for a in f["affected"] if a["device_id"] is not None})
-            whose = gpus(devices) if devices else "all GPUs"
-            assert lines[at + 2] == (f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of "
-                                     f"the time of {md(whose)}. Confidence: {f['confidence']}.")
+        devices = sorted({a["device_id"] for a in f["affected"] if a["device_id"] is not None})
+        whose = gpus(devices) if devices else "all GPUs"
+        assert lines[at + 2] == (f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of "
+                                 f"the time of {md(whose)}. Confidence: {f['confidence']}.")
+        assert lines[at + 4] == f"**Fix:** {rich.md(f['recommendation'][0])}"
         shown = [f"- {rich.md(e)}" for e in f["evidence"][:5]]
-        assert lines[at + 4 : at + 4 + len(shown)] == shown
-        for e in f["evidence"][5:] + f["recommendation"]:
+        assert lines[at + 6 : at + 6 + len(shown)] == shown
+        for e in f["evidence"][5:] + f["recommendation"][1:]:
             assert f"- {rich.md(e)}" in text and f"- {rich.md(e)}" not in lines
+    notes = [f for f in findings if f["impact_ns"] is None]
+    for f in notes:  # never among the first three: one Notes line names them all
+        assert not any(x.endswith(f"{f['rule_id']}: {rich.md(f['title'])}") for x in lines if x.startswith("### "))
+    note_line = next((x for x in lines if x.startswith("**Notes**")), None)
+    assert (note_line is not None) == bool(notes)
+    for f in notes:
+        assert f"{rich.md(f['title'])} ({f['rule_id']})" in note_line
     if not findings:
         assert "No rule fired. The sections below still hold the measurements." in lines
 
 
 def test_other_findings_are_one_line_each_behind_details(built):
     text, lines = built["md"], md_open_lines(built["md"])
-    rest = built["doc"]["findings"][3:]
+    timed = [f for f in built["doc"]["findings"] if f["impact_ns"] is not None]
+    rest = [f for f in built["doc"]["findings"] if f not in timed[:3]]
     for f in rest:
         line = f"- **{f['severity'].upper()}** · {f['rule_id']}: {rich.md(f['title'])} · "
         assert sum(x.startswith(line) for x in text.splitlines()) == 1, line
@@ -235,9 +247,9 @@ def test_html_numbers_are_sortable_with_units(built):
     """Right-aligned cells carry their number in base units for the sorter (ns, bytes)."""
     cells = re.findall(r'<td class="n" data-v="([^"]+)">([^<]*)</td>', built["html"])
     assert cells
-    unit = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "%": 1}
+    unit = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "%": 1}
     for value, shown in cells:
-        m = re.match(r"(-?[\d,.]+) ?(ns|us|ms|s|B|KiB|MiB|GiB|%)?", shown)
+        m = re.match(r"(-?[\d,.]+) ?(ns|µs|ms|s|B|KiB|MiB|GiB|%)?", shown)
         assert m, shown
         expected = float(m.group(1).replace(",", "")) * unit.get(m.group(2) or "", 1)
         assert float(value) == pytest.approx(expected, rel=1e-6), shown
@@ -330,7 +342,7 @@ def test_gap_tables_give_the_time_on_the_timeline_axis(built):
         m = doc["metrics"][mid]
         gaps = (m.get("gaps" if mid == "gpu_idle" else "top_gaps") or []) if m["status"] == "ok" else []
         for g in gaps[:20]:
-            row = f"| {g['device_id']} | {dur(g['start_ns'] - tl['window_start_ns'])} | {g['start_ns']} | "
+            row = f"| {g['device_id']} | {fmt.ms(g['start_ns'] - tl['window_start_ns'])} | {g['start_ns']} | "
             assert row in text, row
 
 
@@ -414,3 +426,34 @@ def test_compute_evidence_names_kernels_by_label(built):
                 for r in rows]
     assert [e for e in primary["evidence"] if " calls" in e and " on GPU " in e] == expected
     assert rows  # the example trace is compute-bound: the check above is not vacuous there
+
+
+def test_one_busy_figure_and_one_window_per_device_on_the_first_screen(built):
+    """The verdict, the key numbers, the primary bottleneck and the findings give a device's
+    busy share and its window the same way: the accounting's busy time over its window."""
+    lines = md_open_lines(built["md"])
+    text = "\n".join(lines)
+    for dev in built["doc"]["diagnosis"]["devices"]:
+        busy = sum(b["ns"] for b in dev["buckets"] if b["bucket"] in BUSY)
+        share, window = f"{100.0 * busy / dev['window_ns']:.1f}%", dur(dev["window_ns"])
+        gpu = f"GPU {dev['device_id']}"
+        for found in re.findall(rf"{gpu} (?:is )?busy ([\d.]+%)", text):
+            assert found == share, (gpu, found, share)
+        for line in lines:
+            if gpu in line or (line.startswith(f"| {gpu} busy")):
+                for w in re.findall(r"of its ([\d.,]+ (?:ns|µs|ms|s)) window", line):
+                    assert w == window, (line, window)
+    assert "from the first to the last kernel" not in text
+
+
+def test_first_screen_figures_have_three_significant_digits(built):
+    """Durations and sizes on the first screen carry at most three significant digits (integer
+    digits are never cut: 1,234 s), and microseconds are written µs."""
+    for line in md_open_lines(built["md"]):
+        prose = re.sub(r"`[^`]*`", "", line)
+        assert not re.search(r"\d us\b", prose), line
+        for number, unit in re.findall(r"(\d[\d,]*(?:\.\d+)?) ?(ns|µs|ms|s|KiB|MiB|GiB|GB/s)\b", prose):
+            digits = number.replace(",", "")
+            whole, _, decimals = digits.partition(".")
+            significant = (whole.lstrip("0") + decimals).lstrip("0") if whole.strip("0") else decimals.lstrip("0")
+            assert len(significant) <= 3 or not decimals, (number, unit, line)

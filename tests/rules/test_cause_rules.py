@@ -81,6 +81,13 @@ def per_launch(idle: int) -> dict[str, Any]:
             "devices": [{"device_id": 0, "idle_ns": idle}], "pids": [7]}
 
 
+STARTUP = {
+    "startup_pct_of_window": 40.0, "steady_state": False, "steady_start_ns": None,
+    "checks": [{"id": "too_little_data", "found": False, "summary": "enough", "time_ns": 0, "pct_of_window": 0.0},
+               {"id": "jit_compile", "found": True, "summary": "1 compile-named ranges", "time_ns": 400_000,
+                "pct_of_window": 40.0, "compilers": []}],
+}
+
 TRIGGERS = {
     "NLE103": with_buckets(sync_wait=300_000),
     "NLE202": with_change("launch_overhead.kernels_without_launch_pct", 12.0),
@@ -94,6 +101,7 @@ TRIGGERS = {
     "NLE213": with_change("steps.confidence", "low"),
     "NLE214": with_change("host_patterns.scalar_readbacks", readbacks(60_000)),
     "NLE215": with_change("host_patterns.sync_per_launch", per_launch(60_000)),
+    "NLE216": with_buckets(host_other=400_000) | {"capture": STARTUP},
     "NLE307": with_buckets(communication=100_000, exposed=200_000),
 }
 
@@ -178,16 +186,16 @@ def test_nle103_subtracts_the_union_of_reported_sources_and_cites_what_it_keeps(
     }
     (f,) = fire("NLE103", data)
     assert (f.impact_ns, f.severity) == (300_000 - 120_000, Severity.MEDIUM)
-    assert "counted here, inside the calls (and the launch right after them): cudaStreamSynchronize 0.150 ms, " \
-           "cudaMemcpy 0.030 ms" in f.evidence
-    assert "not counted here: 0.120 ms explained by NLE214/NLE215" in f.evidence
+    assert "counted here, inside the calls (and the launch right after them): cudaStreamSynchronize 150 µs, " \
+           "cudaMemcpy 30.0 µs" in f.evidence
+    assert "not counted here: 120 µs explained by NLE214/NLE215" in f.evidence
     # With NLE214 ignored its read-backs are no finding: only the per-launch syncs' 100 us go.
     metrics = outcomes(data)
     view = RuleInput(metrics, Options(ignore=("NLE214",)), SCHEMA, accounting.build(metrics))
     rule = next(r for r in RULES if r.id == "NLE103")
     (g,) = rule.check(view, rule)
     assert g.impact_ns == 200_000
-    assert any(e.endswith("cudaStreamSynchronize 0.150 ms, cudaMemcpy 0.030 ms, cudaMemcpyAsync 0.020 ms")
+    assert any(e.endswith("cudaStreamSynchronize 150 µs, cudaMemcpy 30.0 µs, cudaMemcpyAsync 20.0 µs")
                for e in g.evidence)
 
 
@@ -229,7 +237,7 @@ def test_slow_steps_with_a_reported_cause_are_a_note() -> None:
     data["steps"]["outliers"] = [OUTLIER | {"reason": "idle_gap"}]
     (f,) = fire("NLE212", data)
     assert (f.severity, f.impact_ns) == (Severity.INFO, None)
-    assert "host time (0.100 ms beyond the median), at stake in that cause's own finding" in f.evidence[-1]
+    assert "host time (100 µs beyond the median), at stake in that cause's own finding" in f.evidence[-1]
     (g,) = fire("NLE212", TRIGGERS["NLE212"])  # slow kernel: 100 us beyond the median of 1 us
     assert (g.impact_ns, g.severity) == (100_000, Severity.MEDIUM)
 
@@ -255,3 +263,14 @@ def test_rules_quiet_when_metrics_are_skipped() -> None:
 def test_steps_not_found_fires_on_the_skip_reason() -> None:
     found = fire("NLE213", {}, skipped={"steps": "no steps found: nothing repeats"})
     assert len(found) == 1 and found[0].title == "Steps were not identified"
+
+
+def test_start_up_is_one_finding_and_the_causes_keep_only_the_steady_part() -> None:
+    # 40% of the window is host work during start-up and no steady part follows: NLE216 holds
+    # all of the idle time, and NLE210 (host work) reports nothing that start-up already holds.
+    data = with_buckets(host_other=400_000) | {"capture": STARTUP}
+    (f,) = fire("NLE216", data)
+    assert (f.impact_ns, f.cause, f.severity) == (400_000, "startup", Severity.HIGH)
+    assert f.recommendation[0].startswith("Capture a short steady window after the warm-up")
+    assert fire("NLE210", data) == []
+    assert fire("NLE216", with_buckets(host_other=400_000)) == []  # a steady capture: no start-up finding

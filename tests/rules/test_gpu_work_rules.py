@@ -192,7 +192,7 @@ def test_sync_copy_impact_is_the_copy_idle_plus_the_stall():
     r = rule("NLE305")
     (f,) = r.check(view("host_patterns", sync_copies(20, 20_000_000, 6_000_000)), r)
     assert (f.impact_ns, f.impact_pct, f.severity) == (26_000_000, 26.0, Severity.HIGH)
-    assert f.affected[0].detail == "copies 20.000 ms, waiting in the calls 6.000 ms"
+    assert f.affected[0].detail == "copies 20.0 ms, waiting in the calls 6.00 ms"
 
 
 def test_sampling_advice_only_for_llm_workloads():

@@ -10,7 +10,7 @@ peaks only with an explicit "assumed" label (peaks.resolve does that).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # (family, lowest compute capability x10) in ascending order.
@@ -105,3 +105,61 @@ def infer_from_kernels(names: Iterable[str]) -> ArchInference | None:
         "the exact GPU model is unknown"
     )
     return ArchInference(family, best, tuple(evidence), True, note)
+
+
+# AMD GPUs report their gfx version as the compute capability (9.4: gfx940-942).
+AMD_FAMILIES = {"9.0": "cdna2", "9.4": "cdna3", "9.5": "cdna4"}
+FAMILY_WORDS = {
+    "volta": "Volta", "turing": "Turing", "ampere": "Ampere", "ada": "Ada", "hopper": "Hopper",
+    "blackwell": "Blackwell", "cdna2": "CDNA2", "cdna3": "CDNA3", "cdna4": "CDNA4",
+}
+_ROCM_KERNEL = re.compile(r"^(custom_)?cijk_|(^|[^a-z])(ck|ck_tile|aiter)::|hipblaslt|rocblas", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GpuArch:
+    """The architecture precision advice is keyed by: vendor, family, and how it is known."""
+
+    vendor: str | None  # "nvidia", "amd" or None
+    family: str | None  # a FAMILIES or AMD_FAMILIES value, None when unknown
+    exact: bool  # False: a lower bound from kernel names (this family or newer)
+    why: str  # the evidence, for the report
+
+    def to_json(self) -> dict[str, object]:
+        return {"vendor": self.vendor, "family": self.family, "exact": self.exact, "why": self.why}
+
+
+def resolve(gpus: Iterable[object], kernel_names: Iterable[str], family_of_name: Callable[[str], str | None]) -> GpuArch:
+    """The architecture of the GPUs that ran the work: by the GPU's name in the peak table
+    (family_of_name), else its compute capability, else what its kernel names require (a lower
+    bound); AMD when the trace or its kernels say ROCm."""
+    listed = [g for g in gpus if getattr(g, "name", None) or getattr(g, "compute_capability", None)]
+    names = list(kernel_names)
+    amd = any(getattr(g, "vendor", None) == "amd" for g in listed) or any(_ROCM_KERNEL.search(n) for n in names[:200])
+    for g in listed:
+        name = getattr(g, "name", None)
+        family = family_of_name(name) if name else None
+        if family:
+            return GpuArch("amd" if family.startswith("cdna") else "nvidia", family, True,
+                           f"{name} ({FAMILY_WORDS.get(family, family)})")
+    for g in listed:
+        cc = getattr(g, "compute_capability", None)
+        if not cc:
+            continue
+        if amd:
+            family = AMD_FAMILIES.get(cc)
+            return GpuArch("amd", family, family is not None,
+                           f"AMD GPU, gfx version {cc}" + (f" ({FAMILY_WORDS[family]})" if family else ""))
+        major, _, minor = cc.partition(".")
+        if major.isdigit() and minor.isdigit():
+            family = family_of_sm(int(major) * 10 + int(minor))
+            if family:
+                return GpuArch("nvidia", family, True, f"compute capability {cc} ({FAMILY_WORDS[family]})")
+    if amd:
+        return GpuArch("amd", None, False, "a ROCm trace (AMD GPU; its model is not recorded)")
+    inferred = infer_from_kernels(names)
+    if inferred is not None:
+        return GpuArch("nvidia", inferred.family, False,
+                       f"the GPU model is not recorded; its kernels are built for sm_{inferred.min_sm}: "
+                       f"{FAMILY_WORDS[inferred.family]} or newer")
+    return GpuArch(None, None, False, "neither the GPU model nor an architecture in the kernel names is recorded")

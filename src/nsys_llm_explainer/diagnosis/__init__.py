@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.diagnosis import accounting, capture, evidence, verdict
+from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, verdict
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload, round_pct
@@ -31,16 +31,25 @@ def _no_gpu_reason(metrics: dict[str, Outcome]) -> str:
 
 
 def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
+    """Start-up as the primary bottleneck: on every device, the idle time before the steady
+    part begins (the GPU time start-up costs), with what the capture checks found."""
     devices = tuple(d.device_id for d in acct.devices)
     pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
-    window = cap["window_end_ns"] - cap["window_start_ns"]
-    lines = tuple(
-        f"{c['id']}: {c['summary']}; {dur(c['time_ns'])} in all, merged ({c['pct_of_window']:.1f}% of the time "
-        "from the first to the last kernel)"
-        for c in cap["checks"] if c["found"] and c["time_ns"]
-    )
-    pct = round_pct(100.0 * cap["startup_ns"] / window) if window else 0.0
-    return Primary("startup", devices, pids, int(cap["startup_ns"]), pct, lines)
+    ns = sum(d.before_steady_ns() for d in acct.devices)
+    window = acct.window()
+    lines = [f"GPU {d.device_id}: {dur(d.before_steady_ns())} idle before the steady part begins "
+             f"({d.pct(d.before_steady_ns()):.1f}% of its {dur(d.window_ns)} window)"
+             for d in acct.devices[: evidence.MAX_DEVICES_LISTED]]
+    lines += [f"{capture.STARTUP_WORDS[c['id']]}: {c['summary']}; {dur(c['time_ns'])} in all"
+              for c in cap["checks"] if c["found"] and c["time_ns"] and c["id"] in capture.STARTUP_WORDS]
+    return Primary("startup", devices, pids, ns, round_pct(100.0 * ns / window) if window else 0.0, tuple(lines))
+
+
+def _share(acct: Accounting, cause: str, devices: list[int]) -> tuple[int, int]:
+    """(ns of `cause` on `devices`, their windows); "compute" is written as the busy figure."""
+    chosen = [d for d in acct.chosen(devices)]
+    key = "busy" if cause == "compute" else cause
+    return sum(d.cause_ns(key) for d in chosen), sum(d.window_ns for d in chosen)
 
 
 def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) -> Diagnosis:
@@ -50,32 +59,38 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     primary: Primary | None = None
     extra: dict[str, Any] = {}
     devices: list[int] = []
+    second: dict[str, Any] | None = None
+    mix_json: dict[str, Any] | None = None
     if result == "no_gpu_work":
         extra["why"] = _no_gpu_reason(metrics)
     elif result == "not_steady_state" and cap is not None:
         primary = _startup_primary(cap, acct)
-        extra.update(what=capture.startup_what(cap), pct=cap["startup_pct_of_window"],
-                     window=cap["window_end_ns"] - cap["window_start_ns"])
+        extra.update(parts=capture.startup_parts(cap))
     elif result == "insufficient_data":
         check = cap["checks"][0] if cap is not None and cap["checks"] else None
         extra["what"] = decision.why or "the idle time could not be explained"
         extra["too_little"] = bool(check and check["id"] == "too_little_data" and check["found"])
+        if extra["too_little"] and check is not None:
+            extra["check"] = check
     elif cause is not None:
-        devices = verdict.primary_devices(acct, cause)
-        chosen = [acct.device(d) for d in devices]
-        window = sum(d.window_ns for d in chosen if d is not None)
-        ns = sum(d.cause_ns(cause) for d in chosen if d is not None)
-        lines = evidence.per_device_lines(acct, cause, devices)
+        devices = verdict.primary_devices(acct, "busy" if cause == "compute" else cause)
+        ns, window = _share(acct, cause, devices)
+        lines = evidence.per_device_lines(acct, "busy" if cause == "compute" else cause, devices)
         lines += evidence.CAUSE_EVIDENCE[cause](metrics, acct, devices)
-        pids = tuple(sorted({p for d in chosen if d is not None for p in d.pids}))
+        pids = tuple(sorted({p for d in acct.chosen(devices) for p in d.pids}))
         primary = Primary(cause, tuple(devices), pids, ns, round_pct(100.0 * ns / window) if window else 0.0,
                           tuple(lines))
-        extra["mixed"] = decision.mixed
-        runner_up = verdict.ranked_causes(acct)[1]
-        if runner_up[1] > 0:
-            total = acct.window()
-            extra["tail"] = (f"Next largest: {runner_up[0]} ({100.0 * runner_up[1] / total:.1f}% of all "
-                             "device time).") if total else None
+        if decision.second is not None:
+            sns, _ = _share(acct, decision.second, devices)
+            if sns > 0:
+                second = {"kind": decision.second, "impact_ns": sns,
+                          "impact_pct": round_pct(100.0 * sns / window) if window else 0.0}
+        if "compute" in decision.named():
+            mix = kernel_mix.of_devices(metrics, devices)
+            if mix is not None and mix.total_ns:
+                mix_json = mix.to_json()
+                extra["kernels"] = evidence.kernel_clause(mix, metrics)
+    extra["second"] = second
     return Diagnosis(
         verdict=result,
         summary=evidence.summary(result, cause, acct, devices, extra),
@@ -84,4 +99,6 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         workload=workload_of(metrics),
         capture=capture.review(trace, metrics, result),
         devices=tuple(d.to_json() for d in acct.devices),
+        second=second,
+        kernels=mix_json,
     )

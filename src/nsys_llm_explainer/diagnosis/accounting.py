@@ -31,8 +31,10 @@ BUCKETS = (
     "launch_bound", "host_other", "device_wait", "capture_edge",
 )
 IDLE_BUCKETS = BUCKETS[2:]
-# Verdict causes -> the buckets whose time they put at stake.
+# Verdict causes -> the buckets whose time they put at stake; "busy" is the one busy figure of
+# the report (the device's own work, communication kernels included), not a cause.
 CAUSE_BUCKETS: dict[str, tuple[str, ...]] = {
+    "busy": ("compute", "exposed_communication"),
     "compute": ("compute",),
     "transfer": ("transfer",),
     "communication": ("exposed_communication", "communication_wait"),
@@ -63,6 +65,13 @@ class DeviceAccount:
     def cause_ns(self, cause: str, steady: bool = False) -> int:
         source = self.steady if steady and self.steady is not None else self.buckets
         return sum(source.get(b, 0) for b in CAUSE_BUCKETS[cause])
+
+    def before_steady_ns(self) -> int:
+        """Idle time outside the steady part: before it begins (all idle time when no steady
+        part follows); the GPU time start-up costs."""
+        idle = sum(self.buckets[b] for b in IDLE_BUCKETS)
+        steady = sum(self.steady.get(b, 0) for b in IDLE_BUCKETS) if self.steady is not None else 0
+        return max(0, idle - steady)
 
     def pct(self, ns: int, steady: bool = False) -> float:
         window = self.steady_window_ns if steady and self.steady_window_ns else self.window_ns

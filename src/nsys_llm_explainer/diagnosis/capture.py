@@ -13,7 +13,7 @@ from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, Trace
 NSYS_RECIPE = (
     "Warm up before capturing: run a few iterations (model load, compilation, CUDA-graph capture, "
     "autotuning and the first requests are start-up, not steady state).",
-    "Then capture a short steady window: `nsys profile --capture-range=cudaProfilerApi` with "
+    "Capture a short steady window after the warm-up: `nsys profile --capture-range=cudaProfilerApi` with "
     "`torch.cuda.profiler.start()`/`stop()` (or `cudaProfilerStart()`/`cudaProfilerStop()`) around the "
     "steps you care about, or `--delay`/`--duration` past the warm-up.",
 )
@@ -40,15 +40,15 @@ def _words(check: dict[str, Any]) -> str:
     return words
 
 
-def startup_what(cap: dict[str, Any]) -> str:
-    """The start-up parts the capture checks found, with their verb: "X (t) covers" or
-    "X (t), Y (t) and Z (t), overlaps counted once, together cover"."""
+def startup_parts(cap: dict[str, Any]) -> str:
+    """The start-up parts the capture checks found, longest first: "X (t)" or "X (t), Y (t)
+    and Z (t), overlaps counted once"."""
     found = sorted((c for c in cap["checks"] if c["id"] in STARTUP_WORDS and c["time_ns"] > 0),
                    key=lambda c: -c["time_ns"])
     parts = [f"{_words(c)} ({dur(c['time_ns'])})" for c in found] or ["start-up"]
     if len(parts) == 1:
-        return f"{parts[0]} covers"
-    return ", ".join(parts[:-1]) + f" and {parts[-1]}, overlaps counted once, together cover"
+        return parts[0]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}, overlaps counted once"
 
 
 def _facts(trace: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:

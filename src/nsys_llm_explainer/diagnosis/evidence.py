@@ -8,7 +8,7 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.verdict import metric
-from nsys_llm_explainer.fmt import dur, size
+from nsys_llm_explainer.fmt import dur, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Outcome
 
@@ -62,7 +62,7 @@ def _transfer_kinds(ic: dict[str, Any], devices: list[int]) -> list[str]:
         if ns < MIN_KIND_SHARE * copy_ns:
             continue
         gbps = nbytes / ns if ns else 0.0
-        out.append(f"{kind}: {count:,} copies, {size(nbytes)} in {dur(ns)} of copy time ({gbps:.1f} GB/s)")
+        out.append(f"{kind}: {count:,} copies, {size(nbytes)} in {dur(ns)} of copy time ({sig(gbps)} GB/s)")
     return out
 
 
@@ -157,7 +157,7 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
     if ls is not None:
         g = ls["global"]
         out.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median {dur(g['p50_ns'])}, "
-                   f"{g['pct_under_10us']:.1f}% shorter than 10 us")
+                   f"{g['pct_under_10us']:.1f}% shorter than 10 µs")
     return out
 
 
@@ -200,39 +200,144 @@ CAUSE_EVIDENCE: dict[str, Callable[[dict[str, Outcome], Accounting, list[int]], 
 }
 
 
+# What a share of the window is lost to, per cause ("18.0% lost to ...").
+LOST_TO = {
+    "transfer": "copies the GPU waits on",
+    "communication": "communication no compute overlaps (collectives alone, or idle waiting on them)",
+    "sync": "the host's synchronize calls",
+    "host": "the host (kernel launches and other host work)",
+}
+CAUSE_HEADS = {
+    "transfer_bound": "Transfer-bound: on {where}, copies cover {share} of the time while no kernel runs",
+    "sync_bound": "Sync-bound: {where} {sits} idle {share} of the time while the host waits in synchronize calls",
+    "host_bound": "Host-bound: {where} {sits} idle {share} of the time while the host launches kernels or does "
+                  "other work",
+    "communication_bound": "Communication-bound: {where} {spends} {share} of {its} time in collectives no "
+                           "compute overlaps, or idle waiting on them",
+}
+MIX_WORDS = {
+    "memory": "memory-bound", "compute": "compute-bound", "far": "far from both roofs", "unknown": "of unknown kind",
+}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1f}%"
+
+
+def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
+    """What the kernels are limited by, and the dominant kernel, as a clause of the verdict
+    (diagnosis/kernel_mix.py)."""
+    from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS
+
+    limit = mix.limit
+    if limit == "memory" and mix.no_matrix and mix.by_roofline_ns == 0:
+        text = (f"{LIMIT_WORDS['memory']} (likely: no GEMM, convolution or attention ran, and loops over "
+                "arrays such as these stream memory)")
+    elif limit == "memory":
+        text = (f"{LIMIT_WORDS['memory']} ({_pct(mix.pct('memory'))} of kernel time in elementwise, copy, "
+                "reduction and other bytes-only kernels, GEMV or decode attention)")
+    elif limit == "compute":
+        how = "at 60% or more of their roof" if mix.basis == "roofline" else "by kernel family"
+        text = f"{LIMIT_WORDS['compute']} ({_pct(mix.pct('compute'))} of kernel time in matrix math, {how})"
+    elif limit == "far":
+        text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of kernel time below 60% of the roof it sits "
+                "under: launch, latency or occupancy limit it)")
+    elif limit == "unknown":
+        text = f"{LIMIT_WORDS['unknown']} ({_pct(mix.pct('unknown'))} of kernel time in kernels of no known family)"
+    else:
+        parts = [f"{_pct(mix.pct(c))} {MIX_WORDS[c]}" for c in ("memory", "compute", "far", "unknown")
+                 if mix.pct(c) >= 1.0]
+        text = f"{LIMIT_WORDS['mixed']}: " + ", ".join(parts)
+    if mix.dominant is not None:
+        family, ns, names = mix.dominant
+        share = 100.0 * ns / mix.total_ns
+        if mix.dominant_name is not None:
+            who = labels_for(metrics)(mix.dominant_name)
+        else:
+            who = f"{family} ({names:,} instantiations)"
+        text += f"; the largest, {who}, takes {_pct(share)} of kernel time"
+    return text
+
+
 def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int], extra: dict[str, Any]) -> str:
-    """One or two sentences a reviewer reads first."""
+    """One or two sentences a reviewer reads first. Every share is of the same windows (the
+    devices' first to last activity) the key numbers and the findings use."""
     where = devices_text(devices)
     if verdict == "no_gpu_work":
         return f"No GPU work: {extra['why']}. Nothing on the GPU side can be judged."
     if verdict == "not_steady_state":
-        return (f"Not steady state: {extra['what']} {extra['pct']:.1f}% of the "
-                f"{dur(extra['window'])} from the first to the last kernel, so the figures describe start-up, not "
-                "the steady loop. Capture again after warm-up.")
+        ds = acct.devices
+        n = len(ds)
+        ns, window = sum(d.before_steady_ns() for d in ds), acct.window()
+        share = _pct(100.0 * ns / window) if window else "n/a"
+        amount = (f"{dur(ns)} of {dur(window)}" if n == 1 else
+                  f"{dur(ns // n)} of {dur(window // n)} per device on average")
+        gpus = devices_text([d.device_id for d in ds])
+        return (f"Not steady state: {gpus} {'sits' if n == 1 else 'sit'} idle {share} of the time before the "
+                f"steady part begins ({amount}), during start-up: {extra['parts']}. The figures describe "
+                "start-up, not the steady loop. Capture again after warm-up.")
     if verdict == "insufficient_data":
         if extra.get("too_little"):
-            return f"Too little to judge: {extra['what']}. Capture a longer steady-state window."
+            return f"Too little to judge: {_too_little(acct, extra)}. Capture a longer steady-state window."
         return f"Cannot judge the bottleneck: {extra['what']}."
     assert cause is not None
-    window = sum(d.window_ns for d in acct.chosen(devices))
-    ns = sum(d.cause_ns(cause) for d in acct.chosen(devices))
-    share = 100.0 * ns / window if window else 0.0
-    head = {
-        "gpu_compute_bound": f"GPU compute-bound: {where} {'is' if len(devices) == 1 else 'are'} busy running "
-        f"{'its' if len(devices) == 1 else 'their'} own work {share:.1f}% of the time",
-        "transfer_bound": f"Transfer-bound: on {where}, copies cover {share:.1f}% of the time while no kernel runs",
-        "sync_bound": f"Sync-bound: {where} sits idle {share:.1f}% of the time while the host waits in "
-        "synchronize calls",
-        "host_bound": f"Host-bound: {where} sits idle {share:.1f}% of the time while the host launches kernels "
-        "or does other work",
-        "communication_bound": f"Communication-bound: {where} spends {share:.1f}% of its time in collectives "
-        "no compute overlaps, or idle waiting on them",
-    }[verdict]
-    tail = extra.get("tail")
-    if extra.get("mixed"):
-        busy = sum(d.cause_ns("compute") for d in acct.chosen(devices))
-        tail = (f"A mixed picture: the GPU is also busy {100.0 * busy / window:.1f}% of the time, so removing "
-                "this cause gives back at most the idle share above.")
-    n = len(acct.chosen(devices))
-    amount = f"{dur(ns)} of {dur(window)}" if n == 1 else f"{dur(ns // n)} of {dur(window // n)} per device on average"
-    return f"{head} ({amount})." + (f" {tail}" if tail else "")
+    chosen = acct.chosen(devices)
+    n = len(chosen)
+    window = sum(d.window_ns for d in chosen)
+    busy = sum(d.cause_ns("busy") for d in chosen)
+    ns = busy if cause == "compute" else sum(d.cause_ns(cause) for d in chosen)
+
+    def amount(x: int) -> str:
+        return f"{dur(x)} of {dur(window)}" if n == 1 else f"{dur(x // n)} of {dur(window // n)} per device on average"
+
+    share = _pct(100.0 * ns / window) if window else "n/a"
+    busy_text = _pct(100.0 * busy / window) if window else "n/a"
+    its, is_ = ("its", "is") if n == 1 else ("their", "are")
+    second = extra.get("second")
+    kernels = extra.get("kernels")
+    if verdict == "gpu_bound":
+        text = f"GPU-bound: {where} {is_} busy {share} of {its} window{'s' if n > 1 else ''} ({amount(ns)})"
+        if kernels:
+            text += f", with {kernels}"
+        text += "."
+        if second and second["impact_pct"] >= 1.0:
+            text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
+        return text
+    if verdict == "mixed":
+        other = second["kind"] if second else None
+
+        def clause(kind: str | None) -> str:
+            if kind == "compute":
+                return f"{where} {is_} busy {busy_text} of {its} time" + (f", with {kernels}" if kernels else "")
+            if kind is None:
+                return "nothing else holds time"
+            x = sum(d.cause_ns(kind) for d in chosen)
+            return f"{_pct(100.0 * x / window) if window else 'n/a'} of the time is lost to {LOST_TO[kind]}"
+
+        return (f"Mixed, no cause clearly ahead: {clause(cause)}; {clause(other)}. Both are named: a few percent "
+                "either way would change which leads.")
+    head = CAUSE_HEADS[verdict].format(where=where, share=share, its=its, sits="sits" if n == 1 else "sit",
+                                       spends="spends" if n == 1 else "spend")
+    text = f"{head} ({amount(ns)})."
+    if second and second["kind"] != "compute" and second["impact_pct"] >= 1.0:
+        text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
+    text += f" {where} {is_} busy {busy_text} of {its} time."
+    return text
+
+
+def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
+    """The too_little_data check's finding in the report's one window: kernels and kernel time,
+    the busy share of the devices' windows, and what judging needs."""
+    check = extra.get("check") or {}
+    kernels, kernel_ns = int(check.get("kernels", 0)), int(check.get("kernel_ns", 0))
+    window, busy = acct.window(), acct.total("busy")
+    seen = f"{kernels:,} kernel{'s' if kernels != 1 else ''}, {dur(kernel_ns)} of kernel time"
+    if window and acct.devices:
+        if len(acct.devices) == 1:
+            d = acct.devices[0]
+            seen += f"; GPU {d.device_id} busy {_pct(100.0 * busy / window)} of its {dur(window)} window"
+        else:
+            seen += f"; busy {_pct(100.0 * busy / window)} of the devices' time"
+    summary = str(check.get("summary") or extra.get("what") or "")
+    need = summary.split("; judging needs ", 1)[1] if "; judging needs " in summary else None
+    return seen + (f"; judging needs {need}" if need else "")

@@ -1,4 +1,5 @@
-"""The verdict: which bottleneck an expert would name first, with the GPU time at stake.
+"""The verdict: which bottleneck an expert would name first, with the GPU time at stake
+(docs/diagnosis.md, "The verdict", documents the rule and its thresholds).
 
 Order of decision:
 1. no_gpu_work: no kernels or graph executions were captured.
@@ -12,24 +13,31 @@ Order of decision:
    - the verdict would blame idle time, and at least UNPLACED_GRAPH_SHARE of the CUDA graph
      launches have no device work joined to them (graphs traced whole without graph-trace
      rows): their GPU time may fill what looks idle.
-4. gpu_compute_bound: busy time (the compute bucket) is at least COMPUTE_BOUND_PCT of the
-   devices' windows.
-5. Otherwise the idle cause with the most time at stake over all devices (accounting.py):
-   transfer -> transfer_bound, communication -> communication_bound, sync -> sync_bound,
-   host -> host_bound; provided it has time and at least as much as device_wait.
-6. Otherwise (the largest idle is device_wait: the GPU works through a queue of its own)
-   gpu_compute_bound.
+4. The rule (rule()): the GPU's own work (compute: busy time minus communication kernels with
+   nothing beside them) against the idle causes (accounting.py), as shares of the devices'
+   windows. T1 and T2 are the largest and the second idle cause.
+   - compute >= BUSY_MOST_PCT: gpu_bound when compute >= CLEAR_RATIO x T1 (T1 second), else
+     mixed (compute and T1);
+   - compute < BUSY_MOST_PCT: an idle cause leads when T1 >= CLOSE_RATIO x compute or the GPU
+     is clearly underused (compute < UNDERUSED_PCT), and T1 is at least the queued waits
+     (device_wait) the trace cannot explain: T1's verdict (transfer_bound, communication_bound,
+     sync_bound, host_bound), or mixed (T1 and T2) when T2 > T1 / CLOSE_RATIO;
+   - otherwise mixed (the larger of compute and T1 first); gpu_bound at low confidence when no
+     idle cause has any time (the GPU works through a queue of its own).
+   The bands leave a mixed zone between any two verdicts: captures of one workload that differ
+   by a few percent move between a verdict and a mixed that names it, never from one cause to
+   another (agree()).
 
-Confidence: for an idle cause, high when it has at least CLEAR_RATIO times the next idle
-cause's time, medium from CLOSE_RATIO, low below; one step lower when busy time still exceeds
-it (a mixed picture: the GPU is busy most of the time and the cause holds the rest). For
-gpu_compute_bound: high from COMPUTE_BOUND_PCT, medium from half the window, low below. One
-step lower when some graph launches could not be placed, or when the idle time could not be
-split (no CUDA API rows) and busy time is under COMPUTE_BOUND_PCT. insufficient_data is high
+Confidence: gpu_bound high when compute is at least BUSY_MOST_PCT + 10 points and 3 x T1,
+else medium; an idle cause high when it has at least CLEAR_RATIO times its rival (the larger
+of T2 and compute), medium from CLOSE_RATIO, low below; mixed medium, low when the two it names
+are within CLOSE_RATIO of each other. One step lower when some graph launches could not be
+placed, or when the idle time could not be split (no CUDA API rows) and compute is under
+BUSY_MOST_PCT + 10 points. insufficient_data is high
 confidence, medium when the unexplained idle is queued work on a device that runs collectives
-(a peer rank is then named as the likely dependency). The primary bottleneck
-lists every device where the cause takes at least half the largest per-device share, and the
-processes that drive them.
+(a peer rank is then named as the likely dependency). The primary bottleneck lists every
+device where the cause takes at least half the largest per-device share, and the processes
+that drive them.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import Confidence, MetricResult, Outcome
 
 VERDICT_OF = {
-    "compute": "gpu_compute_bound",
+    "compute": "gpu_bound",
     "transfer": "transfer_bound",
     "communication": "communication_bound",
     "sync": "sync_bound",
@@ -50,12 +58,13 @@ VERDICT_OF = {
 }
 IDLE_CAUSES = ("transfer", "communication", "sync", "host")
 VERDICTS = (
-    "gpu_compute_bound", "transfer_bound", "host_bound", "sync_bound", "communication_bound",
+    "gpu_bound", "transfer_bound", "host_bound", "sync_bound", "communication_bound", "mixed",
     "not_steady_state", "insufficient_data", "no_gpu_work",
 )
-CLEAR_RATIO = 2.0
-CLOSE_RATIO = 1.25
-COMPUTE_BOUND_PCT = 80.0
+BUSY_MOST_PCT = 50.0  # the GPU's own work this share of the window or more: it leads
+UNDERUSED_PCT = 40.0  # under this share the GPU is clearly underused: an idle cause leads
+CLEAR_RATIO = 2.0  # compute this many times the largest idle cause: gpu_bound, not mixed
+CLOSE_RATIO = 1.25  # two contenders within this factor: mixed
 UNPLACED_GRAPH_SHARE = 0.1
 UNEXPLAINED = ("capture_edge", "device_wait")
 _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW, Confidence.LOW: Confidence.LOW}
@@ -64,10 +73,32 @@ _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW,
 @dataclass(frozen=True)
 class Decision:
     verdict: str
-    cause: str | None
+    cause: str | None  # the lead: compute, an idle cause, startup; None when nothing is judged
     confidence: Confidence
     why: str | None = None  # insufficient_data: what cannot be judged
-    mixed: bool = False  # an idle cause named while busy time still exceeds it
+    second: str | None = None  # the cause named second (mixed: the other contender)
+
+    @property
+    def mixed(self) -> bool:
+        return self.verdict == "mixed"
+
+    def named(self) -> tuple[str, ...]:
+        """The causes the verdict names as bottlenecks: the lead, and for mixed the second."""
+        if self.cause is None:
+            return ()
+        return (self.cause, self.second) if self.mixed and self.second else (self.cause,)
+
+
+def agree(a: Decision, b: Decision) -> bool:
+    """Whether two verdicts say the same thing about a workload: the same lead, or one of them
+    mixed and naming the other's lead (the half-split stability check)."""
+    if a.verdict == b.verdict and a.cause == b.cause:
+        return True
+    if a.mixed and b.cause in a.named():
+        return True
+    if b.mixed and a.cause in b.named():
+        return True
+    return a.mixed and b.mixed and bool(set(a.named()) & set(b.named()))
 
 
 def metric(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
@@ -92,7 +123,7 @@ def _ratio_confidence(top: int, second: int) -> Confidence:
 def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str, bool] | None:
     """(why the idle time cannot be judged, whether a likely dependency is named), or None when
     the named causes explain enough."""
-    busy = acct.total("compute")
+    busy = acct.total("busy")
     edge, waiting = acct.bucket_total("capture_edge"), acct.bucket_total("device_wait")
     window = acct.window()
     if edge + waiting <= busy or not window:
@@ -138,6 +169,30 @@ def _graph_why(metrics: dict[str, Outcome]) -> tuple[str | None, bool]:
     return graphs_hide_work(metrics), unplaced_graphs(metrics)[0] > 0
 
 
+def rule(compute: int, window: int, idle: list[tuple[str, int]], waiting: int) -> Decision:
+    """The verdict from the GPU's own work and the idle causes (module docstring, step 4).
+    `idle`: (cause, ns) largest first; `waiting`: queued waits the trace cannot explain."""
+    c = 100.0 * compute / window if window else 0.0
+    (k1, t1), (k2, t2) = idle[0], idle[1]
+    if c >= BUSY_MOST_PCT:
+        if compute >= CLEAR_RATIO * t1:
+            sure = c >= BUSY_MOST_PCT + 10 and compute >= 3 * t1
+            return Decision("gpu_bound", "compute", Confidence.HIGH if sure else Confidence.MEDIUM,
+                            second=k1 if t1 > 0 else None)
+        return Decision("mixed", "compute", Confidence.MEDIUM, second=k1)
+    if t1 > 0 and t1 >= waiting and (t1 >= CLOSE_RATIO * compute or c < UNDERUSED_PCT):
+        if t2 * CLOSE_RATIO > t1:
+            return Decision("mixed", k1, Confidence.LOW, second=k2)
+        rival = max(t2, compute)
+        conf = _ratio_confidence(t1, rival)
+        return Decision(VERDICT_OF[k1], k1, conf, second="compute" if compute >= t2 else (k2 if t2 > 0 else None))
+    if t1 == 0:
+        return Decision("gpu_bound", "compute", Confidence.LOW)
+    lead, second = (k1, "compute") if t1 > compute else ("compute", k1)
+    close = max(t1, compute) < CLOSE_RATIO * min(t1, compute)
+    return Decision("mixed", lead, Confidence.LOW if close else Confidence.MEDIUM, second=second)
+
+
 def decide(metrics: dict[str, Outcome], acct: Accounting) -> Decision:
     cap = metric(metrics, "capture")
     if not acct.devices:
@@ -156,27 +211,16 @@ def decide(metrics: dict[str, Outcome], acct: Accounting) -> Decision:
         why, named = unexplained
         return Decision("insufficient_data", None, Confidence.MEDIUM if named else Confidence.HIGH, why)
     window = acct.window()
-    busy = acct.total("compute")
-    idle = sorted(((c, acct.total(c)) for c in IDLE_CAUSES), key=lambda t: (-t[1], IDLE_CAUSES.index(t[0])))
-    (top, top_ns), (_, second_ns) = idle[0], idle[1]
-    waiting = acct.bucket_total("device_wait")
-    graph_why, unplaced = _graph_why(metrics)
-    clearly_busy = bool(window) and 100.0 * busy / window >= COMPUTE_BOUND_PCT
-    if clearly_busy:
-        decision = Decision("gpu_compute_bound", "compute", Confidence.HIGH)
-    elif top_ns > 0 and top_ns >= waiting:
-        if graph_why is not None:
-            return Decision("insufficient_data", None, Confidence.HIGH, graph_why)
-        conf = _ratio_confidence(top_ns, second_ns)
-        mixed = busy > top_ns
-        decision = Decision(VERDICT_OF[top], top, _LOWER[conf] if mixed else conf, mixed=mixed)
-    elif busy == 0:
+    if acct.total("busy") == 0:
         return Decision("insufficient_data", None, Confidence.LOW, "no GPU time could be accounted for")
-    else:
-        conf = Confidence.MEDIUM if 2 * busy >= window else Confidence.LOW
-        decision = Decision("gpu_compute_bound", "compute", conf)
-    if unplaced or (metric(metrics, "idle_causes") is None and not clearly_busy):
-        decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], mixed=decision.mixed)
+    idle = sorted(((c, acct.total(c)) for c in IDLE_CAUSES), key=lambda t: (-t[1], IDLE_CAUSES.index(t[0])))
+    decision = rule(acct.total("compute"), window, idle, acct.bucket_total("device_wait"))
+    graph_why, unplaced = _graph_why(metrics)
+    if graph_why is not None and any(c in IDLE_CAUSES for c in decision.named()):
+        return Decision("insufficient_data", None, Confidence.HIGH, graph_why)
+    comfortably = bool(window) and 100.0 * acct.total("compute") / window >= BUSY_MOST_PCT + 10
+    if unplaced or (metric(metrics, "idle_causes") is None and not comfortably):
+        decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], second=decision.second)
     return decision
 
 

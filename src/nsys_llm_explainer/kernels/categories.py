@@ -66,6 +66,13 @@ class CategoryRule:
 # The built-in table, in match order. The "why" column is the documentation.
 BUILTIN: tuple[CategoryRule, ...] = (
     CategoryRule(
+        "gemm",
+        r"^(custom_)?cijk_a|^wvsplitk|^llgemm|(^|_)gemm_(xdl|wmma|dl)(_|$)|^kernel_gemm_|^(ck_tile::)?gemm_?kernel$",
+        "AMD GEMMs first: Tensile/hipBLASLt (`Cijk_Ailk_Bljk_BBS_BH_Bias_...`, whose option tokens "
+        "say Bias, SAV, MT, MI and would match the rules below), vLLM ROCm skinny GEMMs (wvSplitK, "
+        "LLGemm1), composable-kernel XDL/WMMA GEMMs",
+    ),
+    CategoryRule(
         "communication",
         r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv|"
         r"cross_device_reduce|custom_?all_?reduce|lamport|mscclpp|nvshmem|deep_?ep|quick_?reduce",

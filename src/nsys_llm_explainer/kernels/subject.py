@@ -9,8 +9,9 @@ parameters (kernels/demangled.py parses the name).
 
 Generic launchers are kernels whose function name says nothing about the work: PyTorch's
 TensorIterator launchers (`vectorized_elementwise_kernel<4, FillFunctor<float>, ...>`,
-`reduce_kernel<512, 1, ReduceOp<float, MeanOps<...>>>`, ...) and CUTLASS's
-`cutlass::Kernel<Op>` / `Kernel2<Op>` / `device_kernel<Op>`. Their functor is the first
+`reduce_kernel<512, 1, ReduceOp<float, MeanOps<...>>>`, ...), CUTLASS's
+`cutlass::Kernel<Op>` / `Kernel2<Op>` / `device_kernel<Op>` and composable kernel's
+`ck_tile::kentry<256, 1, FmhaFwdKernel<...>>`. Their functor is the first
 template argument that names a function, functor or lambda: values (`4`, `(int)4`) and
 plain types (`float`, `c10::Half`, `std::array<...>`, offset calculators) are skipped, and
 wrappers that only forward another functor (`gpu_kernel_impl_nocast<F>`,
@@ -76,6 +77,8 @@ def _functor(arg: str, depth: int = 0) -> str | None:
 
 def is_generic(p: ParsedName) -> bool:
     if GENERIC_LAUNCHERS.match(p.function):
+        return True
+    if p.function == "kentry" and "ck_tile" in p.scope:  # composable kernel's launcher: kentry<256, 1, Kernel>
         return True
     return bool(CUTLASS_LAUNCHERS.match(p.function)) and "cutlass" in p.scope
 

@@ -1,14 +1,13 @@
-"""boundness: is each process (and each NVTX phase) limited by the host or by the GPU?
+"""boundness: queue time and GPU busy share per process and per NVTX phase, the evidence
+under the diagnosis verdict (docs/diagnosis.md): the report has one verdict, and this metric
+gives none of its own.
 
-Two signals. Queue time (kernel start - launch call end, clamped at 0, per launch call from
-launch_pairs.py): when kernels start almost as soon as they are launched, the GPU is waiting
-for the host. GPU busy %: the union of the process's kernels and memcpy/memset intervals
-over its GPU window (first to last of them); for a phase, that union inside the phase's
-NVTX ranges over the ranges' union. Verdict:
-
-- gpu_bound: queue p50 >= GPU_QUEUE_NS (the host runs far ahead) or busy >= GPU_BUSY_PCT;
-- host_bound: queue p50 < HOST_QUEUE_NS and busy < HOST_BUSY_PCT;
-- mixed: anything between.
+Queue time (kernel start - launch call end, clamped at 0, per launch call from
+launch_pairs.py): when kernels start almost as soon as they are launched (within
+HOST_QUEUE_NS, `immediate_start_pct`), the GPU waits for the host; a host far ahead shows long
+queue times. GPU busy %: the union of the process's kernels and memcpy/memset intervals over
+its GPU window (first to last of them); for a phase, that union inside the phase's NVTX ranges
+over the ranges' union.
 """
 
 from __future__ import annotations
@@ -28,14 +27,7 @@ from nsys_llm_explainer.metrics.gpu_idle import copy_union
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
-HOST_QUEUE_NS = 20_000
-GPU_QUEUE_NS = 200_000
-HOST_BUSY_PCT = 60.0
-GPU_BUSY_PCT = 85.0
-STRONG_HOST_BUSY_PCT = 40.0  # host_bound with high confidence below this busy share ...
-STRONG_IMMEDIATE_PCT = 80.0  # ... and with this share of launches starting within HOST_QUEUE_NS
-MIN_LAUNCHES = 20  # fewer measured launches: low confidence
-CONFIDENT_LAUNCHES = 100
+HOST_QUEUE_NS = 20_000  # a kernel starting within this of its launch call found the GPU waiting
 COLUMNS = (
     "scope",
     "pid",
@@ -46,30 +38,7 @@ COLUMNS = (
     "immediate_start_pct",
     "kernel_busy_pct",
     "gpu_busy_pct",
-    "verdict",
-    "confidence",
 )
-
-
-def verdict(
-    queue_p50: int, busy_pct: float, immediate_pct: float, launches: int, matched_pct: float
-) -> tuple[str, str]:
-    """(verdict, confidence) from the numbers above; see the module docstring."""
-    if queue_p50 >= GPU_QUEUE_NS or busy_pct >= GPU_BUSY_PCT:
-        out = "gpu_bound"
-        strong = busy_pct >= GPU_BUSY_PCT and queue_p50 >= HOST_QUEUE_NS
-    elif queue_p50 < HOST_QUEUE_NS and busy_pct < HOST_BUSY_PCT:
-        out = "host_bound"
-        strong = busy_pct < STRONG_HOST_BUSY_PCT and immediate_pct >= STRONG_IMMEDIATE_PCT
-    else:
-        out, strong = "mixed", False
-    levels = ["low", "medium", "high"]
-    level = 2 if strong else 1
-    if launches < CONFIDENT_LAUNCHES or matched_pct < 50.0:
-        level -= 1
-    if launches < MIN_LAUNCHES:
-        level = 0
-    return out, levels[max(level, 0)]
 
 
 def _gpu_union(
@@ -98,7 +67,6 @@ def _row(
     queue: np.ndarray,
     kbusy: tuple[int, int],
     gbusy: tuple[int, int],
-    matched_pct: float,
 ) -> dict[str, Any]:
     p = percentiles(queue, (50, 90))
     immediate = (
@@ -106,7 +74,6 @@ def _row(
     )
     kpct = round(100.0 * kbusy[0] / kbusy[1], 2) if kbusy[1] else 0.0
     gpct = round(100.0 * gbusy[0] / gbusy[1], 2) if gbusy[1] else 0.0
-    v, conf = verdict(p[50], gpct, immediate, len(queue), matched_pct)
     return {
         "scope": scope,
         "pid": pid,
@@ -117,8 +84,6 @@ def _row(
         "immediate_start_pct": immediate,
         "kernel_busy_pct": kpct,
         "gpu_busy_pct": gpct,
-        "verdict": v,
-        "confidence": conf,
     }
 
 
@@ -134,8 +99,6 @@ def run(ctx: Context) -> Outcome:
     unions = {int(pid): _gpu_union(ctx, int(pid)) for pid in distinct_few(k.pid)}
     processes = []
     for pid, (ku, gu) in unions.items():
-        mine = k.pid == pid
-        matched_pct = 100.0 * float((pairs.kernel_launch[mine] >= 0).sum()) / float(mine.sum())
         w = (np.array([gu[0][0]]), np.array([gu[1][-1]]))
         processes.append(
             _row(
@@ -145,7 +108,6 @@ def run(ctx: Context) -> Outcome:
                 queue[pair_pid == pid],
                 _busy_pct(ku, *w),
                 _busy_pct(gu, *w),
-                matched_pct,
             )
         )
     processes.sort(key=lambda r: (-r["launch_calls"], r["pid"]))
@@ -154,12 +116,7 @@ def run(ctx: Context) -> Outcome:
             r["pid"] = None
     phases, phase_source = _phase_rows(ctx, queue, pair_pid, unions)
     data = {
-        "thresholds": {
-            "host_queue_ns": HOST_QUEUE_NS,
-            "gpu_queue_ns": GPU_QUEUE_NS,
-            "host_busy_pct": HOST_BUSY_PCT,
-            "gpu_busy_pct": GPU_BUSY_PCT,
-        },
+        "thresholds": {"host_queue_ns": HOST_QUEUE_NS},
         "processes": processes,
         "phase_source": phase_source,
         "phases": phases,
@@ -192,15 +149,16 @@ def _phase_rows(
                 acc[0] += busy
                 acc[1] += total
         rows.append(
-            _row("phase", None, name, queue[kphase == code], (kb[0], kb[1]), (gb[0], gb[1]), 100.0)
+            _row("phase", None, name, queue[kphase == code], (kb[0], kb[1]), (gb[0], gb[1]))
         )
     return rows, scope.source
 
 
 METRIC = Metric(
     id="boundness",
-    title="Host-bound or GPU-bound",
+    title="Queue time and GPU busy share",
     run=run,
     tables={"boundness": COLUMNS},
-    description="Per process and phase: queue time and GPU busy share, verdict and confidence.",
+    description="Per process and phase: queue time (kernel start after its launch) and GPU busy share, "
+    "evidence under the one verdict of the diagnosis.",
 )

@@ -242,7 +242,7 @@ def run(ctx: Context) -> Outcome:
         before = int(((np.minimum(se, w0) - ss).clip(min=0)).sum())
         ss, se = _clip(ss, se, w0, w1)
         startup_ns = int((se - ss).sum())
-        summary = f"{start_n} context/allocator call{'' if start_n == 1 else 's'} of >= {STARTUP_CALL_NS / 1e3:g} us"
+        summary = f"{start_n} context/allocator call{'' if start_n == 1 else 's'} of >= {STARTUP_CALL_NS / 1e3:g} µs"
         if before:
             summary += f"; {fmt.dur(before)} of them before the first kernel (not counted)"
         checks.append(_check("startup", startup_ns > 0, summary if start_n else "no slow start-up calls",

@@ -140,10 +140,13 @@ def _groups(
 
 
 def _findings(doc: dict[str, Any], titles: dict[str, str]) -> list[dict[str, Any]]:
+    """Every finding with its anchor and evidence links; `top`: one of the first screen's
+    findings (time at stake, overview.split_findings), shown open."""
+    top, _ = overview.split_findings(doc)
     out = []
     for i, f in enumerate(doc.get("findings", []), start=1):
         links = [(f"m-{mid}", titles[mid]) for mid in f.get("metric_ids", []) if mid in titles]
-        out.append({"f": f, "anchor": f"finding-{i}", "links": links})
+        out.append({"f": f, "anchor": f"finding-{i}", "links": links, "top": any(f is t for t in top)})
     return out
 
 

@@ -200,6 +200,7 @@ def render(
         key_numbers=overview.key_numbers(doc),
         device_table=overview.device_table(doc["diagnosis"].get("devices") or []),
         top_findings=top,
+        notes=overview.notes(doc),
         more_findings=rest,
         more_counts=overview.severity_counts(rest),
         open_evidence=overview.OPEN_EVIDENCE,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.evidence import devices_text
-from nsys_llm_explainer.fmt import dur, pct
+from nsys_llm_explainer.fmt import dur, ms, pct
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md
@@ -46,7 +46,8 @@ OTHER = "other"
 GROUP_OF = {mid: g.id for g in GROUPS for mid in g.metric_ids}
 
 VERDICT_WORDS = {
-    "gpu_compute_bound": "GPU compute-bound",
+    "gpu_bound": "GPU-bound",
+    "mixed": "Mixed",
     "transfer_bound": "Transfer-bound",
     "communication_bound": "Communication-bound",
     "sync_bound": "Sync-bound",
@@ -132,11 +133,12 @@ def time_origin(doc: dict[str, Any]) -> int | None:
 
 
 def since_first_kernel(doc: dict[str, Any], ns: int | None) -> str:
-    """An absolute timestamp as the time since the first kernel (the timeline's axis)."""
+    """An absolute timestamp as the time since the first kernel (the timeline's axis), with
+    full precision: a table column."""
     origin = time_origin(doc)
     if ns is None or origin is None:
         return "n/a"
-    return dur(int(ns) - origin)
+    return ms(int(ns) - origin)
 
 
 def group_of(metric_id: str) -> str:
@@ -253,8 +255,25 @@ def impact_short(finding: dict[str, Any]) -> str:
 
 
 def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the first screen's findings, the rest): the first TOP_FINDINGS findings with GPU time at
+    stake, in report.json's order (time at stake, largest first). A note (no time at stake)
+    never takes one of those places: notes go in one line below (notes())."""
     findings = list(doc.get("findings", []))
-    return findings[:TOP_FINDINGS], findings[TOP_FINDINGS:]
+    timed = [f for f in findings if f.get("impact_ns") is not None]
+    top = timed[:TOP_FINDINGS]
+    return top, [f for f in findings if not any(f is t for t in top)]
+
+
+def notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings with no GPU time at stake: one "Notes" line under the first screen's findings."""
+    return [f for f in doc.get("findings", []) if f.get("impact_ns") is None]
+
+
+def fix(finding: dict[str, Any]) -> str | None:
+    """A finding's main fix: its first recommendation (the rules put the specific API, flag or
+    change first)."""
+    recs = finding.get("recommendation") or []
+    return recs[0] if recs else None
 
 
 def severity_counts(findings: list[dict[str, Any]]) -> str:
@@ -306,7 +325,7 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 __all__ = [
     "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "bin_counts", "busy_rows", "device_table", "group_of",
     "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
-    "split_findings", "time_origin", "verdict_summary", "verdict_words", "workload_items",
+    "split_findings", "notes", "fix", "time_origin", "verdict_summary", "verdict_words", "workload_items",
 ]
 
 
@@ -315,6 +334,7 @@ def template_globals() -> dict[str, Any]:
     return {
         "impact": impact,
         "impact_short": impact_short,
+        "fix": fix,
         "primary_measure": primary_measure,
         "workload_words": workload_words,
         "devices_text": lambda ds: devices_text(list(ds)),

@@ -20,6 +20,7 @@ from nsys_llm_explainer.rules import (
     nle213_steps_not_found,
     nle214_scalar_readbacks,
     nle215_sync_per_launch,
+    nle216_startup,
     nle301_uncategorized_kernels,
     nle302_small_op_heavy,
     nle303_sampling_heavy,
@@ -61,6 +62,7 @@ RULES: tuple[Rule, ...] = (
     nle213_steps_not_found.RULE,
     nle214_scalar_readbacks.RULE,
     nle215_sync_per_launch.RULE,
+    nle216_startup.RULE,
     nle301_uncategorized_kernels.RULE,
     nle302_small_op_heavy.RULE,
     nle303_sampling_heavy.RULE,
@@ -92,7 +94,7 @@ RETIRED: dict[str, str] = {
     "NLE201": "launch overhead is reported by its GPU cost in NLE209",
     "NLE204": "host-bound phases are evidence in NLE209 and NLE210, which carry their GPU cost",
     "NLE205": "host-bound time is reported by cause in NLE209 (launch calls) and NLE210 (host work)",
-    "NLE206": "a GPU-bound run is the diagnosis verdict gpu_compute_bound",
+    "NLE206": "a GPU-bound run is the diagnosis verdict gpu_bound",
     "NLE207": "merged into NLE103, which now measures the GPU idle time a blocking sync causes",
 }
 

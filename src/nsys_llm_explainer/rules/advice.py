@@ -177,20 +177,6 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "so they stream memory back to back.",
         ),
     },
-    "fp32_gemm": {
-        "pytorch": (
-            "Let float32 matrix products use TF32 tensor cores: `torch.backends.cuda.matmul.allow_tf32 = "
-            "True` or `torch.set_float32_matmul_precision('high')` (and `torch.backends.cudnn.allow_tf32 "
-            "= True` for convolutions).",
-            "Better: run the model in BF16 (`torch.autocast('cuda', dtype=torch.bfloat16)`, or cast the "
-            "weights), which also halves the bytes moved.",
-        ),
-        "generic": (
-            "Enable TF32 tensor-core math for float32 GEMMs (`cublasSetMathMode(handle, "
-            "CUBLAS_TF32_TENSOR_OP_MATH)` or `CUBLAS_COMPUTE_32F_FAST_TF32` in cublasGemmEx), or store "
-            "the operands in BF16/FP16.",
-        ),
-    },
 }
 
 

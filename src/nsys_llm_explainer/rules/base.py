@@ -119,17 +119,18 @@ def pct(value: float) -> str:
 
 
 def ms(ns: int | float) -> str:
-    """Milliseconds, seconds from 10 s on (render/fmt.ms)."""
-    return fmt.ms(ns)
+    """A duration in finding text: three significant digits in the unit that reads best
+    (fmt.dur); tables keep fixed decimals."""
+    return fmt.dur(ns)
 
 
 def us(ns: int | float) -> str:
-    """Microseconds, milliseconds or seconds from 10 ms on (render/fmt.us)."""
-    return fmt.us(ns)
+    """A short duration in finding text (fmt.dur: 4.10 µs, 30.0 µs)."""
+    return fmt.dur(ns)
 
 
 def dur(ns: int | float) -> str:
-    """The unit that reads best (render/fmt.dur), as the GPU time at stake is written."""
+    """The unit that reads best (fmt.dur), as the GPU time at stake is written."""
     return fmt.dur(ns)
 
 

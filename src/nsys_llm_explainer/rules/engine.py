@@ -1,7 +1,7 @@
 """Run the rules over the metric results: select/ignore, the steady-state cap, the order.
 
-Findings are ordered by severity, then by GPU time at stake (largest first), then by rule id,
-so the first finding is the costliest cause. When the capture is not steady state (capture
+Findings are ordered by GPU time at stake (largest first), notes last, ties by severity and rule
+id, so the first finding is the costliest cause. When the capture is not steady state (capture
 metric), a finding above low keeps a severity above low only if it holds in the steady part
 (see rules/impact.py): its cause's share of the steady part (the device window from the
 capture's steady start on, at least MIN_STEADY_PCT of the window and MIN_STEADY_NS long, so a
@@ -77,6 +77,9 @@ def cap_unsteady(
     the advice for why the capture cannot be judged: start-up, or too little data."""
     out = []
     for f in findings:
+        if f.cause == "startup":  # start-up's own finding (NLE216): its advice is how to capture steady state
+            out.append(f)
+            continue
         holds = False
         if f.severity.rank < Severity.LOW.rank:
             steady, ns, window = (Severity.LOW, 0, 0) if too_little else steady_share(f, acct)
@@ -112,4 +115,10 @@ def apply_rules(
             )
     if not _steady(metrics):
         findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics))
-    return tuple(sorted(findings, key=lambda f: (f.severity.rank, -(f.impact_ns or 0), f.rule_id)))
+    return tuple(sorted(findings, key=order))
+
+
+def order(f: Finding) -> tuple[bool, int, int, str]:
+    """Findings by GPU time at stake, largest first; notes (no time at stake) after every
+    finding that has some; ties by severity, then rule id."""
+    return (f.impact_ns is None, -(f.impact_ns or 0), f.severity.rank, f.rule_id)

@@ -1,5 +1,6 @@
-"""Shared shape of the cause findings (NLE103, NLE208-NLE211, NLE307): one finding per cause
-over every affected device, its impact the cause's time in diagnosis/accounting.py.
+"""Shared shape of the cause findings (NLE103, NLE208-NLE210, NLE307): one finding per cause
+over every affected device, its impact the cause's time in diagnosis/accounting.py; on a
+start-up capture, its time in the steady part only (start-up is NLE216's).
 
 When many CUDA graph launches have no execution record (diagnosis/verdict.py
 graphs_hide_work), graph work may fill what looks idle: a cause finding then stays at low
@@ -29,15 +30,21 @@ def device_lines(affected: Sequence[Affected], what: str) -> list[str]:
     return lines
 
 
+WAITING_PCT = 50.0  # of a phase's launches starting within boundness' HOST_QUEUE_NS
+
+
 def host_bound_phases(view: RuleInput) -> list[str]:
-    """Evidence: the phases the boundness metric calls host-bound (GPU waits on launches)."""
+    """Evidence: the phases whose kernels mostly start as soon as they are launched (the GPU
+    waits on the host there), with their queue time and busy share (boundness)."""
     res = view.metric("boundness")
     if res is None:
         return []
+    limit = us(res.data["thresholds"]["host_queue_ns"])
     return [
-        f"phase {p['phase']}: host-bound (GPU busy {p['gpu_busy_pct']:.1f}% of its ranges, kernels start "
-        f"{us(p['queue_p50_ns'])} after their launch at the median, {p['launch_calls']:,} launches)"
-        for p in res.data["phases"] if p["verdict"] == "host_bound"
+        f"phase {p['phase']}: {p['immediate_start_pct']:.0f}% of its kernels start within {limit} of their "
+        f"launch (median {us(p['queue_p50_ns'])}): the GPU waits on the host there; GPU busy "
+        f"{p['gpu_busy_pct']:.1f}% of its ranges, {p['launch_calls']:,} launches"
+        for p in res.data["phases"] if p["immediate_start_pct"] >= WAITING_PCT
     ]
 
 
@@ -53,21 +60,23 @@ def where(affected: Sequence[Affected]) -> str:
     return phrase + ("'" if phrase.endswith("s") else "'s")
 
 
-def startup_part(view: RuleInput, affected: Sequence[Affected], buckets: tuple[str, ...]) -> int | None:
-    """GPU ns of the affected devices' `buckets` time that lies in start-up (before the steady
-    part the capture metric found; all of it when no steady part follows), or None when the
-    capture is steady state or too little data rather than start-up."""
+def startup_capture(view: RuleInput) -> bool:
+    """The capture is start-up, not steady state (the verdict not_steady_state): its idle time
+    before the steady part begins is NLE216's, one finding for all of start-up."""
     cap = view.metric("capture")
-    if cap is None or cap.data["steady_state"] or cap.data["startup_pct_of_window"] < NOT_STEADY_PCT:
-        return None
-    ns = 0
-    for a in affected:
-        d = view.acct.device(a.device_id) if a.device_id is not None else None
-        if d is None:
-            continue
-        steady = sum(d.steady.get(b, 0) for b in buckets) if d.steady is not None else 0
-        ns += max(0, a.impact_ns - steady)
-    return ns
+    return cap is not None and cap.data["startup_pct_of_window"] >= NOT_STEADY_PCT
+
+
+def steady_only(view: RuleInput, per_device: dict[int, int], buckets: tuple[str, ...]) -> tuple[dict[int, int], int]:
+    """(`per_device` cut to the steady part, the ns cut off): each device keeps at most its
+    `buckets` time from the steady start on (none when no steady part follows)."""
+    out, cut = {}, 0
+    for dev, ns in per_device.items():
+        d = view.acct.device(dev)
+        steady = sum(d.steady.get(b, 0) for b in buckets) if d is not None and d.steady is not None else 0
+        out[dev] = min(ns, steady)
+        cut += ns - out[dev]
+    return out, cut
 
 
 def hidden_graphs_cap(
@@ -93,18 +102,20 @@ def cause_finding(
     recommendations: Sequence[str],
     confidence: Confidence = Confidence.HIGH,
     subtract: dict[int, int] | None = None,
-    startup: bool = False,
 ) -> Finding | None:
     """The finding for `buckets`' time on every device, or None below the low band.
 
     `title` may use {pct} (share of the affected windows) and {where}; `subtract`: per-device
-    ns already reported by a more specific finding (not counted twice). `startup`: on a capture
-    that is not steady state, say how much of the time lies in start-up (startup_part), in
-    the title when that is most of it, so start-up is not restated as this cause."""
+    ns already reported by a more specific finding (not counted twice). On a start-up capture
+    (startup_capture) only the steady part counts: the time before it is start-up's finding
+    (NLE216), so start-up is not restated as this cause."""
     per_device = buckets_by_device(view.acct, buckets)
     for dev, ns in (subtract or {}).items():
         if dev in per_device:
             per_device[dev] = max(0, per_device[dev] - ns)
+    cut = 0
+    if startup_capture(view):
+        per_device, cut = steady_only(view, per_device, buckets)
     affected = affected_devices(view.acct, per_device)
     ns, pct = total_pct(view.acct, affected)
     severity = band(pct)
@@ -112,21 +123,9 @@ def cause_finding(
         return None
     text = title.format(pct=f"{pct:.1f}%", where=where(affected))
     lines = [*device_lines(affected, what), *evidence]
-    early = startup_part(view, affected, buckets) if startup else None
-    if early:
-        share = 100.0 * early / ns if ns else 0.0
-        steady_follows = any((d := view.acct.device(a.device_id)) is not None and d.steady is not None
-                             for a in affected if a.device_id is not None)
-        if steady_follows:
-            lines.insert(0, f"{dur(early)} of it ({share:.1f}%) lies before the steady part begins (after the "
-                            "last start-up event; the capture section says what ran there): start-up time, not a "
-                            "steady cost")
-            if 2 * early >= ns:
-                text += f", {share:.0f}% of it before the steady part"
-        else:
-            lines.insert(0, "no steady part follows the start-up events in this capture, so this time belongs to "
-                            "start-up (the capture section says what ran there), not to a steady cost")
-            text += ", in a capture with no steady part"
+    if cut:
+        lines.insert(0, f"the steady part only: {dur(cut)} of this cause before the steady part begins is "
+                        "start-up's (NLE216)")
     severity, confidence, lines = hidden_graphs_cap(view, severity, confidence, lines)
     return rule.finding(
         severity, confidence, lines, recommendations, title=text,

@@ -17,10 +17,26 @@ NCU = (
     "`ncu --kernel-name regex:NAME --launch-skip 10 --launch-count 1 --set full`) to see whether it "
     "is memory- or compute-bound and how far from the roof it runs."
 )
+ROCPROF = (
+    "Profile this kernel with ROCm Compute Profiler (`rocprof-compute profile -n run -k NAME -- <command>`, "
+    "then `rocprof-compute analyze -p workloads/run/<GPU>`) or rocprofv3 (`--kernel-include-regex NAME "
+    "--kernel-iteration-range 10-10 --pmc ...`) to see whether it is memory- or compute-bound and how far "
+    "from the roof it runs."
+)
 GEMM_SHAPES = (  # only for GEMMs whose name says tensor cores (math_mode)
     "Check its launch shapes: a tiny M (small batches) fills a sliver of each tensor-core tile; "
     "batching more work or a split-K/stream-K kernel helps."
 )
+
+
+def amd_gpus(view: RuleInput) -> bool:
+    """The trace's GPUs are AMD (ncu_plan skipped for it, or an AMD GPU name): ROCm profilers,
+    never an ncu command."""
+    skipped = view.skipped("ncu_plan")
+    if skipped is not None and "Nsight Compute profiles NVIDIA GPUs only" in skipped.reason:
+        return True
+    ctx = view.metric("gpu_context")
+    return ctx is not None and any(str(g.get("name") or "").startswith("AMD") for g in ctx.data.get("gpus", []))
 
 
 def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
@@ -102,16 +118,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     A kernel's run time is not time at stake: it does the work. So the finding is a pointer
     (INFO, no impact) unless compute_efficiency placed the kernel under its roof (FLOPs and
-    bytes from recorded shapes): then the impact is its time above the roof, per device,
-    time x (1 - pct_of_roof / 100), the ceiling of what a kernel at the roof would give back;
+    bytes from recorded shapes): then the impact is how much slower it runs than its roofline
+    minimum, per device, time x (1 - pct_of_roof / 100), the ceiling of what a kernel at the
+    roof would give back;
     severity from the impact bands (rules/impact.py). Other compute rules leave that kernel's
     time out.
 
     Example:
 
         NLE101 info: One kernel takes 61.2% of GPU 0's kernel time
-        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn: 61.2% of GPU 0's 1,327.400 ms of kernel time
-        - 4,096 calls, 812.345 ms total, p50 190.1 us, max 402.7 us
+        - ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_tn: 61.2% of GPU 0's 1.33 s of kernel time
+        - 4,096 calls, 812 ms total, p50 190 µs, max 403 µs
         - its roof is not known (no operand shapes in the trace): how much of its time could be saved is not measured
     """
     totals = None
@@ -127,16 +144,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             f"p50 {us(best['p50_ns'])}, max {us(best['max_ns'])}",
         ]
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
-        recommendation = [NCU]
+        profile = ROCPROF if amd_gpus(view) else NCU
+        recommendation = [profile]
         if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores:
-            recommendation.append(GEMM_SHAPES)
+            # Below its roof, a tensor-core GEMM's first fix is its shape; the profile says more.
+            recommendation = [GEMM_SHAPES, profile] if above else [profile, GEMM_SHAPES]
         where = (f"GPU {best['device_id']}'s" if len(rows) == 1
                  else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
         title = (f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
                  else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
         if above:
             affected, impact = per_device(view.acct, above)
-            evidence.append(f"{ms(impact[0])} of its time is above its roof (section How close to the hardware)")
+            reached = _roof(view).get((name, int(best["device_id"])))
+            at = f": it reaches {reached:.1f}% of the roof it sits under" if reached is not None else ""
+            evidence.append(f"it runs {ms(impact[0])} slower than its roofline minimum{at} (section How close to "
+                            "the hardware)")
             severity = band(impact[1])
             if severity is not None:
                 yield rule.finding(severity, Confidence.MEDIUM, evidence, recommendation, title=title,

@@ -14,11 +14,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Impact: per device, the idle time idle_causes labels launch_bound (a launch call of a
     process that drives the device is in flight and nothing with a higher precedence covers
     the time). Evidence: the launch rate and kernel durations (launch_storm) and the launch
-    overhead per process (launch_overhead), and the phases the boundness metric calls
-    host-bound. Severity from the impact bands (rules/impact.py). On a capture that is not
-    steady state, the evidence (and the title, when it is most of it) says how much of this
-    time lies in start-up (lazy module loading makes first launches slow), so start-up is not
-    restated as launch overhead.
+    overhead per process (launch_overhead), and the phases whose kernels mostly start as
+    soon as they are launched (boundness' queue times). Severity from the impact bands (rules/impact.py). On a start-up capture only
+    the steady part counts (lazy module loading makes first launches slow: that is start-up's,
+    NLE216).
 
     Example:
 
@@ -31,7 +30,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if ls is not None:
         g = ls.data["global"]
         evidence.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median "
-                        f"{us(g['p50_ns'])}, {pct(g['pct_under_10us'])} under 10 us")
+                        f"{us(g['p50_ns'])}, {pct(g['pct_under_10us'])} under 10 µs")
     lo = view.metric("launch_overhead")
     if lo is not None:
         for p in lo.data["processes"][:3]:
@@ -42,8 +41,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     f = cause_finding(
         view, rule, ("launch_bound",), "host",
         "GPU idle while the host launches kernels ({pct} of {where} time)",
-        "idle while launch calls were in flight", evidence, advice("launch", view.workload), Confidence.MEDIUM,
-        startup=True,
+        "idle while launch calls were in flight", evidence, advice("launch", view.workload), Confidence.MEDIUM
     )
     if f is not None:
         yield f

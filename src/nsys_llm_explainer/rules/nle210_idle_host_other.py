@@ -16,10 +16,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     its first-to-last CUDA call window) but in no copy, communication, synchronizing or launch
     call (other CUDA calls, such as cudaMalloc or cudaFree, count here). What the host does there
     is mostly not in a CUDA trace; the recommendation says how to see it.
-    Evidence names the phases the boundness metric calls host-bound.
-    Severity from the impact bands (rules/impact.py). On a capture that is not steady state,
-    the evidence (and the title, when it is most of it) says how much of this time lies in
-    start-up, so start-up is not restated as host work.
+    Evidence names the phases whose kernels mostly start as soon as they are launched
+    (boundness' queue times).
+    Severity from the impact bands (rules/impact.py). On a start-up capture only the
+    steady part counts (the time before it is NLE216's).
 
     Example:
 
@@ -30,7 +30,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         view, rule, ("host_other",), "host",
         "GPU idle while the host does other work ({pct} of {where} time)",
         "idle while the host made no launch, copy or sync call", host_bound_phases(view), advice("host", view.workload),
-        Confidence.MEDIUM, startup=True,
+        Confidence.MEDIUM,
     )
     if f is not None:
         yield f

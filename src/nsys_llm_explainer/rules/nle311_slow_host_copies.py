@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -41,7 +42,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             severity,
             Confidence.MEDIUM,
             [
-                f"{c['achieved_gbps']:,.1f} GB/s achieved vs {c['reference_gbps']:,.1f} GB/s "
+                f"{fmt.sig(c['achieved_gbps'])} GB/s achieved vs {fmt.sig(c['reference_gbps'])} GB/s "
                 "per direction "
                 f"over {ms(c['time_ns'])} of copies"
             ],

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -70,7 +71,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     evidence = []
     for o in top[:EVIDENCE]:
         evidence.append(
-            f"{o['label']} {o['compute_dtype']}: {o['tflops']:,.1f} of {o['roof_tflops']:,.1f} TFLOP/s "
+            f"{o['label']} {o['compute_dtype']}: {fmt.sig(o['tflops'])} of {fmt.sig(o['roof_tflops'])} TFLOP/s "
             f"({pct(float(o['pct_of_roof']))} of the roof), {o['bound']}-bound at {o['flop_per_byte']:,.1f} FLOP/byte"
         )
         evidence.append(f"  {ms(o['kernel_ns'])} in {o['calls']:,} calls; {shape_cause(o)}")

@@ -5,7 +5,7 @@ from typing import Any
 
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.advice import advice
+from nsys_llm_explainer.rules.precision_advice import fp32_matmul
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -39,23 +39,29 @@ def named_by(name: str, dtype_token: str | None) -> str:
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
-    """Float32 GEMMs run on CUDA cores instead of tensor cores.
+    """Float32 GEMMs and convolutions run on CUDA cores instead of tensor cores.
 
-    Reads gemm_precision: GEMM kernels whose names show float32 operands multiplied without
-    tensor cores (`sgemm`, `sm80_xmma_gemm_f32f32_..._ffma`, `simt`, cuBLAS gemv; kernels/math_mode.py).
-    Such a GEMM runs at the FP32 CUDA-core peak, a fraction of TF32 or BF16 tensor cores
-    (A100: 19.5 vs 156 and 312 TFLOPS). Fires when they take at least 5% of a device's GEMM
-    time. Impact: their kernel time per device (a ceiling: TF32 or BF16 kernels take some
-    time too); severity from the impact bands (rules/impact.py). Each kernel's evidence line
-    quotes the parts of its full name that decided (`..._f32f32_...`, `..._ffma_...`), since
-    its label may leave them out. NLE101 leaves such a kernel to this rule.
+    Reads gemm_precision: GEMM and convolution kernels whose names show float32 operands
+    multiplied without tensor cores (`sgemm`, `scudnn`, `implicit_convolve_sgemm`,
+    `sm80_xmma_gemm_f32f32_..._ffma`, `simt`, cuBLAS gemv; kernels/math_mode.py). An FP32
+    accumulator is not an FP32 GEMM: BF16, FP16, FP8 and block-scaled (MX, NVFP4) kernels that
+    accumulate in FP32 are tensor-core kernels and never count here. Such a GEMM runs at the FP32
+    CUDA-core peak, a fraction of TF32 or BF16 tensor cores (A100: 19.5 vs 156 and 312 TFLOPS).
+    Fires when they take at least 5% of a device's GEMM and convolution time. Impact: their
+    kernel time per device (a ceiling: tensor-core kernels take some time too); severity from
+    the impact bands (rules/impact.py). Each kernel's evidence line quotes the parts of its full
+    name that decided (`..._f32f32_...`, `..._ffma_...`), since its label may leave them out.
+    The advice fits the GPU (rules/precision_advice.py, gemm_precision's `arch`): FP16 with a
+    gradient scaler on Volta and Turing, TF32 or BF16 from Ampere, FP8 on Ada and Hopper, MXFP8
+    and NVFP4 on Blackwell, BF16 on AMD GPUs. NLE101 leaves such a kernel to this rule.
 
     Example:
 
         NLE323 high: Float32 GEMMs on CUDA cores take 64.0% of GPU 0's GEMM time
-        - ampere_sgemm_128x64_nn: 412.000 ms in 2,048 calls; its full name has
+        - ampere_sgemm_128x64_nn: 412 ms in 2,048 calls; its full name has
           'ampere_sgemm_128x64...' (float32 operands, no tensor cores)
-        - GPU 0: 412.000 ms of 643.750 ms of GEMM time
+        - GPU 0: 412 ms of 644 ms of GEMM time
+        - GPU: NVIDIA A100-SXM4-80GB (Ampere)
     """
     res = view.metric("gemm_precision")
     if res is None:
@@ -75,27 +81,36 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             row["kernel_ns"] += k["kernel_ns"]
             row["calls"] += k["calls"]
     kernels = sorted(by_name.values(), key=lambda k: -k["kernel_ns"])
+    families = {k.get("family", "gemm") for k in kernels}
+    what = {frozenset({"gemm"}): "GEMMs", frozenset({"conv"}): "convolutions"}.get(
+        frozenset(families), "GEMMs and convolutions")
+    scope = {"GEMMs": "GEMM", "convolutions": "convolution"}.get(what, "GEMM and convolution")
     worst = max(rows, key=lambda d: d["fp32_cuda_core_pct"])
     evidence = [
         f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls; "
         f"{named_by(k['name'], k['dtype_token'])}"
         for k in kernels[:EVIDENCE]
     ]
-    evidence += [f"GPU {d['device_id']}: {ms(d['fp32_cuda_core_ns'])} of {ms(d['gemm_ns'])} of GEMM time" for d in rows]
+    evidence += [f"GPU {d['device_id']}: {ms(d['fp32_cuda_core_ns'])} of {ms(d['gemm_ns'])} of {scope} time"
+                 for d in rows]
+    arch = res.data.get("arch") or {}
+    evidence.append(f"GPU: {arch.get('why') or 'unknown'}")
     share = pct(worst["fp32_cuda_core_pct"])
     title = (
-        f"Float32 GEMMs on CUDA cores take {share} of GPU {worst['device_id']}'s GEMM time"
+        f"Float32 {what} on CUDA cores take {share} of GPU {worst['device_id']}'s {scope} time"
         if len(rows) == 1
-        else f"Float32 GEMMs on CUDA cores take up to {share} of the GEMM time of {len(rows)} GPUs"
+        else f"Float32 {what} on CUDA cores take up to {share} of the {scope} time of {len(rows)} GPUs"
     )
+    kineto = view.schema is not None and view.schema.format_id == "kineto-json"  # a PyTorch profiler trace
+    pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
     yield rule.finding(
         severity,
         Confidence.HIGH,
         evidence,
-        advice("fp32_gemm", view.workload),
+        fp32_matmul(arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd"),
         title=title,
         affected=affected, impact=impact, cause="compute",
     )
 
 
-RULE = Rule("NLE323", "fp32-gemm", "Float32 GEMMs without tensor cores", check, ("gemm_precision",))
+RULE = Rule("NLE323", "fp32-gemm", "Float32 GEMMs and convolutions without tensor cores", check, ("gemm_precision",))

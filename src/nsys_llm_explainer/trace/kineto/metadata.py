@@ -58,11 +58,45 @@ def _int(value: Any) -> int | None:
     return None
 
 
+ROCM_KEYS = ("hip_runtime_version", "roctracer_version", "rocm_version", "hip_driver_version", "rocprofiler-sdk_version")
+# AMD GPUs report their gfx version as the compute capability: 9.4 is gfx940-942 (CDNA3).
+AMD_SERIES = {"9.0": "gfx90x (MI100/MI200 series)", "9.4": "gfx94x (MI300 series)", "9.5": "gfx950 (MI350 series)"}
+
+
+def vendor(top: dict[str, Any], props: list[Any]) -> str | None:
+    """amd for a ROCm trace (HIP or roctracer version keys, 64-wide wavefronts, an AMD name),
+    nvidia for a CUDA one, else None."""
+    if any(k in top for k in ROCM_KEYS):
+        return "amd"
+    for p in props:
+        if isinstance(p, dict) and (_int(p.get("warpSize")) == 64 or "AMD" in str(p.get("name") or "")):
+            return "amd"
+    if any(k in top for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version")):
+        return "nvidia"
+    return None
+
+
+def _amd_name(cc: str | None, sms: int | None, mem: int | None) -> str | None:
+    """A descriptive name for an AMD GPU whose deviceProperties name is empty (ROCm leaves it
+    empty where it cannot map the device id to a marketing name): its gfx series, compute
+    units and memory. Never a guessed model: peak figures stay unknown."""
+    series = AMD_SERIES.get(cc or "")
+    if series is None and cc is None:
+        return None
+    parts = [p for p in (f"{sms} CUs" if sms else None,
+                         f"{mem / 2**30:.0f} GiB" if mem else None) if p]
+    what = series or (f"gfx{cc.replace('.', '')}x" if cc else "of unknown series")
+    return f"AMD GPU {what}" + (f", {', '.join(parts)}" if parts else "") + " (name not recorded)"
+
+
 def gpus(top: dict[str, Any]) -> list[GpuInfo]:
-    """deviceProperties -> GpuInfo per device id (first entry wins; empty names are None)."""
+    """deviceProperties -> GpuInfo per device id (first entry wins). An empty name is None,
+    except on an AMD GPU, which gets a descriptive name from its gfx version, compute units
+    and memory (_amd_name)."""
     props = _literal(top.get("deviceProperties"))
     if not isinstance(props, list):
         return []
+    kind = vendor(top, props)
     out: dict[int, GpuInfo] = {}
     for p in props:
         if not isinstance(p, dict):
@@ -71,11 +105,19 @@ def gpus(top: dict[str, Any]) -> list[GpuInfo]:
         if dev is None or dev < 0 or dev in out:
             continue
         name = p.get("name")
+        major, minor = _int(p.get("computeMajor")), _int(p.get("computeMinor"))
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+        sms, mem = _int(p.get("numSms")), _int(p.get("totalGlobalMem"))
+        text = name.strip() or None if isinstance(name, str) else None
+        if text is None and kind == "amd":
+            text = _amd_name(cc, sms, mem)
         out[dev] = GpuInfo(
             device_id=dev,
-            name=name.strip() or None if isinstance(name, str) else None,
-            sm_count=_int(p.get("numSms")),
-            total_memory_bytes=_int(p.get("totalGlobalMem")),
+            name=text,
+            sm_count=sms,
+            total_memory_bytes=mem,
+            compute_capability=cc,
+            vendor=kind,
         )
     return [out[d] for d in sorted(out)]
 

@@ -98,7 +98,7 @@ def load(data: NsysTraceData, spec: ActivitySpec) -> Columns:
     return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
 
 
-GPU_COLUMNS = ("id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate")
+GPU_COLUMNS = ("id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate", "computeMajor", "computeMinor")
 
 
 def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
@@ -110,7 +110,7 @@ def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
     sql = f"SELECT DISTINCT {', '.join(exprs)} FROM {GPU_TABLE} ORDER BY 1"
     out: list[GpuInfo] = []
     seen: set[int] = set()
-    for dev, name, sms, mem, bw, clock in data.query(sql):
+    for dev, name, sms, mem, bw, clock, major, minor in data.query(sql):
         if not isinstance(dev, int) or dev in seen:
             continue
         seen.add(dev)
@@ -122,6 +122,8 @@ def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
                 total_memory_bytes=mem if isinstance(mem, int) else None,
                 memory_bandwidth_bytes_per_s=bw if isinstance(bw, int) else None,
                 clock_hz=clock if isinstance(clock, int) else None,
+                compute_capability=f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
+                vendor="nvidia",
             )
         )
     return out

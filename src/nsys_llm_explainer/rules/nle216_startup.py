@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from nsys_llm_explainer.diagnosis.capture import KINETO_RECIPE, NSYS_RECIPE, STARTUP_WORDS, startup_parts
+from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.rules.base import Rule, RuleInput, dur
+from nsys_llm_explainer.rules.idle_cause_common import MAX_DEVICE_LINES, startup_capture, where
+from nsys_llm_explainer.rules.impact import band, per_device
+
+STARTUP_COST = (
+    "If start-up itself costs you (cold starts, autoscaling): keep compiled kernels between runs "
+    "(`TORCHINDUCTOR_CACHE_DIR`, `CUDA_CACHE_PATH` and a large `CUDA_CACHE_MAXSIZE` for PTX JIT), and "
+    "warm up with a few requests before taking traffic."
+)
+
+
+def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
+    """Start-up: the GPU sits idle before the steady part of the capture begins.
+
+    One finding for all of start-up, whatever the host did then (JIT compilation and module
+    loading, lazy module loading on first launch, context and allocator start-up, autotuning:
+    the capture metric's checks). Fires on a start-up capture (the verdict not_steady_state:
+    start-up covers at least 25% of the window). Impact: per device, its idle time before the
+    steady part begins (all of its idle time when no steady part follows), the same figure as
+    the primary bottleneck; the cause findings (NLE103, NLE208-NLE210, NLE307) count only the
+    steady part, so no time is reported twice. The main fix is to capture the steady loop.
+
+    Example:
+
+        NLE216 high: Start-up: the GPU sits idle before the steady part begins (99.9% of GPU 0's time)
+        - GPU 0: 529 ms idle before the steady part begins (99.9% of its 530 ms window)
+        - during: JIT compilation (NVRTC) and module loading (371 ms) and lazy module loading on first launch (59.4 ms)
+    """
+    if not startup_capture(view):
+        return
+    cap = view.metric("capture")
+    assert cap is not None
+    by_device = {d.device_id: d.before_steady_ns() for d in view.acct.devices}
+    affected, impact = per_device(view.acct, by_device)
+    severity = band(impact[1])
+    if severity is None:
+        return
+    lines = []
+    for a in affected[:MAX_DEVICE_LINES]:
+        d = view.acct.device(a.device_id) if a.device_id is not None else None
+        if d is not None:
+            lines.append(f"GPU {a.device_id}: {dur(a.impact_ns)} idle before the steady part begins "
+                         f"({a.impact_pct:.1f}% of its {dur(d.window_ns)} window)")
+    lines.append(f"during: {startup_parts(cap.data)}")
+    for c in cap.data["checks"]:
+        if c["found"] and c["id"] in STARTUP_WORDS:
+            lines.append(f"{STARTUP_WORDS[c['id']]}: {c['summary']}")
+    steady = cap.data.get("steady_start_ns")
+    if steady is None:
+        lines.append("no steady part follows the start-up events in this capture")
+    kineto = view.schema.format_id == "kineto-json"
+    recipe = KINETO_RECIPE if kineto else (NSYS_RECIPE[1], NSYS_RECIPE[0])  # the specific change first
+    yield rule.finding(
+        severity, Confidence.HIGH, lines, (*recipe, STARTUP_COST),
+        title=f"Start-up: the GPU sits idle before the steady part begins ({impact[1]:.1f}% of {where(affected)} time)",
+        affected=affected, impact=impact, cause="startup",
+    )
+
+
+RULE = Rule("NLE216", "startup", "Start-up before the steady part", check, ("capture", "idle_causes"))

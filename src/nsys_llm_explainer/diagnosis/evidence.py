@@ -236,16 +236,20 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
     elif limit == "memory":
         text = (f"{LIMIT_WORDS['memory']} ({_pct(mix.pct('memory'))} of kernel time in elementwise, copy, "
                 "reduction and other bytes-only kernels, GEMV or decode attention)")
+    elif limit == "compute" and mix.basis == "roofline":
+        text = (f"{LIMIT_WORDS['compute']} ({_pct(mix.pct('compute'))} of kernel time in matrix math at 60% or "
+                "more of its compute roof)")
     elif limit == "compute":
-        how = "at 60% or more of their roof" if mix.basis == "roofline" else "by kernel family"
-        text = f"{LIMIT_WORDS['compute']} ({_pct(mix.pct('compute'))} of kernel time in matrix math, {how})"
+        text = (f"matrix-math kernels ({_pct(mix.pct('compute'))} of kernel time in GEMMs, convolutions or "
+                "attention: compute-bound when large, but no operand shapes place them on the roofline)")
     elif limit == "far":
         text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of kernel time below 60% of the roof it sits "
                 "under: launch, latency or occupancy limit it)")
     elif limit == "unknown":
         text = f"{LIMIT_WORDS['unknown']} ({_pct(mix.pct('unknown'))} of kernel time in kernels of no known family)"
     else:
-        parts = [f"{_pct(mix.pct(c))} {MIX_WORDS[c]}" for c in ("memory", "compute", "far", "unknown")
+        words = MIX_WORDS | ({} if mix.basis == "roofline" else {"compute": "matrix math"})
+        parts = [f"{_pct(mix.pct(c))} {words[c]}" for c in ("memory", "compute", "far", "unknown")
                  if mix.pct(c) >= 1.0]
         text = f"{LIMIT_WORDS['mixed']}: " + ", ".join(parts)
     if mix.dominant is not None:

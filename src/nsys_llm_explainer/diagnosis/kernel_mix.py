@@ -141,7 +141,9 @@ def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
     return out.data if isinstance(out, MetricResult) else None
 
 
-def _category(metrics: dict[str, Outcome]) -> Callable[[str], str]:
+def category_of(metrics: dict[str, Outcome]) -> Callable[[str], str]:
+    """Full kernel name -> its category: the categories metric's own table (a user's
+    --kernel-categories file included), else the built-in table."""
     known: dict[str, str] = {}
     res = metrics.get("categories")
     for table in res.tables if isinstance(res, MetricResult) else ():
@@ -161,7 +163,7 @@ def of_devices(metrics: dict[str, Outcome], devices: list[int]) -> KernelMix | N
     tk = _ok(metrics, "top_kernels")
     if tk is None:
         return None
-    category = _category(metrics)
+    category = category_of(metrics)
     per_name: dict[str, int] = {}
     for r in tk.get("kernels", []):
         if r.get("device_id") in devices:

@@ -13,7 +13,7 @@ from functools import cached_property
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
+from nsys_llm_explainer.diagnosis.kernel_mix import category_of
 from nsys_llm_explainer.kernels.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
     Affected,
@@ -54,18 +54,7 @@ class RuleInput:
     def kernel_category(self) -> Callable[[str], str]:
         """Full kernel name -> its category: the categories metric's own table (a user's
         --kernel-categories file included), else the built-in table."""
-        known: dict[str, str] = {}
-        res = self.metric("categories")
-        for table in res.tables if res is not None else ():
-            if table.name == "kernel_category_names" and table.frame is not None:
-                known = dict(zip(table.frame["name"].astype(str), table.frame["category"].astype(str), strict=True))
-
-        def category(name: str) -> str:
-            if name not in known:
-                known[name] = BUILTIN_TABLE.classify([name])[0][0]
-            return known[name]
-
-        return category
+        return category_of(self.metrics)
 
 
 @dataclass(frozen=True)

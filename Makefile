@@ -9,7 +9,7 @@ EXAMPLE := examples/a100_vllm
 help:
 	@echo "make install      create $(VENV) and install the project with test extras"
 	@echo "make test         run the test suite"
-	@echo "make lint         ruff check + mypy src"
+	@echo "make lint         ruff check + mypy src + the layer contract (lint-imports)"
 	@echo "make example      write the synthetic example trace and its report ($(EXAMPLE)/report)"
 	@echo "make bench        benchmarks on a medium synthetic trace (bench-large: large)"
 	@echo "make bench-kineto benchmark on a 1 GB synthetic PyTorch profiler trace"
@@ -31,9 +31,10 @@ test:
 	$(BIN)/python -m pytest
 
 lint:
-	@test -x $(BIN)/ruff -a -x $(BIN)/mypy || $(BIN)/pip install -e '.[dev]'
+	@test -x $(BIN)/ruff -a -x $(BIN)/mypy -a -x $(BIN)/lint-imports || $(BIN)/pip install -e '.[dev]'
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src
+	$(BIN)/lint-imports
 
 example: $(BIN)/nsys-llm-explain
 	rm -f $(EXAMPLE)/trace.sqlite

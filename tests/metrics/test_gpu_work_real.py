@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer import schema
-from nsys_llm_explainer.metrics.communication import COMM_PATTERN
+from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.render.json_writer import report_dict
 from tests.conftest import NSYS_TRACES, analyze, ok, require_nsys_traces
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.metrics.memory_transfers import COPY_KINDS
+from nsys_llm_explainer.analysis.busy import COPY_KINDS
 from tests.conftest import GENERATIONS, analyze, ok, skipped, table
 from tests.fixtures.builder import TraceBuilder
 

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import factorize, group_codes
+from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData
 
 VARIANTS = 4

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.trace.columns import first_appearance_codes
+
 
 def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Dense codes 0..G-1 for the distinct tuples of `columns`, and each column's value per group.
@@ -32,33 +34,6 @@ def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 PACK_LIMIT = 1 << 62  # a packed int64 key (code * span + value) must stay below this
-
-
-def first_appearance_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, int]:
-    """Codes of pd.factorize(key, sort=False) (numbered by first appearance) and their
-    count, for keys in [0, span): a table lookup instead of a hash table when the span
-    is small next to the row count, which is several times cheaper at millions of rows."""
-    if span > 4 * len(key) + 4096:
-        codes, uniq = pd.factorize(key, sort=False)
-        return codes.astype(np.int64), len(uniq)
-    first = np.full(span, len(key), dtype=np.int64)
-    first[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # earliest position per key
-    present = np.flatnonzero(first < len(key))
-    rank = np.empty(span, dtype=np.int64)
-    rank[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
-    return rank[key], len(present)
-
-
-def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """pd.factorize(values, sort=False) for an integer array: (int64 codes, distinct
-    values in order of first appearance)."""
-    if len(values) == 0:
-        return np.empty(0, np.int64), values[:0]
-    lo = int(values.min())
-    codes, count = first_appearance_codes(values.astype(np.int64) - lo, int(values.max()) - lo + 1)
-    uniq = np.empty(count, dtype=values.dtype)
-    uniq[codes] = values
-    return codes, uniq
 
 
 def _packed_key(columns: tuple[np.ndarray, ...]) -> np.ndarray | None:

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.busy import copy_kind_labels, device_busy, device_local_copies
 from nsys_llm_explainer.analysis.idle_sweep import SYNC_WAIT, TRANSFER, GapCauses, HostRows
-from nsys_llm_explainer.metrics.gpu_idle import device_busy, device_local_copies
-from nsys_llm_explainer.metrics.memory_transfers import copy_kind_labels
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 # CUPTI_ACTIVITY_MEMCPY_KIND_* by direction; device-to-device between two devices is peer.

@@ -48,10 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.metrics.communication import comm_mask
-from nsys_llm_explainer.metrics.gpu_idle import (
+from nsys_llm_explainer.analysis.busy import (
     GRAPH,
     KERNEL,
     device_busy,
@@ -60,8 +57,11 @@ from nsys_llm_explainer.metrics.gpu_idle import (
     transfer_union,
     work_calls,
 )
-from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
-from nsys_llm_explainer.metrics.sync import sync_kinds
+from nsys_llm_explainer.analysis.comm_kernels import comm_mask
+from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
+from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.analysis.nvtx_names import name_mask
+from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 

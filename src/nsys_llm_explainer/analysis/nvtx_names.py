@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from nsys_llm_explainer.trace.data import TraceData
+
 # Annotation keys PyTorch appends as ", key = value"; everything from the first one is cut.
 ANNOTATION_KEYS = ("seq", "op_id", "sizes", "input_op_ids", "stack")
 _ANNOTATION = re.compile(r",\s*(?:" + "|".join(ANNOTATION_KEYS) + r")\s*=\s*")
@@ -149,3 +151,18 @@ def _bracketed(s: str, start: int) -> str | None:
 
 
 __all__ = ["ANNOTATION_KEYS", "group_phases", "grouped", "input_sizes", "is_pyprof", "normalize"]
+
+
+def normalized_names(data: TraceData) -> tuple[list[str], np.ndarray]:
+    """The distinct normalized NVTX names, and per raw name code its normalized code
+    (analysis/nvtx_names.grouped), computed once per trace for both NVTX metrics."""
+    return data.cached("nvtx_normalized", lambda: grouped(data.nvtx_names()))
+
+
+def name_mask(data: TraceData, pattern: re.Pattern[str], anchored: bool = False) -> np.ndarray:
+    """Per raw NVTX name code: does the pattern hit its normalized name? (One regex per
+    distinct normalized name: PyTorch's emit_nvtx names are unique per call.)"""
+    norm, codes = normalized_names(data)
+    test = pattern.match if anchored else pattern.search
+    hit = np.array([bool(test(n.strip())) for n in norm] or [False], dtype=bool)
+    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.operators_attr import OperatorAttribution
 from nsys_llm_explainer.analysis.phase_scope import phase_scope
-from nsys_llm_explainer.metrics.base import Context
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 NO_OPERATOR = "(no operator)"

@@ -33,7 +33,7 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.metrics.sync import sync_kinds
+from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData
 
 MIN_STEPS = 3

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.idle_sweep import CAUSES, gap_at, gap_causes
 from nsys_llm_explainer.analysis.stats import group_percentiles
-from nsys_llm_explainer.metrics.base import Context
 
 
 def _longest_gap(ctx: Context, pid: int, t0: int, t1: int) -> tuple[int, str | None]:

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.gpu_specs import DTYPE_CLASSES, GpuSpec
 from nsys_llm_explainer.compute.roofline import Roof, roofs
-from nsys_llm_explainer.metrics.base import Context
 
 
 @lru_cache(maxsize=8)

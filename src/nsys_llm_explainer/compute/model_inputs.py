@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import factorize, group_sum
+from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import ComputeView
 from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
 from nsys_llm_explainer.compute.model_config import ModelConfig, load_model_config
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData
 
 DEFAULT_DTYPE = ("bf16", "bf16", "assumed bf16: no operator or kernel name states a type")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.compute.advice import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.compute.count import compute_view
@@ -16,9 +17,7 @@ from nsys_llm_explainer.compute.model_checks import phase_warnings
 from nsys_llm_explainer.compute.model_inputs import StepShapes, matmul_dtype, model_config, step_shapes
 from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.model_utilization import STEP_COLUMNS
-from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
 
 
 def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
@@ -39,23 +38,24 @@ def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
     return out
 
 
-def run(ctx: Context, metric: Metric) -> Outcome:
+def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
+    """The metric's result; `columns`: tables/model_utilization_steps.csv's (model_utilization.py)."""
     steps = ctx.result("steps")
     if steps is None:
         why = getattr(ctx.results.get("steps"), "reason", "the steps metric did not run")
-        return metric.skipped(f"MFU and MBU are per step, and there are no steps: {why}")
+        return Skipped(metric_id, f"MFU and MBU are per step, and there are no steps: {why}")
     opts = ctx.options
     try:
         cfg = model_config(opts.model_config) if opts.model_config else None
         device_peaks(ctx)
     except UsageError as exc:
-        return metric.skipped(exc.message)
+        return Skipped(metric_id, exc.message)
     view = compute_view(ctx.data)
     v = None if isinstance(view, str) else view
     wl = ctx.result("workload")
     workload, fmt = (str(wl.data.get("kind", "unknown")) if wl else "unknown"), ctx.data.format_id
     if cfg is None and opts.model_flops_per_token is None and v is None:
-        return metric.skipped(
+        return Skipped(metric_id,
             f"no model FLOPs and no operator FLOPs: {model_inputs(workload, fmt)}; operator "
             f"shapes were not available either ({shapes_missing(str(view), workload, fmt)})"
         )
@@ -78,7 +78,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         per_pid=_per_pid(ctx, cls, sorted(set(frame["pid"].astype(int).tolist()))),
     )
     rows = [step_row(sc, rec, sh) for rec, sh in zip(frame.to_dict("records"), shapes, strict=True)]
-    table = pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(columns))
     notes = []
     if v is not None and v.counted.kernel_ns.sum() < 0.5 * ctx.data.kernels().dur.sum():
         notes.append("measured FLOPs cover less than half of the kernel time: HFU is a lower bound")
@@ -86,7 +86,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
     phases = phase_rows(table, sc)
     for ph in phases:
         ph["warnings"] = phase_warnings(ph, [r for r in rows if r["phase"] == ph["phase"]], sc)
-        ctx.data.warnings.extend(f"{metric.id}: {w}" for w in ph["warnings"])
+        ctx.data.warnings.extend(f"{metric_id}: {w}" for w in ph["warnings"])
     data: dict[str, Any] = {
         "inputs": {
             "model_config": sc.config_name,
@@ -103,7 +103,7 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         "steps": table.to_dict("records"),
         "missing": _missing(sc, table, v is not None, fmt),
     }
-    return MetricResult(metric.id, data, (Table("model_utilization_steps", STEP_COLUMNS, table),), tuple(notes))
+    return MetricResult(metric_id, data, (Table("model_utilization_steps", columns, table),), tuple(notes))
 
 
 def _missing(sc: StepContext, table: pd.DataFrame, measured: bool, fmt: str) -> list[str]:

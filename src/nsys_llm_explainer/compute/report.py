@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.compute.advice import shapes_missing
 from nsys_llm_explainer.compute.columns import KERNEL_COLUMNS, OPERATION_COLUMNS
@@ -26,9 +27,7 @@ from nsys_llm_explainer.compute.tables import (
     place,
 )
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
-from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
 
 UNCOVERED_LISTED = 10
 OPERATORS_LISTED = 30
@@ -122,24 +121,24 @@ def _roofline(ops: pd.DataFrame, dp: DevicePeaks) -> dict[str, Any] | None:
     }
 
 
-def run(ctx: Context, metric: Metric) -> Outcome:
+def run(ctx: Context, metric_id: str) -> Outcome:
     k = ctx.data.kernels()
     if len(k) == 0:
-        return metric.skipped(NO_KERNELS)
+        return Skipped(metric_id, NO_KERNELS)
     v = compute_view(ctx.data)
     if isinstance(v, str):
         wl = ctx.result("workload")
         why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format_id)
-        return metric.skipped(f"FLOPs and bytes per operation need operator shapes: {why}")
+        return Skipped(metric_id, f"FLOPs and bytes per operation need operator shapes: {why}")
     try:
         dp = device_peaks(ctx)
     except UsageError as exc:
-        return metric.skipped(exc.message)
+        return Skipped(metric_id, exc.message)
     total = int(k.dur.sum())
     a = key_attrs(v)
     ops = operation_frame(v, a, dp, total)
     if not len(ops):
-        return metric.skipped(
+        return Skipped(metric_id,
             f"{v.counted.costed_calls:,} operator calls have a cost, but none launched a kernel"
         )
     names = ctx.data.kernel_names(np.unique(k.name_id))
@@ -181,4 +180,4 @@ def run(ctx: Context, metric: Metric) -> Outcome:
         Table("compute_operations", OPERATION_COLUMNS, ops),
         Table("compute_kernels", KERNEL_COLUMNS, kern),
     )
-    return MetricResult(metric.id, data, tables, tuple(notes))
+    return MetricResult(metric_id, data, tables, tuple(notes))

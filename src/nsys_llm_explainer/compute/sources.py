@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.groups import factorize, group_codes, group_sum
+from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.nvtx_names import normalized_names
 from nsys_llm_explainer.analysis.operators_attr import operator_attribution
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, short_name
@@ -31,8 +33,7 @@ from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
 from nsys_llm_explainer.compute.nvtx_shapes import shapes_from_nvtx
 from nsys_llm_explainer.compute.opcost import has_formula, op_cost
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto
-from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
-from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CACHE_KEY = "compute_instances"

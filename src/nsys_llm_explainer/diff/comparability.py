@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.diff.load import Side
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.diff.load import Side
 
 MIN_OVERLAP = 0.5  # share of kernel time in names present on both sides
 OVERLAP_CAUTION = 0.9

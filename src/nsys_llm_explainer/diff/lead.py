@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.diff.comparability import Comparability
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.diff.comparability import Comparability
 
 KERNEL_SHARE = 0.9
 LISTED = 3

@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import distinct_few, factorize
+from nsys_llm_explainer.analysis.comm_kernels import comm_mask
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.stats import percentiles
-from nsys_llm_explainer.metrics.communication import comm_mask
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 TIMELINE_BINS = 2048

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics import (
     boundness,
     capture,
@@ -33,7 +34,7 @@ from nsys_llm_explainer.metrics import (
     top_kernels,
     workload,
 )
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 
 REGISTRY: tuple[Metric, ...] = (
     top_kernels.METRIC,

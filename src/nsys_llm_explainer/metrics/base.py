@@ -4,6 +4,7 @@
 
 `run(ctx)` returns a MetricResult (JSON-ready `data` + CSV tables) or a Skipped(reason).
 Raising Unavailable(reason) inside `run` is the same as returning Skipped(reason).
+`ctx` (analysis/context.py) holds the trace data, the options and earlier results.
 """
 
 from __future__ import annotations
@@ -11,22 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nsys_llm_explainer.model import MetricResult, Outcome, Schema, Skipped
+from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.model import Outcome, Skipped
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace.data import TraceData
-
-
-@dataclass
-class Context:
-    schema: Schema
-    data: TraceData
-    options: Options
-    # Outcomes of the metrics this one declared in Metric.after (the runner passes no others).
-    results: dict[str, Outcome] = field(default_factory=dict)
-
-    def result(self, metric_id: str) -> MetricResult | None:
-        out = self.results.get(metric_id)
-        return out if isinstance(out, MetricResult) else None
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.busy import copy_union
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
 from nsys_llm_explainer.analysis.phase_scope import instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import copy_union
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 HOST_QUEUE_NS = 20_000  # a kernel starting within this of its launch call found the GPU waiting

@@ -48,12 +48,13 @@ import numpy as np
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals
-from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.busy import copy_union, device_busy
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import copy_union, device_busy
-from nsys_llm_explainer.metrics.nvtx_ranges import name_mask
+from nsys_llm_explainer.analysis.nvtx_names import name_mask
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import factorize, group_sum
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.analysis.stats import percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.columns import factorize
 
 CAST_NAME = re.compile(
     r"(bfloat16|half|float8\w*|float16|float|double|int\d*|uint\d*|bool)_copy_kernel_cuda|"

@@ -13,17 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_sum
+from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import OTHER, CategoryTable, load_table
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.nvtx_attribution import (
-    NO_PHASE,
-    instance_phases,
-    kernel_attribution,
-)
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
+from nsys_llm_explainer.metrics.nvtx_attribution import NO_PHASE, instance_phases
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")

@@ -17,22 +17,19 @@ by construction (shared_stream_comm_ns: the union of those communication kernels
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import distinct_few, factorize, group_codes, group_sum
-from nsys_llm_explainer.kernels.categories import BUILTIN
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import GRAPH, device_busy, gpu_work
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.analysis.busy import GRAPH, device_busy, gpu_work
+from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN, comm_mask
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.data import TraceData
 
-COMM_PATTERN = next(r.pattern for r in BUILTIN if r.category == "communication")
 TOP_NAMES = 10
 COMPUTE_GAP_TOLERANCE_NS = 10_000
 DEVICE_COLUMNS = (
@@ -47,22 +44,6 @@ DEVICE_COLUMNS = (
     "exposed_pct_of_window",
 )
 PROCESS_COLUMNS = ("pid", "device_id", "comm_kernels", "comm_kernel_ns")
-
-
-def comm_mask(data: TraceData) -> np.ndarray:
-    """Per kernel: True for communication kernels (cached)."""
-
-    def build() -> np.ndarray:
-        k = data.kernels()
-        codes, uniq = factorize(k.name_id)
-        lookup = data.kernel_names(np.asarray(uniq))
-        rx = re.compile(COMM_PATTERN, re.IGNORECASE)
-        is_comm = np.array(
-            [rx.search(lookup.get(int(i), "")) is not None for i in uniq], dtype=bool
-        )
-        return is_comm[codes] if len(codes) else np.zeros(0, bool)
-
-    return data.cached("comm_mask", build)
 
 
 def _skew(values: list[int]) -> dict[str, object] | None:

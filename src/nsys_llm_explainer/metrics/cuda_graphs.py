@@ -15,18 +15,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.busy import GRAPH_LAUNCH_APIS
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
-GRAPH_LAUNCH_APIS = (
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
-    "cudaGraphLaunch_ptsz",
-    "cuGraphLaunch_ptsz",
-    "hipGraphLaunch",  # ROCm, in PyTorch profiler traces
-)
 FIX_FLAG = "--cuda-graph-trace=node"
 COLUMNS = ("pid", "graph_id", "launches", "node_kernels", "kernels_per_launch", "kernel_ns")
 

@@ -23,16 +23,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import (
-    factorize,
-    first_appearance_codes,
-    group_codes,
-    group_sum,
-)
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.windows import non_overlapping
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.columns import factorize, first_appearance_codes
 
 SHORT_KERNEL_NS = 30_000
 MAX_LINK_GAP_NS = 50_000

@@ -15,11 +15,12 @@ from typing import Any
 
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute import gpu_specs
 from nsys_llm_explainer.compute.device_peaks import peak_table
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 

@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.idle_sweep import SYNC_WAIT, TRANSFER, HostRows, gap_causes
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -72,7 +73,7 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
         return []
     if len(nv) == 0 or len(t) == 0:
         return []
-    from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
+    from nsys_llm_explainer.analysis.attribution import kernel_attribution
 
     index = kernel_attribution(data).index
     hit = nvtx_tree.innermost(index, tkey, t, t)

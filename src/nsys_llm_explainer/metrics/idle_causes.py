@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.busy import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.idle_causes_detail import host_blocked, transfers
 from nsys_llm_explainer.analysis.idle_sweep import CAUSES, NO_REFILL, GapCauses, gap_causes
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
-from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
 from nsys_llm_explainer.analysis.launch_pairs import LaunchPairs, launch_api_mask, launch_pairs
 from nsys_llm_explainer.analysis.stats import group_summary
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 PERCENTILES = (50, 90, 99)

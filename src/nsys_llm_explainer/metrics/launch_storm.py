@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum, rows_by_value
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 # A launch storm: very many kernels per second, and most of them short.

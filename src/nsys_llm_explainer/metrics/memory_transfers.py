@@ -14,28 +14,15 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.busy import copy_kind_labels
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
-# CUPTI_ACTIVITY_MEMCPY_KIND_* and CUPTI_ACTIVITY_MEMORY_KIND_* (same numbers in every
-# export seen, 2022.4 to 2026.2) for exports without ENUM tables.
-COPY_KINDS = {
-    0: "Unknown",
-    1: "Host-to-Device",
-    2: "Device-to-Host",
-    3: "Host-to-Array",
-    4: "Array-to-Host",
-    5: "Array-to-Array",
-    6: "Array-to-Device",
-    7: "Device-to-Array",
-    8: "Device-to-Device",
-    9: "Host-to-Host",
-    10: "Peer-to-Peer",
-}
 PAGEABLE_KIND = 0
 MEMSET_KIND = "Memset"
 TINY_BYTES = 4096  # at this size a copy costs its fixed overhead, not its bytes
@@ -44,11 +31,6 @@ SIZE_LABELS = ("<=4KiB", "4-64KiB", "64KiB-1MiB", "1-16MiB", ">16MiB")
 ISSUE_LIMIT = 50  # rows of each issue list in report.json (the CSV keeps all)
 KIND_COLUMNS = ("device_id", "kind", "count", "bytes", "time_ns", "achieved_gbps", "tiny_count")
 ISSUE_COLUMNS = ("issue", "pid", "device_id", "kind", "start_ns", "duration_ns", "bytes", "api")
-
-
-def copy_kind_labels(data: TraceData) -> tuple[dict[int, str], bool]:
-    found = data.enum_labels("copy")
-    return (found, True) if found else (dict(COPY_KINDS), False)
 
 
 def pageable_codes(data: TraceData) -> set[int]:

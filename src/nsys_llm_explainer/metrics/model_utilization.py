@@ -19,7 +19,8 @@ that name the inputs to check (model_checks.py).
 
 from __future__ import annotations
 
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import Outcome
 
 STEP_COLUMNS = (
@@ -33,7 +34,7 @@ STEP_COLUMNS = (
 def run(ctx: Context) -> Outcome:
     from nsys_llm_explainer.compute import model_report  # the model formulas load when needed
 
-    return model_report.run(ctx, METRIC)
+    return model_report.run(ctx, METRIC.id, STEP_COLUMNS)
 
 
 METRIC = Metric(

@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.kernels.match import Matcher
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, launch_rows
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
 OPTION = "ncu"  # Options.extra key: the --ncu paths

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
 TARGETS = 10  # kernels in the plan (NCCL kernels are listed as left out, not counted)

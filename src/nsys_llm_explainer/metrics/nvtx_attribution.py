@@ -13,54 +13,22 @@ name, with its normalized name beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.attribution import KernelAttribution, kernel_attribution
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct, group_sum
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import group_phases
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.data import TraceData
 
 COLUMNS = ("name", "normalized_name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns",
            "pct_of_kernel_time")
 JSON_COLUMNS = ("name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns", "pct_of_kernel_time")
 TOP_LEVEL_MAX = 50
 NO_PHASE = -1
-
-
-@dataclass(frozen=True)
-class KernelAttribution:
-    launch: np.ndarray  # per kernel: row in runtime(), or -1
-    range_pos: np.ndarray  # per kernel: sorted position in `index`, or -1
-    index: nvtx_tree.RangeIndex
-    depth: np.ndarray  # per sorted range
-
-    def range_row(self) -> np.ndarray:
-        """Per kernel: row in data.nvtx() of its innermost range, or -1."""
-        return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
-
-
-def kernel_attribution(data: TraceData) -> KernelAttribution:
-    """The per-kernel NVTX attribution, computed once and shared (phases, categories, steps)."""
-
-    def build() -> KernelAttribution:
-        rt = data.runtime()
-        launch = kernel_launch_index(data)
-        index = nvtx_tree.build(data.nvtx())
-        matched = np.flatnonzero(launch >= 0)
-        calls = launch[matched]
-        pos = np.full(len(launch), -1, dtype=np.int64)
-        pos[matched] = nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls])
-        return KernelAttribution(launch, pos, index, nvtx_tree.depths(index))
-
-    return data.cached("kernel_attribution", build)
 
 
 def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> tuple[np.ndarray, list[str]]:

@@ -7,37 +7,20 @@ normalized name beside it.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_sum
-from nsys_llm_explainer.analysis.nvtx_names import group_phases, grouped
+from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
 from nsys_llm_explainer.analysis.stats import group_percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.data import TraceData
 
 COLUMNS = ("name", "normalized_name", "phase", "count", "total_ns", "avg_ns", "p50_ns", "p90_ns", "max_ns")
 BY_PID_COLUMNS = ("pid", "name", "normalized_name", "count", "total_ns")
 JSON_COLUMNS = ("name", "phase", "count", "total_ns", "avg_ns", "p50_ns", "p90_ns", "max_ns")
 EVENT_KINDS = {59: "push_pop", 60: "start_end"}
-
-
-def normalized_names(data: TraceData) -> tuple[list[str], np.ndarray]:
-    """The distinct normalized NVTX names, and per raw name code its normalized code
-    (analysis/nvtx_names.grouped), computed once per trace for both NVTX metrics."""
-    return data.cached("nvtx_normalized", lambda: grouped(data.nvtx_names()))
-
-
-def name_mask(data: TraceData, pattern: re.Pattern[str], anchored: bool = False) -> np.ndarray:
-    """Per raw NVTX name code: does the pattern hit its normalized name? (One regex per
-    distinct normalized name: PyTorch's emit_nvtx names are unique per call.)"""
-    norm, codes = normalized_names(data)
-    test = pattern.match if anchored else pattern.search
-    hit = np.array([bool(test(n.strip())) for n in norm] or [False], dtype=bool)
-    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
 def phase_names(ctx: Context, names: list[str]) -> list[str | None]:

@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import operators_extra as extra
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.operators_attr import inclusive_per_name, operator_attribution
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 COLUMNS = (

@@ -7,10 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.top_kernels import COLUMNS as KERNEL_COLUMNS
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS, csv_frame, kernel_table
+from nsys_llm_explainer.metrics.top_kernels import csv_frame, kernel_table
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 PID_MAX = 4_194_304  # Linux's largest possible pid (2^22)

@@ -33,14 +33,15 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import factorize
+from nsys_llm_explainer.analysis.comm_kernels import comm_mask
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.kernels.categories import load_table
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
-from nsys_llm_explainer.metrics.communication import comm_mask
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 SERIES_STEPS = 256

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
@@ -23,8 +24,7 @@ from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds,
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
 from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all
 from nsys_llm_explainer.analysis.steps_explain import explain_outliers
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 OUTLIER_FACTOR = 2.0

@@ -6,50 +6,19 @@ that do not block the host are listed apart and not counted.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_sum
 from nsys_llm_explainer.analysis.stats import group_percentiles
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.analysis.sync_calls import sync_kinds
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-
-BLOCKING_APIS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",  # ROCm (Kineto)
-})
-NON_BLOCKING_APIS = frozenset({
-    "cudaStreamWaitEvent", "cudaEventQuery", "cudaStreamQuery",
-    "cuStreamWaitEvent", "cuEventQuery", "cuStreamQuery", "cudaStreamWaitValue32",
-    "cuStreamWaitValue32", "cuStreamWaitValue64",
-    "hipStreamWaitEvent", "hipEventQuery", "hipStreamQuery",
-})
-# cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cuMemcpyDtoH ... but not the *Async forms.
-_SYNC_MEMCPY = re.compile(r"^(cu(da)?|hip)Memcpy\w*$")
 
 COLUMNS = ("api", "calls", "total_ns", "avg_ns", "p50_ns", "max_ns", "blocking")
 BY_PID_COLUMNS = ("pid", *COLUMNS)
-
-
-def classify(api: str) -> str | None:
-    """'blocking', 'non_blocking', or None for APIs that are not synchronization."""
-    if api in BLOCKING_APIS:
-        return "blocking"
-    if _SYNC_MEMCPY.match(api) and "Async" not in api:
-        return "blocking"
-    if api in NON_BLOCKING_APIS:
-        return "non_blocking"
-    return None
-
-
-def sync_kinds(api_names: list[str]) -> np.ndarray:
-    """Per API code: 1 blocking, 2 non-blocking, 0 other."""
-    kinds = {"blocking": 1, "non_blocking": 2, None: 0}
-    return np.array([kinds[classify(n)] for n in api_names], dtype=np.int64)
 
 
 def _table(api_names: list[str], api: np.ndarray, dur: np.ndarray, kind: np.ndarray, *keys: np.ndarray) -> pd.DataFrame:

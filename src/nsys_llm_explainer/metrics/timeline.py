@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.busy import device_busy
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.gpu_idle import device_busy
-from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 

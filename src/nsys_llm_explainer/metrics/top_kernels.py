@@ -7,17 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_min, group_sum
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
 from nsys_llm_explainer.analysis.stats import sort_within_groups
-from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 COLUMNS = (
     "name", "device_id", "calls", "total_ns", "avg_ns", "min_ns", "max_ns",
     "p50_ns", "p90_ns", "p99_ns", "pct_of_kernel_time", "multimodal", "modes",
 )
-NO_KERNELS = "the kernel table is empty: no CUDA kernels were captured"
 
 
 def kernel_table(names: list[str], devices: np.ndarray, dur: np.ndarray, codes: np.ndarray) -> pd.DataFrame:

@@ -30,11 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import factorize, group_sum
-from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.nvtx_ranges import normalized_names
+from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis.nvtx_names import normalized_names
+from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.render.escape import shorten
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 KINDS = (

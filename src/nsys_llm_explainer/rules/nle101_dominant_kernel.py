@@ -4,8 +4,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.kernels.math_mode import math_mode
-from nsys_llm_explainer.metrics.communication import COMM_PATTERN
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device

@@ -14,14 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.model import GpuInfo, Schema
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
     drop_duplicate_rows,
     total_duration_problem,
 )
-from nsys_llm_explainer.trace.columns import Columns, surely_distinct
+from nsys_llm_explainer.trace.columns import Columns, factorize, surely_distinct
 from nsys_llm_explainer.trace.data import (
     MISSING,
     UNNAMED_KERNEL,

@@ -1,0 +1,41 @@
+"""Kernel -> launch call (on pid, correlationId) -> innermost NVTX range around the launch:
+the attribution nvtx_attribution reports and other metrics (categories, idle causes, host
+patterns, compute) group by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.trace.data import TraceData
+
+
+@dataclass(frozen=True)
+class KernelAttribution:
+    launch: np.ndarray  # per kernel: row in runtime(), or -1
+    range_pos: np.ndarray  # per kernel: sorted position in `index`, or -1
+    index: nvtx_tree.RangeIndex
+    depth: np.ndarray  # per sorted range
+
+    def range_row(self) -> np.ndarray:
+        """Per kernel: row in data.nvtx() of its innermost range, or -1."""
+        return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
+
+
+def kernel_attribution(data: TraceData) -> KernelAttribution:
+    """The per-kernel NVTX attribution, computed once and shared (phases, categories, steps)."""
+
+    def build() -> KernelAttribution:
+        rt = data.runtime()
+        launch = kernel_launch_index(data)
+        index = nvtx_tree.build(data.nvtx())
+        matched = np.flatnonzero(launch >= 0)
+        calls = launch[matched]
+        pos = np.full(len(launch), -1, dtype=np.int64)
+        pos[matched] = nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls])
+        return KernelAttribution(launch, pos, index, nvtx_tree.depths(index))
+
+    return data.cached("kernel_attribution", build)

@@ -121,13 +121,6 @@ def not_nvidia(ctx: Context) -> str | None:
     return "the trace's runtime calls are HIP calls" if hip else None
 
 
-ROCM_PROFILERS = (
-    "profile a kernel with `rocprofv3 --kernel-include-regex NAME --kernel-iteration-range N --pmc COUNTERS -- "
-    "<command>` or ROCm Compute Profiler (`rocprof-compute profile -n NAME -k KERNEL -- <command>`, then "
-    "`rocprof-compute analyze -p workloads/NAME/<GPU>`)"
-)
-
-
 def run(ctx: Context) -> Outcome:
     from nsys_llm_explainer.compute import ncu_plan
 
@@ -136,7 +129,7 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(NO_KERNELS)
     vendor = not_nvidia(ctx)
     if vendor is not None:
-        return METRIC.skipped(f"{vendor}: Nsight Compute profiles NVIDIA GPUs only; {ROCM_PROFILERS}")
+        return METRIC.skipped(f"{vendor}: Nsight Compute profiles NVIDIA GPUs only")
     top = ctx.result("top_kernels")
     if top is None:
         return METRIC.skipped("top_kernels did not run")

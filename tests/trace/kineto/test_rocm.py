@@ -46,7 +46,6 @@ def test_a_rocm_trace_gets_amd_advice_and_no_ncu_plan(tmp_path):
     assert "torch.bfloat16" in f.recommendation[0] and "TF32" not in " ".join(f.recommendation)
     plan = report.metrics["ncu_plan"]
     assert isinstance(plan, Skipped) and "Nsight Compute profiles NVIDIA GPUs only" in plan.reason
-    assert "rocprofv3" in plan.reason and "rocprof-compute" in plan.reason
     advice = " ".join(r for x in report.findings for r in x.recommendation)
     assert "ncu " not in advice and "Nsight Compute" not in advice
     assert report.trace.gpus[0].name.startswith("AMD GPU gfx94x")

@@ -1,0 +1,121 @@
+"""What the critical path is made of: each piece (path.py) by kind and by named item.
+
+Kinds, in report order:
+- host: host work between calls, named by the innermost annotation range or PyTorch
+  operator around it, and runtime calls that are not launches, copies or synchronizes;
+- launch: launch calls and launch latency;
+- kernel: kernels by category (the kernel category table);
+- communication: collectives and peer-to-peer copies;
+- copy: host-device copies, with the time their calls spend staging data;
+- memset;
+- sync: synchronize calls, and the time a blocking call takes to return once the work it
+  waited for is done;
+- gpu_gap: gaps between back-to-back work of one stream, and cross-stream waits;
+- unexplained: delays no recorded dependency explains (build.py);
+- carried: work queued before the step began (its times are measured, not replayed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsys_llm_explainer.graph import path as P
+from nsys_llm_explainer.graph.build import Graph
+from nsys_llm_explainer.graph.changes import TaskLabels, communication_tasks
+from nsys_llm_explainer.graph.host import COPY, LAUNCH, MEMSET, SYNC
+from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
+from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL
+from nsys_llm_explainer.graph.tasks import MEMSET as TASK_MEMSET
+
+KINDS = ("host", "launch", "kernel", "communication", "copy", "memset", "sync", "gpu_gap",
+         "unexplained", "carried")
+KIND_TITLES = {
+    "host": "host work", "launch": "launch overhead", "kernel": "kernels", "communication": "communication",
+    "copy": "copies", "memset": "memsets", "sync": "synchronization", "gpu_gap": "GPU queue gaps",
+    "unexplained": "unexplained waits", "carried": "work queued before the step",
+}
+COPY_NAMES = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+              9: "HtoH", 10: "PtoP"}
+NO_RANGE = "(outside any range)"
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The path's pieces with their kind (index into KINDS) and item label."""
+
+    block: np.ndarray
+    kind: np.ndarray
+    label: np.ndarray  # object array of str
+    ns: np.ndarray
+
+
+def classify(
+    path: P.Path, g: Graph, labels: TaskLabels, api_names: list[str],
+    host_ranges: Callable[[np.ndarray, np.ndarray], list[str]],
+) -> Pieces:
+    """host_ranges(tkey, absolute time) -> the range name around each host-work piece."""
+    n = len(path.kind)
+    kind = np.zeros(n, np.int64)
+    label = np.empty(n, dtype=object)
+    K = {k: i for i, k in enumerate(KINDS)}
+    node = path.node
+    comm = communication_tasks(g, labels) if g.n_device else np.zeros(0, bool)
+
+    task = np.flatnonzero(path.kind == P.TASK)
+    if len(task):
+        tn = node[task]
+        tk = g.d_kind[tn]
+        kind[task] = np.select(
+            [comm[tn], tk == KERNEL, tk == TASK_COPY, tk == TASK_MEMSET, tk == GRAPH],
+            [K["communication"], K["kernel"], K["copy"], K["memset"], K["kernel"]], K["kernel"])
+        names = _kernel_names(labels, g.d_name[tn])
+        for i, (t, nm, ck) in enumerate(zip(tk.tolist(), names, g.d_copy_kind[tn].tolist(), strict=True)):
+            label[task[i]] = nm if t == KERNEL else COPY_NAMES.get(ck, "copy") if t == TASK_COPY \
+                else "memset" if t == TASK_MEMSET else "(whole CUDA graph)"
+    for piece, k, text in ((P.QUEUE, "gpu_gap", "stream queue gap"), (P.LATENCY, "launch", "launch latency"),
+                           (P.UNEXPLAINED, "unexplained", "(no recorded dependency)"),
+                           (P.CARRIED, "carried", "(queued before the step)")):
+        sel = path.kind == piece
+        kind[sel] = K[k]
+        label[sel] = text
+    calls = np.flatnonzero((path.kind == P.CALL) | (path.kind == P.RETURN))
+    if len(calls):
+        hk = g.h_kind[node[calls]]
+        kind[calls] = np.select([hk == LAUNCH, hk == SYNC, hk == COPY, hk == MEMSET],
+                                [K["launch"], K["sync"], K["copy"], K["host"]], K["host"])
+        ret = path.kind[calls] == P.RETURN
+        for i, (a, r) in enumerate(zip(g.h_api[node[calls]].tolist(), ret.tolist(), strict=True)):
+            label[calls[i]] = api_names[a] + (" (return after the wait)" if r else "")
+    work = np.flatnonzero(path.kind == P.HOST_WORK)
+    if len(work):
+        kind[work] = K["host"]
+        mid = (path.start[work] + path.end[work]) // 2 + g.origin[path.block[work]]
+        label[work] = host_ranges(g.h_tkey[node[work]], mid)
+    return Pieces(path.block, kind, label, path.end - path.start)
+
+
+def _kernel_names(labels: TaskLabels, ids: np.ndarray) -> list[str]:
+    valid = ids[ids >= 0]
+    uniq = np.unique(valid)
+    names = dict(zip(uniq.tolist(), labels.kernel_name(uniq), strict=True)) if len(uniq) else {}
+    return [names.get(int(i), "") for i in ids.tolist()]
+
+
+def per_kind(pieces: Pieces, n_blocks: int) -> np.ndarray:
+    """[block, kind] -> ns on the path."""
+    out = np.zeros((n_blocks, len(KINDS)), np.int64)
+    np.add.at(out, (pieces.block, pieces.kind), pieces.ns)
+    return out
+
+
+def kernel_categories_of(pieces: Pieces, g: Graph, labels: TaskLabels, path: P.Path) -> np.ndarray:
+    """Per piece: the kernel category name for kernel pieces ('' elsewhere)."""
+    out = np.full(len(pieces.kind), "", dtype=object)
+    sel = np.flatnonzero((path.kind == P.TASK) & (pieces.kind == KINDS.index("kernel")))
+    if len(sel):
+        codes = labels.task_category[path.node[sel]]
+        out[sel] = [labels.category[c] if c >= 0 else "CUDA graph" for c in codes.tolist()]
+    return out

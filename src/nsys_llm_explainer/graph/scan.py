@@ -1,0 +1,82 @@
+"""Vectorized building blocks of the replay: chains evaluated in closed form.
+
+A chain is a sequence of nodes that run one after another (the calls of one host thread,
+the work of one stream). Its end times follow the max-plus recurrence
+
+    e[i] = max(e[i-1] + a[i], b[i]),   e[-1] = init
+
+(a: what the node adds after its predecessor, b: the earliest end other constraints allow),
+whose closed form e[i] = A[i] + max(init, max_{j<=i} (b[j] - A[j])) with A the running sum
+of a is a cumulative sum and a running maximum: no Python loop over nodes. Many chains are
+stored back to back; a segment id per node says where each one begins.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NEG = -(1 << 40)  # "no constraint": below any time a block can hold (times are block-relative)
+_LIMIT = 1 << 40  # |values| the packed running maximum can carry
+_SPAN = 1 << 42  # per-segment offset of the packed running maximum (> 2 * _LIMIT)
+_MAX_SEGMENTS = 1 << 20  # segments * _SPAN must stay below 2^63
+
+
+def starts_of(segment: np.ndarray) -> np.ndarray:
+    """Per node: True where a new segment begins (segments are stored contiguously)."""
+    first = np.ones(len(segment), dtype=bool)
+    first[1:] = segment[1:] != segment[:-1]
+    return first
+
+
+def segmented_cumsum(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running sum restarting at every `first` node."""
+    total = np.cumsum(values)
+    starts = np.flatnonzero(first)
+    base = total[starts] - values[starts]
+    seg = np.cumsum(first) - 1
+    return total - base[seg]
+
+
+def segmented_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running maximum restarting at every `first` node."""
+    if len(values) == 0:
+        return values.copy()
+    seg = np.cumsum(first) - 1
+    if int(seg[-1]) < _MAX_SEGMENTS:
+        packed = np.clip(values, -_LIMIT, _LIMIT) + seg * _SPAN
+        return np.maximum.accumulate(packed) - seg * _SPAN
+    return pd.Series(values).groupby(seg).cummax().to_numpy(np.int64)  # pragma: no cover
+
+
+def chain_ends(a: np.ndarray, b: np.ndarray, first: np.ndarray, init: np.ndarray) -> np.ndarray:
+    """End times of every chain node: e[i] = max(e[i-1] + a[i], b[i]), with e[-1] = init[i]
+    at each segment's first node (init is read only there; NEG: no initial constraint)."""
+    if len(a) == 0:
+        return np.empty(0, np.int64)
+    acc = segmented_cumsum(a, first)
+    v = b - acc
+    v[first] = np.maximum(v[first], init[first])
+    return acc + segmented_cummax(v, first)
+
+
+def previous_in_chain(values: np.ndarray, first: np.ndarray, at_first: np.ndarray | int) -> np.ndarray:
+    """values shifted by one within each segment; `at_first` where a segment begins."""
+    out = np.empty_like(values)
+    out[1:] = values[:-1]
+    if isinstance(at_first, np.ndarray):
+        out[first] = at_first[first]
+    else:
+        out[first] = at_first
+    return out
+
+
+def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All positions lo[i] <= p < hi[i], and the i each came from (no loop over i)."""
+    counts = np.maximum(hi - lo, 0)
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    if len(owner) == 0:
+        return owner, owner
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(len(owner), dtype=np.int64) - starts[owner] + lo[owner]
+    return pos, owner

@@ -1,0 +1,197 @@
+"""An Analysis as report data: the critical path's composition and top items, the replay's
+error, the what-if rows, the counts of what the graph could not recover, and the tables.
+
+Composition shares are of the followed steps' critical paths added up (so a long step
+weighs more than a short one); per-step figures are means over those steps. The median
+step's composition is given on its own: it is what one typical step is made of.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.graph import composition as C
+from nsys_llm_explainer.graph.analyze import Analysis, median_block
+from nsys_llm_explainer.graph.steps import SPAN
+
+TOP_ITEMS = 10
+STEP_COLUMNS = ("step", "pid", "measured_ns", "replayed_ns", "error_pct", "host_period_ns",
+                "device_period_ns", "bound", "followed", *(f"{k}_ns" for k in C.KINDS))
+ITEM_COLUMNS = ("kind", "item", "category", "total_ns", "ns_per_step", "pct_of_path")
+WHAT_IF_COLUMNS = ("change", "measured_step_ns", "predicted_step_ns", "measured_window_ns",
+                   "predicted_window_ns", "gain_step_ns", "gain_window_ns", "predicted_step_p10_ns",
+                   "predicted_step_p90_ns", "changed_nodes")
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
+
+
+def _median(values: np.ndarray) -> int:
+    return int(percentiles(values.astype(np.int64), (50,))[50]) if len(values) else 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    data: dict[str, Any]
+    steps: pd.DataFrame
+    items: pd.DataFrame
+    notes: tuple[str, ...]
+
+
+def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_info: dict[str, Any]) -> Summary:
+    """report.json metrics.critical_path and its tables (pieces: classified path pieces;
+    categories: per piece its kernel category, '' for other pieces)."""
+    nb = len(a.measured)
+    pk = C.per_kind(pieces, nb)
+    followed = np.zeros(nb, bool)
+    followed[a.followed] = True
+    path_total = int(pk[followed].sum())
+    kinds = [
+        {"kind": k, "title": C.KIND_TITLES[k], "ns_per_step": int(round(pk[followed, i].sum() / max(followed.sum(), 1))),
+         "pct": _pct(int(pk[followed, i].sum()), path_total)}
+        for i, k in enumerate(C.KINDS) if pk[followed, i].sum() > 0
+    ]
+    items = _items(pieces, categories, int(followed.sum()), path_total)
+    med = median_block(a.measured)
+    median_step = None
+    if med >= 0:
+        mine = pieces.block == med
+        total = int(pk[med].sum())
+        median_step = {
+            "step": int(a.plan.step[med]),
+            "pid": int(a.plan.blocks.pid[med]),
+            "measured_ns": int(a.measured[med]),
+            "replayed_ns": int(a.replayed[med]),
+            "bound": _bound(a, med),
+            "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]), "pct": _pct(int(pk[med, i]), total)}
+                            for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
+            "top_items": _items(C.Pieces(pieces.block[mine], pieces.kind[mine], pieces.label[mine], pieces.ns[mine]),
+                                categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
+        }
+    cats = _category_split(pieces, categories, int(followed.sum()), path_total)
+    err = a.error_pct
+    data = {
+        **step_info,
+        "steps_replayed": int(nb),
+        "steps_total": int(a.plan.total_steps),
+        "sampled": bool(a.plan.sampled),
+        "replayed_step_ids": [int(s) for s in a.plan.step.tolist()],
+        "steps_followed": int(followed.sum()),
+        "measured_step_ns": _median(a.measured),
+        "replayed_step_ns": _median(a.replayed),
+        "replay_error_pct": {"median": round(float(np.median(err)), 3) if nb else None,
+                             "max": round(float(err.max()), 3) if nb else None},
+        "device_bound_steps": int((a.observed.device > a.observed.host).sum()) if a.plan.anchor != SPAN else None,
+        "composition": kinds,
+        "kernel_categories": cats,
+        "top_items": items.head(TOP_ITEMS).to_dict("records"),
+        "median_step": median_step,
+        "graph": {"host_calls": a.graph.n_host, "tasks": a.graph.n_device,
+                  "host_waits": int(len(a.graph.w_src)), "cross_stream_edges": int(len(a.graph.x_src)),
+                  "replay_rounds": int(a.times.rounds), "counts": dict(a.graph.counts)},
+        "latencies_ns": a.graph.latencies,
+    }
+    steps = pd.DataFrame({
+        "step": a.plan.step, "pid": a.plan.blocks.pid, "measured_ns": a.measured, "replayed_ns": a.replayed,
+        "error_pct": np.round(err, 3), "host_period_ns": a.observed.host, "device_period_ns": a.observed.device,
+        "bound": np.where(a.observed.device > a.observed.host, "device", "host"), "followed": followed,
+        **{f"{k}_ns": pk[:, i] for i, k in enumerate(C.KINDS)},
+    })
+    return Summary(data, steps, items, limitations(a))
+
+
+def _bound(a: Analysis, b: int) -> str:
+    if a.plan.anchor == SPAN:
+        return "capture"
+    return "device" if a.base.device[b] > a.base.host[b] else "host"
+
+
+def _items(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> pd.DataFrame:
+    if len(pieces.ns) == 0:
+        return pd.DataFrame(columns=list(ITEM_COLUMNS))
+    f = pd.DataFrame({"kind": [C.KINDS[k] for k in pieces.kind.tolist()], "item": pieces.label,
+                      "category": categories, "ns": pieces.ns})
+    g = f.groupby(["kind", "item", "category"], sort=False, as_index=False)["ns"].sum()
+    g = g.sort_values(["ns", "kind", "item"], ascending=[False, True, True], kind="stable")
+    return pd.DataFrame({
+        "kind": g["kind"], "item": g["item"], "category": g["category"], "total_ns": g["ns"].astype(np.int64),
+        "ns_per_step": np.rint(g["ns"] / max(steps, 1)).astype(np.int64),
+        "pct_of_path": [_pct(int(v), total) for v in g["ns"].tolist()],
+    }).reset_index(drop=True)
+
+
+def _category_split(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> list[dict[str, Any]]:
+    sel = categories != ""
+    if not sel.any():
+        return []
+    s = pd.Series(pieces.ns[sel]).groupby(categories[sel]).sum().sort_values(ascending=False, kind="stable")
+    return [{"category": str(c), "ns_per_step": int(round(v / max(steps, 1))), "pct": _pct(int(v), total)}
+            for c, v in s.items()]
+
+
+def what_if(a: Analysis) -> tuple[dict[str, Any], pd.DataFrame]:
+    rows = []
+    measured_step = _median(a.measured)
+    for c in a.changes:
+        p = percentiles(c.predicted, (10, 50, 90)) if len(c.predicted) else {10: 0, 50: 0, 90: 0}
+        rows.append({
+            "change": c.change,
+            "measured_step_ns": measured_step,
+            "predicted_step_ns": int(p[50]),
+            "measured_window_ns": int(a.measured_window),
+            "predicted_window_ns": int(max(a.measured_window - c.window_gain, 0)),
+            "gain_step_ns": int(measured_step - p[50]),
+            "gain_window_ns": int(c.window_gain),
+            "predicted_step_p10_ns": int(p[10]),
+            "predicted_step_p90_ns": int(p[90]),
+            "changed_nodes": int(c.touched),
+        })
+    data = {"rows": rows, "steps_replayed": int(len(a.measured)), "steps_total": int(a.plan.total_steps),
+            "sampled": bool(a.plan.sampled)}
+    return data, pd.DataFrame(rows, columns=list(WHAT_IF_COLUMNS))
+
+
+def limitations(a: Analysis) -> tuple[str, ...]:
+    """What the graph could not recover, counted (for the report's limitations)."""
+    c = a.graph.counts
+    out = []
+    if a.plan.sampled:
+        out.append(f"the critical path and the what-ifs replay {len(a.measured):,} evenly spaced steps of "
+                   f"{a.plan.total_steps:,} (each with the step before it); the window's prediction "
+                   "counts the other steps at the mean gain of the replayed ones")
+    if c.get("stream_wait_events_unrecovered"):
+        out.append(f"{c['stream_wait_events_unrecovered']:,} stream waits on events name no recording stream "
+                   "in this trace (Nsight Systems records it with --cuda-event-trace=true): the delays they "
+                   "cause are kept as measured, as unexplained waits")
+    if c.get("stream_wait_calls_without_record"):
+        out.append(f"{c['stream_wait_calls_without_record']:,} stream waits on events have no synchronization "
+                   "record (the PyTorch profiler writes them with its CUDA sync events enabled): which streams "
+                   "they join is unknown, and the delays they cause are kept as measured, as unexplained waits")
+    if c.get("unexplained_waits"):
+        out.append(f"{c['unexplained_waits']:,} tasks started later than every recovered dependency allows "
+                   f"({c['unexplained_wait_ns'] / 1e6:,.3f} ms in all): kept as measured (unexplained waits)")
+    if c.get("syncs_without_stream"):
+        out.append(f"{c['syncs_without_stream']:,} stream synchronizes have no synchronization record naming "
+                   "their stream: they keep their measured duration")
+    if c.get("event_syncs_without_record"):
+        out.append(f"{c['event_syncs_without_record']:,} event synchronizes do not name the event's stream: "
+                   "they keep their measured duration")
+    if c.get("tasks_without_launch_call"):
+        out.append(f"{c['tasks_without_launch_call']:,} tasks have no launch call in the capture: they keep "
+                   "their measured start")
+    if c.get("waits_not_confirmed_by_timing"):
+        out.append(f"{c['waits_not_confirmed_by_timing']:,} calls that should block returned before the work "
+                   "they would wait for ended: they are replayed as not waiting")
+    if c.get("host_waits_longer_than_explained"):
+        out.append(f"{c['host_waits_longer_than_explained']:,} blocking calls waited longer than the work they "
+                   "wait for explains: the excess is kept as measured")
+    if c.get("tasks_overlapping_stream_predecessor"):
+        out.append(f"{c['tasks_overlapping_stream_predecessor']:,} tasks overlap the task before them on their "
+                   "stream (stream order not applied to them)")
+    return tuple(out)

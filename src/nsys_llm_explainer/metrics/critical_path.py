@@ -1,0 +1,171 @@
+"""critical_path: the dependency graph of each step, its critical path, and the replay check.
+
+The graph (nsys_llm_explainer/graph/) links each launching thread's CUDA calls in order,
+each task to its launch call, each stream's work in order, blocking calls to the work they
+wait for, and streams to each other where the trace records event waits. Replaying it with
+the measured durations gives every step's time back (the error says how well); following
+each step's binding edges back from its end gives its critical path, reported by kind (host
+work by named range or operator, launch overhead, kernels by category, copies,
+synchronization, communication, GPU queue gaps, unexplained waits) and by item.
+
+Steps are the steps metric's (a trace without steps is replayed whole, one block per
+process). On large traces an evenly spaced sample of steps is replayed (graph/steps.py).
+The analysis is kept for the what_if metric, which replays the same graph with changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.categories import load_table
+from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.graph import analyze as A
+from nsys_llm_explainer.graph import changes as ch
+from nsys_llm_explainer.graph import composition as C
+from nsys_llm_explainer.graph import summary as S
+from nsys_llm_explainer.graph.build import Graph
+from nsys_llm_explainer.graph.tasks import KERNEL
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.categories import kernel_categories
+from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
+from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+ANALYSIS_KEY = "graph_analysis"
+WHAT_IF_OPTION = "what_if"  # Options.extra key: the --what-if changes (texts)
+
+
+def what_if_changes(ctx: Context) -> list[ch.Change]:
+    return [ch.parse(t) for t in ctx.options.extra.get(WHAT_IF_OPTION, ())]
+
+
+def _steps(ctx: Context) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+    res = ctx.result("steps")
+    table = next((t for t in res.tables if t.name == "steps"), None) if res is not None else None
+    if table is None or table.frame is None or len(table.frame) == 0:
+        reason = ctx.results["steps"].reason if "steps" in ctx.results and res is None else "no steps were found"
+        return None, {"step_source": "whole_capture",
+                      "step_detail": f"the whole capture is replayed, one block per process ({reason})"}
+    assert res is not None
+    return table.frame, {"step_source": "steps", "step_detail": f"the steps metric's steps ({res.data.get('method')})"}
+
+
+def _capture(data: TraceData) -> list[tuple[int, int, int]]:
+    """Per process that ran kernels: its first and last CUDA call or kernel time."""
+    k, rt = data.kernels(), data.runtime()
+    out = []
+    for pid in np.unique(k.pid).tolist():
+        ks, ke = k.start[k.pid == pid], k.end[k.pid == pid]
+        mine = rt.pid == pid
+        first = min(int(ks.min()), int(rt.start[mine].min()) if mine.any() else int(ks.min()))
+        last = max(int(ke.max()), int(rt.end[mine].max()) if mine.any() else int(ke.max()))
+        out.append((int(pid), first, last))
+    return out
+
+
+def task_labels(data: TraceData, categories_file: str | None) -> Any:
+    table = load_table(categories_file)
+    kc = kernel_categories(data, table)
+    order = np.argsort(kc.name_ids, kind="stable")
+    sorted_ids = kc.name_ids[order]
+
+    def labels(g: Graph) -> ch.TaskLabels:
+        code = np.full(g.n_device, -1, np.int64)
+        isk = np.flatnonzero(g.d_kind == KERNEL)
+        if len(isk) and len(sorted_ids):
+            pos = np.minimum(np.searchsorted(sorted_ids, g.d_name[isk]), len(sorted_ids) - 1)
+            hit = sorted_ids[pos] == g.d_name[isk]
+            code[isk[hit]] = kc.name_category[order[pos[hit]]]
+
+        def names(ids: np.ndarray) -> list[str]:
+            found = data.kernel_names(ids)
+            return [found.get(int(i), "") for i in ids.tolist()]
+
+        return ch.TaskLabels(list(kc.categories), code, names)
+
+    return labels
+
+
+def _host_ranges(data: TraceData) -> Any:
+    try:
+        index = kernel_attribution(data).index
+        nv = data.nvtx()
+        names = data.nvtx_names()
+    except Unavailable:
+        index = None
+
+    def lookup(tkey: np.ndarray, t: np.ndarray) -> list[str]:
+        if index is None or len(t) == 0:
+            return [C.NO_RANGE] * len(t)
+        hit = nvtx_tree.innermost(index, tkey, t, t)
+        cache: dict[int, str] = {}
+        out = []
+        for h in hit.tolist():
+            if h < 0:
+                out.append(C.NO_RANGE)
+                continue
+            code = int(nv.name[index.order[h]])
+            if code not in cache:
+                cache[code] = normalize(names[code])
+            out.append(cache[code])
+        return out
+
+    return lookup
+
+
+def analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
+    """The analysis of this trace, built once (the what_if metric reads it too)."""
+
+    def build() -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
+        data = ctx.data
+        frame, info = _steps(ctx)
+        labels = task_labels(data, ctx.options.kernel_categories)
+        nodes = 1.0
+        if frame is not None:
+            cols = [c for c in ("kernels", "launches") if c in frame]
+            nodes = float(frame[cols].sum(axis=1).mean()) * 1.25 if cols else \
+                (len(data.kernels()) + len(data.runtime())) / max(len(frame), 1)
+        spans = [s for s in (data.span("kernels"), data.span("runtime")) if s is not None]
+        window = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
+        res = A.analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
+                        nodes, window)
+        task = labels(res.graph)
+        pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data))
+        cats = C.kernel_categories_of(pieces, res.graph, task, res.path)
+        return res, pieces, cats, info
+
+    return ctx.data.cached(ANALYSIS_KEY, build)
+
+
+def run(ctx: Context) -> Outcome:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return METRIC.skipped(NO_KERNELS)
+    if len(ctx.data.runtime()) == 0:
+        return METRIC.skipped("the CUDA API table is empty, so no task can be linked to its launch call")
+    try:
+        res, pieces, cats, info = analysis(ctx)
+    except UsageError as exc:
+        return METRIC.skipped(f"the kernel category file cannot be used ({exc.message})")
+    if len(res.measured) == 0:
+        return METRIC.skipped("no step could be replayed")
+    summary = S.critical_path(res, pieces, cats, info)
+    tables = (Table("critical_path_steps", S.STEP_COLUMNS, summary.steps),
+              Table("critical_path_items", S.ITEM_COLUMNS, summary.items))
+    return MetricResult(METRIC.id, summary.data, tables, summary.notes)
+
+
+METRIC = Metric(
+    id="critical_path",
+    title="Critical path",
+    run=run,
+    tables={"critical_path_steps": S.STEP_COLUMNS, "critical_path_items": S.ITEM_COLUMNS},
+    description="Per-step dependency graph, replay check, and the critical path by kind and item.",
+    after=("steps",),
+)

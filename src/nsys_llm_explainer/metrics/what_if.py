@@ -1,0 +1,42 @@
+"""what_if: the step time and captured window predicted for one change at a time, by
+replaying the critical_path metric's graph with the change applied (graph/changes.py):
+host work removed, launches as CUDA graphs, copies off the critical path, asynchronous
+read-backs, unneeded synchronizations removed, communication overlapped, and each
+--what-if "kernel:SELECTOR=Kx" given.
+
+Each row: change, measured_step_ns and predicted_step_ns (medians over the replayed
+steps), measured_window_ns and predicted_window_ns (the whole capture), the gains, the
+spread of the predicted step (p10, p90) and how many graph nodes the change touched (0:
+nothing in the trace to change).
+"""
+
+from __future__ import annotations
+
+from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.graph import summary as S
+from nsys_llm_explainer.metrics.base import Context, Metric
+from nsys_llm_explainer.metrics.critical_path import analysis
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+
+
+def run(ctx: Context) -> Outcome:
+    cp = ctx.results.get("critical_path")
+    if cp is None or cp.status != "ok":
+        reason = getattr(cp, "reason", "the critical path was not measured")
+        return METRIC.skipped(reason)
+    try:
+        res = analysis(ctx)[0]
+    except UsageError as exc:
+        return METRIC.skipped(exc.message)
+    data, frame = S.what_if(res)
+    return MetricResult(METRIC.id, data, (Table("what_if", S.WHAT_IF_COLUMNS, frame),))
+
+
+METRIC = Metric(
+    id="what_if",
+    title="What-if replay",
+    run=run,
+    tables={"what_if": S.WHAT_IF_COLUMNS},
+    description="Predicted step time and window for each change, by replaying the step graph.",
+    after=("critical_path",),
+)

@@ -1,0 +1,84 @@
+"""The step graph on the shared real traces: replaying each unchanged gives its measured step
+times back (median error within 2%), the critical path tiles the step, and what the graph
+cannot recover is counted (checked against SQL on the export)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from nsys_llm_explainer.metrics import Context
+from nsys_llm_explainer.metrics import critical_path, steps, what_if
+from nsys_llm_explainer.model import MetricResult
+from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.trace import sources
+from tests.conftest import SHARED_TRACES
+
+TRACES = ("nsys/nsysai_h100_2gpu_1s.sqlite", "nsys/pipit_cloverleaf.sqlite", "nsys/pipit_saxpy_mpi.sqlite",
+          "nsys/fuser_gemm_report1.sqlite", "kineto/hf_qwen1.5_0.5b_h100.json.gz",
+          "kineto/hta_alexnet_a100.json.gz", "kineto/hta_a100_80gb_rank0.json.gz")
+
+
+def _metrics(path: Path) -> tuple[dict, dict, tuple[str, ...], object]:
+    if not path.exists():
+        pytest.skip(f"shared trace not found: {path}")
+    data = sources.open_trace(path, jobs=1)
+    try:
+        ctx = Context(data.schema, data, Options())
+        for metric in (steps.METRIC, critical_path.METRIC, what_if.METRIC):
+            ctx.results[metric.id] = metric.run(ctx)
+        cp, wi = ctx.results["critical_path"], ctx.results["what_if"]
+        assert isinstance(cp, MetricResult) and isinstance(wi, MetricResult)
+        return cp.data, wi.data, cp.notes, cp.tables[0].frame
+    finally:
+        data.close()
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_unchanged_replay_gives_the_steps_back(name: str) -> None:
+    cp, wi, _, frame = _metrics(SHARED_TRACES / name)
+    assert cp["replay_error_pct"]["median"] <= 2.0
+    # The path's pieces tile each followed step: their kinds add up to its replayed time.
+    followed = frame[frame["followed"]]
+    kinds = [c for c in frame.columns if c.endswith("_ns") and c not in
+             ("measured_ns", "replayed_ns", "host_period_ns", "device_period_ns")]
+    assert (followed[kinds].sum(axis=1) == followed["replayed_ns"]).all()
+    assert [r["change"] for r in wi["rows"]] == ["host", "launch", "copies", "readbacks", "syncs", "communication"]
+    for row in wi["rows"]:
+        assert row["measured_step_ns"] == cp["measured_step_ns"]
+        assert 0 <= row["predicted_window_ns"] <= row["measured_window_ns"] + 1
+
+
+def test_unrecovered_stream_waits_are_counted() -> None:
+    """nsysai: event waits without --cuda-event-trace: every stream wait on an event in the
+    replayed steps is counted, and none becomes an edge."""
+    path = SHARED_TRACES / "nsys/nsysai_h100_2gpu_1s.sqlite"
+    cp, _, notes, frame = _metrics(path)
+    counts = cp["graph"]["counts"]
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        windows = frame.groupby("pid")["step"].agg(["min", "max"])
+        starts = {}
+        data = sources.open_trace(path, jobs=1)
+        try:
+            ctx = Context(data.schema, data, Options())
+            st = steps.run(ctx).tables[0].frame
+        finally:
+            data.close()
+        for pid, g in st.groupby("pid"):
+            starts[int(pid)] = (int(g["start_ns"].min()), int(g["end_ns"].max()))
+        expected = 0
+        for pid, (lo, hi) in starts.items():
+            (n,) = con.execute(
+                "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                "ON r.correlationId = s.correlationId AND (r.globalTid >> 24) & 16777215 = (s.globalPid >> 24) & 16777215 "
+                "WHERE s.syncType = 2 AND (s.globalPid >> 24) & 16777215 = ? AND r.start >= ? AND r.start <= ?",
+                (pid, lo, hi)).fetchone()
+            expected += n
+        assert len(windows) == 2
+    finally:
+        con.close()
+    assert counts["stream_wait_events"] == counts["stream_wait_events_unrecovered"] == expected > 0
+    assert any(note.startswith(f"{expected:,} stream waits on events") for note in notes)

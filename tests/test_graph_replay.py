@@ -1,0 +1,135 @@
+"""The step graph's replay against deliberately simple references: chains evaluated one
+node at a time, the whole replay as a node-by-node relaxation, and a hand-computed trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsys_llm_explainer.graph import analyze as A
+from nsys_llm_explainer.graph import changes as ch
+from nsys_llm_explainer.graph.build import Graph
+from nsys_llm_explainer.graph.replay import Params, replay
+from nsys_llm_explainer.graph.scan import NEG, chain_ends
+from nsys_llm_explainer.trace import sources
+from tests.fixtures.builder import TraceBuilder
+
+US = 1_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 400), st.booleans(), st.integers(-20, 100)),
+                min_size=1, max_size=40))
+def test_chain_ends_matches_a_loop(rows: list[tuple[int, int, bool, int]]) -> None:
+    a = np.array([r[0] for r in rows], np.int64)
+    b = np.array([NEG if r[1] < 0 else r[1] for r in rows], np.int64)
+    first = np.array([r[2] for r in rows], bool)
+    first[0] = True
+    init = np.array([r[3] for r in rows], np.int64)
+    expected, prev = [], 0
+    for i in range(len(rows)):
+        if first[i]:
+            prev = int(init[i])
+        prev = max(prev + int(a[i]), int(b[i]))
+        expected.append(prev)
+    assert chain_ends(a, b, first, init).tolist() == expected
+
+
+def reference_replay(g: Graph, p: Params) -> tuple[list[int], list[int]]:
+    """The replay's equations solved by sweeping every node in order until nothing moves."""
+    hs = [0] * g.n_host
+    he = [NEG] * g.n_host
+    de = [NEG] * g.n_device
+    active = [(int(s), int(d)) for s, d, a in zip(g.w_src, g.w_dst, p.w_active, strict=True) if a]
+    for _ in range(10_000):
+        before = (list(he), list(de))
+        for i in range(g.n_host):
+            prev = 0 if g.h_first[i] else he[i - 1]
+            hs[i] = prev + int(p.h_gap[i])
+            waits = [de[s] + int(p.h_ret[i]) for s, d in active if d == i and de[s] > NEG // 2]
+            he[i] = max([hs[i] + int(p.h_own[i]), *waits])
+        for i in range(g.n_device):
+            if g.d_fixed[i]:
+                de[i] = int(g.d_end[i])
+                continue
+            c = hs[g.d_launch[i]] + int(p.d_lat[i]) if g.d_launch[i] >= 0 else 0
+            c = max([c, *(de[s] for s, d in zip(g.x_src, g.x_dst, strict=True) if d == i)])
+            start = c + int(p.d_pin[i])
+            if not g.d_first[i]:
+                start = max(start, de[i - 1] + int(p.d_queue[i]) + int(p.d_pin[i]))
+            de[i] = start + int(p.d_dur[i])
+        if (he, de) == before:
+            return he, de
+    raise AssertionError("reference replay did not settle")
+
+
+def _trace(tmp_path: Path) -> Path:
+    """Two streams, host work, a read-back with a synchronize, a blocking copy."""
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    rng = np.random.default_rng(3)
+    t, corr = 1_000_000, 1
+    free = {7: 0, 13: 0}
+    for _step in range(6):
+        for i in range(12):
+            t += int(rng.integers(1, 30)) * US
+            stream = 13 if i % 5 == 4 else 7
+            b.runtime(t, t + 4 * US, pid=100, corr=corr, name="cudaLaunchKernel_v7000")
+            start = max(t + 3 * US, free[stream] + 1 * US)
+            free[stream] = start + int(rng.integers(2, 60)) * US
+            b.kernel(start, free[stream], pid=100, stream=stream, corr=corr, name=f"gemm_{i % 3}")
+            corr += 1
+            t += 4 * US
+        t += 5 * US
+        b.runtime(t, t + 9 * US, pid=100, corr=corr, name="cudaMemcpyAsync_v3020")
+        cs = max(t + 3 * US, free[7] + 1 * US)
+        free[7] = cs + 2 * US
+        b.memcpy(cs, free[7], bytes=4, copy_kind=2, src_kind=2, dst_kind=1, pid=100, stream=7, corr=corr)
+        corr += 1
+        t += 9 * US
+        end = max(t + 2 * US, free[7] + 3 * US)
+        b.runtime(t, end, pid=100, corr=corr, name="cudaStreamSynchronize_v3020")
+        b.sync(t + 100, end - 100, pid=100, stream=7, corr=corr, sync_type=3)
+        corr += 1
+        t = end + 40 * US
+    path = tmp_path / "t.sqlite"
+    b.write(path)
+    return path
+
+
+def _labels(g: Graph) -> ch.TaskLabels:
+    return ch.TaskLabels(["gemm", "other"], np.where(g.d_kind == 0, 0, -1), lambda ids: [f"gemm_{i}" for i in ids])
+
+
+def test_replay_matches_the_reference_and_each_change_applies(tmp_path: Path) -> None:
+    data = sources.open_trace(_trace(tmp_path), jobs=1)
+    try:
+        res = A.analyze(data, None, _labels, [ch.parse("kernel:gemm=2x")],
+                        capture=[(100, int(data.runtime().start.min()), int(data.kernels().end.max()))])
+        g = res.graph
+        he, de = reference_replay(g, res.params)
+        assert res.times.h_end.tolist() == he and res.times.d_end.tolist() == de
+        # The sync waits for the read-back and the launch calls wait for nothing.
+        assert len(g.w_src) == 6 and int(g.counts["host_waits"]) == 6
+        for change in [ch.Change(k) for k in ch.BUILTIN] + [ch.parse("kernel:gemm=2x")]:
+            p, _, touched = ch.apply(change, g, res.params, _labels(g))
+            t = replay(g, p)
+            he, de = reference_replay(g, p)
+            assert t.h_end.tolist() == he and t.d_end.tolist() == de, change.key
+        rows = {c.change: c for c in res.changes}
+        assert rows["readbacks"].touched == 6 and rows["syncs"].touched == 0
+        assert rows["kernel:gemm=2x"].gain[0] > 0 and rows["copies"].touched == 0
+    finally:
+        data.close()
+
+
+def test_what_if_text_is_checked() -> None:
+    assert ch.parse("kernel:gemm=2x") == ch.Change("kernel:gemm=2x", "gemm", 2.0)
+    assert ch.parse("kernel:flash_fwd=1.5x").factor == 1.5
+    for bad in ("gemm=2x", "kernel:gemm", "kernel:gemm=0.5x", "kernel:=2x", "kernel:gemm=2"):
+        with pytest.raises(Exception, match="kernel:CATEGORY_OR_NAME=Kx|between 1"):
+            ch.parse(bad)

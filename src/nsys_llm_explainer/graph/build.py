@@ -145,7 +145,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
 
     # -- device tasks -------------------------------------------------------------------
     parts: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "kind", "row", "block", "call", "fixed", "start", "end", "device", "stream", "pid",
+        "kind", "row", "block", "call", "fixed", "issued", "start", "end", "device", "stream", "pid",
         "name", "copy_kind", "bytes", "src_pageable", "dst_pageable")}
     for sel in chosen:
         cols = tables[sel.kind]
@@ -155,6 +155,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
         parts["block"].append(sel.block)
         parts["call"].append(sel.call)
         parts["fixed"].append(sel.carried)
+        parts["issued"].append(sel.issued)
         for c in ("start", "end", "device", "stream", "pid"):
             parts[c].append(cols[c][sel.rows])
         parts["name"].append(cols.name_id[sel.rows] if sel.kind == KERNEL else np.full(n, -1, np.int64))
@@ -180,7 +181,9 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     task_id = d["kind"] * (1 << 40) + d["row"]
     d_first = starts_of(d_chain)
     has_call = d["call"] >= 0
-    launched = np.where(has_call, rt.start[np.maximum(d["call"], 0)] - rel, d_start)
+    # Work issued before the block (or before the capture) only needs to come before every
+    # call of the block: clipped to keep block-relative times small.
+    launched = np.maximum(d["issued"] - rel, -(1 << 36))
     ready = launched
     counts["tasks"] = _distinct(task_id)
     counts["tasks_without_launch_call"] = _distinct(task_id[~has_call & ~d["fixed"]])

@@ -45,6 +45,7 @@ class Selected:
     block: np.ndarray
     call: np.ndarray  # runtime row of the launch call, -1: none in the trace
     carried: np.ndarray  # launched before the block opened
+    issued: np.ndarray  # when it was issued (absolute; BEFORE_CAPTURE: before the first call)
 
 
 def table(data: TraceData, name: str) -> Columns | None:
@@ -125,6 +126,29 @@ def carried_in(
     return np.concatenate(rows), np.concatenate(owner)
 
 
+BEFORE_CAPTURE = -(1 << 62)
+
+
+def issued_by_order(data: TraceData, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    """When work without a launch call in the trace was issued, from its correlation id:
+    CUPTI numbers a process's CUDA calls in issue order, so the work came after the call with
+    the next lower id (the time of that call's start is used) and, when no recorded call has a
+    lower id, before the capture's first call (BEFORE_CAPTURE)."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        rt = data.runtime()
+        ok = np.flatnonzero((rt.corr > 0) & (rt.pid >= 0))
+        key = (rt.pid[ok].astype(np.int64) << 40) | rt.corr[ok]
+        order = np.argsort(key, kind="stable")
+        return key[order], rt.start[ok][order]
+
+    keys, starts = data.cached("graph_calls_by_correlation", build)
+    q = (pid.astype(np.int64) << 40) | corr
+    pos = np.searchsorted(keys, q, "left") - 1
+    same = (pos >= 0) & ((keys[np.maximum(pos, 0)] >> 40) == pid)
+    return np.where(same, starts[np.maximum(pos, 0)], BEFORE_CAPTURE)
+
+
 def select(data: TraceData, blocks: Blocks) -> tuple[dict[int, Columns], list[Selected]]:
     """The source tables that exist, and the rows of each chosen for the blocks."""
     rt = data.runtime()
@@ -137,11 +161,15 @@ def select(data: TraceData, blocks: Blocks) -> tuple[dict[int, Columns], list[Se
         tables[kind] = cols
         call = launch_calls(data, name, cols)
         launched = np.where(call >= 0, rt.start[np.maximum(call, 0)], cols.start) if len(rt) else cols.start
+        missing = np.flatnonzero((call < 0) & (cols.corr > 0))
+        if len(missing) and len(rt):
+            launched = launched.copy()
+            launched[missing] = issued_by_order(data, cols.pid[missing], cols.corr[missing])
         rows, block = rows_in_windows(cols.pid, launched, blocks)
         crow, cblock = carried_in(cols.pid, launched, cols.end, blocks)
         allrows = np.concatenate([rows, crow])
         chosen.append(Selected(
             kind, allrows, np.concatenate([block, cblock]), call[allrows],
-            np.r_[np.zeros(len(rows), bool), np.ones(len(crow), bool)],
+            np.r_[np.zeros(len(rows), bool), np.ones(len(crow), bool)], launched[allrows],
         ))
     return tables, chosen

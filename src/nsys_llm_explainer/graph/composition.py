@@ -40,6 +40,8 @@ KIND_TITLES = {
 COPY_NAMES = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
               9: "HtoH", 10: "PtoP"}
 NO_RANGE = "(outside any range)"
+CALL_KIND_NAMES = ("runtime", "launch", "copy", "memset", "sync", "event")  # host.CALL_KINDS
+TASK_KIND_NAMES = ("kernel", "copy", "memset", "CUDA graph")  # tasks.KIND_NAMES
 
 
 @dataclass(frozen=True)

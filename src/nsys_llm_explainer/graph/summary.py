@@ -17,15 +17,21 @@ import pandas as pd
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph.analyze import Analysis, median_block
+from nsys_llm_explainer.graph.changes import BUILTIN
+from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN
 from nsys_llm_explainer.graph.steps import SPAN
+
+P_HOST_PIECES = (CALL, RETURN, HOST_WORK)
 
 TOP_ITEMS = 10
 STEP_COLUMNS = ("step", "pid", "measured_ns", "replayed_ns", "error_pct", "host_period_ns",
                 "device_period_ns", "bound", "followed", *(f"{k}_ns" for k in C.KINDS))
 ITEM_COLUMNS = ("kind", "item", "category", "total_ns", "ns_per_step", "pct_of_path")
+TIMELINE_COLUMNS = ("lane", "start_ns", "end_ns", "kind", "item", "path")
+MAX_TIMELINE_ROWS = 4000
 WHAT_IF_COLUMNS = ("change", "measured_step_ns", "predicted_step_ns", "measured_window_ns",
                    "predicted_window_ns", "gain_step_ns", "gain_window_ns", "predicted_step_p10_ns",
-                   "predicted_step_p90_ns", "changed_nodes")
+                   "predicted_step_p90_ns", "changed_nodes", "source")
 
 
 def _pct(part: float, whole: float) -> float:
@@ -135,7 +141,9 @@ def _category_split(pieces: C.Pieces, categories: np.ndarray, steps: int, total:
             for c, v in s.items()]
 
 
-def what_if(a: Analysis) -> tuple[dict[str, Any], pd.DataFrame]:
+def what_if(a: Analysis, given: frozenset[str] = frozenset()) -> tuple[dict[str, Any], pd.DataFrame]:
+    """given: the changes asked for with --what-if (the other kernel changes are automatic:
+    the top category and the top kernel, 2x faster)."""
     rows = []
     measured_step = _median(a.measured)
     for c in a.changes:
@@ -151,6 +159,7 @@ def what_if(a: Analysis) -> tuple[dict[str, Any], pd.DataFrame]:
             "predicted_step_p10_ns": int(p[10]),
             "predicted_step_p90_ns": int(p[90]),
             "changed_nodes": int(c.touched),
+            "source": "built-in" if c.change in BUILTIN else "--what-if" if c.change in given else "automatic",
         })
     data = {"rows": rows, "steps_replayed": int(len(a.measured)), "steps_total": int(a.plan.total_steps),
             "sampled": bool(a.plan.sampled)}
@@ -195,3 +204,69 @@ def limitations(a: Analysis) -> tuple[str, ...]:
         out.append(f"{c['tasks_overlapping_stream_predecessor']:,} tasks overlap the task before them on their "
                    "stream (stream order not applied to them)")
     return tuple(out)
+
+
+def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -> pd.DataFrame:
+    """The median step as drawable rows: every call and task of its block that overlaps the
+    step (lane, times relative to the step's replayed start, kind, item), then the critical
+    path's pieces (path True) on the lane they belong to. At most MAX_TIMELINE_ROWS node rows
+    (the longest ones) are kept."""
+    b = median_block(a.measured)
+    if b < 0:
+        return pd.DataFrame(columns=list(TIMELINE_COLUMNS))
+    g, t = a.graph, a.times
+    lo, hi = int(a.base.start[b]), int(a.base.end[b])
+    hs = np.flatnonzero((g.h_block == b) & (t.h_end > lo) & (t.h_start < hi))
+    ds = np.flatnonzero((g.d_block == b) & (t.d_end > lo) & (t.d_start < hi))
+    thread_lane = _thread_lanes(g, hs, a.anchors.chain[b])
+    stream_lane = {i: f"GPU {int(g.d_device[i])} stream {int(g.d_stream[i])}" for i in ds.tolist()}
+    rows: list[tuple[str, int, int, str, str, bool]] = []
+    for i in hs.tolist():
+        rows.append((thread_lane[int(g.h_chain[i])], int(t.h_start[i]) - lo, int(t.h_end[i]) - lo,
+                     C.CALL_KIND_NAMES[int(g.h_kind[i])], api_names[int(g.h_api[i])], False))
+    names = _task_items(g, ds, labels)
+    for i, item in zip(ds.tolist(), names, strict=True):
+        rows.append((stream_lane[i], int(t.d_start[i]) - lo, int(t.d_end[i]) - lo,
+                     C.TASK_KIND_NAMES[int(g.d_kind[i])], item, False))
+    if len(rows) > MAX_TIMELINE_ROWS:
+        rows.sort(key=lambda r: r[1] - r[2])
+        rows = rows[:MAX_TIMELINE_ROWS]
+    mine = np.flatnonzero(pieces.block == b)
+    for j in mine.tolist():
+        node, kind = int(a.path.node[j]), int(a.path.kind[j])
+        if kind in (P_HOST_PIECES):
+            lane = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
+        else:
+            lane = f"GPU {int(g.d_device[node])} stream {int(g.d_stream[node])}"
+        rows.append((lane, int(a.path.start[j]) - lo, int(a.path.end[j]) - lo, C.KINDS[int(pieces.kind[j])],
+                     str(pieces.label[j]), True))
+    frame = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
+    return frame.sort_values(["path", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _thread_name(g: Any, node: int) -> str:
+    return f"thread {int(g.h_tkey[node]) & 0xFFFFFF}"
+
+
+def _thread_lanes(g: Any, hs: np.ndarray, anchor_chain: int) -> dict[int, str]:
+    lanes: dict[int, str] = {}
+    for i in hs.tolist():
+        chain = int(g.h_chain[i])
+        if chain not in lanes:
+            lanes[chain] = _thread_name(g, i) + (" (step thread)" if chain == anchor_chain else "")
+    return lanes
+
+
+def _task_items(g: Any, ds: np.ndarray, labels: Any) -> list[str]:
+    kernel = g.d_kind[ds] == 0
+    ids = np.unique(g.d_name[ds][kernel])
+    names = dict(zip(ids.tolist(), labels.kernel_name(ids), strict=True)) if len(ids) else {}
+    out = []
+    for i in ds.tolist():
+        if g.d_kind[i] == 0:
+            out.append(names.get(int(g.d_name[i]), ""))
+        elif g.d_kind[i] == 1:
+            out.append(C.COPY_NAMES.get(int(g.d_copy_kind[i]), "copy"))
+        else:
+            out.append(C.TASK_KIND_NAMES[int(g.d_kind[i])])
+    return out

@@ -23,6 +23,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.categories import load_table
+from nsys_llm_explainer.demangled import parse as parse_name
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
@@ -41,8 +42,34 @@ ANALYSIS_KEY = "graph_analysis"
 WHAT_IF_OPTION = "what_if"  # Options.extra key: the --what-if changes (texts)
 
 
+AUTO_FACTOR = 2.0
+NOT_AUTO = ("other", "communication")  # categories no kernel change is proposed for
+
+
 def what_if_changes(ctx: Context) -> list[ch.Change]:
-    return [ch.parse(t) for t in ctx.options.extra.get(WHAT_IF_OPTION, ())]
+    """The --what-if changes, then one for the category and one for the kernel with the most
+    kernel time (each 2x faster), which the findings about that kernel or category use."""
+    given = [ch.parse(t) for t in ctx.options.extra.get(WHAT_IF_OPTION, ())]
+    return given + [c for c in auto_changes(ctx) if c.key not in {g.key for g in given}]
+
+
+def auto_changes(ctx: Context) -> list[ch.Change]:
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return []
+    kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    out = []
+    per_cat = np.bincount(kc.code, weights=k.dur, minlength=len(kc.categories))
+    for c in np.argsort(-per_cat, kind="stable").tolist():
+        if kc.categories[c] not in NOT_AUTO and per_cat[c] > 0:
+            out.append(ch.Change(f"kernel:{kc.categories[c]}={AUTO_FACTOR:g}x", kc.categories[c], AUTO_FACTOR))
+            break
+    per_name = np.bincount(kc.name_code, weights=k.dur, minlength=len(kc.names))
+    top = int(np.argmax(per_name))
+    if kc.categories[int(kc.name_category[top])] not in NOT_AUTO:
+        base = parse_name(kc.names[top]).base_name or kc.names[top]
+        out.append(ch.Change(f"kernel:{base}={AUTO_FACTOR:g}x", base, AUTO_FACTOR))
+    return out
 
 
 def _steps(ctx: Context) -> tuple[pd.DataFrame | None, dict[str, Any]]:
@@ -156,8 +183,11 @@ def run(ctx: Context) -> Outcome:
     if len(res.measured) == 0:
         return METRIC.skipped("no step could be replayed")
     summary = S.critical_path(res, pieces, cats, info)
+    labels = task_labels(ctx.data, ctx.options.kernel_categories)(res.graph)
+    lines = S.timeline(res, pieces, labels, ctx.data.runtime_api_names())
     tables = (Table("critical_path_steps", S.STEP_COLUMNS, summary.steps),
-              Table("critical_path_items", S.ITEM_COLUMNS, summary.items))
+              Table("critical_path_items", S.ITEM_COLUMNS, summary.items),
+              Table("critical_path_timeline", S.TIMELINE_COLUMNS, lines))
     return MetricResult(METRIC.id, summary.data, tables, summary.notes)
 
 
@@ -165,7 +195,8 @@ METRIC = Metric(
     id="critical_path",
     title="Critical path",
     run=run,
-    tables={"critical_path_steps": S.STEP_COLUMNS, "critical_path_items": S.ITEM_COLUMNS},
+    tables={"critical_path_steps": S.STEP_COLUMNS, "critical_path_items": S.ITEM_COLUMNS,
+            "critical_path_timeline": S.TIMELINE_COLUMNS},
     description="Per-step dependency graph, replay check, and the critical path by kind and item.",
     after=("steps",),
 )

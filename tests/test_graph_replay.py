@@ -133,3 +133,31 @@ def test_what_if_text_is_checked() -> None:
     for bad in ("gemm=2x", "kernel:gemm", "kernel:gemm=0.5x", "kernel:=2x", "kernel:gemm=2"):
         with pytest.raises(Exception, match="kernel:CATEGORY_OR_NAME=Kx|between 1"):
             ch.parse(bad)
+
+
+def test_peer_waits_pair_runs_across_ranks(tmp_path: Path) -> None:
+    """Two ranks run the same all-reduce three times; rank 200 reaches each one later."""
+    from nsys_llm_explainer.graph.peers import UNKNOWN, peer_waits
+
+    b = TraceBuilder("2024.6")
+    ar = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+    starts = {100: (10, 200, 400), 200: (50, 230, 400)}  # us
+    for pid, dev in ((100, 0), (200, 1)):
+        b.process(pid)
+        for s in starts[pid]:
+            b.kernel(s * US, 500 * US + s * US, pid=pid, device=dev, name=ar)
+        b.kernel(900 * US, 950 * US, pid=pid, device=dev, name="gemm")
+    b.kernel(990 * US, 999 * US, pid=100, name=ar.replace("AllReduce", "AllGather"))  # one rank only
+    path = tmp_path / "peers.sqlite"
+    b.write(path)
+    data = sources.open_trace(path, jobs=1)
+    try:
+        k = data.kernels()
+        names = data.kernel_names(k.name_id)
+        comm = np.array(["nccl" in names[int(i)] for i in k.name_id])
+        waits = peer_waits(data, comm)
+        got = {(int(p), int(s) // US): int(w) for p, s, w in zip(k.pid, k.start, waits, strict=True)}
+    finally:
+        data.close()
+    assert got == {(100, 10): 40 * US, (100, 200): 30 * US, (100, 400): 0, (200, 50): 0, (200, 230): 0,
+                   (200, 400): 0, (100, 900): UNKNOWN, (200, 900): UNKNOWN, (100, 990): UNKNOWN}

@@ -54,11 +54,18 @@ class Pieces:
     ns: np.ndarray
 
 
+PEER_WAIT = "(waiting for the other ranks)"
+
+
 def classify(
     path: P.Path, g: Graph, labels: TaskLabels, api_names: list[str],
     host_ranges: Callable[[np.ndarray, np.ndarray], list[str]],
+    peer_wait: np.ndarray | None = None, task_start: np.ndarray | None = None,
 ) -> Pieces:
-    """host_ranges(tkey, absolute time) -> the range name around each host-work piece."""
+    """host_ranges(tkey, absolute time) -> the range name around each host-work piece;
+    peer_wait: per task, how long its collective waited for the other ranks (-1: unknown),
+    with task_start its replayed start: that part of a collective's piece is labelled
+    PEER_WAIT."""
     n = len(path.kind)
     kind = np.zeros(n, np.int64)
     label = np.empty(n, dtype=object)
@@ -96,7 +103,28 @@ def classify(
         kind[work] = K["host"]
         mid = (path.start[work] + path.end[work]) // 2 + g.origin[path.block[work]]
         label[work] = host_ranges(g.h_tkey[node[work]], mid)
-    return Pieces(path.block, kind, label, path.end - path.start)
+    pieces = Pieces(path.block, kind, label, path.end - path.start)
+    if peer_wait is not None and task_start is not None and len(task):
+        pieces = _split_peer_waits(pieces, path, peer_wait, task_start)
+    return pieces
+
+
+def _split_peer_waits(pieces: Pieces, path: P.Path, wait: np.ndarray, task_start: np.ndarray) -> Pieces:
+    """Collective pieces split in two: the part before the last rank arrived, the rest."""
+    comm = (path.kind == P.TASK) & (pieces.kind == KINDS.index("communication"))
+    node = np.where(comm, path.node, 0)
+    w = np.where(comm, wait[node], -1)
+    waited = np.clip(task_start[node] + w - path.start, 0, path.end - path.start)
+    split = np.flatnonzero(comm & (w > 0) & (waited > 0))
+    if len(split) == 0:
+        return pieces
+    ns = pieces.ns.copy()
+    ns[split] -= waited[split]
+    extra = Pieces(pieces.block[split], pieces.kind[split], np.full(len(split), PEER_WAIT, dtype=object),
+                   waited[split])
+    keep = ns > 0
+    return Pieces(np.r_[pieces.block[keep], extra.block], np.r_[pieces.kind[keep], extra.kind],
+                  np.r_[pieces.label[keep], extra.label], np.r_[ns[keep], extra.ns])
 
 
 def _kernel_names(labels: TaskLabels, ids: np.ndarray) -> list[str]:

@@ -30,6 +30,7 @@ from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.graph.build import Graph
+from nsys_llm_explainer.graph.peers import peer_waits
 from nsys_llm_explainer.graph.tasks import KERNEL
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
@@ -146,6 +147,14 @@ def _host_ranges(data: TraceData) -> Any:
     return lookup
 
 
+def _peer_waits(ctx: Context, g: Graph) -> np.ndarray:
+    """Per task of the graph: its collective's wait on the other ranks, -1 when unknown."""
+    kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    comm = kc.categories.index("communication") if "communication" in kc.categories else -2
+    per_row = peer_waits(ctx.data, kc.code == comm)
+    return np.where(g.d_kind == KERNEL, per_row[np.where(g.d_kind == KERNEL, g.d_row, 0)], -1)
+
+
 def analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
     """The analysis of this trace, built once (the what_if metric reads it too)."""
 
@@ -163,7 +172,9 @@ def analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, 
         res = A.analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
                         nodes, window)
         task = labels(res.graph)
-        pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data))
+        waits = _peer_waits(ctx, res.graph)
+        pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),
+                            waits, res.times.d_start)
         cats = C.kernel_categories_of(pieces, res.graph, task, res.path)
         return res, pieces, cats, info
 
@@ -183,12 +194,17 @@ def run(ctx: Context) -> Outcome:
     if len(res.measured) == 0:
         return METRIC.skipped("no step could be replayed")
     summary = S.critical_path(res, pieces, cats, info)
+    notes = summary.notes
+    comm = pieces.kind == C.KINDS.index("communication")
+    if comm.any() and not (pieces.label[comm] == C.PEER_WAIT).any():
+        notes = (*notes, "communication on the critical path includes the wait for the other ranks, which this "
+                 "capture cannot separate from the transfer (the fleet view measures it across rank captures)")
     labels = task_labels(ctx.data, ctx.options.kernel_categories)(res.graph)
     lines = S.timeline(res, pieces, labels, ctx.data.runtime_api_names())
     tables = (Table("critical_path_steps", S.STEP_COLUMNS, summary.steps),
               Table("critical_path_items", S.ITEM_COLUMNS, summary.items),
               Table("critical_path_timeline", S.TIMELINE_COLUMNS, lines))
-    return MetricResult(METRIC.id, summary.data, tables, summary.notes)
+    return MetricResult(METRIC.id, summary.data, tables, notes)
 
 
 METRIC = Metric(

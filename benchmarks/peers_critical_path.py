@@ -61,7 +61,7 @@ def _ours(path: Path, whole: bool) -> dict[str, Any]:
         for b in range(len(res.measured)):
             mine = pieces.block == b
             split = dict.fromkeys(CLASSES, 0.0)
-            for kind, piece, ns in zip(pieces.kind[mine].tolist(), res.path.kind[mine].tolist(),
+            for kind, piece, ns in zip(pieces.kind[mine].tolist(), pieces.piece[mine].tolist(),
                                        pieces.ns[mine].tolist(), strict=True):
                 split[_class(kind, piece)] += ns / 1e3
             per_step.append(split)

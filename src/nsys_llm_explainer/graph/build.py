@@ -253,6 +253,12 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     x_src, x_dst, xcounts = events.cross_stream(data, blocks, d["block"], d_chain, d_first, d["pid"],
                                                 d["device"], d["stream"], launched, rt)
     counts.update(xcounts)
+    types = events.stream_types(data)
+    ds_src, ds_dst = events.default_stream(types, d["block"], d_chain, d_first, d["pid"], d["device"],
+                                           d["stream"], launched)
+    counts["default_stream_edges"] = int(len(ds_src))
+    counts["stream_types_known"] = int(types is not None)
+    x_src, x_dst = np.r_[x_src, ds_src].astype(np.int64), np.r_[x_dst, ds_dst].astype(np.int64)
     cross_obs = np.full(len(d_start), NEG, np.int64)
     if len(x_src):
         np.maximum.at(cross_obs, x_dst, d_end[x_src])

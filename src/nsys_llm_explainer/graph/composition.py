@@ -52,6 +52,13 @@ class Pieces:
     kind: np.ndarray
     label: np.ndarray  # object array of str
     ns: np.ndarray
+    piece: np.ndarray  # the path piece kind (path.py) it comes from
+    node: np.ndarray  # its node (host node or task, as in path.Path)
+    start: np.ndarray  # replayed, block-relative
+
+    def take(self, sel: np.ndarray) -> Pieces:
+        return Pieces(self.block[sel], self.kind[sel], self.label[sel], self.ns[sel], self.piece[sel],
+                      self.node[sel], self.start[sel])
 
 
 PEER_WAIT = "(waiting for the other ranks)"
@@ -103,7 +110,7 @@ def classify(
         kind[work] = K["host"]
         mid = (path.start[work] + path.end[work]) // 2 + g.origin[path.block[work]]
         label[work] = host_ranges(g.h_tkey[node[work]], mid)
-    pieces = Pieces(path.block, kind, label, path.end - path.start)
+    pieces = Pieces(path.block, kind, label, path.end - path.start, path.kind, path.node, path.start)
     if peer_wait is not None and task_start is not None and len(task):
         pieces = _split_peer_waits(pieces, path, peer_wait, task_start)
     return pieces
@@ -120,11 +127,17 @@ def _split_peer_waits(pieces: Pieces, path: P.Path, wait: np.ndarray, task_start
         return pieces
     ns = pieces.ns.copy()
     ns[split] -= waited[split]
-    extra = Pieces(pieces.block[split], pieces.kind[split], np.full(len(split), PEER_WAIT, dtype=object),
-                   waited[split])
+    start = pieces.start.copy()
+    start[split] += waited[split]
     keep = ns > 0
-    return Pieces(np.r_[pieces.block[keep], extra.block], np.r_[pieces.kind[keep], extra.kind],
-                  np.r_[pieces.label[keep], extra.label], np.r_[ns[keep], extra.ns])
+
+    def both(values: np.ndarray, extra: np.ndarray) -> np.ndarray:
+        return np.concatenate([values[keep], extra])
+
+    return Pieces(both(pieces.block, pieces.block[split]), both(pieces.kind, pieces.kind[split]),
+                  both(pieces.label, np.full(len(split), PEER_WAIT, dtype=object)), both(ns, waited[split]),
+                  both(pieces.piece, pieces.piece[split]), both(pieces.node, pieces.node[split]),
+                  both(start, pieces.start[split]))
 
 
 def _kernel_names(labels: TaskLabels, ids: np.ndarray) -> list[str]:
@@ -141,11 +154,11 @@ def per_kind(pieces: Pieces, n_blocks: int) -> np.ndarray:
     return out
 
 
-def kernel_categories_of(pieces: Pieces, g: Graph, labels: TaskLabels, path: P.Path) -> np.ndarray:
+def kernel_categories_of(pieces: Pieces, labels: TaskLabels) -> np.ndarray:
     """Per piece: the kernel category name for kernel pieces ('' elsewhere)."""
     out = np.full(len(pieces.kind), "", dtype=object)
-    sel = np.flatnonzero((path.kind == P.TASK) & (pieces.kind == KINDS.index("kernel")))
+    sel = np.flatnonzero((pieces.piece == P.TASK) & (pieces.kind == KINDS.index("kernel")))
     if len(sel):
-        codes = labels.task_category[path.node[sel]]
+        codes = labels.task_category[pieces.node[sel]]
         out[sel] = [labels.category[c] if c >= 0 else "CUDA graph" for c in codes.tolist()]
     return out

@@ -125,3 +125,76 @@ def _calls_without_record(data: TraceData, blocks: Blocks, rt: Any) -> int:
     rows = np.flatnonzero(np.isin(rt.api, codes))
     which, _ = rows_in_windows(rt.pid[rows], rt.start[rows], blocks)
     return int(len(np.unique(rows[which])))
+
+
+# Stream types (CUPTI CUpti_ActivityStreamFlag, Nsight Systems TARGET_INFO_CUDA_STREAM.flag)
+BLOCKING_STREAM, NON_BLOCKING_STREAM, NULL_STREAM = 1, 2, 3
+
+
+def stream_types(data: TraceData) -> Any:
+    """pid, stream, type of each stream the trace describes, or None when it describes none
+    (then the legacy default stream's rules cannot be applied: counted, never assumed)."""
+    reader = getattr(data, "stream_types", None)
+    if reader is None:
+        return None
+    try:
+        cols = reader()
+    except Unavailable:
+        return None
+    return cols if len(cols) else None
+
+
+def default_stream(
+    types: Any, block: np.ndarray, chain: np.ndarray, first: np.ndarray, pid: np.ndarray,
+    device: np.ndarray, stream: np.ndarray, launched: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Edges of the legacy default stream's rules: its work starts after everything issued
+    before it to the blocking streams of its device, and work on a blocking stream starts
+    after everything issued before it to the default stream."""
+    empty = np.empty(0, np.int64)
+    if types is None or len(chain) == 0:
+        return empty, empty
+    key = (types.pid.astype(np.int64) << 32) | (types.stream & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    skey, stype = key[order], types.type[order]
+    tkey = (pid.astype(np.int64) << 32) | (stream & 0xFFFFFFFF)
+    pos = np.minimum(np.searchsorted(skey, tkey), max(len(skey) - 1, 0))
+    kind = np.where(skey[pos] == tkey, stype[pos], 0) if len(skey) else np.zeros(len(tkey), np.int64)
+    starts = np.flatnonzero(first)
+    c_kind = kind[starts]
+    if not (c_kind == NULL_STREAM).any() or not (c_kind == BLOCKING_STREAM).any():
+        return empty, empty
+    group = pd_codes(block[starts], pid[starts], device[starts])
+    ln = _chain_running_max(launched, first)
+    src_parts, dst_parts = [], []
+    for target_kind, source_kind in ((NULL_STREAM, BLOCKING_STREAM), (BLOCKING_STREAM, NULL_STREAM)):
+        targets = np.flatnonzero(kind == target_kind)
+        sources = np.flatnonzero(c_kind == source_kind)  # chain numbers
+        if len(targets) == 0 or len(sources) == 0:
+            continue
+        chain_no = np.cumsum(first) - 1
+        tg = group[chain_no[targets]]
+        # every (target task, source chain of the same group) pair
+        by_group = {}
+        for c in sources.tolist():
+            by_group.setdefault(int(group[c]), []).append(c)
+        for gid, chains in by_group.items():
+            mine = targets[tg == gid]
+            for c in chains:
+                lo = np.full(len(mine), starts[c], np.int64)
+                from nsys_llm_explainer.graph.build import _last_launched_before
+
+                src = _last_launched_before(ln, first, lo, launched[mine])
+                ok = src >= 0
+                src_parts.append(src[ok])
+                dst_parts.append(mine[ok])
+    if not src_parts:
+        return empty, empty
+    return np.concatenate(src_parts), np.concatenate(dst_parts)
+
+
+def pd_codes(*cols: np.ndarray) -> np.ndarray:
+    from nsys_llm_explainer.analysis.groups import group_codes
+
+    codes, _ = group_codes(*cols)
+    return codes

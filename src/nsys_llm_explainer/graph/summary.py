@@ -77,8 +77,7 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
             "bound": _bound(a, med),
             "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]), "pct": _pct(int(pk[med, i]), total)}
                             for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
-            "top_items": _items(C.Pieces(pieces.block[mine], pieces.kind[mine], pieces.label[mine], pieces.ns[mine]),
-                                categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
+            "top_items": _items(pieces.take(mine), categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
         }
     cats = _category_split(pieces, categories, int(followed.sum()), path_total)
     err = a.error_pct
@@ -87,7 +86,6 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
         "steps_replayed": int(nb),
         "steps_total": int(a.plan.total_steps),
         "sampled": bool(a.plan.sampled),
-        "replayed_step_ids": [int(s) for s in a.plan.step.tolist()],
         "steps_followed": int(followed.sum()),
         "measured_step_ns": _median(a.measured),
         "replayed_step_ns": _median(a.replayed),
@@ -233,13 +231,13 @@ def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -
         rows = rows[:MAX_TIMELINE_ROWS]
     mine = np.flatnonzero(pieces.block == b)
     for j in mine.tolist():
-        node, kind = int(a.path.node[j]), int(a.path.kind[j])
+        node, kind = int(pieces.node[j]), int(pieces.piece[j])
         if kind in (P_HOST_PIECES):
             lane = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
         else:
             lane = f"GPU {int(g.d_device[node])} stream {int(g.d_stream[node])}"
-        rows.append((lane, int(a.path.start[j]) - lo, int(a.path.end[j]) - lo, C.KINDS[int(pieces.kind[j])],
-                     str(pieces.label[j]), True))
+        rows.append((lane, int(pieces.start[j]) - lo, int(pieces.start[j] + pieces.ns[j]) - lo,
+                     C.KINDS[int(pieces.kind[j])], str(pieces.label[j]), True))
     frame = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
     return frame.sort_values(["path", "start_ns"], kind="stable").reset_index(drop=True)
 

@@ -175,7 +175,7 @@ def analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, 
         waits = _peer_waits(ctx, res.graph)
         pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),
                             waits, res.times.d_start)
-        cats = C.kernel_categories_of(pieces, res.graph, task, res.path)
+        cats = C.kernel_categories_of(pieces, task)
         return res, pieces, cats, info
 
     return ctx.data.cached(ANALYSIS_KEY, build)

@@ -48,6 +48,9 @@ def reference_replay(g: Graph, p: Params) -> tuple[list[int], list[int]]:
     for _ in range(10_000):
         before = (list(he), list(de))
         for i in range(g.n_host):
+            if g.h_fixed[i]:
+                hs[i], he[i] = int(g.h_start[i]), int(g.h_end[i])
+                continue
             prev = 0 if g.h_first[i] else he[i - 1]
             hs[i] = prev + int(p.h_gap[i])
             waits = [de[s] + int(p.h_ret[i]) for s, d in active if d == i and de[s] > NEG // 2]

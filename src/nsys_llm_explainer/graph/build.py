@@ -81,6 +81,7 @@ class Graph:
     h_own: np.ndarray  # duration without waiting for the device
     h_ret: np.ndarray  # return latency after the awaited work ends
     h_readback: np.ndarray  # waits for a device-to-host copy the host reads
+    h_fixed: np.ndarray  # began before the block: measured times kept
     # device tasks, sorted by (block, stream chain, start)
     d_block: np.ndarray
     d_first: np.ndarray
@@ -193,7 +194,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     in_block = has_call & ~d["fixed"]
     active = np.unique(np.stack([d["block"][in_block], rt.tkey[d["call"][in_block]]], axis=1), axis=0) \
         if in_block.any() else np.empty((0, 2), np.int64)
-    hn = host_nodes(rt.start, rt.end, rt.pid, rt.tkey, blocks, active)
+    hn = host_nodes(rt.start, rt.end, rt.pid, rt.tkey, blocks, active, (wait_of_api != WAIT_NONE)[rt.api])
     h_origin = origin[hn.block]
     h_start, h_end = hn.start - h_origin, hn.end - h_origin
     h_chain = hn.block * (int(hn.thread.max()) + 1 if len(hn.thread) else 1) + hn.thread
@@ -281,6 +282,9 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
         data, rt, hn, h_wait, h_kind, h_start, d, d_chain, d_first, launched, node_of
     )
     counts.update(wcounts)
+    if len(w_src):
+        keep = ~hn.fixed[w_dst]
+        w_src, w_dst, own_edge = w_src[keep], w_dst[keep], own_edge[keep]
     h_dur = h_end - h_start
     w_end = np.full(len(h_start), NEG, np.int64)
     if len(w_src):
@@ -309,7 +313,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     counts["host_waits"] = _distinct(hn.row[blocking])
     counts["host_waits_longer_than_explained"] = _distinct(hn.row[late])
     prev_end = previous_in_chain(h_end, h_first, 0)
-    h_gap = np.maximum(h_start - prev_end, 0)
+    h_gap = np.where(hn.fixed, 0, np.maximum(h_start - prev_end, 0))
 
     d_readback = (d["copy_kind"] == D2H) & (d["bytes"] <= READBACK_MAX_BYTES)
     h_readback = np.zeros(len(h_start), bool)
@@ -326,7 +330,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
         origin=origin, block_pid=blocks.pid, block_len=blocks.end - blocks.start,
         h_block=hn.block, h_first=h_first, h_chain=h_chain, h_tkey=rt.tkey[hn.row], h_row=hn.row,
         h_api=h_api, h_kind=h_kind, h_start=h_start, h_end=h_end, h_gap=h_gap, h_own=h_own,
-        h_ret=h_ret, h_readback=h_readback,
+        h_ret=h_ret, h_readback=h_readback, h_fixed=hn.fixed,
         d_block=d["block"], d_first=d_first, d_chain=d_chain, d_kind=d["kind"], d_row=d["row"],
         d_start=d_start, d_end=d_end, d_dur=d_end - d_start, d_queue=d_queue, d_lat=lat,
         d_pin=d_pin, d_launch=d_launch, d_issue=launched, d_fixed=d["fixed"], d_device=d["device"],

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis.groups import factorize
-from nsys_llm_explainer.graph.tasks import Blocks, rows_in_windows
+from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
 from nsys_llm_explainer.metrics.sync import classify
 
@@ -80,25 +80,38 @@ class HostNodes:
     end: np.ndarray
     member_row: np.ndarray  # every selected runtime row (nested calls included)
     member_node: np.ndarray  # its node
+    fixed: np.ndarray  # a call that began before the block (its times are kept as measured)
 
 
 def host_nodes(
     start: np.ndarray, end: np.ndarray, pid: np.ndarray, tkey: np.ndarray,
-    blocks: Blocks, active: np.ndarray,
+    blocks: Blocks, active: np.ndarray, blocking: np.ndarray,
 ) -> HostNodes:
     """Calls of the (block, thread key) pairs in `active` (two columns) inside each block,
-    nested calls merged into their outermost call."""
+    nested calls merged into their outermost call. A call of such a thread that began before
+    the block and is still running when it begins opens the thread's chain with its measured
+    times; a block no thread launches anything in gets the threads blocked in a call
+    (`blocking`: per runtime row) across its start."""
     rows, block = rows_in_windows(pid, start, blocks)
+    span_rows, span_block = carried_in(pid, start, end, blocks)
+    idle = np.ones(len(blocks), bool)
+    idle[active[:, 0]] = False
+    extra = idle[span_block] & blocking[span_rows]
+    if extra.any():
+        active = np.concatenate([active, np.stack([span_block[extra], tkey[span_rows[extra]]], axis=1)])
+    n_in = len(rows)
+    rows, block = np.concatenate([rows, span_rows]), np.concatenate([block, span_block])
+    spanning = np.r_[np.zeros(n_in, bool), np.ones(len(span_rows), bool)]
     if len(rows) == 0 or len(active) == 0:
         z = np.empty(0, np.int64)
-        return HostNodes(z, z, z, z, z, z, z)
+        return HostNodes(z, z, z, z, z, z, z, np.zeros(0, bool))
     codes, uniq = factorize(np.concatenate([tkey[rows], active[:, 1]]))
     tcode, acode = codes[: len(rows)], codes[len(rows):]
     nthreads = len(uniq)
     keep = np.isin(block * nthreads + tcode, active[:, 0] * nthreads + acode)
-    rows, block, tcode = rows[keep], block[keep], tcode[keep]
+    rows, block, tcode, spanning = rows[keep], block[keep], tcode[keep], spanning[keep]
     order = np.lexsort((-end[rows], start[rows], tcode, block))
-    rows, block, tcode = rows[order], block[order], tcode[order]
+    rows, block, tcode, spanning = rows[order], block[order], tcode[order], spanning[order]
     origin = blocks.start[block]
     s, e = start[rows] - origin, end[rows] - origin  # block-relative: small enough to pack
     chain = block * nthreads + tcode
@@ -110,7 +123,8 @@ def host_nodes(
     first = np.flatnonzero(top)
     gend = np.maximum.reduceat(e, first) if len(first) else e[:0]
     o = origin[first]
-    return HostNodes(rows[first], block[first], tcode[first], s[first] + o, gend + o, rows, group)
+    return HostNodes(rows[first], block[first], tcode[first], s[first] + o, gend + o, rows, group,
+                     spanning[first])
 
 
 def _running_max_within(values: np.ndarray, first: np.ndarray) -> np.ndarray:

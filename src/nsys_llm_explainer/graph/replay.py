@@ -72,7 +72,7 @@ def replay(g: Graph, p: Params) -> Times:
     a_dev = np.where(g.d_fixed, 0, p.d_queue + p.d_pin + p.d_dur)
     init_dev = np.full(n_d, NEG, np.int64)
     init_host = np.zeros(n_h, np.int64)
-    a_host = p.h_gap + p.h_own
+    a_host = np.where(g.h_fixed, 0, p.h_gap + p.h_own)
     e_dev = np.full(n_d, NEG, np.int64)
     e_host = np.full(n_h, NEG, np.int64)
     rounds = 0
@@ -81,8 +81,9 @@ def replay(g: Graph, p: Params) -> Times:
         b_host = np.full(n_h, NEG, np.int64)
         if len(ws):
             np.maximum.at(b_host, wd, np.where(e_dev[ws] > NEG // 2, e_dev[ws] + p.h_ret[wd], NEG))
+        b_host = np.where(g.h_fixed, g.h_end, b_host)
         new_host = _ends(a_host, b_host, g.h_first, init_host)
-        s_host = previous_in_chain(new_host, g.h_first, 0) + p.h_gap
+        s_host = np.where(g.h_fixed, g.h_start, previous_in_chain(new_host, g.h_first, 0) + p.h_gap)
         launch_t = np.where(has_launch, s_host[launch] + p.d_lat, 0)
         inner = e_dev
         while True:
@@ -122,7 +123,7 @@ def _bindings(
         last = np.r_[wd[order][1:] != wd[order][:-1], True]
         best = order[last]
         own_end = s_host[wd[best]] + p.h_own[wd[best]]
-        wins = val[best] > own_end
+        wins = (val[best] > own_end) & ~g.h_fixed[wd[best]]
         h_wait[wd[best][wins]] = edge_ids[best][wins]
     # Device: which constraint gave the start (stream order on ties).
     pred_end = previous_in_chain(e_dev, g.d_first, NEG)

@@ -80,17 +80,23 @@ class Anchors:
 
 
 def anchors(g: Graph, pl: Plan) -> Anchors:
-    """The anchor thread of each block: the chain with the most launch calls in its step."""
+    """The anchor thread of each block: the chain with the most launch calls in its step;
+    when no call of the step launches anything (a thread blocked through the whole step),
+    the chain whose calls cover most of the step."""
     nb = len(pl.blocks)
     start_rel = pl.start - g.origin
     end_rel = pl.end - g.origin
     chain = np.full(nb, -1, np.int64)
-    inside = (g.h_kind == LAUNCH) & (g.h_start >= start_rel[g.h_block]) & (g.h_start < end_rel[g.h_block])
-    if inside.any():
-        key = pd.DataFrame({"b": g.h_block[inside], "c": g.h_chain[inside]})
-        counts = key.value_counts().reset_index(name="n").sort_values(["b", "n", "c"], ascending=[True, False, True])
-        best = counts.drop_duplicates("b")
-        chain[best["b"].to_numpy(np.int64)] = best["c"].to_numpy(np.int64)
+    if g.n_host == 0:
+        return Anchors(chain, start_rel, end_rel)
+    lo, hi = start_rel[g.h_block], end_rel[g.h_block]
+    launches = ((g.h_kind == LAUNCH) & (g.h_start >= lo) & (g.h_start < hi)).astype(np.int64)
+    covered = np.maximum(np.minimum(g.h_end, hi) - np.maximum(g.h_start, lo), 0)
+    f = pd.DataFrame({"b": g.h_block, "c": g.h_chain, "n": launches, "t": covered})
+    per = f.groupby(["b", "c"], sort=False, as_index=False)[["n", "t"]].sum()
+    per = per[(per["n"] > 0) | (per["t"] > 0)]
+    best = per.sort_values(["b", "n", "t", "c"], ascending=[True, False, False, True]).drop_duplicates("b")
+    chain[best["b"].to_numpy(np.int64)] = best["c"].to_numpy(np.int64)
     return Anchors(chain, start_rel, end_rel)
 
 

@@ -52,6 +52,7 @@ PIN_NS = 20_000
 SAMPLE_MAX_NS = 1_000_000  # a latency sample above this is a wait, not a latency
 QUEUE_MARGIN_NS = 1_000  # a task counts as queued when its stream was busy this long after launch
 PIN_FACTOR = 4
+SLOW_LAUNCH_FACTOR = 10
 RETURN_TOLERANCE_NS = 1_000  # a call that returns this much before its work ended did not wait
 INVALID_STREAM = (1 << 32) - 1
 D2H = 2
@@ -312,6 +313,13 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     h_ret = np.where(own_copy & waited, np.maximum(h_end - w_end, 0), h_ret)
     counts["host_waits"] = _distinct(hn.row[blocking])
     counts["host_waits_longer_than_explained"] = _distinct(hn.row[late])
+    # Launch calls far longer than the process's usual one waited inside the driver (a full
+    # launch queue, a lock, lazy module loading): kept as measured, and counted.
+    launch = (h_kind == LAUNCH) & ~hn.fixed
+    usual = _typical(rt.pid[hn.row], h_own, launch, 0)
+    slow = launch & (h_own > np.maximum(PIN_NS, SLOW_LAUNCH_FACTOR * usual))
+    counts["slow_launch_calls"] = _distinct(hn.row[slow])
+    counts["slow_launch_call_ns"] = _distinct_sum(hn.row[slow], h_own[slow]) if slow.any() else 0
     prev_end = previous_in_chain(h_end, h_first, 0)
     h_gap = np.where(hn.fixed, 0, np.maximum(h_start - prev_end, 0))
 

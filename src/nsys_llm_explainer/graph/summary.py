@@ -198,6 +198,10 @@ def limitations(a: Analysis) -> tuple[str, ...]:
     if c.get("host_waits_longer_than_explained"):
         out.append(f"{c['host_waits_longer_than_explained']:,} blocking calls waited longer than the work they "
                    "wait for explains: the excess is kept as measured")
+    if c.get("slow_launch_calls"):
+        out.append(f"{c['slow_launch_calls']:,} launch calls took over 10 times their process's usual launch time "
+                   f"({c['slow_launch_call_ns'] / 1e6:,.3f} ms in all; a full launch queue, a driver lock or module "
+                   "loading): their time is kept as measured, and shows as launch overhead")
     if c.get("tasks_overlapping_stream_predecessor"):
         out.append(f"{c['tasks_overlapping_stream_predecessor']:,} tasks overlap the task before them on their "
                    "stream (stream order not applied to them)")

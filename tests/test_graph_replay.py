@@ -164,3 +164,60 @@ def test_peer_waits_pair_runs_across_ranks(tmp_path: Path) -> None:
         data.close()
     assert got == {(100, 10): 40 * US, (100, 200): 30 * US, (100, 400): 0, (200, 50): 0, (200, 230): 0,
                    (200, 400): 0, (100, 900): UNKNOWN, (200, 900): UNKNOWN, (100, 990): UNKNOWN}
+
+
+def _two_streams(tmp_path: Path, record: bool, types: bool) -> Path:
+    """A 300 us kernel on stream 13, then (issued 20 us later) a kernel on stream 7 that starts
+    when it ends: through an event record/wait pair (record), or because 7 is the legacy
+    default stream and 13 a blocking stream (types), or for no recorded reason."""
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    for i in range(4):  # ordinary launches: the launch latency is 3 us
+        b.runtime(i * 2 * US, i * 2 * US + US, pid=100, corr=10 + i, name="cudaLaunchKernel_v7000")
+        b.kernel(i * 2 * US + 3 * US, i * 2 * US + 4 * US, pid=100, stream=7, corr=10 + i, name="small")
+    b.runtime(10 * US, 14 * US, pid=100, corr=1, name="cudaLaunchKernel_v7000")
+    b.kernel(13 * US, 313 * US, pid=100, stream=13, corr=1, name="producer")
+    b.runtime(15 * US, 16 * US, pid=100, corr=2, name="cudaEventRecord_v3020")
+    b.runtime(17 * US, 18 * US, pid=100, corr=3, name="cudaStreamWaitEvent_v3020")
+    b.sync(17 * US, 18 * US, pid=100, stream=7, corr=3, sync_type=2, event_id=9)
+    b.runtime(30 * US, 34 * US, pid=100, corr=4, name="cudaLaunchKernel_v7000")
+    b.kernel(313 * US, 325 * US, pid=100, stream=7, corr=4, name="consumer")
+    if record:
+        b.add_documented_row("CUPTI_ACTIVITY_KIND_CUDA_EVENT", {
+            "timestamp": 0, "deviceId": 0, "contextId": 1, "greenContextId": None, "streamId": 13,
+            "correlationId": 2, "globalPid": b.gpid(100), "eventId": 9, "eventSyncId": None})
+    if types:
+        for stream, flag in ((7, 3), (13, 1)):
+            b.add_documented_row("TARGET_INFO_CUDA_STREAM", {
+                "streamId": stream, "hwId": 0, "vmId": 0, "processId": 100, "contextId": 1, "priority": 0,
+                "flag": flag})
+    path = tmp_path / f"two_{record}_{types}.sqlite"
+    b.write(path)
+    return path
+
+
+@pytest.mark.parametrize(("record", "types"), [(True, False), (False, True), (False, False)])
+def test_cross_stream_edges(tmp_path: Path, record: bool, types: bool) -> None:
+    data = sources.open_trace(_two_streams(tmp_path, record, types), jobs=1)
+    try:
+        res = A.analyze(data, None, _labels, capture=[(100, 0, 330 * US)])
+        g, c = res.graph, res.graph.counts
+        labels = ch.TaskLabels(["other"], np.full(g.n_device, -1),
+                               lambda ids: [data.kernel_names(ids)[int(i)] for i in ids])
+        p, _, _ = ch.apply(ch.parse("kernel:producer=2x"), g, res.params, labels)
+    finally:
+        data.close()
+    consumer = int(np.flatnonzero(g.d_stream == 7)[-1])
+    assert c["stream_wait_events"] == 1 and c["stream_wait_events_unrecovered"] == (0 if record else 1)
+    # The default stream's rules link both ways: the producer waits for the small kernels
+    # issued before it to the default stream, the consumer for the producer.
+    assert c["default_stream_edges"] == (2 if types else 0)
+    linked = record or types
+    assert len(g.x_src) == (1 if record else 2 if types else 0)
+    assert c["unexplained_waits"] == (0 if linked else 1)
+    # Linked or kept as measured, the consumer starts when the producer has ended.
+    assert res.times.d_start[consumer] == g.d_start[consumer]
+    # Twice as fast a producer moves a linked consumer; an unexplained wait stays put.
+    t = replay(g, p)
+    moved = int(g.d_start[consumer] - t.d_start[consumer])
+    assert moved == (150 * US if linked else 0)

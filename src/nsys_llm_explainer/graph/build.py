@@ -231,26 +231,6 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     counts["host_calls"] = _distinct(hn.row)
     counts["host_threads"] = _distinct(active[:, 1]) if len(active) else 0
 
-    # -- typical latencies, per (process, device) ------------------------------------------
-    pred_end = previous_in_chain(d_end, d_first, NEG)
-    pred_end = np.where(d_first, NEG, pred_end)
-    first_of_call = _first_task_of_call(d["block"], d["call"], d_start)
-    key_dev = d["pid"] * 65536 + d["device"]
-    lat_sample = has_call & ~d["fixed"] & first_of_call & (pred_end <= ready) & (d_start >= ready) \
-        & (d_start - ready <= SAMPLE_MAX_NS)
-    lat_key = key_dev * 4 + d["kind"]
-    lat = _typical(lat_key, d_start - ready, lat_sample, 0)
-    # A copy from pageable memory to the device starts once its call has staged (part of)
-    # the data: how long that takes grows with the bytes, so its own delay is kept.
-    staged = (d["kind"] == TASK_COPY) & np.isin(d["copy_kind"], FROM_HOST) & d["src_pageable"] & has_call
-    lat = np.where(staged & ~d["fixed"], np.maximum(d_start - ready, 0), lat)
-    queued = ~d_first & (pred_end >= ready + lat + QUEUE_MARGIN_NS) & ~d["fixed"]
-    queue_sample = queued & (d_start >= pred_end) & (d_start - pred_end <= SAMPLE_MAX_NS)
-    q_typ = _typical(key_dev * 4 + d["kind"], d_start - pred_end, queue_sample, 0)
-    overlap = ~d_first & (d_start < pred_end) & ~d["fixed"]
-    d_queue = np.where(overlap, d_start - pred_end, q_typ)
-    counts["tasks_overlapping_stream_predecessor"] = _distinct(task_id[overlap])
-
     # -- cross-stream edges ----------------------------------------------------------------
     x_src, x_dst, xcounts = events.cross_stream(data, blocks, d["block"], d_chain, d_first, d["pid"],
                                                 d["device"], d["stream"], launched, rt)
@@ -264,6 +244,26 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     cross_obs = np.full(len(d_start), NEG, np.int64)
     if len(x_src):
         np.maximum.at(cross_obs, x_dst, d_end[x_src])
+    # -- typical latencies, per (process, device) ------------------------------------------
+    pred_end = previous_in_chain(d_end, d_first, NEG)
+    pred_end = np.where(d_first, NEG, pred_end)
+    first_of_call = _first_task_of_call(d["block"], d["call"], d_start)
+    key_dev = d["pid"] * 65536 + d["device"]
+    lat_sample = has_call & ~d["fixed"] & first_of_call & (pred_end <= ready) & (d_start >= ready) \
+        & (d_start - ready <= SAMPLE_MAX_NS) & (cross_obs <= ready)
+    lat_key = key_dev * 4 + d["kind"]
+    lat = _typical(lat_key, d_start - ready, lat_sample, 0)
+    # A copy from pageable memory to the device starts once its call has staged (part of)
+    # the data: how long that takes grows with the bytes, so its own delay is kept.
+    staged = (d["kind"] == TASK_COPY) & np.isin(d["copy_kind"], FROM_HOST) & d["src_pageable"] & has_call
+    lat = np.where(staged & ~d["fixed"], np.maximum(d_start - ready, 0), lat)
+    queued = ~d_first & (pred_end >= ready + lat + QUEUE_MARGIN_NS) & ~d["fixed"]
+    queue_sample = queued & (d_start >= pred_end) & (d_start - pred_end <= SAMPLE_MAX_NS)
+    q_typ = _typical(key_dev * 4 + d["kind"], d_start - pred_end, queue_sample, 0)
+    overlap = ~d_first & (d_start < pred_end) & ~d["fixed"]
+    d_queue = np.where(overlap, d_start - pred_end, q_typ)
+    counts["tasks_overlapping_stream_predecessor"] = _distinct(task_id[overlap])
+
     model = np.maximum.reduce([
         np.where(d_first, NEG, pred_end + d_queue),
         np.where(d_launch >= 0, ready + lat, 0),  # no launch call: the block's start

@@ -134,11 +134,8 @@ BLOCKING_STREAM, NON_BLOCKING_STREAM, NULL_STREAM = 1, 2, 3
 def stream_types(data: TraceData) -> Any:
     """pid, stream, type of each stream the trace describes, or None when it describes none
     (then the legacy default stream's rules cannot be applied: counted, never assumed)."""
-    reader = getattr(data, "stream_types", None)
-    if reader is None:
-        return None
     try:
-        cols = reader()
+        cols = data.stream_types()
     except Unavailable:
         return None
     return cols if len(cols) else None

@@ -16,7 +16,9 @@ Columns every source provides (int64 numpy arrays; times in integer nanoseconds 
 - memcpy(): start, end, dur, device, stream, corr, pid, bytes, copy_kind, src_kind,
   dst_kind, src_device, dst_device (copy_kind/src_kind/dst_kind: CUPTI enum codes)
 - memset(): start, end, dur, device, stream, corr, pid, bytes, mem_kind
-- sync(): start, end, dur, device, stream, corr, pid, sync_type
+- sync(): start, end, dur, device, stream, corr, pid, sync_type [record_stream, record_corr:
+  for a stream wait on an event, the stream the event was recorded on and the correlation id
+  of its record call, -1 when unknown; only where the format records them]
 - graph_execs(): start, end, dur, device, stream, corr, pid, graph_id, graph_exec_id (one row
   per execution of a CUDA graph traced whole: the kernels inside it are not in kernels(); corr
   joins the graph launch call in runtime())
@@ -28,6 +30,7 @@ Only some formats have these (the base class raises Unavailable):
   concrete (index into operator_concrete_inputs(): the Concrete Inputs list; -1: not recorded)
 - python_functions(): start, end, pid, tkey, name (index into operator_names()), py_id, py_parent
 - step_marks(): NVTX range names the format itself says delimit steps (ProfilerStep#N)
+- stream_types(): pid, stream, type (1 blocking, 2 non-blocking, 3 the legacy default stream)
 """
 
 from __future__ import annotations
@@ -212,6 +215,9 @@ class TraceData:
 
     def step_marks(self) -> list[str]:
         return []
+
+    def stream_types(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} does not record stream types")
 
     def step_ranges(self) -> Columns:
         """The ranges step_marks() names: start, end, pid, tkey, step (N)."""

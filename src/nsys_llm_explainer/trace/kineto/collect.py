@@ -59,6 +59,10 @@ class Table:
     bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written
     extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
     concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
+    # cuda_sync only: the stream a "Stream Wait Event" waits on and the correlation id of
+    # the event's record call (wait_on_stream, wait_on_cuda_event_record_corr_id); -1: none
+    wait_stream: array = field(default_factory=_i64)
+    record_corr: array = field(default_factory=_i64)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -231,6 +235,10 @@ class Collector:
                     elif kind == SYNC:
                         sk = args.get("cuda_sync_kind")
                         t.extra.append(names.id(sk if type(sk) is str else name if type(name) is str else ""))
+                        ws = args.get("wait_on_stream", NONE)
+                        t.wait_stream.append(ws if type(ws) is int else _int(ws))
+                        rc = args.get("wait_on_cuda_event_record_corr_id", NONE)
+                        t.record_corr.append(rc if type(rc) is int else _int(rc))
                 elif kind == RUNTIME:
                     size = args.get("bytes")
                     if size is None:
@@ -260,7 +268,7 @@ class Collector:
         def _drop_row(t: Table, kind: int, row: int) -> None:
             """Remove what a failed event appended at `row` (start always is appended first)."""
             for a in (t.start, t.dur, t.name, t.proc, t.thread, t.corr, t.ext, t.device, t.stream,
-                      t.bytes, t.extra, t.concrete):
+                      t.bytes, t.extra, t.concrete, t.wait_stream, t.record_corr):
                 del a[row:]
             if kind == PYTHON:
                 del py_ids[row:], py_parents[row:]

@@ -11,7 +11,9 @@ tell, is documented in docs/kineto.md.
   (aten and user operators): the ranges Nsight Systems shows for the same program run with
   emit_nvtx, so range metrics and kernel attribution work the same on both formats.
 - memcpy/memset/sync: `gpu_memcpy`, `gpu_memset`, `cuda_sync`; copy and memory kinds come
-  from the event name ("Memcpy HtoD (Pageable -> Device)").
+  from the event name ("Memcpy HtoD (Pageable -> Device)"); a stream wait's recording side
+  (`wait_on_stream`, `wait_on_cuda_event_record_corr_id`) becomes sync().record_stream and
+  record_corr.
 - operators/python: the operator view only these files carry (operators metric).
 """
 
@@ -282,7 +284,7 @@ class KinetoTraceData(TraceData):
         self.nvtx()
         return self._cache["nvtx_names"]  # type: ignore[no-any-return]
 
-    def _gpu_activity(self, kind: int, what: str) -> Columns:
+    def _gpu_activity(self, kind: int, what: str, aux: dict[str, np.ndarray] | None = None) -> Columns:
         """start, end, dur, device, stream, corr, pid, name_id, bytes, extra of one GPU kind.
 
         Rows whose args carry no correlation id take it from their ac2g flow event; rows
@@ -297,6 +299,7 @@ class KinetoTraceData(TraceData):
             "start": start, "end": end, "device": _arr(t.device), "stream": _arr(t.stream),
             "corr": corr, "name_id": _arr(t.name), "bytes": size,
             "extra": _arr(t.extra) if len(t.extra) == n else np.full(n, -1, np.int64),
+            **(aux or {}),
         })
         if not keep.all():
             cols = cols.take(keep)
@@ -351,7 +354,11 @@ class KinetoTraceData(TraceData):
         return self.cached("sync", self._load_sync)
 
     def _load_sync(self) -> Columns:
-        cols = self._gpu_activity(kc.SYNC, "cuda_sync")
+        t = self.c.tables[kc.SYNC]
+        n = len(t)
+        aux = {name: _arr(values) if len(values) == n else np.full(n, -1, np.int64)
+               for name, values in (("record_stream", t.wait_stream), ("record_corr", t.record_corr))}
+        cols = self._gpu_activity(kc.SYNC, "cuda_sync", aux)
         kind = self._by_name(cols.extra, lambda n: SYNC_KINDS.get(str(n).strip().lower(), 0), 1)[:, 0]
         return self._check("cuda_sync", cols.with_columns(sync_type=kind))
 

@@ -70,7 +70,8 @@ SYNC = ActivitySpec(
     SYNC_TABLE,
     "synchronization",
     ("start", "end"),
-    {"device": ("deviceId", -1), **_IDS, "sync_type": ("syncType", -1)},
+    {"device": ("deviceId", -1), **_IDS, "sync_type": ("syncType", -1), "event_id": ("eventId", -1),
+     "event_sync_id": ("eventSyncId", -1)},
 )
 # nsys --cuda-graph-trace=graph (its default): one row per graph execution, no kernel rows
 # for its nodes. Rows whose deviceId is not a device ordinal (CUPTI writes INT_MAX when the

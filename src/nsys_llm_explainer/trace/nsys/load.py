@@ -30,7 +30,7 @@ from nsys_llm_explainer.trace.data import (
     Unavailable,
 )
 from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, ids, metadata
+from nsys_llm_explainer.trace.nsys import activity, events, ids, metadata
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     Progress,
@@ -395,7 +395,10 @@ class NsysTraceData(TraceData):
         return self.cached("memset", lambda: activity.load(self, activity.MEMSET))
 
     def sync(self) -> Columns:
-        return self.cached("sync", lambda: activity.load(self, activity.SYNC))
+        return self.cached("sync", lambda: events.record_sides(self, activity.load(self, activity.SYNC)))
+
+    def stream_types(self) -> Columns:
+        return self.cached("stream_types", lambda: events.stream_types(self))
 
     def graph_execs(self) -> Columns:
         return self.cached("graph_execs", lambda: activity.load(self, activity.GRAPH_TRACE))

@@ -126,6 +126,11 @@ class Finding:
     impact_pct: float | None = None  # of the affected devices' windows
     affected: tuple[Affected, ...] = ()
     cause: str | None = None  # the diagnosis cause it explains (transfer, sync, host ...)
+    # What the change the finding proposes buys, by replaying the step graph (rules/gain.py):
+    # over the captured window and per step (median); None when not estimated.
+    estimated_gain_ns: int | None = None
+    estimated_gain_step_ns: int | None = None
+    what_if: str | None = None  # the what_if metric's change behind the estimate
 
 
 @dataclass(frozen=True)

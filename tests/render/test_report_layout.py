@@ -19,7 +19,7 @@ from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
-from nsys_llm_explainer.render.overview import VERDICT_WORDS
+from nsys_llm_explainer.render.overview import VERDICT_WORDS, gain_text
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
 from tests.kernels.test_labels_in_reports import example_trace
 
@@ -125,14 +125,16 @@ def test_top_findings_show_time_at_stake_the_fix_and_evidence(built):
     lines = md_open_lines(text)
     findings = doc["findings"]
     timed = [f for f in findings if f["impact_ns"] is not None]
-    assert [f["impact_ns"] for f in timed] == sorted((f["impact_ns"] for f in timed), reverse=True)
+    # by the estimated gain of the change where known, else by the time at stake
+    worth = [f["estimated_gain_ns"] if f["estimated_gain_ns"] is not None else f["impact_ns"] for f in timed]
+    assert worth == sorted(worth, reverse=True)
     for i, f in enumerate(timed[:3], start=1):
         head = f"### {i}. {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}"
         at = lines.index(head)
         devices = sorted({a["device_id"] for a in f["affected"] if a["device_id"] is not None})
         whose = gpus(devices) if devices else "all GPUs"
         assert lines[at + 2] == (f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of "
-                                 f"the time of {md(whose)}. Confidence: {f['confidence']}.")
+                                 f"the time of {md(whose)}.{md(gain_text(f))} Confidence: {f['confidence']}.")
         assert lines[at + 4] == f"**Fix:** {rich.md(f['recommendation'][0])}"
         shown = [f"- {rich.md(e)}" for e in f["evidence"][:5]]
         assert lines[at + 6 : at + 6 + len(shown)] == shown

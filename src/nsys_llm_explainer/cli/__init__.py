@@ -254,6 +254,15 @@ def explain(
             show_default=False,
         ),
     ] = None,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--what-if",
+            help="Also replay each step with this change (repeatable): kernel:CATEGORY_OR_NAME=Kx, "
+            "e.g. kernel:gemm=2x.",
+            show_default=False,
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -298,6 +307,7 @@ def explain(
             model_flops_per_token=model_flops_per_token,
             tokens_per_step=tokens_per_step,
             extra=_ncu_extra(ncu),
+            what_if=tuple(what_if or ()),
         )
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
@@ -329,6 +339,10 @@ def _options(**kw: Any) -> Options:
 
         load_table(kw["kernel_categories"])  # a bad file is a usage error before any work
     _compute_options(kw)
+    if kw.get("what_if"):
+        from nsys_llm_explainer.graph.changes import parse
+
+        kw["what_if"] = tuple(parse(text).key for text in kw["what_if"])  # bad text: a usage error now
     pm = kw.pop("phase_map")
     return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
 

@@ -3,7 +3,8 @@
 Order of reasoning: first whether the captures can be compared (comparability.py), then the
 per-step changes from the work inside complete steps with their intervals (in_step.py), the
 headline that leads with the largest change beyond the noise (lead.py), then the per-phase
-step times, kernels, categories, findings and whole-capture totals.
+step times, kernels, categories, the critical path's composition (critical_path.py),
+findings and whole-capture totals.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import categories, comparability, findings, gate, in_step, kernels, lead, steps
+from nsys_llm_explainer.diff import (
+    categories,
+    comparability,
+    critical_path,
+    findings,
+    gate,
+    in_step,
+    kernels,
+    lead,
+    steps,
+)
 from nsys_llm_explainer.diff import totals as totals_mod
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
@@ -180,6 +191,8 @@ def compare(
         "steps": st,
         "kernels": kern,
         "categories": _guarded("category", {"rows": []}, categories.compare, base, new, basis),
+        "critical_path": _guarded("critical path", {"rows": [], "categories": []}, critical_path.compare,
+                                  base, new),
         "findings": found,
         "basis": basis.to_json(),
         "totals": total_rows,

@@ -45,7 +45,7 @@ from nsys_llm_explainer.graph.host import (
 from nsys_llm_explainer.graph.scan import NEG, expand_ranges, previous_in_chain, starts_of
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
 from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL, Blocks, select
-from nsys_llm_explainer.metrics.idle_sweep import PAGEABLE
+from nsys_llm_explainer.analysis.idle_sweep import PAGEABLE
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 PIN_NS = 20_000

@@ -26,7 +26,7 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
-from nsys_llm_explainer.metrics.launch_pairs import launch_api_mask
+from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.metrics.sync import classify
 
 # What a call is, for the replay and for the critical path's composition.

@@ -120,10 +120,9 @@ def step_times(
     """Per block, the step's host period, its device period and the step time (the larger),
     replayed (t) or measured (t None).
 
-    Host period: from the step's start to its end on the anchor thread. Device period: from
-    the end of the warm-up step's device work to the end of this step's (a step's work: the
-    kernels launched inside it, all its tasks when it has no kernels); for a step without a
-    warm-up, from its first kernel's start.
+    Host period: from the step's start to its end on the anchor thread. Device period: the
+    step's own GPU window, from its first kernel's start to its last kernel's end (a step's
+    kernels: those launched inside it; all its tasks when it launched no kernel).
     A step takes as long as the slower of the two: a host that runs ahead of the device
     only queues work, and a device that waits for the host only idles."""
     nb = len(pl.blocks)
@@ -153,15 +152,12 @@ def step_times(
     with_kernels[g.d_block[marks]] = True
     marks |= known & ~with_kernels[g.d_block]
     own = marks & (g.d_issue >= an.start_rel[g.d_block]) & (g.d_issue < an.end_rel[g.d_block])
-    warm = marks & (g.d_issue < an.start_rel[g.d_block])
     end = np.full(nb, np.iinfo(np.int64).min, np.int64)
     first = np.full(nb, np.iinfo(np.int64).max, np.int64)
-    prev = np.full(nb, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(end, g.d_block[own], d_end[own])
     np.minimum.at(first, g.d_block[own], d_start[own])
-    np.maximum.at(prev, g.d_block[warm], d_end[warm])
     has = end > np.iinfo(np.int64).min
-    base = np.where(prev > np.iinfo(np.int64).min, np.minimum(prev, end), first)
+    base = first
     device = np.where(has, end - base, 0)
     by_device = device > host
     last = np.full(nb, -1, np.int64)

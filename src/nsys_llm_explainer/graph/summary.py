@@ -75,6 +75,8 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
             "measured_ns": int(a.measured[med]),
             "replayed_ns": int(a.replayed[med]),
             "bound": _bound(a, med),
+            "host_period_ns": int(a.observed.host[med]),
+            "device_period_ns": int(a.observed.device[med]),
             "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]), "pct": _pct(int(pk[med, i]), total)}
                             for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
             "top_items": _items(pieces.take(mine), categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
@@ -99,7 +101,7 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
         "graph": {"host_calls": a.graph.n_host, "tasks": a.graph.n_device,
                   "host_waits": int(len(a.graph.w_src)), "cross_stream_edges": int(len(a.graph.x_src)),
                   "replay_rounds": int(a.times.rounds), "counts": dict(a.graph.counts)},
-        "latencies_ns": a.graph.latencies,
+        "latencies": a.graph.latencies,
     }
     steps = pd.DataFrame({
         "step": a.plan.step, "pid": a.plan.blocks.pid, "measured_ns": a.measured, "replayed_ns": a.replayed,

@@ -18,10 +18,12 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.graph.scan import expand_ranges
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.trace.nsys.probe import GRAPH_TRACE_TABLE, MEMCPY_TABLE, MEMSET_TABLE
 
 KERNEL, COPY, MEMSET, GRAPH = 0, 1, 2, 3
 KIND_NAMES = ("kernel", "copy", "memset", "graph")
 SOURCES = ((KERNEL, "kernels"), (COPY, "memcpy"), (MEMSET, "memset"), (GRAPH, "graph_execs"))
+NSYS_TABLES = {"memcpy": MEMCPY_TABLE, "memset": MEMSET_TABLE, "graph_execs": GRAPH_TRACE_TABLE}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,11 @@ class Selected:
 
 
 def table(data: TraceData, name: str) -> Columns | None:
+    """The loaded table, or None when the trace has none (an export without the table is
+    not asked: a failed load is tried again by every caller)."""
+    source = NSYS_TABLES.get(name)
+    if data.schema.tables and source is not None and source not in data.schema.tables:
+        return None
     try:
         cols = getattr(data, name)()
     except Unavailable:

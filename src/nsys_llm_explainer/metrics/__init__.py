@@ -7,6 +7,7 @@ from nsys_llm_explainer.metrics import (
     boundness,
     capture,
     casts,
+    critical_path,
     categories,
     communication,
     compute_efficiency,
@@ -32,6 +33,7 @@ from nsys_llm_explainer.metrics import (
     sync,
     timeline,
     top_kernels,
+    what_if,
     workload,
 )
 from nsys_llm_explainer.metrics.base import Metric
@@ -51,6 +53,8 @@ REGISTRY: tuple[Metric, ...] = (
     idle_causes.METRIC,
     steps.METRIC,
     step_work.METRIC,  # after steps: the work inside its complete steps
+    critical_path.METRIC,  # right after steps: it reads its steps and the caches steps holds
+    what_if.METRIC,
     casts.METRIC,
     host_patterns.METRIC,
     categories.METRIC,

@@ -22,8 +22,8 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.categories import load_table
-from nsys_llm_explainer.demangled import parse as parse_name
+from nsys_llm_explainer.kernels.categories import load_table
+from nsys_llm_explainer.kernels.demangled import parse as parse_name
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
@@ -40,7 +40,6 @@ from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 ANALYSIS_KEY = "graph_analysis"
-WHAT_IF_OPTION = "what_if"  # Options.extra key: the --what-if changes (texts)
 
 
 AUTO_FACTOR = 2.0
@@ -50,7 +49,7 @@ NOT_AUTO = ("other", "communication")  # categories no kernel change is proposed
 def what_if_changes(ctx: Context) -> list[ch.Change]:
     """The --what-if changes, then one for the category and one for the kernel with the most
     kernel time (each 2x faster), which the findings about that kernel or category use."""
-    given = [ch.parse(t) for t in ctx.options.extra.get(WHAT_IF_OPTION, ())]
+    given = [ch.parse(t) for t in ctx.options.what_if]
     return given + [c for c in auto_changes(ctx) if c.key not in {g.key for g in given}]
 
 
@@ -79,9 +78,10 @@ def _steps(ctx: Context) -> tuple[pd.DataFrame | None, dict[str, Any]]:
     if table is None or table.frame is None or len(table.frame) == 0:
         reason = ctx.results["steps"].reason if "steps" in ctx.results and res is None else "no steps were found"
         return None, {"step_source": "whole_capture",
-                      "step_detail": f"the whole capture is replayed, one block per process ({reason})"}
+                      "step_detail": f"The whole capture is replayed, one block per process ({reason})"}
     assert res is not None
-    return table.frame, {"step_source": "steps", "step_detail": f"the steps metric's steps ({res.data.get('method')})"}
+    method = str(res.data.get("method", "")).replace("_", " ")
+    return table.frame, {"step_source": "steps", "step_detail": f"Steps as the steps metric found them ({method})"}
 
 
 def _capture(data: TraceData) -> list[tuple[int, int, int]]:

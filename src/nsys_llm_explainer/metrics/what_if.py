@@ -16,7 +16,7 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.graph import changes as ch
-from nsys_llm_explainer.metrics.critical_path import WHAT_IF_OPTION, analysis
+from nsys_llm_explainer.metrics.critical_path import analysis
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 
@@ -29,7 +29,7 @@ def run(ctx: Context) -> Outcome:
         res = analysis(ctx)[0]
     except UsageError as exc:
         return METRIC.skipped(exc.message)
-    given = frozenset(ch.parse(t).key for t in ctx.options.extra.get(WHAT_IF_OPTION, ()))
+    given = frozenset(ch.parse(t).key for t in ctx.options.what_if)
     data, frame = S.what_if(res, given)
     return MetricResult(METRIC.id, data, (Table("what_if", S.WHAT_IF_COLUMNS, frame),))
 

@@ -29,6 +29,7 @@ class Options:
     model_config: str | None = None  # path of a Hugging Face config.json (--model)
     model_flops_per_token: float | None = None  # --model-flops-per-token
     tokens_per_step: int | None = None  # --tokens-per-step
+    what_if: tuple[str, ...] = ()  # --what-if changes replayed besides the built-in ones ("kernel:gemm=2x")
     extra: dict[str, Any] = field(default_factory=dict)  # options added by later metrics
 
     def to_json(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ GROUPS: tuple[Group, ...] = (
     Group("efficiency", "How close to the hardware", (
         "compute_efficiency", "model_utilization", "gemm_precision", "ncu", "ncu_plan",
     )),
+    Group("steptime", "Where the step time goes", ("critical_path", "what_if")),
     Group("waits", "Why the GPU waits", (
         "timeline", "idle_causes", "gpu_idle", "boundness", "launch_overhead", "launch_storm", "sync",
         "host_patterns",
@@ -244,14 +245,26 @@ def impact(finding: dict[str, Any]) -> str:
         return "No GPU time at stake: a note about the capture or the data."
     devices = [a["device_id"] for a in finding.get("affected", []) if a.get("device_id") is not None]
     where = f"the time of {devices_text(sorted(set(devices)))}" if devices else "the time of all GPUs"
-    return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}."
+    return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}.{gain_text(finding)}"
+
+
+def gain_text(finding: dict[str, Any]) -> str:
+    """" Estimated gain: ..." when the step-graph replay estimated one, else ""."""
+    gain = finding.get("estimated_gain_ns")
+    if gain is None:
+        return ""
+    step = finding.get("estimated_gain_step_ns")
+    per_step = f", {dur(step)} per step" if step is not None else ""
+    return f" Estimated gain of the change (step replay, {finding.get('what_if')}): {dur(gain)} over the capture{per_step}."
 
 
 def impact_short(finding: dict[str, Any]) -> str:
     ns = finding.get("impact_ns")
     if ns is None:
         return "a note"
-    return f"{dur(ns)} at stake ({pct(finding.get('impact_pct'))})"
+    gain = finding.get("estimated_gain_ns")
+    est = f", estimated gain {dur(gain)}" if gain is not None else ""
+    return f"{dur(ns)} at stake ({pct(finding.get('impact_pct'))}){est}"
 
 
 def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

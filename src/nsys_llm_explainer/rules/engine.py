@@ -1,7 +1,9 @@
 """Run the rules over the metric results: select/ignore, the steady-state cap, the order.
 
-Findings are ordered by GPU time at stake (largest first), notes last, ties by severity and rule
-id, so the first finding is the costliest cause. When the capture is not steady state (capture
+Findings are ordered by the estimated gain of the change they propose where one is known
+(rules/gain.py: the step graph replayed with the change), else by GPU time at stake (a
+ceiling), largest first, notes last, ties by severity and rule id, so the first finding is the
+change that buys the most. When the capture is not steady state (capture
 metric), a finding above low keeps a severity above low only if it holds in the steady part
 (see rules/impact.py): its cause's share of the steady part (the device window from the
 capture's steady start on, at least MIN_STEADY_PCT of the window and MIN_STEADY_NS long, so a
@@ -21,7 +23,7 @@ from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.rules import RULES
+from nsys_llm_explainer.rules import RULES, gain
 from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
@@ -115,10 +117,13 @@ def apply_rules(
             )
     if not _steady(metrics):
         findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics))
+    findings = gain.attach(findings, metrics)
     return tuple(sorted(findings, key=order))
 
 
 def order(f: Finding) -> tuple[bool, int, int, str]:
-    """Findings by GPU time at stake, largest first; notes (no time at stake) after every
-    finding that has some; ties by severity, then rule id."""
-    return (f.impact_ns is None, -(f.impact_ns or 0), f.severity.rank, f.rule_id)
+    """Findings by the estimated gain of their change where known, else by GPU time at
+    stake, largest first; notes (no time at stake) after every finding that has some; ties by
+    severity, then rule id."""
+    worth = f.estimated_gain_ns if f.estimated_gain_ns is not None else (f.impact_ns or 0)
+    return (f.impact_ns is None, -worth, f.severity.rank, f.rule_id)

@@ -2,14 +2,16 @@
 
 A finding's time at stake is a ceiling (the GPU time its cause covers). Its estimated gain
 is what replaying the step graph with the finding's change predicts: the captured window's
-gain (`gain_window_ns`) and the median step's (`gain_step_ns`). Which change a rule proposes
+gain (`gain_window_ns`) and the median step's (`gain_step_ns`), at most the time at stake
+(a change can buy more than one cause's idle time, removing host work also shortens
+launch-bound waits: the finding claims only its own). Which change a rule proposes
 is fixed per rule (CHANGE_OF_RULE); a finding about one kernel uses the automatic row for the
 kernel with the most kernel time when the finding names that kernel, and a finding about
 GEMMs the automatic row for the GEMM category. A rule without a change, or a trace the
 replay could not run on, leaves the gain unknown (None): the ceiling alone is shown.
 
-Findings with time at stake are ranked by estimated gain where one exists (by the ceiling
-otherwise), so the top findings are the changes that buy the most.
+The rules engine ranks findings with time at stake by estimated gain where one exists (by
+the ceiling otherwise), so the top findings are the changes that buy the most.
 """
 
 from __future__ import annotations
@@ -68,15 +70,13 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
     for f in findings:
         row = _row_for(f, rows) if f.severity is not Severity.INFO else None
         if row is not None:
-            f = dataclasses.replace(f, estimated_gain_ns=max(int(row["gain_window_ns"]), 0),
-                                    estimated_gain_step_ns=max(int(row["gain_step_ns"]), 0),
+            window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
+            if f.impact_ns is not None and window > f.impact_ns:
+                # The change buys more than this cause's idle time (it also shortens other
+                # waits): the finding claims at most its ceiling, per step in proportion.
+                step = int(step * f.impact_ns / window) if window else 0
+                window = f.impact_ns
+            f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step,
                                     what_if=str(row["change"]))
         out.append(f)
     return out
-
-
-def rank_key(f: Finding) -> tuple[int, int, str]:
-    """Notes last; the others by estimated gain where known, else by time at stake."""
-    has_time = f.severity is not Severity.INFO and f.impact_ns is not None
-    worth = f.estimated_gain_ns if f.estimated_gain_ns is not None else (f.impact_ns or 0)
-    return (0 if has_time else 1, -worth, f.rule_id)

@@ -16,22 +16,27 @@ from collections.abc import Iterable
 READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
+        "critical_path", "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
         "compute_efficiency", "ncu_plan", "step_work",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
     "kernel_launch_index": (
         "gpu_idle", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
-        "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
+        "critical_path", "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
         "compute_efficiency", "ncu_plan", "step_work",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (
-        "nvtx_attribution", "boundness", "idle_causes", "steps", "categories", "host_patterns",
-        "compute_efficiency",
+        "nvtx_attribution", "boundness", "idle_causes", "steps", "critical_path", "categories",
+        "host_patterns", "compute_efficiency",
     ),
-    "kernel_categories:": ("categories", "gemm_precision", "ncu_plan", "step_work"),
+    "kernel_categories:": ("critical_path", "categories", "gemm_precision", "ncu_plan", "step_work"),
+    # the step graph (metrics/critical_path.py, graph/): its analysis, joins and pairings
+    "graph_analysis": ("critical_path", "what_if"),
+    "graph_calls:": ("critical_path",),
+    "graph_calls_by_correlation": ("critical_path",),
+    "graph_peer_waits": ("critical_path",),
     "comm_mask": ("communication", "idle_causes", "steps", "host_patterns", "step_work"),
     # The device work and its launch calls: gap_causes and device_busy (kept to the end, for
     # timeline) are built from them by then.

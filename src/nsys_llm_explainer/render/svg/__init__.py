@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.svg import (
+    critical_path,
     gap_histogram,
     ncu_roofline,
     per_process,
@@ -35,6 +36,7 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Top kernels by GPU time", "top_kernels", top_kernels.build),
     PlotSpec("Idle-gap sizes", "gpu_idle", gap_histogram.build),
     PlotSpec("Step latency", "steps", steps.build),
+    PlotSpec(critical_path.TITLE, "critical_path", critical_path.build),
     PlotSpec("Kernel time per process", "per_process", per_process.build),
     PlotSpec("Roofline", "compute_efficiency", roofline.build),
     PlotSpec(ncu_roofline.TITLE, "ncu", ncu_roofline.build),

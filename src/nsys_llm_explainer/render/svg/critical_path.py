@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.render.fmt import dur
+from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.render.svg.axis import time_axis
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput, fit, legend, n, path, rect, text
 
+TITLE = "Critical path of the median step"  # as registered in render/svg/__init__.py PLOTS
 LEFT, WIDTH, RIGHT, TOP = 190, 700, 20, 10
 LANE_H, BAR_H = 26, 14
 MAX_LANES = 12
@@ -60,7 +61,7 @@ def build(inp: PlotInput) -> Plot | None:
     summary = (f"Step {med['step']} (the median step, {dur(med['measured_ns'])} measured): "
                + ", ".join(f"{c['title']} {c['pct']:.1f}%" for c in top) + " of its critical path")
     table_rows = tuple((str(c["title"]), dur(c["ns"]), f"{c['pct']:.1f}%") for c in med.get("composition", []))
-    return Plot("critical_path", f"Critical path of step {med['step']}", summary, LEFT + WIDTH + RIGHT, height,
+    return Plot("critical_path", TITLE, summary, LEFT + WIDTH + RIGHT, height,
                 "".join(body), ("kind", "time on the path", "share"), table_rows)
 
 

@@ -22,8 +22,8 @@ STEPS = 14
 def _run(path: Path, change: str) -> tuple[dict, dict]:
     data = sources.open_trace(path, jobs=1)
     try:
-        extra = {critical_path.WHAT_IF_OPTION: (change,)} if change.startswith("kernel:") else {}
-        ctx = Context(data.schema, data, Options(step_range=pp.STEP_RANGE, extra=extra))
+        given = (change,) if change.startswith("kernel:") else ()
+        ctx = Context(data.schema, data, Options(step_range=pp.STEP_RANGE, what_if=given))
         for metric in (steps.METRIC, critical_path.METRIC, what_if.METRIC):
             ctx.results[metric.id] = metric.run(ctx)
         cp, wi = ctx.results["critical_path"], ctx.results["what_if"]

@@ -21,7 +21,7 @@ from tests.fixtures.builder import TraceBuilder
 US = 1_000
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 400), st.booleans(), st.integers(-20, 100)),
                 min_size=1, max_size=40))
 def test_chain_ends_matches_a_loop(rows: list[tuple[int, int, bool, int]]) -> None:

@@ -98,7 +98,9 @@ def _end_state(g: Graph, t: Times, b: int, chain: int, when: int, span: bool) ->
     j = k - 1 if k > lo else -1
     if k < hi and t.h_start[k] == when:
         return ("gap", k, when)
-    if j >= lo and when <= t.h_end[j]:
+    if j >= lo and when == t.h_end[j]:
+        return ("call", j, when)
+    if j >= lo and when < t.h_end[j]:
         return ("call_part", j, when)
     if j >= lo:
         return ("tail", j, when)

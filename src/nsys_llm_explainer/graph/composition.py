@@ -93,6 +93,7 @@ def classify(
                 else "memset" if t == TASK_MEMSET else "(whole CUDA graph)"
     for piece, k, text in ((P.QUEUE, "gpu_gap", "stream queue gap"), (P.LATENCY, "launch", "launch latency"),
                            (P.UNEXPLAINED, "unexplained", "(no recorded dependency)"),
+                           (P.UNLAUNCHED, "unexplained", "(no launch call recorded)"),
                            (P.CARRIED, "carried", "(queued before the step)")):
         sel = path.kind == piece
         kind[sel] = K[k]

@@ -9,7 +9,8 @@ Each piece of the path is one of:
 - a host call's own time (a launch call, a synchronize call, any other runtime call), or
   the time a blocking call took to return after the work it waited for ended;
 - host work between two calls of the thread;
-- work queued before the block, whose measured times were kept.
+- work queued before the block, whose measured times were kept;
+- the time before a task with no recorded launch call started (its measured start is kept).
 The pieces tile the step exactly: their lengths add up to the replayed step time.
 """
 
@@ -32,8 +33,8 @@ from nsys_llm_explainer.graph.replay import (
 )
 
 # Piece kinds
-TASK, QUEUE, LATENCY, UNEXPLAINED, CALL, RETURN, HOST_WORK, CARRIED = range(8)
-PIECE_NAMES = ("task", "queue", "latency", "unexplained", "call", "return", "host_work", "carried")
+TASK, QUEUE, LATENCY, UNEXPLAINED, CALL, RETURN, HOST_WORK, CARRIED, UNLAUNCHED = range(9)
+PIECE_NAMES = ("task", "queue", "latency", "unexplained", "call", "return", "host_work", "carried", "unlaunched")
 MAX_PIECES = 1_000_000  # per step: a path cannot be longer than its nodes; this guards loops
 
 
@@ -169,8 +170,8 @@ def _walk(
                 call = int(g.d_launch[node])
                 add(LATENCY, node, int(t.h_start[call]), now)
                 where, node, now = "gap", call, int(t.h_start[call])
-            else:  # BY_BLOCK_START
-                add(CARRIED, node, lo, now)
+            else:  # BY_BLOCK_START: no launch call recorded, its measured start kept
+                add(UNLAUNCHED, node, lo, now)
                 return
 
 

@@ -84,7 +84,7 @@ def replay(g: Graph, p: Params) -> Times:
         b_host = np.where(g.h_fixed, g.h_end, b_host)
         new_host = _ends(a_host, b_host, g.h_first, init_host)
         s_host = np.where(g.h_fixed, g.h_start, previous_in_chain(new_host, g.h_first, 0) + p.h_gap)
-        launch_t = np.where(has_launch, s_host[launch] + p.d_lat, 0)
+        launch_t = np.where(has_launch, _gather(s_host, launch) + p.d_lat, 0)
         inner = e_dev
         while True:
             c = launch_t.copy()
@@ -103,6 +103,11 @@ def replay(g: Graph, p: Params) -> Times:
     d_start = np.where(g.d_fixed, g.d_start, e_dev - p.d_dur)
     return Times(s_host, e_host, d_start, e_dev, *_bindings(g, p, s_host, e_host, e_dev, d_start, ws, wd),
                  rounds)
+
+
+def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[index], zeros when there are no values (a block without host calls)."""
+    return values[index] if len(values) else np.zeros(len(index), np.int64)
 
 
 def _ends(a: np.ndarray, b: np.ndarray, first: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -129,7 +134,7 @@ def _bindings(
     pred_end = previous_in_chain(e_dev, g.d_first, NEG)
     pred_end[g.d_first] = NEG
     by_stream = np.where(g.d_first, NEG, pred_end + p.d_queue)
-    by_launch = np.where(g.d_launch >= 0, s_host[np.maximum(g.d_launch, 0)] + p.d_lat, 0)
+    by_launch = np.where(g.d_launch >= 0, _gather(s_host, np.maximum(g.d_launch, 0)) + p.d_lat, 0)
     by_cross = np.full(n_d, NEG, np.int64)
     d_cross = np.full(n_d, -1, np.int64)
     if len(g.x_src):

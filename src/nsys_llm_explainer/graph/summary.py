@@ -257,7 +257,7 @@ def _thread_lanes(g: Any, hs: np.ndarray, anchor_chain: int) -> dict[int, str]:
     for i in hs.tolist():
         chain = int(g.h_chain[i])
         if chain not in lanes:
-            lanes[chain] = _thread_name(g, i) + (" (step thread)" if chain == anchor_chain else "")
+            lanes[chain] = _thread_name(g, i) + (" (step)" if chain == anchor_chain else "")
     return lanes
 
 

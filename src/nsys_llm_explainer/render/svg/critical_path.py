@@ -16,7 +16,8 @@ from nsys_llm_explainer.render.svg.base import Plot, PlotInput, fit, legend, n, 
 
 TITLE = "Critical path of the median step"  # as registered in render/svg/__init__.py PLOTS
 LEFT, WIDTH, RIGHT, TOP = 190, 700, 20, 10
-LANE_H, BAR_H = 26, 14
+LANE_H, BAR_H = 28, 14
+PATH_Y = 4  # the path runs along the top of each lane, above its bars
 MAX_LANES = 12
 KIND_CLASS = {"kernel": "k1", "communication": "k4", "copy": "k0", "memset": "k6", "CUDA graph": "k1",
               "launch": "k3", "sync": "k5", "runtime": "k7", "event": "k7", "memory": "k6"}
@@ -92,7 +93,7 @@ def _path_d(pieces: pd.DataFrame, y_of: dict[str, float], scale: float, span: fl
     d: list[str] = []
     last_y: float | None = None
     for r in pieces.itertuples(index=False):
-        y = y_of[r.lane] + LANE_H / 2
+        y = y_of[r.lane] + PATH_Y
         x0 = LEFT + max(float(r.start_ns), 0.0) * scale
         x1 = LEFT + min(float(r.end_ns), span) * scale
         if last_y is None:

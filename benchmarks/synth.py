@@ -11,6 +11,7 @@ The expected totals (kernel ns, per-device busy ns from the generator's own inte
 bookkeeping, NVTX-attributed kernel ns) go into a sidecar JSON next to the trace.
 
     python benchmarks/synth.py --kernels 500000 --out /tmp/medium.sqlite
+    python benchmarks/synth.py --plant copies [--without] --out /tmp/copies.sqlite
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ if __package__ in (None, ""):
 
 from benchmarks import catalog as cat  # noqa: E402
 from benchmarks.assemble import Rows, assemble  # noqa: E402
+from benchmarks.planted_pairs import PAIRS  # noqa: E402
+from benchmarks.planted_pairs import generate as generate_pair  # noqa: E402
 from benchmarks.timeline import Template, compile_template, simulate_step, step_events  # noqa: E402
 from benchmarks.writer import insert_arrays  # noqa: E402
 from tests.fixtures.builder import TraceBuilder  # noqa: E402
@@ -172,7 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--comm-scale", type=float, default=1.0, help="planted: all-reduce durations x this")
     ap.add_argument("--host-scale", type=float, default=1.0,
                     help="planted: host time outside CUDA calls x this")
+    ap.add_argument("--plant", choices=sorted(PAIRS),
+                    help="write instead one trace of a planted pair (benchmarks/planted_pairs.py): the "
+                         "workload with this bottleneck, or with --without the same workload without it")
+    ap.add_argument("--without", action="store_true", help="with --plant: the trace without the bottleneck")
+    ap.add_argument("--steps", type=int, default=40, help="with --plant: steps to write")
     a = ap.parse_args(argv)
+    if a.plant:
+        generate_pair(a.plant, not a.without, a.out, steps=a.steps, seed=a.seed)
+        print(json.dumps({"plant": a.plant, "bottleneck": not a.without, "what_if": PAIRS[a.plant]}))
+        return 0
     cfg = SynthConfig(a.kernels, a.processes, a.layers, a.graph, a.nvtx_depth, a.prefill_every,
                       a.seed, a.version, a.gpu_name, a.gemm_scale, a.comm_scale, a.host_scale)
     exp = generate(cfg, a.out)

@@ -33,8 +33,8 @@ class Plan:
 
     blocks: Blocks
     step: np.ndarray  # per block: the step's id (the steps table's `step`)
-    start: np.ndarray  # per block: the step's measured ends, absolute
-    end: np.ndarray
+    start: np.ndarray  # per block: the step's start, absolute
+    end: np.ndarray  # and the end of its period: the next step's start (its end for the last)
     warm: np.ndarray  # per block: the warm-up step's id, -1 for none
     anchor: str  # HOST or SPAN
     total_steps: int
@@ -61,13 +61,18 @@ def plan(steps: pd.DataFrame | None, nodes_per_step: float, capture: list[tuple[
     keep = max(1, int(NODE_BUDGET // per_block))
     chosen = np.arange(n) if keep >= n else np.unique(np.linspace(0, n - 1, keep).round().astype(np.int64))
     has_prev = np.r_[False, pid[1:] == pid[:-1]]
+    has_next = np.r_[pid[1:] == pid[:-1], False]
     prev = chosen - 1
     warm_ok = has_prev[chosen]
     bstart = np.where(warm_ok, start[np.maximum(prev, 0)], start[chosen])
-    blocks = Blocks(pid[chosen], bstart, end[chosen] + 1)
+    # A step's period on the host runs to the next step's start (its own end for the last
+    # step of a process, or when the next one starts before it ends).
+    nxt = np.minimum(chosen + 1, n - 1)
+    period_end = np.where(has_next[chosen], np.maximum(start[nxt], end[chosen]), end[chosen])
+    blocks = Blocks(pid[chosen], bstart, period_end + 1)
     warm = np.where(warm_ok, ids[np.maximum(prev, 0)], -1)
     per_pid = {int(x): int(c) for x, c in zip(*np.unique(pid, return_counts=True), strict=True)}
-    return Plan(blocks, ids[chosen], start[chosen], end[chosen], warm, HOST, n, len(chosen) < n, per_pid)
+    return Plan(blocks, ids[chosen], start[chosen], period_end, warm, HOST, n, len(chosen) < n, per_pid)
 
 
 @dataclass(frozen=True)
@@ -120,9 +125,11 @@ def step_times(
     """Per block, the step's host period, its device period and the step time (the larger),
     replayed (t) or measured (t None).
 
-    Host period: from the step's start to its end on the anchor thread. Device period: the
-    step's own GPU window, from its first kernel's start to its last kernel's end (a step's
-    kernels: those launched inside it; all its tasks when it launched no kernel).
+    Host period: from the step's start to the next step's start on the anchor thread (to its
+    own end for a process's last step). Device period: from the end of the previous step's
+    kernels to the end of this step's (a step's kernels: those launched inside its period;
+    all its tasks when it launched no kernel); from its first kernel's start when no step
+    precedes it.
     A step takes as long as the slower of the two: a host that runs ahead of the device
     only queues work, and a device that waits for the host only idles."""
     nb = len(pl.blocks)
@@ -152,12 +159,15 @@ def step_times(
     with_kernels[g.d_block[marks]] = True
     marks |= known & ~with_kernels[g.d_block]
     own = marks & (g.d_issue >= an.start_rel[g.d_block]) & (g.d_issue < an.end_rel[g.d_block])
+    warm = marks & (g.d_issue < an.start_rel[g.d_block])
     end = np.full(nb, np.iinfo(np.int64).min, np.int64)
     first = np.full(nb, np.iinfo(np.int64).max, np.int64)
+    prev = np.full(nb, np.iinfo(np.int64).min, np.int64)
     np.maximum.at(end, g.d_block[own], d_end[own])
     np.minimum.at(first, g.d_block[own], d_start[own])
+    np.maximum.at(prev, g.d_block[warm], d_end[warm])
     has = end > np.iinfo(np.int64).min
-    base = first
+    base = np.where(prev > np.iinfo(np.int64).min, np.minimum(prev, end), first)
     device = np.where(has, end - base, 0)
     by_device = device > host
     last = np.full(nb, -1, np.int64)

@@ -45,7 +45,6 @@ from nsys_llm_explainer.graph.host import (
 from nsys_llm_explainer.graph.scan import NEG, expand_ranges, previous_in_chain, starts_of
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
 from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL, Blocks, select
-from nsys_llm_explainer.analysis.idle_sweep import PAGEABLE
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 PIN_NS = 20_000
@@ -56,6 +55,7 @@ SLOW_LAUNCH_FACTOR = 10
 RETURN_TOLERANCE_NS = 1_000  # a call that returns this much before its work ended did not wait
 INVALID_STREAM = (1 << 32) - 1
 D2H = 2
+PAGEABLE = 0  # CUPTI memory kind of pageable host memory
 TO_HOST = (2, 4)  # CUPTI copy kinds DtoH, AtoH
 FROM_HOST = (1, 3)  # HtoD, HtoA
 DEVICE_ONLY = (5, 6, 7, 8, 10)  # AtoA, AtoD, DtoA, DtoD, PtoP

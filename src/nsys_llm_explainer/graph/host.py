@@ -27,7 +27,6 @@ import numpy as np
 from nsys_llm_explainer.analysis.groups import factorize
 from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.metrics.sync import classify
 
 # What a call is, for the replay and for the critical path's composition.
 OTHER, LAUNCH, COPY, MEMSET, SYNC, EVENT = 0, 1, 2, 3, 4, 5
@@ -54,7 +53,7 @@ def api_tables(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
             kind[i] = LAUNCH
         elif _COPY.match(n):
             kind[i] = COPY
-            if classify(n) == "blocking":
+            if "async" not in n.lower():  # cudaMemcpy, cudaMemcpy2D, cuMemcpyDtoH ...: synchronous
                 wait[i] = WAIT_OWN_COPY
         elif _MEMSET.match(n):
             kind[i] = MEMSET

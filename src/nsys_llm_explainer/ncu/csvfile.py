@@ -175,7 +175,13 @@ def _records(lines: list[str], start: int) -> Iterator[tuple[int, list[str] | No
             yield i, None
             i += 1
             continue
-        yield i, next(csv.reader([buf]), [])
+        try:
+            cells = next(csv.reader([buf]), [])
+        except csv.Error:  # quotes that balance but do not parse (a newline outside them)
+            yield i, None
+            i += 1
+            continue
+        yield i, cells
         i = j + 1
 
 

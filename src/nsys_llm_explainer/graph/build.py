@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import factorize, group_codes
+from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.analysis.join import match_calls
 from nsys_llm_explainer.graph import events
 from nsys_llm_explainer.graph.host import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from nsys_llm_explainer.model import (
     TraceInfo,
 )
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.render import ALL_FORMATS
 from nsys_llm_explainer.rules.engine import apply_rules
 from nsys_llm_explainer.runtime import runner
 from nsys_llm_explainer.runtime.cpus import default_jobs
@@ -248,7 +249,7 @@ class Report(model.Report):
         return self.shared.labels
 
     def data(self) -> model.Report:
-        """The report's data alone (what the writers take, and what pickles without this module)."""
+        """The report's data alone, as the writers take it."""
         return model.Report(**{f.name: getattr(self, f.name) for f in dataclasses.fields(model.Report)})
 
     def to_dict(self) -> dict[str, Any]:
@@ -271,24 +272,18 @@ class Report(model.Report):
     def write(
         self,
         out_dir: Path | str,
-        formats: str | Iterable[str] = "md,json,csv,html,ncu",
+        formats: str | Iterable[str] = ALL_FORMATS,
         force: bool = False,
         md: str = "compact",
-        *,
-        render: Callable[..., dict[str, str]] | None = None,
     ) -> Path:
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html, ncu). `force`: write into a non-empty directory that holds no previous report.
-        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full".
-        `render(report, formats, md)`: makes the files' texts (default: render.files.build)."""
+        `md`: report.md's layout, "compact" (details closed, for pull requests) or "full"."""
         from nsys_llm_explainer.render import Format, files, output
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        texts = render(self.data(), chosen, md) if render is not None else files.build(
-            self.shared.report, chosen, md, self.shared
-        )
-        output.write(out, texts, force=force)
+        output.write(out, files.build(self.shared.report, chosen, md, self.shared), force=force)
         return out
 
 

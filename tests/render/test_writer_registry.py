@@ -15,7 +15,9 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import MetricResult, Report, Skipped, TraceInfo
-from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown, rich
+from nsys_llm_explainer.render import ALL_FORMATS, Format, csv_writer, json_writer, markdown, rich
+from nsys_llm_explainer.render.shared import Shared
+from nsys_llm_explainer.render.writers import WRITERS
 from nsys_llm_explainer.schema import errors
 from tests.fixtures import variants
 from tests.schema.test_report_schema import full_trace
@@ -77,6 +79,25 @@ def test_every_format_renders(report: Report) -> None:
     assert {"report.md", "report.json"} <= set(files)
     assert all(isinstance(text, str) for text in files.values())
     assert all(text for name, text in files.items() if not name.startswith("tables/"))
+
+
+def test_every_format_has_one_writer() -> None:
+    assert list(WRITERS) == list(Format)
+    assert all(writer.format is fmt for fmt, writer in WRITERS.items())
+    assert ALL_FORMATS.split(",") == [f.value for f in Format]
+
+
+def test_each_writer_writes_what_build_writes_for_it(report: Report) -> None:
+    """files.build is the writers' union: each writer alone gives its own files, the same
+    texts, and no two writers write one path."""
+    together = build_files(report, tuple(Format))
+    alone = {fmt: writer.render(report, Shared(report)) for fmt, writer in WRITERS.items()}
+    paths = [p for files in alone.values() for p in files]
+    assert len(paths) == len(set(paths))
+    assert {p: t for files in alone.values() for p, t in files.items()} == together
+    assert set(alone[Format.JSON]) == {"report.json"}
+    assert all(p.startswith("tables/") and p.endswith(".csv") for p in alone[Format.CSV])
+    assert all(p == "report.md" or (p.startswith("plots/") and p.endswith(".svg")) for p in alone[Format.MD])
 
 
 def test_markdown_sections(report: Report) -> None:

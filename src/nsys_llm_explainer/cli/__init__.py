@@ -20,7 +20,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.errors import ExitCode, ExplainError, UsageError
 from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
 from nsys_llm_explainer.options.phases import PhaseMap
-from nsys_llm_explainer.render import MD_LAYOUTS, Format
+from nsys_llm_explainer.render import ALL_FORMATS, MD_LAYOUTS, Format
 from nsys_llm_explainer.render.output import check_target
 
 DEBUG_VAR = "NSYS_LLM_EXPLAIN_DEBUG"  # set: internal errors print their traceback
@@ -115,9 +115,9 @@ def explain(
         str,
         typer.Option(
             "--format",
-            help="Outputs to write, comma-separated: md,json,csv,html,ncu (Nsight Compute plan).",
+            help=f"Outputs to write, comma-separated: {ALL_FORMATS} (Nsight Compute plan).",
         ),
-    ] = "md,json,csv,html,ncu",
+    ] = ALL_FORMATS,
     md: Annotated[
         str,
         typer.Option(

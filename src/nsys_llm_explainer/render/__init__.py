@@ -1,4 +1,5 @@
-"""Writers: each takes the Report and returns file contents; output.py puts them on disk."""
+"""Writers: each takes the Report and returns file contents (writers.py maps each Format to
+its writer); output.py puts them on disk."""
 
 from __future__ import annotations
 
@@ -33,3 +34,7 @@ class Format(StrEnum):
         if not out:
             raise UsageError("--format: no format given")
         return tuple(dict.fromkeys(out))
+
+
+# Every format, the default of --format and Report.write(): "md,json,csv,html,ncu".
+ALL_FORMATS = ",".join(f.value for f in Format)

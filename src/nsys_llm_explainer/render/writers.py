@@ -1,0 +1,122 @@
+"""One writer per output format, and WRITERS, the one mapping from Format to writer that
+every loop over formats reads (files.build, files.prepare).
+
+A writer turns the Report, with what writers share (render/shared.py: report.json's dict,
+the kernel labels, the plots and metric sections of report.md and report.html), into
+files: relative path -> text. Each imports its module only when it runs, so choosing
+`--format json` loads no Jinja and no plot code. To add a format: a Format member
+(render/__init__.py) and a writer here; tests/render/test_writer_registry.py checks
+that every Format has one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from nsys_llm_explainer.render import Format
+
+if TYPE_CHECKING:  # the command line reads WRITERS before pandas (which model.py loads) is imported
+    from nsys_llm_explainer.model import Report
+    from nsys_llm_explainer.render.shared import Shared
+
+
+class Writer(Protocol):
+    format: ClassVar[Format]
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        """Relative path -> text of this format's files."""
+        ...
+
+    def prepare(self, md: str) -> None:
+        """Import what render() needs and compile its templates (`md`: report.md's layout)."""
+        ...
+
+
+class MarkdownWriter:
+    format: ClassVar[Format] = Format.MD
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        from nsys_llm_explainer.render import markdown
+        from nsys_llm_explainer.render.svg import plot_files
+
+        plots, missing = shared.plots
+        files = plot_files(plots)
+        files["report.md"] = markdown.render(
+            report,
+            plots=[(p.title, f"plots/{p.id}.svg") for p in plots],
+            mode=shared.md,
+            sections=shared.sections,
+            missing=missing,
+            shared=shared,
+        )
+        return files
+
+    def prepare(self, md: str) -> None:
+        from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
+
+        markdown.prepare(md)
+
+
+class JsonWriter:
+    format: ClassVar[Format] = Format.JSON
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        from nsys_llm_explainer.render import json_writer
+
+        return {"report.json": json_writer.render(report, shared)}
+
+    def prepare(self, md: str) -> None:
+        from nsys_llm_explainer.render import json_writer  # noqa: F401
+
+
+class CsvWriter:
+    format: ClassVar[Format] = Format.CSV
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        from nsys_llm_explainer.render import csv_writer
+
+        return {f"tables/{name}": text for name, text in csv_writer.render(report, shared).items()}
+
+    def prepare(self, md: str) -> None:
+        from nsys_llm_explainer.render import csv_writer  # noqa: F401
+
+
+class HtmlWriter:
+    format: ClassVar[Format] = Format.HTML
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        from nsys_llm_explainer.render import html
+
+        return {"report.html": html.render(report, shared.plots, sections=shared.sections, shared=shared)}
+
+    def prepare(self, md: str) -> None:
+        from nsys_llm_explainer.render import html, markdown, sections, svg  # noqa: F401
+
+        markdown.prepare(None)  # the metric sections report.html shows
+        html.prepare()
+
+
+class NcuWriter:
+    """ncu_plan.sh and ncu_targets.json, when the plan has targets (none without kernels)."""
+
+    format: ClassVar[Format] = Format.NCU
+
+    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+        from nsys_llm_explainer.model import MetricResult
+
+        outcome = report.metrics.get("ncu_plan")
+        if not isinstance(outcome, MetricResult) or not outcome.data.get("targets"):
+            return {}
+        from nsys_llm_explainer.compute import ncu_plan
+        from nsys_llm_explainer.metrics.ncu_targets import plan_of
+
+        plan = plan_of(outcome.data)
+        return {"ncu_plan.sh": ncu_plan.plan_script(plan), "ncu_targets.json": ncu_plan.targets_json(plan)}
+
+    def prepare(self, md: str) -> None:
+        pass
+
+
+WRITERS: dict[Format, Writer] = {
+    w.format: w for w in (MarkdownWriter(), JsonWriter(), CsvWriter(), HtmlWriter(), NcuWriter())
+}

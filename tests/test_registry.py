@@ -3,6 +3,7 @@ and docs page; every rule has a unique, well-formed id and a documented docstrin
 
 from __future__ import annotations
 
+import importlib
 import re
 from importlib import resources
 from pathlib import Path
@@ -100,3 +101,19 @@ def test_rules_module_names_match_ids() -> None:
     for rule in RULES:
         module = rule.check.__module__.rsplit(".", 1)[-1]
         assert module.startswith(rule.id.lower() + "_"), f"{rule.id} lives in {module}"
+
+
+def test_metrics_package_holds_only_metric_modules() -> None:
+    """metrics/ is the metric modules (each defines METRIC) and the interface; every metric
+    module runs (ORDER names it). Helpers belong to analysis/ or compute/."""
+    import pkgutil
+
+    from nsys_llm_explainer import metrics
+    from nsys_llm_explainer.metrics import ORDER
+
+    modules = {m.name for m in pkgutil.iter_modules(metrics.__path__)} - {"base"}
+    assert modules == set(ORDER)
+    assert len(ORDER) == len(set(ORDER))
+    assert [m.id for m in REGISTRY] == [
+        importlib.import_module(f"nsys_llm_explainer.metrics.{name}").METRIC.id for name in ORDER
+    ]

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, model
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
-from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
+from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import (
     GpuInfo,
     MetricResult,

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import MetricTimeout
-from nsys_llm_explainer.metrics import REGISTRY, Context, Metric
+from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner

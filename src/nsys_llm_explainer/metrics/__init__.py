@@ -1,79 +1,53 @@
-"""Metric registry, in run order (a metric may read the results of those before it)."""
+"""Metric registry, in run order (a metric may read the results of those before it).
+
+A metric is a module of this package that defines METRIC (metrics/base.py); ORDER names it
+once, where it runs."""
 
 from __future__ import annotations
 
+import importlib
+
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.metrics import (
-    boundness,
-    capture,
-    casts,
-    critical_path,
-    categories,
-    communication,
-    compute_efficiency,
-    cuda_graphs,
-    fusion_candidates,
-    gemm_precision,
-    gpu_context,
-    gpu_idle,
-    host_patterns,
-    idle_causes,
-    launch_overhead,
-    launch_storm,
-    memory_transfers,
-    model_utilization,
-    ncu_results,
-    ncu_targets,
-    nvtx_attribution,
-    nvtx_ranges,
-    operators,
-    per_process,
-    step_work,
-    steps,
-    sync,
-    timeline,
-    top_kernels,
-    what_if,
-    workload,
-)
 from nsys_llm_explainer.metrics.base import Metric
 
-REGISTRY: tuple[Metric, ...] = (
-    top_kernels.METRIC,
-    launch_storm.METRIC,
-    sync.METRIC,
-    gpu_idle.METRIC,
-    nvtx_ranges.METRIC,
-    nvtx_attribution.METRIC,
-    per_process.METRIC,
-    launch_overhead.METRIC,
-    boundness.METRIC,
-    workload.METRIC,  # before capture: TensorRT engines skip the autotuning check
-    capture.METRIC,
-    idle_causes.METRIC,
-    steps.METRIC,
-    step_work.METRIC,  # after steps: the work inside its complete steps
-    critical_path.METRIC,  # right after steps: it reads its steps and the caches steps holds
-    what_if.METRIC,
-    casts.METRIC,
-    host_patterns.METRIC,
-    categories.METRIC,
-    memory_transfers.METRIC,
-    gpu_context.METRIC,
-    communication.METRIC,
-    cuda_graphs.METRIC,
-    fusion_candidates.METRIC,
-    operators.METRIC,  # PyTorch profiler traces only (Skipped elsewhere)
-    compute_efficiency.METRIC,  # after operators, nvtx_attribution, steps (shares their caches), workload
-    model_utilization.METRIC,  # after steps, workload and compute_efficiency
-    gemm_precision.METRIC,
-    ncu_targets.METRIC,  # after top_kernels, capture and compute_efficiency
-    ncu_results.METRIC,  # only with --ncu
-    timeline.METRIC,  # keep last: it summarizes the metrics above for plots
+ORDER: tuple[str, ...] = (
+    "top_kernels",
+    "launch_storm",
+    "sync",
+    "gpu_idle",
+    "nvtx_ranges",
+    "nvtx_attribution",
+    "per_process",
+    "launch_overhead",
+    "boundness",
+    "workload",  # before capture: TensorRT engines skip the autotuning check
+    "capture",
+    "idle_causes",
+    "steps",
+    "step_work",  # after steps: the work inside its complete steps
+    "critical_path",  # right after steps: it reads its steps and the caches steps holds
+    "what_if",
+    "casts",
+    "host_patterns",
+    "categories",
+    "memory_transfers",
+    "gpu_context",
+    "communication",
+    "cuda_graphs",
+    "fusion_candidates",
+    "operators",  # PyTorch profiler traces only (Skipped elsewhere)
+    "compute_efficiency",  # after operators, nvtx_attribution, steps (shares their caches), workload
+    "model_utilization",  # after steps, workload and compute_efficiency
+    "gemm_precision",
+    "ncu_targets",  # after top_kernels, capture and compute_efficiency
+    "ncu_results",  # only with --ncu
+    "timeline",  # keep last: it summarizes the metrics above for plots
 )
+
+REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"{__name__}.{name}").METRIC for name in ORDER)
 
 # The metrics of every report: REGISTRY less those that run only when an option asks for them
 # (Metric.option: ncu with --ncu).
 ALWAYS: tuple[Metric, ...] = tuple(m for m in REGISTRY if m.option is None)
 
-__all__ = ["ALWAYS", "REGISTRY", "Context", "Metric"]
+__all__ = ["ALWAYS", "ORDER", "REGISTRY", "Context", "Metric"]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from nsys_llm_explainer.metrics import Context, Metric
+from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.runtime.lifetimes import Releases
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer import api, cli
+from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, MetricTimeout
-from nsys_llm_explainer.metrics import REGISTRY, Context
+from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.trace import deadline

@@ -16,7 +16,7 @@ from hypothesis import settings
 from typer.testing import CliRunner
 
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.cli import app
+from nsys_llm_explainer.cli import run
 from nsys_llm_explainer.model import MetricResult, Report, Skipped
 from nsys_llm_explainer.options import Options
 from tests import fresh
@@ -111,11 +111,11 @@ class CliResult:
 
 
 def run_cli(*args: str | Path) -> CliResult:
-    """Invoke the typer app in-process; stdout and stderr are kept apart."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return CliResult(result.exit_code, result.stdout, result.stderr)
+    """The command line in-process, as the console script runs it (cli.run: one error line and
+    the documented exit code); stdout and stderr are kept apart."""
+    with CliRunner().isolation() as (stdout, stderr, _):
+        code = run([str(a) for a in args])
+        return CliResult(code, stdout.getvalue().decode(), stderr.getvalue().decode())
 
 
 def md_open_lines(text: str) -> list[str]:

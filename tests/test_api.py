@@ -181,7 +181,10 @@ def test_console_script_version():
 
 def test_console_script_help_and_diff_help():
     res = _script("--help")
-    assert res.returncode == 0 and res.stdout.startswith(f"Usage: {TOOL_NAME} [OPTIONS]")
+    assert res.returncode == 0 and res.stdout.startswith(f"Usage: {TOOL_NAME} [report] TRACE [OPTIONS]")
+    assert "\nCommands:\n  report " in res.stdout
+    res = _script("report", "--help")
+    assert res.returncode == 0 and res.stdout.startswith(f"Usage: {TOOL_NAME} report [OPTIONS]")
     res = _script("diff", "--help")
     assert res.returncode == 0 and res.stdout.startswith(f"Usage: {TOOL_NAME} diff [OPTIONS]")
 

@@ -153,7 +153,9 @@ def test_unknown_option(trace, tmp_path):
 def test_bad_kernel_name(value, trace, tmp_path):
     res = run_cli(trace, "--out", tmp_path / "out", "--kernel-name", value)
     assert res.exit_code == 2
-    assert "--kernel-name must be one of demangled, short, mangled" in one_error_line(res)
+    assert f"Invalid value for '--kernel-name': {value!r} is not one of 'demangled', 'short', 'mangled'" in (
+        one_error_line(res)
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -190,3 +192,31 @@ def test_subprocess_exit_codes(trace, tmp_path):
     unknown = run_module(trace, "--out", tmp_path / "o2", "--bogus")
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--md", "wide"), "Invalid value for '--md': 'wide' is not one of 'compact', 'full'"),
+        (
+            ("--format", "md,pdf"),
+            "Invalid value for '--format': unknown format 'pdf' (choose from md, json, csv, html, ncu)",
+        ),
+        (("--format", ","), "Invalid value for '--format': no format given"),
+    ],
+)
+def test_choices_are_checked_by_the_parser(args, message, trace, tmp_path):
+    res = run_cli(trace, "--out", tmp_path / "out", *args)
+    assert res.exit_code == 2
+    assert message in one_error_line(res)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_report_is_the_default_command(trace, tmp_path):
+    """`TRACE --out DIR` and `report TRACE --out DIR` are the same command; options may come first."""
+    a = run_cli(trace, "--out", tmp_path / "a", "--format", "json", "-q")
+    b = run_cli("report", trace, "--out", tmp_path / "b", "--format", "json", "-q")
+    c = run_cli("-q", "--format", "json", "--out", tmp_path / "c", trace)
+    assert (a.exit_code, b.exit_code, c.exit_code) == (0, 0, 0)
+    texts = {(tmp_path / d / "report.json").read_text(encoding="utf-8") for d in ("a", "b", "c")}
+    assert len(texts) == 1

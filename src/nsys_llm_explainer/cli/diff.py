@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from nsys_llm_explainer import TOOL_NAME
-from nsys_llm_explainer.cli import EXIT_CODES_HELP, new_app, user_facing_errors
+from nsys_llm_explainer.cli.common import EXIT_CODES_HELP, new_app, user_facing_errors
 from nsys_llm_explainer.diff import diff, gate
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.errors import ExitCode, UsageError
-from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
+from nsys_llm_explainer.options import KernelNameMode, Options
 from nsys_llm_explainer.options.phases import PhaseMap
 from nsys_llm_explainer.render import output
 
@@ -78,11 +78,8 @@ def diff_command(
         ),
     ] = False,
     kernel_name: Annotated[
-        str,
-        typer.Option(
-            "--kernel-name", help="Kernel names for trace inputs: demangled, short or mangled."
-        ),
-    ] = "demangled",
+        KernelNameMode, typer.Option("--kernel-name", help="Kernel names for trace inputs.")
+    ] = KernelNameMode.DEMANGLED,
     phase_map: Annotated[
         Path | None,
         typer.Option("--phase-map", "--phases-json", help="Phase map JSON for trace inputs."),
@@ -109,8 +106,6 @@ def diff_command(
     with user_facing_errors("diff"):
         if out is None:
             raise UsageError("--out DIR is required (where diff.md, diff.json and tables/ go)")
-        if kernel_name not in KERNEL_NAME_MODES:
-            raise UsageError(f"--kernel-name must be one of {', '.join(KERNEL_NAME_MODES)}")
         if top_n < 1:
             raise UsageError("--top-n must be >= 1")
         conditions = gate.parse(fail_on)
@@ -119,7 +114,7 @@ def diff_command(
         )
         output.check_target(out, force)
         options = Options(
-            kernel_name=kernel_name,
+            kernel_name=kernel_name.value,
             step_range=step_range,
             phase_map=PhaseMap.load(phase_map) if phase_map is not None else PhaseMap(),
         )

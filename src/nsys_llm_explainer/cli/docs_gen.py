@@ -11,7 +11,7 @@ reference in README.md between the cli-help markers (the --help text at a fixed 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,20 +44,13 @@ def command_help(app: typer.Typer, prog: str) -> str:
 
 
 def cli_reference() -> str:
-    from nsys_llm_explainer.cli import app
+    """--help of the command group and of each command, as `nsys-llm-explain ... --help` prints it."""
+    from nsys_llm_explainer.cli import COMMANDS, app
 
     parts = [f"$ {TOOL_NAME} --help\n" + command_help(app, TOOL_NAME)]
-    if importlib.util.find_spec("nsys_llm_explainer.cli.diff") is not None:
-        from nsys_llm_explainer.cli.diff import diff_app
-
-        parts.append(f"$ {TOOL_NAME} diff --help\n" + command_help(diff_app, f"{TOOL_NAME} diff"))
-    if importlib.util.find_spec("nsys_llm_explainer.cli.fleet") is not None:
-        from nsys_llm_explainer.cli.fleet import fleet_app
-
-        parts.append(f"$ {TOOL_NAME} fleet --help\n" + command_help(fleet_app, f"{TOOL_NAME} fleet"))
-    from nsys_llm_explainer.cli.ncu import ncu_app
-
-    parts.append(f"$ {TOOL_NAME} ncu --help\n" + command_help(ncu_app, f"{TOOL_NAME} ncu"))
+    for name, (module, attr, _) in COMMANDS.items():
+        sub = getattr(importlib.import_module(module), attr)
+        parts.append(f"$ {TOOL_NAME} {name} --help\n" + command_help(sub, f"{TOOL_NAME} {name}"))
     return "```text\n" + "\n".join(parts) + "```\n"
 
 

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from nsys_llm_explainer import TOOL_NAME
-from nsys_llm_explainer.cli import new_app, user_facing_errors
+from nsys_llm_explainer.cli.common import new_app, user_facing_errors
 from nsys_llm_explainer.errors import ExitCode, InputError, UsageError
 from nsys_llm_explainer.fleet import inputs as fleet_inputs
 from nsys_llm_explainer.fleet import render_files, robust
 from nsys_llm_explainer.fleet.inputs import TraceInput
-from nsys_llm_explainer.options import KERNEL_NAME_MODES, Options
+from nsys_llm_explainer.options import KernelNameMode, Options
 from nsys_llm_explainer.options.phases import PhaseMap
 from nsys_llm_explainer.render import output
 
@@ -94,8 +94,8 @@ def fleet_command(
         float, typer.Option("--straggler-k", help="Straggler band: median + K x 1.4826 x MAD.")
     ] = robust.K,
     kernel_name: Annotated[
-        str, typer.Option("--kernel-name", help="Kernel names: demangled, short or mangled.")
-    ] = "demangled",
+        KernelNameMode, typer.Option("--kernel-name", help="Kernel names.")
+    ] = KernelNameMode.DEMANGLED,
     step_range: Annotated[
         str | None, typer.Option("--step-range", help="NVTX range name that marks one step.")
     ] = None,
@@ -124,8 +124,6 @@ def fleet_command(
     with user_facing_errors("fleet result"):
         if out is None:
             raise UsageError("--out DIR is required (where fleet.md, fleet.json and tables/ go)")
-        if kernel_name not in KERNEL_NAME_MODES:
-            raise UsageError(f"--kernel-name must be one of {', '.join(KERNEL_NAME_MODES)}")
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
         if straggler_k <= 0:
@@ -154,7 +152,7 @@ def fleet_command(
         )
         output.check_target(out, force)
         options = Options(
-            kernel_name=kernel_name,
+            kernel_name=kernel_name.value,
             step_range=step_range,
             phase_map=PhaseMap.load(phase_map) if phase_map is not None else PhaseMap(),
             kernel_categories=str(kernel_categories) if kernel_categories is not None else None,

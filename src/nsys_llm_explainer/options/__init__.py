@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from nsys_llm_explainer.options.phases import PhaseMap
 
-KERNEL_NAME_MODES = ("demangled", "short", "mangled")
+
+class KernelNameMode(StrEnum):
+    """How kernel names are shown (--kernel-name)."""
+
+    DEMANGLED = "demangled"
+    SHORT = "short"
+    MANGLED = "mangled"
+
+
+KERNEL_NAME_MODES = tuple(m.value for m in KernelNameMode)
 
 
 @dataclass(frozen=True)

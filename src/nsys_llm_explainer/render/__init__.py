@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# report.md layouts: "compact" (closed <details> sections, for pull requests), "full" (all open).
-MD_LAYOUTS = ("compact", "full")
+
+class MdLayout(StrEnum):
+    """report.md's layout (--md)."""
+
+    COMPACT = "compact"  # key facts open, the rest in closed <details> sections, for pull requests
+    FULL = "full"  # every section open
+
+
+MD_LAYOUTS = tuple(m.value for m in MdLayout)
 
 
 class Format(StrEnum):

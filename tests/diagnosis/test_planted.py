@@ -110,6 +110,19 @@ def test_fp32_gemms(build: Build) -> None:
     assert not [x for x in r.findings if x.rule_id == "NLE101"]  # NLE323 reports that kernel
 
 
+def test_fp32_convolutions_on_a_volta_gpu(build: Build) -> None:
+    r = run(build, planted.fp32_conv_volta)
+    f = next(x for x in r.findings if x.rule_id == "NLE323")
+    # 200 x (300 + 100) us of cuDNN's templated FP32 kernels, all of the convolution time.
+    assert (f.severity, f.impact_ns) == (Severity.HIGH, 200 * 400 * US)
+    assert "100.0% of GPU 0's convolution time" in f.title and f.title.startswith("Float32 convolutions")
+    assert any("Tesla V100-SXM2-32GB (Volta)" in e for e in f.evidence)
+    # Volta has no TF32 or BF16: FP16 autocast with a gradient scaler, nothing else.
+    assert "torch.float16" in f.recommendation[0] and "GradScaler" in f.recommendation[0]
+    assert len(f.recommendation) == 1
+    assert not any(w in f.recommendation[0] for w in ("bfloat16", "allow_tf32", "set_float32_matmul_precision", "FP8"))
+
+
 def test_tiny_capture_is_insufficient_and_nothing_is_loud(build: Build) -> None:
     r = run(build, planted.tiny_capture)
     assert r.diagnosis.verdict == "insufficient_data" and r.diagnosis.primary is None

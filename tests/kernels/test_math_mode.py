@@ -37,6 +37,24 @@ CASES = [
     ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_128x32_"
      "8x5_nn_align1::Params)", "fp32", False, "sgemm", "simt"),
     ("ampere_gcgemm_64x64_nt", None, False, None, "gcgemm"),  # complex: not one of the dtypes
+    # cuDNN's own templated convolution kernels (FP32 CNN training on Volta/Turing): the first
+    # element type, on the CUDA cores.
+    ("void cudnn::detail::wgrad_alg0_engine<float, 128, 6, 8, 3, 3, 5, false, 512>(int, int, int, float const*, "
+     "int, float*, float const*, kernel_grad_params, unsigned long long, int, float, int, int, int, int)",
+     "fp32", False, "float", "wgrad_alg0_engine"),
+    ("void cudnn::detail::dgrad_engine<float, 128, 6, 7, 3, 3, 5, false>(int, int, int, float const*, int, "
+     "float const*, int, float*, kernel_grad_params, unsigned long long, int, unsigned long long, int, float, int, "
+     "int, int)", "fp32", False, "float", "dgrad_engine"),
+    ("void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::"
+     "WinogradDataParams<float, float>)", "fp32", False, "float", "winogradforwarddata4x4"),
+    ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<false, true, __half, __half, float>(cudnn::cnn::"
+     "WgradGroupedDirectParams, __half const*, __half const*, float*, float, float)", "fp16", False, "__half",
+     "wgrad2d_grouped_direct_kernel"),
+    # Not a convolution: a layout or norm kernel of cuDNN says nothing about math.
+    ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::"
+     "nchw2nhwc_params_t<float>, float const*, float*)", None, None, None, None),
+    ("void cudnn::detail::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnnTensorStruct, float "
+     "const*)", None, None, None, None),
     # Instruction cores: <accumulator letter><shape>gemm.
     ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align1>(cutlass_80_tensorop_"
      "s1688gemm_256x128_32x3_nn_align1::Params)", "tf32", True, "s1688gemm", "tensorop"),
@@ -129,6 +147,9 @@ PRECISION = [
     ("ampere_sgemm_32x32_sliced1x4_tn", "fp32", None, None, False),
     ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", "fp32", None, None, False),
     ("turing_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1", "fp32", None, None, False),
+    ("void cudnn::detail::dgrad2d_alg1_1<float, 0, 6, 6, 5, 4, 4, false, true>(int, int, int, float const*, int, "
+     "float const*, int, float*, kernel_grad_params, unsigned long long, int, unsigned long long, int, float, int, "
+     "int)", "fp32", None, None, False),
     ("void cudnn::detail::implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, "
      "int, int, float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, "
      "int, float const*, float const*, bool, int, int)", "fp32", None, None, False),

@@ -36,7 +36,10 @@ Conventions read, in this order (the first that applies decides the operand type
 8. the BLAS precision letter of a classic kernel: `sgemm`/`sgemv`/`scudnn` fp32, `dgemm` fp64,
    `hgemm`/`hcudnn` fp16, `igemm` int8 (`cgemm`, `zgemm` and `gcgemm` are complex: None);
 9. the first element type among the template arguments (`gemv2T_kernel_val<int, int, float, ...>`,
-   `ck::kernel_gemm_xdl_cshuffle_v3<..., ck::bhalf_t, ...>`, `cutlass::bfloat16_t`).
+   `ck::kernel_gemm_xdl_cshuffle_v3<..., ck::bhalf_t, ...>`, `cutlass::bfloat16_t`); for cuDNN's
+   own templated convolution kernels (`cudnn::detail::wgrad_alg0_engine<float, ...>`,
+   `dgrad_engine`, `winogradForwardData4x4`, `conv2d_grouped_direct_kernel`) too, which run
+   on the CUDA cores (cuDNN's tensor-core kernels are named `xmma`, `h884cudnn`, ...).
 
 Tensor cores
 - True: `tensorop`/`bstensorop`, `wmma`, `hmma`/`imma`/`dmma`/`wgmma`, `tensorMxNxK`,
@@ -44,7 +47,8 @@ Tensor cores
   Tensile `MI..` token, CK `xdl`/`wmma`, an nvjet kernel of a 16-bit or narrower type, or a
   tensor-core-only format (tf32, fp8, fp6, fp4);
 - False: `simt`, `ffma`/`hfma`/`dfma` (scalar FMA), a classic BLAS letter kernel (`sgemm`,
-  `dgemm`, `hgemm`, `scudnn`) or a gemv, with no token above;
+  `dgemm`, `hgemm`, `scudnn`), a gemv or a templated cuDNN convolution kernel, with no token
+  above;
 - else None.
 With fp32 operands on NVIDIA tensor cores the math is TF32, so such a kernel reports tf32.
 """
@@ -78,6 +82,12 @@ _CLASSIC = re.compile(r"^([sdhicz]|gc)(gemm|gemv|cudnn)")
 _TENSOR = re.compile(r"^(tensor\d+x\d+x\d+|(bs)?tensorop|wmma|hmma|imma|dmma|wgmma|warpgroupsize)")
 _SIMT_WORDS = ("simt", "ffma", "hfma", "dfma")
 _GEMV = re.compile(r"gemv", re.IGNORECASE)
+# cuDNN's own templated convolution kernels (wgrad_alg0_engine<float, ...>, dgrad_engine,
+# winograd, FFT-tile and direct kernels): SIMT code whose first element type is the data type.
+# cuDNN's tensor-core kernels carry other names (xmma, h884cudnn, s1688cudnn).
+_CUDNN_TEMPLATED = re.compile(
+    r"^cudnn::(?:detail|cnn|winograd\w*|ops)::\w*(?:grad|fprop|conv|winograd|implicit|explicit|fft)\w*$",
+    re.IGNORECASE)
 _ACC_LETTER = {"s": "fp32", "h": "fp16", "d": "fp64", "i": "int32"}
 # Element types in template arguments (first one wins).
 _FLOAT_TYPES = {
@@ -363,10 +373,13 @@ def math_mode(name: str) -> MathMode:
                 dtype, dtype_token = found, classic
         if tensor is None:
             tensor, tensor_token = False, classic
+    cudnn_simt = bool(_CUDNN_TEMPLATED.match(text))
     if dtype is None:
-        found_t = _template_dtype(name, plain=bool(_GEMV.search(text)))
+        found_t = _template_dtype(name, plain=bool(_GEMV.search(text)) or cudnn_simt)
         if found_t:
             dtype, dtype_token = found_t
+            if cudnn_simt and tensor is None:
+                tensor, tensor_token = False, text.rsplit("::", 1)[-1].lower()
     if _GEMV.search(text) and tensor is None:
         tensor, tensor_token = False, "gemv"
     if dtype in TENSOR_ONLY and tensor is None:

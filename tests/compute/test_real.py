@@ -165,3 +165,30 @@ def test_hta_operator_flops_from_recorded_shapes_and_missing_inputs() -> None:
                for line in mu["missing"])
     assert mu["phases"][0]["kind"] == "training"
     assert hashlib.sha256(HTA.read_bytes()).hexdigest() == before
+
+
+def test_qwen_kernel_rows_name_every_launching_operator(qwen) -> None:
+    """The cuBLAS GEMM kernel is launched by aten::mm and by aten::addmm, and by calls no
+    counted operator encloses: its row names both operators with their kernel counts and counts
+    the rest, as a scan of the raw JSON finds them."""
+    report, doc = qwen
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith(gemm)]
+    corrs = {e["args"]["correlation"] for e in kernels}
+    launches = [(e["tid"], ref.ns(e["ts"])) for e in events
+                if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in corrs]
+    by_op: dict[str, int] = defaultdict(int)
+    for tid, t in launches:
+        around = [e["name"] for e in events if e.get("cat") == "cpu_op" and e["tid"] == tid
+                  and e["name"] in ("aten::mm", "aten::addmm") and ref.ns(e["ts"]) <= t <= ref.ns(e["ts"]) + ref.ns(e["dur"])]
+        by_op[around[0] if around else "(none)"] += 1
+    # The rest: launched outside both operators, or with no launch call in the trace.
+    by_op["(none)"] += len(kernels) - len(launches)
+    assert by_op["aten::mm"] and by_op["aten::addmm"] and by_op["(none)"]
+    rows = [k for k in ok(report, "compute_efficiency")["kernels"] if k["name"].startswith(gemm)]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["operator"] == f"aten::mm ({by_op['aten::mm']}), aten::addmm ({by_op['aten::addmm']})"
+    assert row["calls"] == by_op["aten::mm"] + by_op["aten::addmm"]
+    assert row["unclaimed_calls"] == by_op["(none)"] == len(kernels) - row["calls"]

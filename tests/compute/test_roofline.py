@@ -173,3 +173,15 @@ def test_dtype_from_kernel_names():
         assert (found.dtype, found.compute_class) == (dtype, cls), name
         assert found.evidence
     assert dtype_from_kernel("void at::native::reduce_kernel<512, 1>(x)") is None
+
+
+@pytest.mark.parametrize(("bound", "pct", "words"), [
+    ("compute", 62.3, "compute"),
+    ("memory", 60.0, "memory"),
+    # FlashAttention under the memory roof at 19% of it is not memory-bound: far from every roof.
+    ("memory", 19.3, "far from every roof (under the memory roof)"),
+    ("compute", 59.9, "far from every roof (under the compute roof)"),
+    (None, None, "n/a"),
+])
+def test_the_roof_an_operation_sits_under_is_not_a_diagnosis(bound, pct, words):
+    assert roofline.regime(bound, pct) == words

@@ -15,5 +15,5 @@ OPERATION_COLUMNS = (
 )
 KERNEL_COLUMNS = (
     "name", "device_id", "compute_dtype", "family", "calls", "flops", "bytes", "kernel_ns",
-    *PLACE_COLUMNS, "math_dtype", "tensor_cores", "operator",
+    *PLACE_COLUMNS, "math_dtype", "tensor_cores", "operator", "unclaimed_calls",
 )

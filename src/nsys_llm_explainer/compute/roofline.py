@@ -13,6 +13,12 @@ allows for timer granularity on short kernels before such a point is flagged. Ac
 bandwidth (compulsory bytes over time) above W by more than the same tolerance is flagged
 too: either the data was served from L2 cache (inputs a previous operation left there, or
 small enough to be re-read from it), or the recorded shapes overstate the bytes moved.
+
+The roof an operation sits under (its `bound`) is where it would be limited if it ran well,
+not a diagnosis: below NEAR_ROOF_PCT of that roof it is far from both roofs (launch latency,
+occupancy or tail effects hold it back; Nsight Compute's speed-of-light guidance calls a
+kernel under 60% of both the compute and the memory peak latency-bound), whichever roof it
+sits under. regime() words it that way.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import numpy as np
 from nsys_llm_explainer.compute.gpu_specs import DTYPE_CLASSES, GpuSpec
 
 PLAUSIBLE_TOLERANCE = 0.10  # 10% over peak: more than clock or timer error can explain
+NEAR_ROOF_PCT = 60.0  # at least this share of its roof: limited by that roof
 Bound = Literal["compute", "memory"]
 
 
@@ -195,3 +202,14 @@ def place_many(
             implausible=achieved > p * (1 + tolerance),
             above_bandwidth=bandwidth > w * (1 + tolerance),
         )
+
+
+def regime(bound: str | None, pct_of_roof: float | None) -> str:
+    """The roof an operation sits under, in words that do not overstate it: "memory" or
+    "compute" when it reaches NEAR_ROOF_PCT of that roof, else "far from every roof (under the
+    memory roof)"; "n/a" when it was not placed."""
+    if not bound:
+        return "n/a"
+    if pct_of_roof is None or pct_of_roof >= NEAR_ROOF_PCT:
+        return str(bound)
+    return f"far from every roof (under the {bound} roof)"

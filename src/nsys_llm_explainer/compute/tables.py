@@ -176,16 +176,41 @@ def kernel_frame(v: ComputeView, a: KeyAttrs, dp: DevicePeaks, kernels: Any,
     frame = pd.DataFrame({
         "name": full, "device_id": g_dev, "compute_dtype": cls[first], "family": family,
         "calls": np.bincount(g, minlength=ng),
+        "unclaimed_calls": _unclaimed(c.kernel_call, kernels, g_name, g_dev),
         "flops": np.round(group_sum(v.kc.flops[key] * share, g, ng), 0),
         "bytes": np.round(group_sum(v.kc.bytes[key] * share, g, ng), 0),
         "kernel_ns": group_sum(kernels.dur[rows], g, ng),
         "math_dtype": [m.dtype if m else None for m in modes],
         "tensor_cores": [m.tensor_cores if m else None for m in modes],
-        "operator": [v.inst.names[int(v.inst.name[c.pos[call[i]]])] for i in first],
+        "operator": _launchers(g, v.inst.name[c.pos[call]], v.inst.names, ng),
     })
     frame = place(frame, dp)
     frame = frame.sort_values(["kernel_ns", "name"], ascending=[False, True], kind="stable")
     return frame.reset_index(drop=True)[list(KERNEL_COLUMNS)]
+
+
+def _launchers(g: np.ndarray, op: np.ndarray, op_names: list[str], ng: int) -> list[str]:
+    """Per kernel group, every operator whose counted calls launched it, with its kernel
+    count, most first (ties by name): "aten::mm (96), aten::addmm (72)"."""
+    pair, (p_group, p_op) = group_codes(g, op)
+    counts = np.bincount(pair, minlength=int(pair.max()) + 1 if len(pair) else 0)
+    by_group: list[list[tuple[int, str]]] = [[] for _ in range(ng)]
+    for grp, o, n in zip(p_group.tolist(), p_op.tolist(), counts.tolist(), strict=True):
+        by_group[grp].append((n, op_names[int(o)]))
+    return [", ".join(f"{name} ({n:,})" for n, name in sorted(ops, key=lambda t: (-t[0], t[1])))
+            for ops in by_group]
+
+
+def _unclaimed(kernel_call: np.ndarray, kernels: Any, g_name: np.ndarray, g_dev: np.ndarray) -> np.ndarray:
+    """Per kernel group (name, device): the kernels of that name on that device that no counted
+    operator call launched (no operator encloses them, or theirs has no formula)."""
+    out = np.flatnonzero(kernel_call < 0)
+    if not len(out):
+        return np.zeros(len(g_name), dtype=np.int64)
+    key = pd.MultiIndex.from_arrays([kernels.name_id[out], kernels.device[out]])
+    counts = pd.Series(1, index=key).groupby(level=[0, 1]).sum()
+    want = pd.MultiIndex.from_arrays([g_name, g_dev])
+    return counts.reindex(want, fill_value=0).to_numpy(dtype=np.int64)
 
 
 def implausible_note(frame: pd.DataFrame) -> str | None:

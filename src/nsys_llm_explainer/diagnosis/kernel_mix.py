@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.kernels.subject import subjects
 from nsys_llm_explainer.model import MetricResult, Outcome
 
-NEAR_ROOF_PCT = 60.0
 CLASS_PCT = 60.0
 NO_MATRIX_PCT = 10.0
 DOMINANT_PCT = 20.0  # a kernel family is named when it holds at least this share

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
 
@@ -353,4 +354,6 @@ def template_globals() -> dict[str, Any]:
         "devices_text": lambda ds: devices_text(list(ds)),
         "verdict_words": verdict_words,
         "verdict_summary": verdict_summary,
+        "roof_regime": regime,
+        "near_roof_pct": NEAR_ROOF_PCT,
     }

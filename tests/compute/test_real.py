@@ -5,6 +5,8 @@ shapes, the kernels of the launches inside it, the ProfilerStep range)."""
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from nsys_llm_explainer.schema import validate
 from tests import kineto_reference as ref
-from tests.conftest import SHARED_TRACES, analyze, ok, run_cli
+from tests.conftest import SHARED_TRACES, analyze, ok, run_cli, table
 
 KINETO = SHARED_TRACES / "kineto"
 QWEN = KINETO / "hf_qwen1.5_0.5b_h100.json.gz"
@@ -192,3 +194,32 @@ def test_qwen_kernel_rows_name_every_launching_operator(qwen) -> None:
     assert row["operator"] == f"aten::mm ({by_op['aten::mm']}), aten::addmm ({by_op['aten::addmm']})"
     assert row["calls"] == by_op["aten::mm"] + by_op["aten::addmm"]
     assert row["unclaimed_calls"] == by_op["(none)"] == len(kernels) - row["calls"]
+
+
+def test_qwen_cat_takes_its_element_size_from_the_kernel(qwen) -> None:
+    """A cat of a tensor list records no dtype; its CatArrayBatchedCopy kernel states the element
+    size (OpaqueType<4u>: the float32 rotary tables of a bf16 model). The bytes are 2 x (read
+    and written) x the listed tensors' elements x that size, from the raw JSON."""
+    report, doc = qwen
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    opaque = {e["args"]["correlation"]: int(re.search(r"OpaqueType<(\d+)u?>", e["name"]).group(1))
+              for e in events if e.get("cat") == "kernel" and "CatArrayBatchedCopy" in e["name"]}
+    launches = [(e["tid"], ref.ns(e["ts"]), opaque[e["args"]["correlation"]]) for e in events
+                if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in opaque]
+    want: dict[str, int] = {}
+    for e in events:
+        if e.get("cat") != "cpu_op" or e["name"] != "aten::cat":
+            continue
+        t0, t1 = ref.ns(e["ts"]), ref.ns(e["ts"]) + ref.ns(e["dur"])
+        sizes = {b for tid, t, b in launches if tid == e["tid"] and t0 <= t <= t1}
+        if len(sizes) == 1:
+            dims = e["args"]["Input Dims"][0]
+            elements = sum(math.prod(d) for d in dims)
+            want[json.dumps(e["args"]["Input Dims"]).replace(" ", "")] = 2 * elements * sizes.pop()
+    assert 4 in set(opaque.values()) and 2 in set(opaque.values())  # both kinds occur
+    frame = table(report, "compute_efficiency", "compute_operations")
+    rows = frame[frame["operator"] == "aten::cat"].to_dict("records")
+    got = {r["shapes"].replace(" ", ""): (r["bytes"], r["calls"]) for r in rows}
+    assert want and all(shape in got for shape in want)
+    for shape, nbytes in want.items():
+        assert got[shape][0] == nbytes * got[shape][1], shape

@@ -9,6 +9,10 @@
   each range gets the one its own longest kernel's name states (compute/kernel_dtype.py),
   else the one most of the trace's kernel time states, always marked assumed.
 
+A concatenation of a tensor list (`aten::cat`) records no dtype for the list: its element
+size is the one its kernel states (`CatArrayBatchedCopy<OpaqueType<4u>, ...>` is 4 bytes), not
+an assumed dtype's.
+
 Each distinct (operator, shapes[, values], dtype) is costed once (compute/opcost.py) and the
 result mapped to calls by code, so the work grows with the distinct shapes, not the calls.
 Only operators with a formula are parsed (opcost.has_formula); views and unknown ops are not.
@@ -16,7 +20,9 @@ Only operators with a formula are parsed (opcost.has_formula); views and unknown
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +37,7 @@ from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, short_name
 from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
 from nsys_llm_explainer.compute.nvtx_shapes import shapes_from_nvtx
-from nsys_llm_explainer.compute.opcost import has_formula, op_cost
+from nsys_llm_explainer.compute.opcost import CONCAT, has_formula, op_cost
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -44,6 +50,9 @@ NVTX_CAPTURE = (
 KINETO_CAPTURE = "profile with `torch.profiler.profile(record_shapes=True)`"
 SIZES = "sizes = ["
 DEFAULT_DTYPE = "bf16"
+OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+# A dtype of each element size, for the bytes of a copy whose kernel states only the size.
+OPAQUE_DTYPE = {1: "uint8", 2: "bf16", 4: "fp32", 8: "int64"}
 
 
 @dataclass(frozen=True)
@@ -111,11 +120,16 @@ def _from_kineto(data: TraceData) -> Instances | str:
     costs: list[OpCost | Uncounted] = []
     shapes_text: list[str] = []
     info: list[dict[str, Any]] = []
+    k_op = att.kernel_op
+    pos_of_row = np.full(len(ops), -1, dtype=np.int64)
+    pos_of_row[order] = np.arange(len(order))
+    kernel_pos = np.where(k_op >= 0, pos_of_row[np.maximum(k_op, 0)], -1)
     if len(want):
         codes, (kn, ks, kc) = group_codes(name[want], shape[want], concrete[want])
         key[want] = codes
+        element = _element_bytes(data, kernel_pos, key, int(codes.max()) + 1)
         shape_list, values = data.operator_shapes(), data.operator_concrete_inputs()
-        for n, sh, c in zip(kn.tolist(), ks.tolist(), kc.tolist(), strict=True):
+        for i, (n, sh, c) in enumerate(zip(kn.tolist(), ks.tolist(), kc.tolist(), strict=True)):
             dims_text, types_text = shape_list[sh]
             try:
                 args: dict[str, Any] = {"Input Dims": json.loads(dims_text)}
@@ -126,17 +140,55 @@ def _from_kineto(data: TraceData) -> Instances | str:
             if c >= 0:
                 args["Concrete Inputs"] = values[c]
             cost, extra = _cost(from_kineto(names[n], args))
+            cost = _concat_from_kernel(cost, names[n], args, element[i])
             costs.append(cost)
             shapes_text.append(dims_text)
             info.append(extra)
-    k_op = att.kernel_op
-    pos_of_row = np.full(len(ops), -1, dtype=np.int64)
-    pos_of_row[order] = np.arange(len(order))
-    kernel_pos = np.where(k_op >= 0, pos_of_row[np.maximum(k_op, 0)], -1)
     return Instances(
         "kineto", att.index, kernel_pos, name, names, key, costs, shapes_text, info,
         ops.start[order], ops.pid[order], ["Input type"] * len(costs),
     )
+
+
+def _element_bytes(data: TraceData, kernel_pos: np.ndarray, key: np.ndarray, n_keys: int) -> list[int]:
+    """Per cost key: the element size its kernels state as `OpaqueType<N>` (PyTorch's
+    type-erased copies, such as CatArrayBatchedCopy of a concatenation), when they all agree;
+    0 when none states one or they disagree."""
+    out = [0] * n_keys
+    k = data.kernels()
+    mine = np.flatnonzero(kernel_pos >= 0)
+    if not len(mine) or not n_keys:
+        return out
+    kkey = key[kernel_pos[mine]]
+    has = kkey >= 0
+    mine, kkey = mine[has], kkey[has]
+    if not len(mine):
+        return out
+    pairs, (p_key, p_name) = group_codes(kkey, k.name_id[mine])
+    names = data.kernel_names(np.unique(p_name))
+    seen: dict[int, set[int]] = {}
+    for kk, nm in zip(p_key.tolist(), p_name.tolist(), strict=True):
+        m = OPAQUE.search(names.get(int(nm), ""))
+        if m:
+            seen.setdefault(int(kk), set()).add(int(m.group(1)))
+    for kk, sizes in seen.items():
+        if len(sizes) == 1:
+            out[kk] = next(iter(sizes))
+    return out
+
+
+def _concat_from_kernel(cost: Any, op: str, args: dict[str, Any], nbytes: int) -> Any:
+    """A concatenation whose tensor list states no dtype, re-costed with the element size its
+    kernel states (OpaqueType<4> is 4 bytes), not the assumed dtype's."""
+    if (not isinstance(cost, OpCost) or cost.dtype_source != "assumed" or short_name(op) not in CONCAT
+            or nbytes not in OPAQUE_DTYPE):
+        return cost
+    dtype = OPAQUE_DTYPE[nbytes] if dtypes.SIZES.get(cost.dtype) != nbytes else cost.dtype
+    fixed, _ = _cost(from_kineto(op, args, dtype))
+    if not isinstance(fixed, OpCost):
+        return cost
+    note = f"element size {nbytes} bytes from its kernel (OpaqueType<{nbytes}>)"
+    return dataclasses.replace(fixed, dtype_source="stated", assumptions=(note, *fixed.assumptions))
 
 
 def _sizes_key(text: str) -> tuple[str, str] | None:

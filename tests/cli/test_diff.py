@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html import unescape
 from pathlib import Path
 
 import jsonschema
@@ -70,7 +71,7 @@ def test_writes_four_files_valid_against_schema(traces, tmp_path, capsys):
     assert "| renamed |" in md and "**New kernels** (1)" in md and "**Vanished kernels** (1)" in md
     html = (tmp_path / "d" / "diff.html").read_text()
     assert "Content-Security-Policy" in html and "default-src" in html and "http" not in html.split("<body>")[1]
-    assert doc["headline"]["text"] in html.replace("&#39;", "'") and "<table class=\"sortable\">" in html
+    assert doc["headline"]["text"] in unescape(html) and "<table class=\"sortable\">" in html
 
 
 def test_schema_lists_every_gate_metric():

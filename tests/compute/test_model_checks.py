@@ -18,12 +18,12 @@ from nsys_llm_explainer.compute.model_config import parse_model_config
 from nsys_llm_explainer.compute.model_inputs import StepShapes
 from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.metrics.model_utilization import STEP_COLUMNS
-from tests.compute.test_nvtx_metric import STEP_NS as NVTX_STEP_NS
 from tests.compute.test_nvtx_metric import nvtx_trace
 from tests.conftest import analyze, ok, run_cli
 from tests.fixtures.kineto.builder import KinetoBuilder
 
 H100_BF16 = 989.5e12
+NVTX_GPU_NS = 60_000  # nvtx_trace(): each step's kernels from 10 us to 70 us into its range
 BF16 = "c10::BFloat16"
 # hidden 512, one layer, 8 heads of 64, MLP 1024 (gated: gate, up, down), vocabulary 32,000
 CFG = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 1, "num_attention_heads": 8,
@@ -34,6 +34,15 @@ BODY = 4 * H * H + 3 * H * MLP  # 2,621,440 weights in products besides the head
 HEAD = V * H  # 16,384,000
 ATTN = 2 * 1 * 8 * (64 + 64) * S  # 131,072 FLOPs per token attending 64 keys
 STEP_NS = 20_000
+
+
+def gpu_window(calls: int) -> int:
+    """A prefill() step's own GPU window: its kernels start 2.5 us apart from 30 us on and run
+    2 us each."""
+    return 2_500 * (calls - 1) + 2_000
+
+
+CALLS = 9  # prefill()'s operator calls without an LM head
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_kernel"
 
 
@@ -58,7 +67,7 @@ def prefill(path: Path, head: tuple[int, int] | None) -> Path:
             op["args"]["Concrete Inputs"] = ["", "", "", "", "", str(S), str(S), "0.0", "True", "False"] + [""] * 5
         k.runtime("cudaLaunchKernel", t + 100, t + 200, corr=i + 1)
         kernel = GEMM if name == "aten::mm" else f"void some_kernel_{i}<c10::BFloat16>(int)"
-        k.kernel(kernel, 30_000 + 1_000 * i, 30_000 + 1_000 * i + 500, corr=i + 1)
+        k.kernel(kernel, 30_000 + 2_500 * i, 30_000 + 2_500 * i + 2_000, corr=i + 1)
     return k.write(path)
 
 
@@ -101,7 +110,9 @@ def test_lm_head_counts_for_the_tokens_whose_logits_the_step_computed(tmp_path, 
     (s,) = mu["steps"]
     assert (s["kind"], s["tokens"], s["model_flops"]) == ("prefill", T, flops)
     assert s["flops_per_token"] == pytest.approx(flops / T)
-    assert s["mfu_pct"] == pytest.approx(100 * flops / (STEP_NS * 1e-9 * H100_BF16), abs=0.006)
+    window = gpu_window(CALLS + (1 if head else 0))
+    assert s["window_ns"] == window
+    assert s["mfu_pct"] == pytest.approx(100 * flops / (window * 1e-9 * H100_BF16), abs=0.006)
     assert says in s["head_from"]
     assert any(line.startswith("LM head: ") and says in line for line in mu["phases"][0]["inputs"])
     # measured: the products that ran and causal attention (half of T x ATTN)
@@ -112,13 +123,14 @@ def test_lm_head_counts_for_the_tokens_whose_logits_the_step_computed(tmp_path, 
 
 def test_hfu_below_the_model_flops_is_flagged(tmp_path, config) -> None:
     # --tokens-per-step 512 claims twice the tokens the step embedded: the recorded products
-    # cannot hold the model's work, so the head counts too (assumed). MFU 98.7%: below 100%.
+    # cannot hold the model's work, so the head counts too (assumed). MFU 89.7% over the step's
+    # 22 us of own GPU work: below 100%.
     report = analyze(prefill(tmp_path / "t.json", None), model_config=str(config), tokens_per_step=512)
     mu = ok(report, "model_utilization")
     (s,) = mu["steps"]
     model = 512 * (2 * (BODY + HEAD) + ATTN)
     assert s["model_flops"] == model == 19_528_679_424
-    assert s["mfu_pct"] == pytest.approx(100 * model / (STEP_NS * 1e-9 * H100_BF16), abs=0.006)
+    assert s["mfu_pct"] == pytest.approx(100 * model / (gpu_window(CALLS) * 1e-9 * H100_BF16), abs=0.006)
     assert "assumed" in s["head_from"]
     floor = model - 512 * ATTN // 2  # 19,495,124,992: causal attention computes half
     measured = 2 * T * BODY + T * ATTN // 2  # 1,358,954,496
@@ -174,21 +186,22 @@ def test_a_warning_names_an_assumed_peak() -> None:
 
 
 def test_the_report_warns_about_an_impossible_mfu(build, tmp_path) -> None:
-    # 1.5 GFLOP x 100 tokens per 100 us step on an H100 (989.5 TFLOP/s): 151.6%
+    # 1.5 GFLOP x 100 tokens per step whose own GPU work spans 60 us (its first kernel 10 us into
+    # the 100 us range, its last ending at 70 us) on an H100 (989.5 TFLOP/s): 252.7%
     trace = build(nvtx_trace(with_sizes=False))
     out = tmp_path / "out"
     res = run_cli(trace, "--out", out, "-q", "--step-range", "step", "--format", "json,md",
                   "--model-flops-per-token", "1.5G", "--tokens-per-step", "100")
     assert res.exit_code == 0, res.stderr
     doc = json.loads((out / "report.json").read_text(encoding="utf-8"))
-    mfu = 100 * 1.5e9 * 100 / (NVTX_STEP_NS * 1e-9 * H100_BF16)
+    mfu = 100 * 1.5e9 * 100 / (NVTX_GPU_NS * 1e-9 * H100_BF16)
     phase = doc["metrics"]["model_utilization"]["phases"][0]
-    assert phase["mfu_pct"] == pytest.approx(mfu, abs=0.005) == 151.59
+    assert phase["mfu_pct"] == pytest.approx(mfu, abs=0.005) == 252.65
     (w,) = phase["warnings"]
-    assert "MFU 151.6% is above 100%" in w
+    assert "MFU 252.7% is above 100%" in w
     assert doc["warnings"] == [f"model_utilization: {w}"]
     md = (out / "report.md").read_text(encoding="utf-8")
-    assert "**Warning:** phase 'step': MFU 151.6% is above 100%" in md
-    # a plausible figure gives none (12.1%: 1.5 GFLOP x 8 tokens)
+    assert "**Warning:** phase 'step': MFU 252.7% is above 100%" in md
+    # a plausible figure gives none (20.2%: 1.5 GFLOP x 8 tokens)
     report = analyze(trace, step_range="step", model_flops_per_token=1.5e9, tokens_per_step=8)
     assert ok(report, "model_utilization")["phases"][0]["warnings"] == [] and report.warnings == ()

@@ -68,11 +68,11 @@ def test_kernel_rows_exact(changed):
         f"new:{EXTRA}",
         f"same:{ELEMENTWISE}",
     }
-    # per complete step, from the kernels inside steps (automatic steps: the first of the
-    # four iterations has no step boundary before it, so three steps are complete)
+    # per complete step, from the kernels inside steps (the four `step` ranges, found as the
+    # outermost repeating NVTX range, are all complete)
     assert changed["kernels"]["source"] == "in_step"
     n = changed["in_step"]["base_steps"]
-    assert n == changed["in_step"]["new_steps"] == STEPS - 1
+    assert n == changed["in_step"]["new_steps"] == STEPS
     gemm = rows[f"renamed:{GEMM_RENAMED}"]
     assert gemm["base_name"] == GEMM_BASE and gemm["key"] == "void gemm_kernel(float const*,float*)"
     assert (gemm["base_total_ns"], gemm["new_total_ns"]) == (n * 50_000, n * 40_000)
@@ -81,7 +81,7 @@ def test_kernel_rows_exact(changed):
     assert gemm["delta_ns"] == -10_000 and gemm["delta_pct"] == pytest.approx(-20.0)
     assert (gemm["base_per_call_ns"], gemm["new_per_call_ns"]) == (50_000, 40_000)
     assert gemm["per_call_pct"] == pytest.approx(-20.0)
-    assert gemm["per_call_low_pct"] is None  # 3 vs 3 steps: no 95% interval exists
+    assert gemm["per_call_low_pct"] == pytest.approx(-20.0)  # 4 vs 4 alike steps: an interval of one point
     norm = rows[f"vanished:{NORM}"]
     assert (norm["base_total_ns"], norm["new_total_ns"], norm["new_name"]) == (n * NORM_NS, 0, None)
     extra = rows[f"new:{EXTRA}"]

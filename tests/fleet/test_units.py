@@ -157,25 +157,6 @@ def _by_pid_reference(path: Path) -> dict[int, tuple[int, float]]:
     return out
 
 
-def _step_reference(path: Path) -> dict[int, tuple[int, int]]:
-    """Per process: (steps, nearest-rank p50 latency), a step being the time from one host pause
-    of over 15 ms to the next (each iteration of this capture's loop starts after an ~18.5 ms
-    pause; its other pauses are ~10 ms), measured on kernel starts straight from SQL."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = con.execute("SELECT (globalPid >> 24) & 16777215, start FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                           "ORDER BY start").fetchall()
-    finally:
-        con.close()
-    out = {}
-    for pid in sorted({r[0] for r in rows}):
-        starts = np.array([s for p, s in rows if p == pid])
-        bounds = starts[np.flatnonzero(np.diff(starts) > 15_000_000) + 1]
-        lat = np.sort(np.diff(bounds))
-        out[pid] = (len(lat), int(lat[(len(lat) + 1) // 2 - 1]))
-    return out
-
-
 def test_shared_two_gpu_trace_is_two_ranks(tmp_path: Path) -> None:
     if not TWO_GPU.is_file():
         pytest.skip(f"shared real traces not found at {NSYS_TRACES} (a clone outside /work)")
@@ -185,13 +166,13 @@ def test_shared_two_gpu_trace_is_two_ranks(tmp_path: Path) -> None:
     run = result.doc["runs"][0]
     ref = _by_pid_reference(TWO_GPU)
     assert [r["pid"] for r in run["ranks"]] == sorted(ref) == [111, 112]
-    steps = _step_reference(TWO_GPU)
     for r in run["ranks"]:
         assert (r["kernel_ns"], r["gpu_busy_pct"]) == ref[r["pid"]]
         assert r["name"] == f"pid {r['pid']}"
-        # Both processes get their own steps (27 each), with the p50 of the hand reference.
-        assert (r["steps"], r["step_p50_ns"]) == steps[r["pid"]]
-    assert run["imbalance"]["per_step"]["status"] == "ok"
+        # What repeats in this 1 s window are the text encoder's layers (encoder.block.N.layer.M,
+        # 27 on each rank), not steps: no complete step, so no per-step figures.
+        assert (r["steps"], r["step_p50_ns"]) == (0, None)
+    assert run["imbalance"]["per_step"] == {"status": "skipped", "reason": "steps were not found on every rank"}
     assert run["clock"]["method"] == "shared_clock"
     assert run["collectives"]["status"] == "skipped"  # this capture has no NCCL kernels
     assert run["stragglers"]["status"] == "skipped"

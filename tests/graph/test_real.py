@@ -55,31 +55,27 @@ def test_unchanged_replay_gives_the_steps_back(name: str) -> None:
 
 def test_unrecovered_stream_waits_are_counted() -> None:
     """nsysai: event waits without --cuda-event-trace: every stream wait on an event in the
-    replayed steps is counted, and none becomes an edge."""
+    replayed blocks is counted, and none becomes an edge. Its repeats are the layers of a pass
+    the capture window cuts (no complete step), so each process is replayed whole: from its
+    first CUDA call or kernel to its last."""
     path = SHARED_TRACES / "nsys/nsysai_h100_2gpu_1s.sqlite"
     cp, _, notes, frame = _metrics(path)
+    assert cp["step_source"] == "whole_capture"
     counts = cp["graph"]["counts"]
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        windows = frame.groupby("pid")["step"].agg(["min", "max"])
-        starts = {}
-        data = sources.open_trace(path, jobs=1)
-        try:
-            ctx = Context(data.schema, data, Options())
-            st = steps.run(ctx).tables[0].frame
-        finally:
-            data.close()
-        for pid, g in st.groupby("pid"):
-            starts[int(pid)] = (int(g["start_ns"].min()), int(g["end_ns"].max()))
+        pid = "(globalPid >> 24) & 16777215"
+        windows = dict(con.execute(
+            f"SELECT {pid}, 1 FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY {pid}").fetchall())
+        assert len(windows) == 2 and sorted(frame["pid"].tolist()) == sorted(windows)
         expected = 0
-        for pid, (lo, hi) in starts.items():
+        for p in windows:
             (n,) = con.execute(
                 "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION s JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-                "ON r.correlationId = s.correlationId AND (r.globalTid >> 24) & 16777215 = (s.globalPid >> 24) & 16777215 "
-                "WHERE s.syncType = 2 AND (s.globalPid >> 24) & 16777215 = ? AND r.start >= ? AND r.start <= ?",
-                (pid, lo, hi)).fetchone()
+                "ON r.correlationId = s.correlationId "
+                "AND (r.globalTid >> 24) & 16777215 = (s.globalPid >> 24) & 16777215 "
+                "WHERE s.syncType = 2 AND (s.globalPid >> 24) & 16777215 = ?", (p,)).fetchone()
             expected += n
-        assert len(windows) == 2
     finally:
         con.close()
     assert counts["stream_wait_events"] == counts["stream_wait_events_unrecovered"] == expected > 0

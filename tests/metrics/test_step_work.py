@@ -31,11 +31,11 @@ def test_exact_figures_of_nvtx_steps(tmp_path: Path) -> None:
     assert {c["category"]: c["ns"] for c in m["categories"]}["gemm"] == 200_000
 
 
-def test_automatic_steps_leave_the_edges_out(tmp_path: Path) -> None:
+def test_repeating_step_ranges_are_complete_steps(tmp_path: Path) -> None:
     report = explain(workload(tmp_path / "w.sqlite", steps=4))
     m = report.document["metrics"]["step_work"]
-    # the first iteration has no step boundary before it: three complete steps
-    assert m["steps"] == 3 and m["outside_kernels"] == 3
+    # the four `step` ranges tile the launching thread: found as the steps, all complete
+    assert m["steps"] == 4 and m["outside_kernels"] == 0
     assert m["kernel_ns"] + m["outside_ns"] == report.document["metrics"]["top_kernels"]["total_kernel_ns"]
 
 

@@ -212,4 +212,5 @@ def test_a_single_process_keeps_its_detection_text(build):
     d = ok(analyze(build(sequence_trace("2024.6", steps=12))), "steps")
     # embed, attn and sample recur every 5 launches; gemm alternates distances 2 and 3.
     assert d["detail"] == ("a sequence of 5 kernels repeats (3 kernel names recur every 5 launches); "
-                           "100% of steps are exactly that long; timed by launch call start")
+                           "100% of steps are exactly that long; the host pauses before each repeat (median "
+                           "launch gap 920 ns there, 20 ns inside); timed by launch call start")

@@ -34,8 +34,13 @@ def report(trace: Path):
     return rep
 
 
-def test_sections_run_and_match_their_schema(report):
+def test_sections_run_and_match_their_schema(trace, report):
     for mid in SECTIONS:
+        if mid == "steps" and trace.stem == "nsysai_h100_2gpu_1s":
+            # A 1 s window inside the text encoder: its layers repeat, no step is complete.
+            assert report.metrics[mid].reason.startswith(
+                "no complete step: pid 111: a unit of 62 kernels repeats 27 times")
+            continue
         jsonschema.validate(ok(report, mid), load_fragment(mid))
 
 

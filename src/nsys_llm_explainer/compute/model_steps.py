@@ -165,7 +165,8 @@ def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, 
     pid = int(rec["pid"])
     pg = sc.per_pid.get(pid, PidGpus((), float("nan"), float("nan"), ""))
     gpus, peak, bw = len(pg.devices), pg.peak, pg.bandwidth
-    t = int(rec["latency_ns"]) / 1e9
+    window = int(rec.get("gpu_latency_ns") or 0) or int(rec["latency_ns"])
+    t = window / 1e9
     kind, kind_from = _kind(str(rec["phase"]), sh, sc.workload)
     tokens, tokens_from = _tokens(sc, sh)
     flops = _model_flops(sc, kind, sh, tokens)
@@ -182,7 +183,7 @@ def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, 
             bytes_from = f"{sc.config_name}: {sc.dtype} weights + {kv}, batch {batch}"
     return {
         "step": int(rec["step"]), "phase": str(rec["phase"]), "pid": pid,
-        "latency_ns": int(rec["latency_ns"]), "kind": kind, "tokens": tokens, "batch": batch,
+        "latency_ns": int(rec["latency_ns"]), "window_ns": window, "kind": kind, "tokens": tokens, "batch": batch,
         "context": sh.context, "gpus": gpus, "flops_per_token": fpt, "model_flops": model,
         "mfu_pct": _ratio(model, t, peak, gpus), "bytes_per_step": nbytes,
         "mbu_pct": _ratio(nbytes, t, bw, gpus), "measured_flops": sh.measured_flops or None,
@@ -201,7 +202,7 @@ def _share(num: pd.Series, g: pd.DataFrame, per_s: pd.Series) -> float | None:
     ok = num.notna() & per_s.notna() & (g["gpus"] > 0)
     if not ok.any():
         return None
-    denom = float((g.loc[ok, "latency_ns"] / 1e9 * per_s[ok] * g.loc[ok, "gpus"]).sum())
+    denom = float((g.loc[ok, "window_ns"] / 1e9 * per_s[ok] * g.loc[ok, "gpus"]).sum())
     return round(100.0 * float(num[ok].sum()) / denom, 2) if denom > 0 else None
 
 
@@ -221,12 +222,14 @@ def phase_rows(table: pd.DataFrame, sc: StepContext) -> list[dict[str, Any]]:
             f"FLOPs per token: {g['flops_from'].iloc[0]}",
             *([f"LM head: {g['head_from'].iloc[0]}"] if g["head_from"].iloc[0] else []),
             f"peak: {sc.cls} dense, {what}; GPUs per step: {int(g['gpus'].max())}",
+            "step time: each step's own GPU window (first start to last end of the kernels it launched, or "
+            "its GPU-side annotation), not its host range",
         ]
         if kind == "decode":
             inputs.append(f"bytes per step: {g['bytes_from'].iloc[0]}")
         out.append({
             "phase": str(phase), "kind": kind, "compute_heavy": kind in COMPUTE_KINDS,
-            "steps": int(len(g)), "time_ns": int(g["latency_ns"].sum()),
+            "steps": int(len(g)), "time_ns": int(g["window_ns"].sum()),
             "tokens": _sum(g["tokens"]), "model_flops": _sum(g["model_flops"]),
             "mfu_pct": _share(g["model_flops"].astype(float), g, peak),
             "mfu_min_pct": float(mfu.min()) if len(mfu) else None,

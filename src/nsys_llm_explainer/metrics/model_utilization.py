@@ -1,5 +1,10 @@
 """model_utilization: MFU, MBU and hardware FLOPs utilisation per step and phase.
 
+Step time is each step's own GPU window (steps metric gpu_latency_ns: first start to last end
+of the kernels the step launched, or its GPU-side annotation), not its host range, which can
+begin with a synchronize that waits for the previous step's kernels; a step with no kernel
+of its own falls back to its host latency.
+
 - MFU = model FLOPs per step / (step time x peak FLOP/s x GPUs); model FLOPs per step =
   FLOPs per token (--model-flops-per-token, or from --model config.json: 2N plus attention
   over the step's context, x3 for training; the LM head only for the tokens whose logits the
@@ -24,7 +29,7 @@ from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import Outcome
 
 STEP_COLUMNS = (
-    "step", "phase", "pid", "latency_ns", "kind", "tokens", "batch", "context", "gpus",
+    "step", "phase", "pid", "latency_ns", "window_ns", "kind", "tokens", "batch", "context", "gpus",
     "flops_per_token", "model_flops", "mfu_pct", "bytes_per_step", "mbu_pct", "measured_flops",
     "hfu_pct", "peak_tflops", "bandwidth_gbps", "kind_from", "tokens_from", "flops_from", "head_from",
     "bytes_from",

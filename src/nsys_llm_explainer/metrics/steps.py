@@ -1,11 +1,23 @@
-"""steps: serving-step timing per phase, with the slow steps and what made them slow.
+"""steps: step timing per phase, with the slow steps and what made them slow.
 
-Steps come from --step-range, else the phase map, else the trace's own step ranges (PyTorch
-profiler ProfilerStep#N; phase_scope.py), else automatic detection (steps_detect.py), run on
+A step is the outermost repeating unit of work (analysis/step_units.py): a ProfilerStep, a
+serving or training iteration, not the layers inside it. Steps come from --step-range, else
+the phase map, else the trace's own step ranges (PyTorch profiler ProfilerStep#N;
+phase_scope.py), else automatic detection (steps_detect.py: the outermost repeating NVTX
+range, else the repeating launch sequence with a step boundary, else blocking syncs), run on
 each process: the steps of a multi-process capture are those of every process that has them,
-numbered process by process. Latency = step end - step start (NVTX: the range; automatic: launch call
-start of the step's first kernel to that of the next step's first kernel, or sync return
-to sync return). An outlier is a step longer than OUTLIER_FACTOR x its phase's median.
+numbered process by process. One step captured is reported as one step.
+
+Latency = step end - step start on the host (NVTX: the range; automatic: launch call start of
+the step's first kernel to that of the next step's first kernel, or sync return to sync
+return). Each step also has the GPU window of its own work (step_units.own_windows): from the
+first start to the last end of the kernels launched inside it, or the step's GPU-side
+annotation when the trace has one (PyTorch profiler gpu_user_annotation ProfilerStep#N); the
+host range can begin with a synchronize that waits for the previous step's kernels. Per-step
+figures (MFU, MBU, in-step kernel time) use that window (gpu_latency_ns) and the kernels
+launched in the step (kernel_ns). `layers` reports a unit that repeats back to back inside
+the steps (step_units.nested). An outlier is a step longer than OUTLIER_FACTOR x its phase's
+median host latency.
 """
 
 from __future__ import annotations
@@ -15,17 +27,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import intervals, step_units
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
 from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
-from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all
+from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all, layers_only
 from nsys_llm_explainer.analysis.steps_explain import explain_outliers
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.trace.data import Unavailable
 
 OUTLIER_FACTOR = 2.0
 MAX_OUTLIERS_LISTED = 20
@@ -36,8 +49,12 @@ STEP_COLUMNS = (
     "start_ns",
     "end_ns",
     "latency_ns",
+    "gpu_start_ns",
+    "gpu_end_ns",
+    "gpu_latency_ns",
     "kernels",
     "launches",
+    "kernel_ns",
     "gpu_busy_ns",
     "outlier",
 )
@@ -49,8 +66,10 @@ PHASE_COLUMNS = (
     "p99_ns",
     "max_ns",
     "steps_per_s",
+    "gpu_p50_ns",
     "kernels_per_step",
     "launches_per_step",
+    "kernel_ns_per_step",
     "gpu_busy_pct",
     "between_p50_ns",
     "between_total_ns",
@@ -81,15 +100,22 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
             ),
         }
         phase = np.array(scope.phases, dtype=object)[scope.instance_phase]
-        frame = pd.DataFrame({"phase": phase, "pid": pid, "start_ns": start, "end_ns": end})
+        names = ctx.data.nvtx_names()
+        rows = scope.att.index.order[scope.instances]
+        frame = pd.DataFrame({"phase": phase, "pid": pid, "start_ns": start, "end_ns": end,
+                              "name": [names[int(x)] for x in ctx.data.nvtx().name[rows]]})
         return info, frame, scope.kernel_instance()
     if ctx.options.step_range:
         return f"no NVTX range is named {ctx.options.step_range!r} (--step-range)"
     found = detect_all(ctx.data)
     if not found:
+        k = ctx.data.kernels()
+        layers = [x for x in (layers_only(ctx.data, int(p)) for p in np.unique(k.pid).tolist()) if x]
+        if layers:
+            return "no complete step: " + "; ".join(layers)
         return (
-            f"no steps found: no phase map or --step-range, and neither a repeating launch "
-            f"sequence nor at least {MIN_STEPS} launch-closing blocking syncs were found"
+            f"no steps found: no phase map or --step-range, and neither a repeating NVTX range, nor a "
+            f"repeating launch sequence, nor at least {MIN_STEPS} launch-closing blocking syncs were found"
         )
     info = _detected_info(found)
     if scope is not None:
@@ -112,7 +138,8 @@ def _detected_info(found: list[Detected]) -> dict[str, Any]:
     (method of the process with the most kernels, the lowest confidence of all)."""
     if len(found) == 1:
         d = found[0]
-        return {"method": d.method, "confidence": d.confidence, "detail": d.detail}
+        return {"method": d.method, "confidence": d.confidence, "detail": d.detail, "layers": d.layers,
+                "ranges": [d.range_name] if d.range_name else []}
     conf = min((d.confidence for d in found), key=CONFIDENCE_RANK.__getitem__)
     parts = [
         f"pid {d.pid}: {len(d.start)} steps, {d.detail}"
@@ -120,7 +147,8 @@ def _detected_info(found: list[Detected]) -> dict[str, Any]:
         for d in found
     ]
     detail = f"found in each of {len(found)} processes on its own; " + "; ".join(parts)
-    return {"method": found[0].method, "confidence": conf, "detail": detail}
+    return {"method": found[0].method, "confidence": conf, "detail": detail,
+            "ranges": sorted({d.range_name for d in found if d.range_name})}
 
 
 def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.DataFrame:
@@ -145,10 +173,51 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
             us,
             ue,
         )
+    own = step_units.own_windows(ctx.data, kernel_step, n)
+    gs, ge = _gpu_annotation_windows(ctx, frame, own)
+    frame["gpu_start_ns"] = gs
+    frame["gpu_end_ns"] = ge
+    frame["gpu_latency_ns"] = np.where(gs >= 0, ge - gs, 0)
+    frame["kernel_ns"] = own.kernel_ns
     frame["gpu_busy_ns"] = busy
     frame["phase_p50_ns"] = _phase_medians(frame)
     frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * frame["phase_p50_ns"]
     return frame
+
+
+def _gpu_annotation_windows(ctx: Context, frame: pd.DataFrame,
+                            own: step_units.OwnWindows) -> tuple[np.ndarray, np.ndarray]:
+    """Per step: its GPU window: the GPU-side annotation with the step range's name where the
+    trace has one (PyTorch profiler ProfilerStep#N), else the window of its own kernels."""
+    gs, ge = own.gpu_start.copy(), own.gpu_end.copy()
+    names = frame["name"].to_numpy() if "name" in frame else None
+    if names is None:
+        return gs, ge
+    try:
+        ann = ctx.data.gpu_annotations()
+    except Unavailable:
+        return gs, ge
+    labels = ctx.data.gpu_annotation_names()
+    by_name: dict[str, tuple[int, int]] = {}
+    for i in range(len(ann)):
+        key = labels[int(ann.name[i])]
+        s0, e0 = by_name.get(key, (int(ann.start[i]), int(ann.end[i])))
+        by_name[key] = (min(s0, int(ann.start[i])), max(e0, int(ann.end[i])))
+    for j, name in enumerate(names.tolist()):
+        if name in by_name:
+            gs[j], ge[j] = by_name[name]
+    return gs, ge
+
+
+def _annotated(ctx: Context, steps: pd.DataFrame) -> bool:
+    """Whether the steps' GPU windows come from GPU-side annotations."""
+    if "name" not in steps:
+        return False
+    try:
+        labels = set(ctx.data.gpu_annotation_names()) if len(ctx.data.gpu_annotations()) else set()
+    except Unavailable:
+        return False
+    return bool(labels) and bool(set(steps["name"]) & labels)
 
 
 def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
@@ -182,8 +251,11 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
         "p99_ns": p[99],
         "max_ns": int(lat.max()),
         "steps_per_s": round(len(g) / (span / 1e9), 3) if span > 0 else None,
+        "gpu_p50_ns": percentiles(g["gpu_latency_ns"].to_numpy(np.int64), (50,))[50],
         "kernels_per_step": round(float(g["kernels"].mean()), 2),
         "launches_per_step": round(float(g["launches"].mean()), 2),
+        "kernel_ns_per_step": int(round(float(g["kernel_ns"].mean()))),
+        "total_ns": int(lat.sum()),
         "gpu_busy_pct": round(100.0 * int(g["gpu_busy_ns"].sum()) / covered, 2) if covered else 0.0,
         "gpu_busy_ns": int(g["gpu_busy_ns"].sum()),
         "between_p50_ns": percentiles(between, (50,))[50],
@@ -216,10 +288,17 @@ def run(ctx: Context) -> Outcome:
     outliers = steps[steps["outlier"]]
     outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase_p50_ns"])
     top = outliers.sort_values("ratio", ascending=False, kind="stable").head(MAX_OUTLIERS_LISTED)
+    layers = info.pop("layers", None) or step_units.layers_of(ctx.data, kernel_step, len(steps))
+    ranges = info.pop("ranges", None)
+    if ranges is None:
+        ranges = sorted({str(n) for n in frame["name"]}) if "name" in frame else []
     data = {
         **info,
         "outlier_factor": OUTLIER_FACTOR,
         "step_count": int(len(steps)),
+        "window": "gpu_annotation" if _annotated(ctx, steps) else "own_kernels",
+        "layers": layers,
+        "ranges": ranges,
         "phases": phases,
         "outliers": explain_outliers(ctx, top, kernel_step),
     }
@@ -241,5 +320,6 @@ METRIC = Metric(
     title="Steps and phases",
     run=run,
     tables={"steps": STEP_COLUMNS, "steps_phases": PHASE_COLUMNS},
-    description="Serving steps per phase: latency percentiles, steps/s, kernels/step, outliers.",
+    description="Steps (the outermost repeating unit, not its layers) per phase: latency on the host and "
+    "of each step's own GPU work, steps/s, kernels/step, outliers.",
 )

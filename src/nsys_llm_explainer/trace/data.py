@@ -31,6 +31,14 @@ Only some formats have these (the base class raises Unavailable):
 - python_functions(): start, end, pid, tkey, name (index into operator_names()), py_id, py_parent
 - step_marks(): NVTX range names the format itself says delimit steps (ProfilerStep#N)
 - stream_types(): pid, stream, type (1 blocking, 2 non-blocking, 3 the legacy default stream)
+- gpu_annotations(): start, end, device, name (index into gpu_annotation_names()): the
+  GPU-side copy of host ranges (PyTorch profiler gpu_user_annotation: a step's own GPU window)
+- os_calls(): start, end, pid, tkey, name (index into os_call_names()): OS runtime calls
+  (Nsight Systems OSRT_API)
+- cpu_samples(): time, pid, tkey, symbol (index into cpu_sample_names()): CPU samples with
+  their leaf frame (Nsight Systems COMPOSITE_EVENTS / SAMPLING_CALLCHAINS)
+- program_output(): the tail of the program's captured stdout and stderr (Nsight Systems
+  ProcessStreams); cuda_trace_requested(): whether the capture asked for CUDA tracing
 """
 
 from __future__ import annotations
@@ -76,6 +84,15 @@ class Diagnostic:
     severity: str  # "error", "warning" or "info"
     text: str
     time_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamText:
+    """The tail of one captured output stream of the program (stdout or stderr)."""
+
+    pid: int
+    stream: str  # "stdout" or "stderr"
+    text: str
 
 
 def _span(cols: Columns) -> tuple[int, int] | None:
@@ -222,6 +239,34 @@ class TraceData:
     def step_ranges(self) -> Columns:
         """The ranges step_marks() names: start, end, pid, tkey, step (N)."""
         raise Unavailable(f"an {self.format_name} marks no profiler steps")
+
+    def gpu_annotations(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} has no GPU-side annotations")
+
+    def gpu_annotation_names(self) -> list[str]:
+        return []
+
+    def os_calls(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} has no OS runtime calls")
+
+    def os_call_names(self) -> list[str]:
+        return []
+
+    def cpu_samples(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} has no CPU samples")
+
+    def cpu_sample_names(self) -> list[str]:
+        return []
+
+    def program_output(self) -> list[StreamText]:
+        """The tail of each captured stdout/stderr stream ([] when the format keeps none).
+        Holds paths and user text: only analysis/program_output.py reads it, to quote one
+        scrubbed line."""
+        return []
+
+    def cuda_trace_requested(self) -> bool | None:
+        """Whether the capture asked for CUDA tracing; None when the trace does not say."""
+        return None
 
     def format_details(self) -> dict[str, Any] | None:
         """Version fields of formats other than Nsight Systems (report.json trace.kineto)."""

@@ -423,6 +423,25 @@ class KinetoTraceData(TraceData):
         return cols.take(keep) if not keep.all() else cols
 
     # -- facts -------------------------------------------------------------------------
+    def gpu_annotations(self) -> Columns:
+        """gpu_user_annotation events: start, end, device (the pid they are written under),
+        name (index into gpu_annotation_names())."""
+        return self.cached("gpu_annotations", self._load_gpu_annotations)
+
+    def _load_gpu_annotations(self) -> Columns:
+        t = self.c.tables[kc.GPU_USER]
+        start, end, keep = self._times(t, kc.KIND_NAMES[kc.GPU_USER])
+        device = self._pid_of_proc[_arr(t.proc)] if len(t) else start[:0]
+        uniq, code = np.unique(_arr(t.name), return_inverse=True)
+        names = self.c.names.values_list()
+        self.put("gpu_annotation_names", [names[int(i)] or "(unnamed range)" for i in uniq])
+        return Columns("gpu_annotations", {"start": start, "end": end, "device": device,
+                                           "name": code.astype(np.int64)}).take(keep)
+
+    def gpu_annotation_names(self) -> list[str]:
+        self.gpu_annotations()
+        return self._cache["gpu_annotation_names"]  # type: ignore[no-any-return]
+
     def step_marks(self) -> list[str]:
         """NVTX names that this format itself says delimit steps (ProfilerStep#N)."""
         return [n for n in self.nvtx_names() if metadata.profiler_step(n) >= 0]

@@ -26,11 +26,12 @@ from nsys_llm_explainer.trace.data import (
     UNNAMED_KERNEL,
     ClockOrigin,
     Diagnostic,
+    StreamText,
     TraceData,
     Unavailable,
 )
 from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, events, ids, metadata
+from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, metadata
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     Progress,
@@ -441,6 +442,26 @@ class NsysTraceData(TraceData):
         from nsys_llm_explainer.trace.nsys import ranks
 
         return self.cached("distributed", lambda: ranks.read(self))
+
+    def os_calls(self) -> Columns:
+        return self.cached("os_calls", lambda: host_records.os_calls(self))
+
+    def os_call_names(self) -> list[str]:
+        self.os_calls()
+        return self._cache["os_call_names"]  # type: ignore[no-any-return]
+
+    def cpu_samples(self) -> Columns:
+        return self.cached("cpu_samples", lambda: host_records.cpu_samples(self))
+
+    def cpu_sample_names(self) -> list[str]:
+        self.cpu_samples()
+        return self._cache["cpu_sample_names"]  # type: ignore[no-any-return]
+
+    def program_output(self) -> list[StreamText]:
+        return self.cached("program_output", lambda: host_records.program_output(self))
+
+    def cuda_trace_requested(self) -> bool | None:
+        return self.cached("cuda_trace_requested", lambda: host_records.cuda_trace_requested(self))
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info

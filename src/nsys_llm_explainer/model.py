@@ -150,6 +150,7 @@ class Workload:
     kind: str
     confidence: Confidence
     evidence: tuple[str, ...]
+    model: str | None = None  # recommendation, cnn (metrics/workload.py), when shown and not an LLM
 
 
 @dataclass(frozen=True)

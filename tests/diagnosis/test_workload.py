@@ -47,6 +47,7 @@ def test_decide_order() -> None:
     row = {"kernel_ns": 1, "pct_of_kernel_time": 50.0, "examples": ["k"]}
     assert decide({"tensorrt": row, "tensorrt_llm": row}, {}, True) == ("llm_inference", "high")
     assert decide({"tensorrt": row}, {"llm_serving": {"ranges": 5}}, True) == ("tensorrt_inference", "high")
-    assert decide({"tensorrt": row, "llm_serving": row}, {}, True) == ("llm_inference", "high")
+    # A TensorRT engine is TensorRT whatever ran beside it; TensorRT-LLM stays an LLM engine.
+    assert decide({"tensorrt": row, "llm_serving": row}, {}, True) == ("tensorrt_inference", "high")
     assert decide({"tensorrt_llm": row, "backward": row}, {}, True) == ("llm_training", "high")
     assert decide({}, {}, True) == ("generic_cuda", "high")

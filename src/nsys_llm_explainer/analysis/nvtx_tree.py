@@ -160,3 +160,27 @@ def containers(index: RangeIndex, ranges: np.ndarray) -> tuple[np.ndarray, np.nd
         live = nxt >= lo
         r, cur, lo, need = r[live], nxt[live], lo[live], need[live]
     return np.concatenate(found_r), np.concatenate(found_c)
+
+
+def climb(index: RangeIndex, pos: np.ndarray, stop: np.ndarray,
+          fold: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From each sorted position in `pos` (-1: none) up its chain of parents, as long as the
+    range is not a `stop` one (per sorted range): (the outermost range reached, the range just
+    below it on the chain, the minimum of `fold` over the ranges passed, -1 when none is >= 0).
+    A position that is itself a stop range reaches nothing (-1)."""
+    top = np.where((pos >= 0) & ~stop[np.maximum(pos, 0)], pos, -1)
+    below = top.copy()
+    big = np.iinfo(np.int64).max
+    values = fold if fold is not None else np.full(len(stop), -1, np.int64)
+    best = np.where(top >= 0, values[np.maximum(top, 0)], -1)
+    best = np.where(best < 0, big, best)
+    live = np.flatnonzero(top >= 0)
+    while len(live):
+        p = index.parent[top[live]]
+        move = (p >= 0) & ~stop[np.maximum(p, 0)]
+        live = live[move]
+        below[live] = top[live]
+        top[live] = p[move]
+        v = values[top[live]]
+        best[live] = np.where((v >= 0) & (v < best[live]), v, best[live])
+    return top, below, np.where(best == big, -1, best)

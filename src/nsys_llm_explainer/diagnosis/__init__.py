@@ -7,9 +7,10 @@ stake, the workload that ran, and the capture's own sanity. Reads metric results
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, verdict
+from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, outcome, verdict
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload, round_pct
@@ -21,7 +22,7 @@ def workload_of(metrics: dict[str, Outcome]) -> Workload:
     w = verdict.metric(metrics, "workload")
     if w is None:
         return Workload("unknown", Confidence.LOW, ("the workload metric did not run",))
-    return Workload(w["kind"], Confidence(w["confidence"]), tuple(w["evidence"]))
+    return Workload(w["kind"], Confidence(w["confidence"]), tuple(w["evidence"]), w.get("model"))
 
 
 def _no_gpu_reason(metrics: dict[str, Outcome]) -> str:
@@ -52,17 +53,78 @@ def _share(acct: Accounting, cause: str, devices: list[int]) -> tuple[int, int]:
     return sum(d.cause_ns(key) for d in chosen), sum(d.window_ns for d in chosen)
 
 
+def _failed_primary(run: dict[str, Any], acct: Accounting) -> Primary:
+    ending = run["ending"]
+    lines = [f"{ending['stream']}: {ending['line']}" + (f" / {ending['context']}" if ending.get("context") else "")]
+    pids = tuple(sorted({p for d in acct.devices for p in d.pids} | {int(ending["pid"])}))
+    return Primary(run["outcome"], tuple(d.device_id for d in acct.devices), pids, 0, 0.0, tuple(lines))
+
+
+@dataclass
+class _Judged:
+    """A cause-led verdict worked out: its devices, primary bottleneck and summary parts."""
+
+    devices: list[int] = field(default_factory=list)
+    primary: Primary | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    second: dict[str, Any] | None = None
+    kernels: dict[str, Any] | None = None
+
+
+def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accounting) -> _Judged:
+    cause = decision.cause
+    out = _Judged()
+    if cause is None:
+        return out
+    devices = verdict.primary_devices(acct, "busy" if cause == "compute" else cause)
+    ns, window = _share(acct, cause, devices)
+    lines = evidence.per_device_lines(acct, "busy" if cause == "compute" else cause, devices)
+    lines += evidence.CAUSE_EVIDENCE[cause](metrics, acct, devices)
+    pids = tuple(sorted({p for d in acct.chosen(devices) for p in d.pids}))
+    out.devices = devices
+    out.primary = Primary(cause, tuple(devices), pids, ns, round_pct(100.0 * ns / window) if window else 0.0,
+                          tuple(lines))
+    if decision.second is not None:
+        sns, _ = _share(acct, decision.second, devices)
+        if sns > 0:
+            out.second = {"kind": decision.second, "impact_ns": sns,
+                          "impact_pct": round_pct(100.0 * sns / window) if window else 0.0}
+    if "compute" in decision.named():
+        mix = kernel_mix.of_devices(metrics, devices)
+        if mix is not None and mix.total_ns:
+            out.kernels = mix.to_json()
+            out.extra["kernels"] = evidence.kernel_clause(mix, metrics)
+    out.extra["second"] = out.second
+    return out
+
+
+def _summary_before(metrics: dict[str, Outcome], acct: Accounting) -> str:
+    """What the figures say up to a failure: the summary the verdict would get had the run not
+    failed (empty when that verdict is about start-up or cannot judge)."""
+    before = verdict.decide(metrics, acct, failure=False)
+    if before.cause in (None, "startup", "program_failed"):
+        return ""
+    j = _judge(before, metrics, acct)
+    return evidence.summary(before.verdict, before.cause, acct, j.devices, j.extra, metrics)
+
+
 def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) -> Diagnosis:
     decision = verdict.decide(metrics, acct)
     result, cause, confidence = decision.verdict, decision.cause, decision.confidence
     cap = verdict.metric(metrics, "capture")
+    run = (cap or {}).get("run")
     primary: Primary | None = None
     extra: dict[str, Any] = {}
     devices: list[int] = []
     second: dict[str, Any] | None = None
     mix_json: dict[str, Any] | None = None
     if result == "no_gpu_work":
-        extra["why"] = _no_gpu_reason(metrics)
+        text, primary = outcome.no_gpu_work(run, _no_gpu_reason(metrics))
+        extra["text"] = text
+    elif cause == "program_failed" and run is not None:
+        primary = _failed_primary(run, acct)
+        extra["failed"] = outcome.failed_with_work(run)
+        extra["before"] = _summary_before(metrics, acct)
     elif result == "not_steady_state" and cap is not None:
         primary = _startup_primary(cap, acct)
         extra.update(parts=capture.startup_parts(cap))
@@ -73,27 +135,13 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         if extra["too_little"] and check is not None:
             extra["check"] = check
     elif cause is not None:
-        devices = verdict.primary_devices(acct, "busy" if cause == "compute" else cause)
-        ns, window = _share(acct, cause, devices)
-        lines = evidence.per_device_lines(acct, "busy" if cause == "compute" else cause, devices)
-        lines += evidence.CAUSE_EVIDENCE[cause](metrics, acct, devices)
-        pids = tuple(sorted({p for d in acct.chosen(devices) for p in d.pids}))
-        primary = Primary(cause, tuple(devices), pids, ns, round_pct(100.0 * ns / window) if window else 0.0,
-                          tuple(lines))
-        if decision.second is not None:
-            sns, _ = _share(acct, decision.second, devices)
-            if sns > 0:
-                second = {"kind": decision.second, "impact_ns": sns,
-                          "impact_pct": round_pct(100.0 * sns / window) if window else 0.0}
-        if "compute" in decision.named():
-            mix = kernel_mix.of_devices(metrics, devices)
-            if mix is not None and mix.total_ns:
-                mix_json = mix.to_json()
-                extra["kernels"] = evidence.kernel_clause(mix, metrics)
+        j = _judge(decision, metrics, acct)
+        devices, primary, second, mix_json = j.devices, j.primary, j.second, j.kernels
+        extra.update(j.extra)
     extra["second"] = second
     return Diagnosis(
         verdict=result,
-        summary=evidence.summary(result, cause, acct, devices, extra),
+        summary=evidence.summary(result, cause, acct, devices, extra, metrics),
         confidence=confidence,
         primary=primary,
         workload=workload_of(metrics),

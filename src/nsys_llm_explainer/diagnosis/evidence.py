@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nsys_llm_explainer.diagnosis import host_work
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.diagnosis.verdict import metric
+from nsys_llm_explainer.diagnosis.verdict import metric, readback_text
 from nsys_llm_explainer.fmt import dur, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Outcome
@@ -21,6 +22,7 @@ CAUSE_WORDS = {
 }
 MAX_DEVICES_LISTED = 8
 MIN_KIND_SHARE = 0.1  # copy kinds below this share of copy time are not evidence
+ALSO_SHARE = 0.05  # other idle causes named beside a host-bound verdict from this share of the window
 
 
 def devices_text(devices: list[int]) -> str:
@@ -70,9 +72,13 @@ def host_wait_line(device: int, blocked: dict[str, int]) -> str:
     """What the host's blocking calls overlapped on one device, and what that says: the host
     waited for copies, for the device's own work, or the GPU drained while it waited."""
     ns, busy, copies, drained = blocked["ns"], blocked["busy_ns"], blocked["transfer_ns"], blocked["sync_wait_ns"]
+    queued = int(blocked.get("other_idle_ns", 0))
     head = (f"GPU {device}: the processes driving it were blocked in synchronizing calls for {dur(ns)} of its "
-            f"window; meanwhile it copied for {dur(copies)}, ran its own work for {dur(busy)} and had nothing "
-            f"queued for {dur(drained)}")
+            f"window; meanwhile it copied for {dur(copies)}, ran its own work for {dur(busy)}, had nothing "
+            f"queued for {dur(drained)}" + (f" and sat idle for {dur(queued)} for other reasons" if queued else ""))
+    if queued > max(copies, busy, drained):
+        return head + (": the GPU was mostly idle during the wait, not drained by it (the idle causes say what "
+                       "held it), and the host could queue nothing more meanwhile")
     if copies > busy and copies >= drained:
         return head + ": the host simply waited for the copies"
     if busy >= copies and busy >= drained:
@@ -148,7 +154,7 @@ def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
 
 
 def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
-    out = []
+    out = host_work.evidence(host_work.combined(metric(metrics, "idle_causes"), devices), _kineto(metrics))
     launch = sum(d.buckets["launch_bound"] for d in acct.chosen(devices))
     other = sum(d.buckets["host_other"] for d in acct.chosen(devices))
     out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
@@ -159,6 +165,11 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
         out.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median {dur(g['p50_ns'])}, "
                    f"{g['pct_under_10us']:.1f}% shorter than 10 µs")
     return out
+
+
+def _kineto(metrics: dict[str, Outcome]) -> bool:
+    """Whether the trace is a PyTorch profiler trace (operators run only there)."""
+    return metric(metrics, "operators") is not None
 
 
 def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
@@ -263,12 +274,17 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
     return text
 
 
-def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int], extra: dict[str, Any]) -> str:
+def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int], extra: dict[str, Any],
+            metrics: dict[str, Outcome] | None = None) -> str:
     """One or two sentences a reviewer reads first. Every share is of the same windows (the
     devices' first to last activity) the key numbers and the findings use."""
     where = devices_text(devices)
     if verdict == "no_gpu_work":
-        return f"No GPU work: {extra['why']}. Nothing on the GPU side can be judged."
+        return str(extra["text"])
+    if verdict == "not_steady_state" and extra.get("failed"):
+        before = extra.get("before")
+        return (f"Not steady state: {extra['failed']}. Fix the failure, then capture again."
+                + (f" Until it failed: {before}" if before else ""))
     if verdict == "not_steady_state":
         ds = acct.devices
         n = len(ds)
@@ -318,15 +334,57 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
             x = sum(d.cause_ns(kind) for d in chosen)
             return f"{_pct(100.0 * x / window) if window else 'n/a'} of the time is lost to {LOST_TO[kind]}"
 
-        return (f"Mixed, no cause clearly ahead: {clause(cause)}; {clause(other)}. Both are named: a few percent "
+        text = (f"Mixed, no cause clearly ahead: {clause(cause)}; {clause(other)}. Both are named: a few percent "
                 "either way would change which leads.")
+        source = (host_source_sentence(metrics or {}, devices)
+                  if {"host", "sync"} & {cause, other} else None)
+        return text + (f" {source}" if source else "")
     head = CAUSE_HEADS[verdict].format(where=where, share=share, its=its, sits="sits" if n == 1 else "sit",
                                        spends="spends" if n == 1 else "spend")
     text = f"{head} ({amount(ns)})."
-    if second and second["kind"] != "compute" and second["impact_pct"] >= 1.0:
+    source = host_source_sentence(metrics or {}, devices) if verdict in ("host_bound", "sync_bound") else None
+    shares = also_sentence(metrics or {}, acct, devices) if verdict == "host_bound" else None
+    if source:
+        text += f" {source}"
+    if shares:
+        text += f" {shares}"
+    elif second and second["kind"] != "compute" and second["impact_pct"] >= 1.0:
         text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
     text += f" {where} {is_} busy {busy_text} of {its} time."
     return text
+
+
+def host_source_sentence(metrics: dict[str, Outcome], devices: list[int]) -> str | None:
+    """What the launching thread was doing in the host-caused idle time (diagnosis/host_work.py),
+    with the read-back's particulars when a read-back drained the queue first."""
+    hs = host_work.combined(metric(metrics, "idle_causes"), devices)
+    text = host_work.clause(hs)
+    if text is None:
+        return None
+    top = hs["sources"][0]["name"] if hs and hs["sources"] else ""
+    if top.startswith("after "):
+        hp = metric(metrics, "host_patterns")
+        rb = (hp or {}).get("scalar_readbacks") or {}
+        what = top[len("after "):]
+        g = next((g for g in rb.get("groups") or [] if what in (g.get("region"), g.get("op"))), None)
+        if g is not None:
+            text += f": {readback_text(g, rb.get('per_step'))}"
+    return text[0].upper() + text[1:] + "."
+
+
+def also_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> str | None:
+    """The other idle causes with a share worth naming next to a host-bound verdict: copies
+    and communication (an MPI code waits on both)."""
+    window = sum(d.window_ns for d in acct.chosen(devices))
+    if not window:
+        return None
+    parts = []
+    for other, words in (("communication", "communication (collectives, MPI calls)"), ("transfer", "copies"),
+                         ("sync", "synchronize calls")):
+        ns = sum(d.cause_ns(other) for d in acct.chosen(devices))
+        if ns >= ALSO_SHARE * window:
+            parts.append(f"{words} {_pct(100.0 * ns / window)}")
+    return ("Beside it: " + ", ".join(parts) + " of the time.") if parts else None
 
 
 def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:

@@ -2,9 +2,13 @@
 (docs/diagnosis.md, "The verdict", documents the rule and its thresholds).
 
 Order of decision:
-1. no_gpu_work: no kernels or graph executions were captured.
-2. not_steady_state: start-up (JIT compilation, lazy loading, start-up calls, autotuning)
-   covers at least capture.NOT_STEADY_PCT of the GPU window.
+1. no_gpu_work: no kernels or graph executions were captured (diagnosis/outcome.py says
+   why: the profiler failed to attach, the program failed or was killed first, CUDA was not
+   traced, or no kernel was launched).
+2. not_steady_state: the program ended in a failure its captured output records (cause
+   program_failed: an exception, an error message, a kill), or start-up (JIT compilation,
+   lazy loading, start-up calls, autotuning) covers at least capture.NOT_STEADY_PCT of the
+   GPU window.
 3. insufficient_data:
    - too few kernels or too little kernel time to judge (capture metric);
    - the idle time cannot be explained: the idle time no cause names (capture_edge: no CUDA
@@ -67,6 +71,7 @@ CLEAR_RATIO = 2.0  # compute this many times the largest idle cause: gpu_bound, 
 CLOSE_RATIO = 1.25  # two contenders within this factor: mixed
 UNPLACED_GRAPH_SHARE = 0.1
 UNEXPLAINED = ("capture_edge", "device_wait")
+FAILED_OUTCOMES = ("program_failed", "killed", "profiler_failed")
 _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW, Confidence.LOW: Confidence.LOW}
 
 
@@ -137,6 +142,9 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
                 "CUDA call the capture recorded, so what the host did then is unknown"), False
     why = (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, and what "
            "that work waited on (an event on another stream or device) is not in the trace")
+    held = readback_hold(metrics, waiting)
+    if held:
+        why += f"; {held}"
     comm = metric(metrics, "communication")
     comm_ns = int(comm.get("comm_kernel_ns", 0)) if comm is not None else 0
     if comm_ns:
@@ -144,6 +152,39 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "
                 "`nsys-llm-explain fleet` over every rank's trace shows which rank arrives late")
     return why, bool(comm_ns)
+
+
+READBACK_HOLD_SHARE = 0.3
+
+
+def readback_text(g: dict[str, Any], per_step: dict[str, Any] | None) -> str:
+    """'a 704 B device-to-host copy into pageable memory in `## sparse_data_dist ##` >
+    `aten::to`, 1 per step'."""
+    where = " > ".join(f"`{x}`" for x in dict.fromkeys(y for y in (g.get("region"), g.get("op")) if y))
+    into = " into pageable memory" if g.get("pageable") == g.get("count") else ""
+    steps = per_step.get("steps") if per_step else None
+    each = (f", {g['count'] // steps} per step" if steps and g["count"] % steps == 0
+            else f", {g['count']:,} in all")
+    return f"a {g['bytes']:,} B device-to-host copy{into}" + (f" in {where}" if where else "") + each
+
+
+def readback_hold(metrics: dict[str, Outcome], waiting_ns: int) -> str | None:
+    """When read-backs hold the host during at least READBACK_HOLD_SHARE of the idle time
+    with queued work (device_wait), what they are: the host could not queue anything else
+    while it waited; else None."""
+    hp = metric(metrics, "host_patterns")
+    rb = (hp or {}).get("scalar_readbacks") or {}
+    groups = rb.get("groups") or []
+    if not groups or waiting_ns <= 0:
+        return None
+    g = groups[0]
+    if g["queued_during_ns"] < READBACK_HOLD_SHARE * waiting_ns:
+        return None
+    per = rb.get("per_step")
+    blocked = g["host_blocked_ns"] // max(1, g["count"])
+    return (f"meanwhile the launching thread was blocked in a read-back, {readback_text(g, per)}, "
+            f"{dur(blocked)} each, which waits for that queue to drain: {dur(g['queued_during_ns'])} of the "
+            "idle time with work queued lies inside it, so nothing more was queued while the GPU waited")
 
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:
@@ -193,10 +234,21 @@ def rule(compute: int, window: int, idle: list[tuple[str, int]], waiting: int) -
     return Decision("mixed", lead, Confidence.LOW if close else Confidence.MEDIUM, second=second)
 
 
-def decide(metrics: dict[str, Outcome], acct: Accounting) -> Decision:
+def failed(metrics: dict[str, Outcome]) -> bool:
+    """The program's captured output ends in a failure (capture metric's run outcome)."""
+    cap = metric(metrics, "capture")
+    run = (cap or {}).get("run") or {}
+    return run.get("outcome") in FAILED_OUTCOMES
+
+
+def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) -> Decision:
+    """The verdict (module docstring); failure=False: as if the run had not failed (what the
+    figures say up to the failure)."""
     cap = metric(metrics, "capture")
     if not acct.devices:
         return Decision("no_gpu_work", None, Confidence.HIGH)
+    if failure and failed(metrics):
+        return Decision("not_steady_state", "program_failed", Confidence.HIGH)
     if cap is not None:
         from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 

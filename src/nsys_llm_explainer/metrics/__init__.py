@@ -21,9 +21,9 @@ ORDER: tuple[str, ...] = (
     "launch_overhead",
     "boundness",
     "workload",  # before capture: TensorRT engines skip the autotuning check
+    "steps",  # before capture: enough data is judged by repeated steps
     "capture",
     "idle_causes",
-    "steps",
     "step_work",  # after steps: the work inside its complete steps
     "critical_path",  # right after steps: it reads its steps and the caches steps holds
     "what_if",

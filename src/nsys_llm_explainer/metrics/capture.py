@@ -3,11 +3,14 @@
 Checks, each with what it found (thresholds are the named constants below):
 
 - too_little_data: nothing to weigh, or too few repetitions to tell a pattern from a one-off.
-  Found when the kernels add up to less than MIN_KERNEL_NS, or when there are fewer than
-  MIN_KERNELS kernels unless at least MIN_FEW_KERNELS long ones keep the GPU busy (at least
-  MIN_FEW_KERNEL_NS of kernel time, or MIN_FEW_BUSY_PCT of the GPU window of the devices that
-  ran them): an HPC code or GEMM benchmark with 50 kernels of 20 ms is judged, ten 5 us kernels
-  or five long calls are not.
+  Enough is judged by repetition: at least MIN_REPEATS complete steps (the steps metric)
+  covering at least MIN_REPEAT_NS in all are enough whatever the kernel count (five
+  iterations of 250 ms with one kernel each are plenty; one forward pass with a synchronize
+  after every operator is one step, not many). Without that, it is found when there are
+  fewer than MIN_KERNELS kernels unless at least MIN_FEW_KERNELS long ones keep the GPU busy
+  (at least MIN_FEW_KERNEL_NS of kernel time, or MIN_FEW_BUSY_PCT of the GPU window of the
+  devices that ran them): a GEMM benchmark with 50 kernels of 20 ms is judged, ten 5 us
+  kernels are not. Less than MIN_KERNEL_NS of kernel time is always too little.
 - jit_compile: run-time compilation and module loading inside the GPU window: CUDA API calls
   that load or link code (JIT_API: cuModuleLoad*, cuLibraryLoad*, cuLink*, nvJitLink*,
   nvrtc*) and NVTX ranges named like a compiler step (COMPILE_RANGE: NVRTC, nvJitLink,
@@ -27,10 +30,20 @@ Checks, each with what it found (thresholds are the named constants below):
   variants of one GEMM/convolution family tried once each, close together, then one winner
   repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
   (workload tensorrt_inference), whose tactics are chosen when the engine is built.
+- program_failed: the program's captured output (Nsight Systems ProcessStreams) ends in a
+  failure (analysis/program_output.py: an exception, an error message, a kill, or the
+  profiler failing to attach): the capture ends in that failure, not in the steady loop. The
+  decisive line is kept, scrubbed (paths cut to file names, nothing from the environment).
 - diagnostics: warnings and errors the profiler wrote about its own capture, each classified
   (capture_messages.py); found when one concerns the CUDA trace (events missing, or a driver
   or library version this Nsight Systems does not support). CPU-sampling notes and "No NVTX
   events collected" are listed but do not count.
+
+`run` holds what the capture says about how the program ran, whatever the GPU did: the
+outcome (profiler_failed, program_failed, killed, cuda_not_traced, kernels_not_recorded: launch
+calls but no kernel rows, no_kernels: CUDA calls but no launch, completed),
+the decisive output line, whether CUDA API calls were traced (and asked for, from the
+capture settings), how many and of what kind, and the call that created the CUDA context.
 
 Start-up time is the union of the jit_compile, lazy_loading, startup and autotuning intervals
 clipped to the GPU window (first kernel start to last kernel end, all devices): start-up that
@@ -47,10 +60,11 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals
+from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals, program_output
 from nsys_llm_explainer.analysis.busy import copy_union, device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import name_mask
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
@@ -62,6 +76,11 @@ MIN_KERNEL_NS = 1_000_000
 MIN_FEW_KERNELS = 10
 MIN_FEW_KERNEL_NS = 50_000_000
 MIN_FEW_BUSY_PCT = 50.0
+MIN_REPEATS = 3
+MIN_REPEAT_NS = 10_000_000
+CONTEXT_API = re.compile(r"^(cudaFree|cuInit|cuCtxCreate\w*|cuDevicePrimaryCtxRetain|cudaSetDevice|cudaInitDevice)$")
+CONTEXT_CALL_NS = 1_000_000
+TOP_CALL_KINDS = 8
 NOT_STEADY_PCT = 25.0
 LAZY_LAUNCH_NS = 500_000
 LAZY_RATIO = 10.0
@@ -82,6 +101,7 @@ COMPILE_RANGE = re.compile(
 )
 NVRTC = re.compile(r"nvrtc", re.IGNORECASE)
 EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64))
+FAILED_OUTCOMES = ("profiler_failed", "program_failed", "killed")
 
 
 def _check(cid: str, found: bool, summary: str, ns: int = 0, window: int = 0, **extra: Any) -> dict[str, Any]:
@@ -187,21 +207,35 @@ def _startup(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     return intervals.merge(rt.start[rows], rt.end[rows]), len(rows)
 
 
-def _too_little(k: Any) -> dict[str, Any]:
+def _repeats(ctx: Context) -> tuple[int, int]:
+    """(complete steps, their summed latency) from the steps metric; (0, 0) without steps."""
+    st = ctx.result("steps")
+    if st is None:
+        return 0, 0
+    return int(st.data.get("step_count", 0)), int(sum(p.get("total_ns", 0) for p in st.data.get("phases", [])))
+
+
+def _too_little(k: Any, repeats: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """The too_little_data check (module docstring)."""
     n = len(k)
     kernel_ns = int(k.dur.sum()) if n else 0
     devices = len(np.unique(k.device)) if n else 0
     window = int(k.end.max() - k.start.min()) if n else 0
     busy_pct = min(100.0, 100.0 * kernel_ns / (window * devices)) if window and devices else 0.0
+    steps, step_ns = repeats
+    repeated = steps >= MIN_REPEATS and step_ns >= MIN_REPEAT_NS
     long_enough = n >= MIN_FEW_KERNELS and (kernel_ns >= MIN_FEW_KERNEL_NS or busy_pct >= MIN_FEW_BUSY_PCT)
-    little = kernel_ns < MIN_KERNEL_NS or (n < MIN_KERNELS and not long_enough)
+    little = kernel_ns < MIN_KERNEL_NS or (n < MIN_KERNELS and not long_enough and not repeated)
     seen = (f"{n:,} kernels, {fmt.dur(kernel_ns)} of kernel time"
-            + (f", {busy_pct:.1f}% of the {fmt.dur(window)} from the first to the last kernel" if window else ""))
-    need = (f"at least {MIN_KERNEL_NS / 1e6:g} ms of kernel time, and {MIN_KERNELS} kernels or "
-            f"{MIN_FEW_KERNELS} that take {MIN_FEW_KERNEL_NS / 1e6:g} ms or {MIN_FEW_BUSY_PCT:g}% of the window")
+            + (f", {busy_pct:.1f}% of the {fmt.dur(window)} from the first to the last kernel" if window else "")
+            + (f"; {steps:,} complete step{'' if steps == 1 else 's'} covering {fmt.dur(step_ns)}" if steps else
+               "; no repeating step found"))
+    need = (f"at least {MIN_KERNEL_NS / 1e6:g} ms of kernel time, and {MIN_REPEATS} steps covering "
+            f"{MIN_REPEAT_NS / 1e6:g} ms, or {MIN_KERNELS} kernels, or {MIN_FEW_KERNELS} kernels that take "
+            f"{MIN_FEW_KERNEL_NS / 1e6:g} ms or {MIN_FEW_BUSY_PCT:g}% of the window")
     summary = f"{seen}; judging needs {need}" if little else f"{seen}: enough to judge (needs {need})"
-    return _check("too_little_data", little, summary, kernels=n, kernel_ns=kernel_ns)
+    return _check("too_little_data", little, summary, kernels=n, kernel_ns=kernel_ns, steps=steps,
+                  step_ns=step_ns)
 
 
 def _tensorrt(ctx: Context) -> bool:
@@ -214,9 +248,10 @@ def run(ctx: Context) -> Outcome:
     try:
         k = data.kernels()
     except Unavailable as exc:
-        check = _check("too_little_data", True, f"no kernels: {exc.reason}", kernels=0, kernel_ns=0)
+        check = _check("too_little_data", True, f"no kernels: {exc.reason}", kernels=0, kernel_ns=0, steps=0,
+                       step_ns=0)
         return MetricResult(METRIC.id, _data([check], None, None, 0, data))
-    checks: list[dict[str, Any]] = [_too_little(k)]
+    checks: list[dict[str, Any]] = [_too_little(k, _repeats(ctx))]
     if len(k) == 0:
         return MetricResult(METRIC.id, _data(checks, None, None, 0, data))
     w0, w1 = int(k.start.min()), int(k.end.max())
@@ -271,6 +306,71 @@ def run(ctx: Context) -> Outcome:
     return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
 
 
+def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
+    """What the capture says about how the program ran (module docstring)."""
+    end = program_output.ending(data.program_output())
+    try:
+        rt = data.runtime()
+        api_table, calls = True, len(rt)
+    except Unavailable:
+        rt, api_table, calls = None, False, 0
+    kinds: list[dict[str, Any]] = []
+    context = None
+    launches = 0
+    if rt is not None and calls:
+        names = data.runtime_api_names()
+        launches = int(launch_api_mask(names)[rt.api].sum())
+        apis, counts = np.unique(rt.api, return_counts=True)
+        order = np.lexsort((apis, -counts))[:TOP_CALL_KINDS]
+        kinds = [{"api": names[int(apis[i])], "calls": int(counts[i])} for i in order]
+        ctx_api = np.array([bool(CONTEXT_API.match(x)) for x in names] or [False])
+        rows = np.flatnonzero(ctx_api[rt.api] & (rt.end - rt.start >= CONTEXT_CALL_NS))
+        if len(rows):
+            first = rows[np.argmin(rt.start[rows])]
+            context = {"api": names[int(rt.api[first])], "ns": int(rt.end[first] - rt.start[first])}
+    try:
+        nvtx = len(data.nvtx())
+    except Unavailable:
+        nvtx = 0
+    if end is not None and end.kind == "profiler":
+        outcome = "profiler_failed"
+    elif end is not None:
+        outcome = "killed" if end.kind == "killed" else "program_failed"
+    elif kernels:
+        outcome = "completed"
+    elif not calls:
+        outcome = "cuda_not_traced"
+    elif launches:
+        outcome = "kernels_not_recorded"
+    else:
+        outcome = "no_kernels"
+    return {
+        "outcome": outcome,
+        "ending": None if end is None else {"kind": end.kind, "line": end.line, "context": end.context,
+                                             "stream": end.stream, "pid": end.pid},
+        "streams": len(data.program_output()),
+        "cuda_api_table": api_table,
+        "cuda_calls": calls,
+        "launch_calls": launches,
+        "cuda_trace_requested": data.cuda_trace_requested(),
+        "cuda_call_kinds": kinds,
+        "context_call": context,
+        "kernels": kernels,
+        "nvtx_ranges": nvtx,
+    }
+
+
+def _program_check(run: dict[str, Any]) -> dict[str, Any]:
+    end = run["ending"]
+    if end is None:
+        seen = ("no error in the program's captured output" if run["streams"]
+                else "the trace holds no captured program output")
+        return _check("program_failed", False, seen)
+    what = {"profiler": "the profiler failed to attach", "killed": "the program was killed",
+            "error": "the program ended in an error"}[end["kind"]]
+    return _check("program_failed", True, f"{what}: its {end['stream']} says {end['line']!r}")
+
+
 def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
     cuda = [d for d in diags if d["kind"] in capture_messages.CUDA_KINDS]
     harmless = len(diags) - len(cuda)
@@ -295,6 +395,9 @@ def _data(
         diags.append({"severity": d.severity, "text": d.text, "kind": kind,
                       "events_may_be_missing": kind == "events_missing"})
     span = window[1] - window[0] if window else 0
+    kernels = int(checks[0].get("kernels", 0))
+    run = _run_facts(data, kernels)
+    checks.append(_program_check(run))
     checks.append(_diagnostics_check(diags))
     pct = round(100.0 * startup_ns / span, 2) if span else 0.0
     little = checks[0]["found"]
@@ -303,14 +406,16 @@ def _data(
         "window_end_ns": window[1] if window else None,
         "startup_ns": startup_ns,
         "startup_pct_of_window": pct,
-        "steady_state": (not little) and pct < NOT_STEADY_PCT,
+        "steady_state": (not little) and pct < NOT_STEADY_PCT and run["outcome"] not in FAILED_OUTCOMES,
         "steady_start_ns": steady_start,
         "checks": checks,
         "diagnostics": diags,
+        "run": run,
         "thresholds": {
             "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "min_few_kernels": MIN_FEW_KERNELS,
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
-            "not_steady_pct": NOT_STEADY_PCT, "lazy_launch_ns": LAZY_LAUNCH_NS,
+            "not_steady_pct": NOT_STEADY_PCT, "min_repeats": MIN_REPEATS, "min_repeat_ns": MIN_REPEAT_NS,
+            "lazy_launch_ns": LAZY_LAUNCH_NS,
             "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_autotune.VARIANTS,
             "autotune_winner_runs": capture_autotune.WINNER_RUNS, "autotune_rare_runs": capture_autotune.RARE_RUNS,
             "autotune_burst_gap_ns": capture_autotune.BURST_GAP_NS,
@@ -322,7 +427,7 @@ METRIC = Metric(
     id="capture",
     title="Capture sanity",
     run=run,
-    description="Is the capture steady state? Too little data, JIT compilation, lazy module "
-    "loading, start-up calls, autotuning and the profiler's own diagnostics.",
-    after=("workload",),
+    description="Is the capture steady state? How the run ended, too little data (by repetition), JIT "
+    "compilation, lazy module loading, start-up calls, autotuning and the profiler's own diagnostics.",
+    after=("workload", "steps"),
 )

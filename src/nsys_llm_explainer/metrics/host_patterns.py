@@ -1,12 +1,19 @@
 """host_patterns: host-side habits that stall the GPU, each with its count and GPU cost.
 
-- Scalar read-backs: a tiny copy (at most READBACK_BYTES, device-to-host or host-to-device)
-  whose call blocks the host (synchronous cudaMemcpy*, or pageable memory), or that is followed
-  on the same thread by a blocking synchronize starting within READBACK_GAP_NS of the copy
+- Read-backs (analysis/readbacks.py): a device-to-host copy of at most READBACK_BYTES whose
+  call blocks the host (synchronous cudaMemcpy*, or pageable memory), or that is followed on
+  the same thread by a blocking synchronize starting within READBACK_GAP_NS of the copy
   call's return. That is what `.item()`, `.cpu()`, `.tolist()`, `aten::is_nonzero` or a Python
-  `if` on a tensor compile to. Its GPU cost is the device's sync_wait idle time (idle_sweep)
+  `if` on a tensor compile to. Per read-back: the host time blocked, the device's busy time
+  meanwhile, its idle time with nothing queued (sync_wait) and with queued work waiting on
+  something else (device_wait), and the idle time after the call returned when the call had
+  drained the device's queue. Its GPU cost (idle_ns) is the device's sync_wait idle time
   while the copy call and its sync were in flight, plus the refill launch after them: never
-  the host's wait while the GPU was busy running kernels or copies.
+  the host's wait while the GPU was busy running kernels or copies; idle_after_ns, by idle
+  cause, is the idle time from the return to the device's next work. Read-backs are grouped
+  by where they come from (the outermost range below the step, the innermost range, the
+  size), and counted per step (steps metric). Tiny host-to-device copies that block are
+  synchronous copies, not read-backs.
 - Synchronize per launch: blocking synchronize calls whose previous launch-or-sync call on the
   same thread was a launch (launch, sync, launch, sync ...). Reported when at least
   SYNC_PER_LAUNCH_MIN_CALLS such syncs make up at least SYNC_PER_LAUNCH_SHARE of the thread's
@@ -33,16 +40,28 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import readbacks as rbk
+from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.idle_sweep import SYNC_WAIT, TRANSFER, HostRows, gap_causes
+from nsys_llm_explainer.analysis.idle_sweep import (
+    CAUSES,
+    DEVICE_WAIT,
+    HOST_OTHER,
+    LAUNCH_BOUND,
+    SYNC_WAIT,
+    TRANSFER,
+    HostRows,
+    gap_causes,
+)
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.metrics.base import Metric
+from nsys_llm_explainer.metrics.idle_causes import step_range_names
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
-READBACK_BYTES = 1024
-READBACK_GAP_NS = 50_000
+READBACK_BYTES = rbk.READBACK_BYTES
+READBACK_GAP_NS = rbk.READBACK_GAP_NS
 SYNC_PER_LAUNCH_MIN_CALLS = 10
 SYNC_PER_LAUNCH_SHARE = 0.5
 TOP_RANGES = 5
@@ -88,42 +107,103 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
     return [{"range": name, "count": n} for name, n in top]
 
 
-def readbacks(data: TraceData, host: HostRows) -> dict[str, Any] | None:
-    try:
-        mc = data.memcpy()
-    except Unavailable:
+def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
+    """Read-backs (analysis/readbacks.py) with their cost, where they come from and how many
+    each step holds."""
+    data = ctx.data
+    rb = rbk.find(data, host.blocking)
+    if rb is None:
         return None
     rt = data.runtime()
-    tiny = np.flatnonzero((mc.bytes <= READBACK_BYTES) & np.isin(mc.copy_kind, (H2D, D2H)))
-    call = match_calls(mc.pid[tiny], mc.corr[tiny], rt)
-    ok = call >= 0
-    tiny, call = tiny[ok], call[ok]
-    if len(call) == 0:
-        return {"count": 0, "d2h": 0, "h2d": 0, "idle_ns": 0, "devices": [], "ranges": [], "_spans": {}}
-    order = np.lexsort((rt.start, rt.tkey))
-    pos = np.empty(len(rt), dtype=np.int64)
-    pos[order] = np.arange(len(rt))
-    nxt = order[np.minimum(pos[call] + 1, len(rt) - 1)]
-    followed = (
-        (pos[call] + 1 < len(rt)) & (rt.tkey[nxt] == rt.tkey[call]) & host.blocking[nxt]
-        & (rt.start[nxt] - rt.end[call] <= READBACK_GAP_NS)
-    )
-    hit = host.blocking[call] | followed
-    tiny, call, nxt, followed = tiny[hit], call[hit], nxt[hit], followed[hit]
-    end = np.where(followed, host.refill_end[nxt], host.refill_end[call])
-    cost = _idle_cost(data, mc.device[tiny], rt.start[call], end)
-    spans = _per_device(mc.device[tiny], rt.start[call], end)
+    if len(rb.call) == 0:
+        return {"count": 0, "d2h": 0, "h2d": 0, "followed_by_sync": 0, "pageable": 0, "idle_ns": 0,
+                "idle_after_ns": 0, "host_blocked_ns": 0, "busy_ns": 0, "queued_during_ns": 0, "devices": [],
+                "pids": [], "ranges": [], "groups": [], "per_step": None, "_spans": {}}
+    causes = gap_causes(data)
+    cost = rbk.cost(data, rb, causes, device_busy(data), SYNC_WAIT, DEVICE_WAIT, (LAUNCH_BOUND, HOST_OTHER))
+    refill = np.where(rb.followed, host.refill_end[np.maximum(rb.sync, 0)], host.refill_end[rb.call])
+    refill = np.maximum(refill, rb.end)
+    during = _idle_cost(data, rb.device, rb.start, refill)
+    window = max((b.window[1] - b.window[0] for b in device_busy(data).values()), default=0)
+    skip = step_range_names(ctx)
+    region, op = rbk.origins(data, rb, skip, window)
+    devices = []
+    after_ns: dict[int, int] = {}
+    for dev in sorted(during):
+        sel = rb.device == dev
+        after = _after_by_cause(causes.get(dev), rb.end[sel], cost.after_end[sel])
+        after_ns[dev] = int(sum(after.values()))
+        devices.append({"device_id": dev, "idle_ns": during[dev], "after_ns": after_ns[dev],
+                        "after_by_cause": after})
     return {
-        "count": int(len(call)),
-        "d2h": int((mc.copy_kind[tiny] == D2H).sum()),
-        "h2d": int((mc.copy_kind[tiny] == H2D).sum()),
-        "followed_by_sync": int(followed.sum()),
-        "idle_ns": int(sum(cost.values())),
-        "devices": [{"device_id": d, "idle_ns": ns} for d, ns in sorted(cost.items())],
-        "pids": sorted({int(p) for p in rt.pid[call]}),
-        "ranges": _ranges_at(data, rt.tkey[call], rt.start[call]),
-        "_spans": spans,
+        "count": int(len(rb.call)),
+        "d2h": int(len(rb.call)),
+        "h2d": 0,
+        "followed_by_sync": int(rb.followed.sum()),
+        "pageable": int(rb.pageable.sum()),
+        "idle_ns": int(sum(during.values())),
+        "idle_after_ns": sum(after_ns.values()),
+        "host_blocked_ns": int((rb.end - rb.start).sum()),
+        "busy_ns": int(cost.busy_ns.sum()),
+        "queued_during_ns": int(cost.queued_during_ns.sum()),
+        "devices": devices,
+        "pids": sorted({int(p) for p in rt.pid[rb.call]}),
+        "ranges": _ranges_at(data, rt.tkey[rb.call], rt.start[rb.call]),
+        "groups": _groups(rb, cost, region, op),
+        "per_step": _per_step(ctx, rt.pid[rb.call], rb.start),
+        "_spans": _per_device(rb.device, rb.start, refill),
     }
+
+
+def _after_by_cause(gc: Any, s: np.ndarray, e: np.ndarray) -> dict[str, int]:
+    """The host-late idle time (launch_bound, host_other) in [s, e) of the device, by cause."""
+    if gc is None or not len(s):
+        return {}
+    us, ue = intervals.merge(s, e)
+    out = {}
+    for i in (LAUNCH_BOUND, HOST_OTHER):
+        name = CAUSES[i]
+        seg = intervals.intersect(us, ue, *gc.segments[i])
+        ns = int((seg[1] - seg[0]).sum())
+        if ns:
+            out[name] = ns
+    return out
+
+
+def _groups(rb: Any, cost: Any, region: list[str | None], op: list[str | None]) -> list[dict[str, Any]]:
+    """Read-backs grouped by (outermost range below the step, operator, bytes), the longest
+    host blocking first."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i in range(len(rb.call)):
+        key = (region[i], op[i], int(rb.bytes[i]))
+        g = groups.setdefault(key, {"region": key[0], "op": key[1], "bytes": key[2], "count": 0, "pageable": 0,
+                                    "host_blocked_ns": 0, "busy_ns": 0, "idle_during_ns": 0,
+                                    "queued_during_ns": 0, "idle_after_ns": 0})
+        g["count"] += 1
+        g["pageable"] += int(rb.pageable[i])
+        g["host_blocked_ns"] += int(rb.end[i] - rb.start[i])
+        g["busy_ns"] += int(cost.busy_ns[i])
+        g["idle_during_ns"] += int(cost.idle_during_ns[i])
+        g["queued_during_ns"] += int(cost.queued_during_ns[i])
+        g["idle_after_ns"] += int(cost.idle_after_ns[i])
+    ordered = sorted(groups.values(), key=lambda g: (-g["host_blocked_ns"], -g["count"], str(g["region"])))
+    return ordered[:TOP_RANGES]
+
+
+def _per_step(ctx: Context, pid: np.ndarray, start: np.ndarray) -> dict[str, Any] | None:
+    """How many read-backs each step holds (their call starts inside the step's host range,
+    same process): steps, steps with one or more, median, max; None without steps."""
+    st = ctx.result("steps")
+    table = next((t for t in st.tables if t.name == "steps"), None) if st is not None else None
+    if table is None or table.frame is None or table.frame.empty:
+        return None
+    f = table.frame
+    counts = np.zeros(len(f), np.int64)
+    for j, (p, s0, e0) in enumerate(zip(f["pid"].to_numpy(), f["start_ns"].to_numpy(), f["end_ns"].to_numpy(),
+                                        strict=True)):
+        counts[j] = int(((pid == p) & (start >= s0) & (start < e0)).sum())
+    return {"steps": int(len(f)), "with_readbacks": int((counts > 0).sum()),
+            "median": float(np.median(counts)), "max": int(counts.max())}
 
 
 def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
@@ -180,7 +260,7 @@ def sync_copies(data: TraceData, host: HostRows) -> dict[str, Any] | None:
     call = match_calls(mc.pid, mc.corr, rt)
     ok = call >= 0
     ok[ok] &= host.blocking[call[ok]]
-    readback = (mc.bytes <= READBACK_BYTES) & np.isin(mc.copy_kind, (H2D, D2H))
+    readback = (mc.bytes <= READBACK_BYTES) & (mc.copy_kind == D2H)
     rows = np.flatnonzero(ok & ~readback)
     call = call[rows]
     causes = gap_causes(data)
@@ -264,7 +344,7 @@ def run(ctx: Context) -> Outcome:
     if len(data.runtime()) == 0:
         return METRIC.skipped("the CUDA API table is empty, so host-side calls are unknown")
     host = HostRows.of(data)
-    rb = readbacks(data, host)
+    rb = readbacks(ctx, host)
     spl = sync_per_launch(data, host)
     copies = sync_copies(data, host)
     notes = () if rb is not None else ("scalar read-backs and synchronous copies: not measured, because the "
@@ -284,6 +364,7 @@ METRIC = Metric(
     id="host_patterns",
     title="Host habits that stall the GPU",
     run=run,
-    description="Scalar read-backs (tiny copies with a blocking sync), one synchronize per launch "
-    "and synchronous copies, each with its count and the GPU idle time it causes.",
+    description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), one synchronize per "
+    "launch and synchronous copies, each with its count and the GPU idle time it causes.",
+    after=("steps",),
 )

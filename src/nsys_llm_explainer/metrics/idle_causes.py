@@ -10,6 +10,9 @@ how many had a transfer ahead of the work on its own stream; the refill delay af
 calls; transfers outside the work window (before the first or after the last work: time the
 device spent copying that the work window does not show); what the owning processes'
 blocking calls overlapped on the device and its transfers by kind (idle_causes_detail.py);
+what the launching thread was doing during the host-caused idle time (sync_wait,
+launch_bound, host_other): its top sources by time, their families and, where no range
+names it, the CPU samples (analysis/host_sources.py);
 and the same split restricted to the steady part of the capture (after the last start-up
 event the capture metric found). The largest gaps are listed with their split and the
 innermost NVTX range active on the launch thread at the middle of the gap (its
@@ -23,12 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import host_sources, intervals, nvtx_tree
 from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.busy import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.idle_causes_detail import host_blocked, transfers
-from nsys_llm_explainer.analysis.idle_sweep import CAUSES, NO_REFILL, GapCauses, gap_causes
+from nsys_llm_explainer.analysis.idle_sweep import CAUSES, HOST_SIDE, NO_REFILL, GapCauses, gap_causes
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
@@ -118,8 +121,36 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
         },
         **_activity(ctx, gc.device_id, w0, w1),
         "host_blocked": host_blocked(ctx.data, gc, w0, w1),
+        "host_sources": _host_sources(ctx, gc, window),
         "transfers": transfers(ctx.data, gc),
         "steady": _steady(gc, steady_start, w1),
+    }
+
+
+def step_range_names(ctx: Context) -> set[str]:
+    """The range names that mark steps (the steps metric's `ranges`, the trace's own step
+    marks, --step-range): a step range is not what the host was doing, its inside is."""
+    out = set(ctx.data.step_marks())
+    if ctx.options.step_range:
+        out.add(ctx.options.step_range)
+    steps = ctx.result("steps")
+    if steps is not None:
+        out |= set(steps.data.get("ranges", []))
+    return out
+
+
+def _host_sources(ctx: Context, gc: GapCauses, window: int) -> dict[str, Any]:
+    """What the launching thread did during the device's host-caused idle time
+    (analysis/host_sources.py): the top sources, the families, the CPU samples."""
+    skip = step_range_names(ctx)
+    ds = host_sources.device_sources(ctx.data, gc, HOST_SIDE, skip, window)
+    return {
+        "idle_ns": ds.idle_ns,
+        "unnamed_ns": ds.unnamed_ns,
+        "sources": [{"name": x.name, "kind": x.kind, "family": x.family, "ns": x.ns, "inner": x.inner}
+                    for x in ds.sources[: host_sources.TOP_SOURCES]],
+        "families": [{"family": f, "ns": ns} for f, ns in ds.families.items()],
+        "samples": [{"symbol": k, "count": n} for k, n in list(ds.samples.items())[: host_sources.TOP_SOURCES]],
     }
 
 
@@ -218,5 +249,5 @@ METRIC = Metric(
     tables={"idle_causes": CAUSE_COLUMNS, "idle_causes_gaps": GAP_COLUMNS},
     description="Every nanosecond of GPU idle time split by what covered it: transfer, "
     "communication, sync_wait, launch_bound, capture_edge, host_other, device_wait.",
-    after=("capture",),
+    after=("capture", "steps"),
 )

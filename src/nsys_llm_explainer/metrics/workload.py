@@ -7,15 +7,26 @@ pattern and what it means. The decision, in order:
 1. llm_inference / llm_training for TensorRT-LLM (`tensorrt_llm::` kernels or ranges,
    `trtllm` kernels): an LLM engine built on TensorRT is LLM serving, with TensorRT among its
    evidence, not a plain TensorRT engine.
-2. tensorrt_inference: TensorRT kernels (tactics, myelin, reformat) or TensorRT ranges,
-   unless LLM serving kernels (paged attention, vLLM/SGLang/FlashInfer) ran beside them.
-3. llm_training / llm_inference: LLM serving stacks (vLLM, SGLang, FlashInfer),
-   paged/flash attention, or LLM building blocks (rotary embedding, RMSNorm, SiLU-and-mul,
-   fused MoE); training when backward or optimizer kernels (or autograd ranges) are present.
+2. tensorrt_inference: TensorRT kernels (`trt_*`, `*_trt`, tactics, myelin, reformat) or
+   TensorRT ranges (`ExecutionContext::enqueue`/`execute`, TensorRT layer names such as
+   `(Unnamed Layer* 3) [Convolution]` or `{ForeignNode[...]}`), whatever else ran beside them;
+   `sm*_xmma_*` kernels count as TensorRT only together with TensorRT ranges (cuBLAS and cuDNN
+   use them too).
+3. llm_training / llm_inference: LLM evidence: LLM serving stacks (vLLM, SGLang,
+   FlashInfer), attention over a KV cache (paged/flash decode, reshape_and_cache), or LLM
+   building blocks (rotary embedding, RMSNorm, SiLU-and-mul, fused MoE) with attention;
+   training when the training evidence below is present.
 4. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
    kernels) or aten:: ranges; training as above.
 5. generic_cuda: kernels ran, and none of the frameworks above left a trace.
 6. unknown: no kernels and no telling ranges.
+
+Training evidence is backward kernels or operators (`*Backward*`, autograd ranges) or an
+optimizer step (optimizer kernels or ranges). Collectives alone are not: tensor- and
+sequence-parallel inference runs them too. `model` names what kind of model ran when the
+trace shows it and it is not an LLM: a recommendation model (embedding-bag kernels, FBGEMM,
+TorchRec ranges such as sparse_data_dist), a convolutional network (convolution kernels
+holding at least CONV_PCT of kernel time), else none.
 
 Names longer than MAX_NAME_CHARS are classified by their first MAX_NAME_CHARS characters.
 A signal counts when its kernels take at least MIN_KERNEL_PCT of kernel time or its ranges
@@ -45,6 +56,7 @@ KINDS = (
 )
 MIN_KERNEL_PCT = 0.5
 MIN_RANGE_COUNT = 2
+CONV_PCT = 30.0
 MAX_EXAMPLES = 3
 # Names are classified by their first MAX_NAME_CHARS characters: real kernel and range names
 # are far shorter, and a damaged trace's megabyte-long name must not stall the patterns.
@@ -53,9 +65,23 @@ MAX_NAME_CHARS = 4096
 SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
     "tensorrt_llm": (r"tensorrt_llm|trtllm", r"tensorrt_llm|trtllm", "TensorRT-LLM (an LLM engine built on TensorRT)"),
     "tensorrt": (
-        r"(^|[^a-z])trt_|myelin|__myl_|genericreformat|copypackedkernel|nvinfer1|tensorrt(?!_?llm)",
-        r"tensorrt(?!_?llm)|\btrt\b|executioncontext|enqueuev\d|myelin",
+        r"(^|[^a-z])trt_|[a-z0-9]_trt($|[^a-z])|myelin|__myl_|genericreformat|copypackedkernel|nvinfer1|"
+        r"tensorrt(?!_?llm)",
+        r"tensorrt(?!_?llm)|\btrt\b|executioncontext|enqueuev\d|myelin|unnamed layer\*|foreignnode|"
+        r"reformatting copynode|\[(convolution|fully ?connected|activation|pooling|shuffle|elementwise|"
+        r"matrix ?multiply|softmax|scale|concatenation|slice|gather|reduce)\]",
         "TensorRT engine",
+    ),
+    "xmma": (r"^sm\d+_xmma_", None, "xmma tactic kernels (TensorRT, cuBLAS or cuDNN)"),
+    "recsys": (
+        r"embedding_?bag|fbgemm|split_embedding|jagged|batched_unary_embedding|keyed_jagged",
+        r"torchrec|sparse_data_dist|keyedjaggedtensor|embeddingbag|kjt|input_dist|embedding_lookup",
+        "recommendation model (embedding bags, FBGEMM, TorchRec)",
+    ),
+    "conv": (
+        r"convolve|convolution|implicit_gemm|fprop|dgrad|wgrad|winograd|scudnn|cudnn",
+        r"aten::(cudnn_)?convolution|conv\dd",
+        "convolutions",
     ),
     "llm_serving": (
         r"vllm::|sglang|flashinfer|paged_?attention|reshape_and_cache|xqa|mmha|"
@@ -146,19 +172,31 @@ def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) 
     training = bool({"backward", "optimizer"} & has)
     if "tensorrt_llm" in has:
         return ("llm_training" if training else "llm_inference"), "high"
-    if "tensorrt" in has and "llm_serving" not in kernels:
+    if "tensorrt" in has or ("xmma" in kernels and "tensorrt" in ranges):
         return "tensorrt_inference", "high" if "tensorrt" in kernels else "medium"
     if "llm_serving" in has:
         return ("llm_training" if training else "llm_inference"), "high"
     if "attention" in has and "llm_blocks" in has:
         return ("llm_training" if training else "llm_inference"), "medium"
-    if "llm_blocks" in ranges and ("attention" in has or "pytorch" in has):
+    if "llm_blocks" in ranges and ("attention" in has or "pytorch" in has) and "recsys" not in has:
         return ("llm_training" if training else "llm_inference"), "low"
     if "pytorch" in has or "attention" in has:
         return ("pytorch_training" if training else "pytorch_inference"), "medium"
     if have_kernels:
         return "generic_cuda", "medium" if ranges or kernels else "high"
     return "unknown", "low"
+
+
+def model_of(kind: str, kernels: dict[str, Any], ranges: dict[str, Any]) -> str | None:
+    """What kind of model ran, when the trace shows it and it is not an LLM (module docstring)."""
+    if kind.startswith("llm") or kind == "tensorrt_inference" and "recsys" not in kernels:
+        return None
+    if "recsys" in kernels or "recsys" in ranges:
+        return "recommendation"
+    conv = kernels.get("conv")
+    if conv is not None and conv["pct_of_kernel_time"] >= CONV_PCT:
+        return "cnn"
+    return None
 
 
 def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel_ns: int) -> list[str]:
@@ -168,8 +206,11 @@ def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel
                      f"e.g. {shorten(row['examples'][0], 120)}")
     for sid, row in ranges.items():
         lines.append(f"{SIGNALS[sid][2]}: {row['ranges']:,} ranges, e.g. {row['examples'][0]!r}")
-    if kind == "generic_cuda":
+    if kind == "generic_cuda" and not kernels and not ranges:
         lines.append("no framework kernels or ranges (PyTorch, TensorRT, LLM serving stacks)")
+    if kind.endswith("_inference") and not kind.startswith("tensorrt") and "nccl" in {**kernels, **ranges}:
+        lines.append("collectives ran, but no backward pass or optimizer step: inference with collectives "
+                     "(tensor or sequence parallel), not training")
     if kind == "unknown":
         lines.append("no kernels were captured and no range names identify a framework")
     return lines
@@ -183,9 +224,13 @@ def run(ctx: Context) -> Outcome:
         kernels, kernel_ns, have_kernels = {}, 0, False
     ranges = _range_signals(ctx.data)
     kind, confidence = decide(kernels, ranges, have_kernels)
+    model = model_of(kind, kernels, ranges)
+    if kind != "tensorrt_inference":  # xmma tactics are TensorRT evidence only beside TensorRT ranges
+        kernels.pop("xmma", None)
     data = {
         "kind": kind,
         "confidence": confidence,
+        "model": model,
         "evidence": _evidence(kernels, ranges, kind, kernel_ns),
         "kernel_signals": kernels,
         "range_signals": ranges,
@@ -197,6 +242,6 @@ METRIC = Metric(
     id="workload",
     title="What ran",
     run=run,
-    description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) from "
-    "kernel and range names, with the evidence.",
+    description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) and, where shown, "
+    "the model kind (recommendation, CNN), from kernel and range names, with the evidence.",
 )

@@ -69,6 +69,11 @@ WORKLOAD_WORDS = {
 }
 
 
+MODEL_WORDS = {"recommendation": ", a recommendation model", "cnn": ", a convolutional network"}
+# Primary kinds that say how the run went, with no GPU time at stake (diagnosis/outcome.py).
+RUN_KINDS = ("program_failed", "killed", "profiler_failed", "cuda_not_traced", "kernels_not_recorded", "no_kernels")
+
+
 def workload_words(kind: str) -> str:
     return WORKLOAD_WORDS.get(kind, kind.replace("_", " "))
 
@@ -222,14 +227,18 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             rows.append((what, f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"))
     primary = diag.get("primary")
-    if primary is not None:
+    if primary is not None and primary["kind"] in RUN_KINDS:
+        first = primary["evidence"][0] if primary["evidence"] else ""
+        rows.append(("Primary bottleneck", f"{primary['kind']}: {first}" if first else primary["kind"]))
+    elif primary is not None:
         where = devices_text(list(primary["devices"]))
         rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} "
                                            f"{primary_measure(primary['kind'])}, {pct(primary['impact_pct'])} of "
                                            f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
-        rows.append(("Workload", f"{workload_words(wl['kind'])} (confidence {wl['confidence']})"))
+        model = MODEL_WORDS.get(wl.get("model") or "", "")
+        rows.append(("Workload", f"{workload_words(wl['kind'])}{model} (confidence {wl['confidence']})"))
     return rows
 
 
@@ -351,6 +360,7 @@ def template_globals() -> dict[str, Any]:
         "fix": fix,
         "primary_measure": primary_measure,
         "workload_words": workload_words,
+        "run_kinds": RUN_KINDS,
         "devices_text": lambda ds: devices_text(list(ds)),
         "verdict_words": verdict_words,
         "verdict_summary": verdict_summary,

@@ -95,8 +95,8 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "pytorch": (
             "Profile the host side (py-spy, `nsys --sample=process-tree` or torch.profiler with "
-            "Python stacks) to find the Python work between launches; move data loading to "
-            "DataLoader workers and keep the launch thread free.",
+            "Python stacks) to find the Python work between launches, and move it off the thread that "
+            "launches GPU work.",
         ),
         "generic": (
             "Profile the host code between kernel launches (`nsys --sample=process-tree`, perf) and "
@@ -304,6 +304,93 @@ ADVICE["transfer_d2h"] = {
         "Copy back less: reduce on the GPU first and read back only what the host needs.",
     ),
 }
+# What the launching thread was doing in the host-caused idle time (diagnosis/host_work.py
+# families) -> the advice that fits it.
+ADVICE["host_data_loading"] = {
+    "pytorch": (
+        "Load batches in DataLoader worker processes so the next batch is ready when the step starts: "
+        "`DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=2)`; move "
+        "decoding and augmentation out of the training loop (or onto the GPU: NVIDIA DALI).",
+        "Copy the batch with `.to('cuda', non_blocking=True)` from pinned memory so the copy overlaps compute.",
+    ),
+    "generic": (
+        "Prepare the next input on another thread or process while the GPU runs this one (double "
+        "buffering), and copy it with `cudaMemcpyAsync` from pinned memory.",
+    ),
+}
+ADVICE["host_optimizer"] = {
+    "pytorch": (
+        "Use a fused or multi-tensor optimizer: `torch.optim.AdamW(params, fused=True)` (or `foreach=True`), "
+        "apex `FusedAdam`: a few kernels for all parameters instead of a launch per parameter.",
+        "Capture the optimizer step in a CUDA graph (`torch.compile` the step, or `capturable=True` with "
+        "`torch.cuda.graphs`), and call `optimizer.zero_grad(set_to_none=True)`.",
+    ),
+    "generic": (
+        "Update all parameters in one fused kernel (a multi-tensor apply) instead of one launch per parameter, "
+        "and capture the update in a CUDA graph.",
+    ),
+}
+ADVICE["host_allocation"] = {
+    "pytorch": (
+        "Keep allocation out of the loop: reuse tensors (preallocated buffers, `out=` arguments), do not call "
+        "`torch.cuda.empty_cache()` in the loop, and set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` "
+        "if fragmentation forces new segments.",
+    ),
+    "generic": (
+        "Allocate device and pinned host memory once, before the loop, or from a pool (`cudaMallocAsync` "
+        "with a memory pool): cudaMalloc/cudaFree and cudaHostAlloc synchronize and take milliseconds.",
+    ),
+}
+ADVICE["host_io"] = {
+    "generic": (
+        "The launching thread waits for file or network I/O: read ahead on another thread or process "
+        "(or memory-map the data) so the thread that launches GPU work never blocks on I/O.",
+    ),
+}
+ADVICE["host_waiting"] = {
+    "generic": (
+        "The launching thread waits on a poll, a lock or a sleep: find the thread or process it waits for "
+        "(the OS runtime rows name the call) and keep that wait off the thread that launches GPU work.",
+    ),
+}
+ADVICE["host_logging"] = {
+    "pytorch": (
+        "Log and checkpoint less often or in the background (`torch.distributed.checkpoint.async_save`, a "
+        "logging thread), and read GPU values for logging every N steps, not every step.",
+    ),
+    "generic": (
+        "Write logs and checkpoints less often, or from another thread, so the launching thread keeps the "
+        "GPU fed.",
+    ),
+}
+ADVICE["host_framework"] = {
+    "pytorch": (
+        "The gaps are spent dispatching operators on the host (Python and framework overhead per launch): "
+        "capture the step in a CUDA graph (`torch.compile(mode='reduce-overhead')`, `torch.cuda.graphs`) "
+        "and fuse small operators (`torch.compile`) so fewer launches need the host.",
+    ),
+    "generic": (
+        "Cut the host work per launch: fuse small kernels and capture the repeated launch sequence in a "
+        "CUDA graph.",
+    ),
+}
+# host family -> advice topic (sync, communication and serving use the existing topics).
+HOST_FAMILY_TOPIC = {
+    "data_loading": "host_data_loading",
+    "optimizer": "host_optimizer",
+    "sync": "sync",
+    "allocation": "host_allocation",
+    "communication": "host_communication",
+    "file_io": "host_io",
+    "waiting": "host_waiting",
+    "serving_host": "host",
+    "logging_checkpoint": "host_logging",
+    "framework": "host_framework",
+}
+FAILED_ADVICE = (
+    "Fix the failure first: the program's output ends in an error, so this capture shows the run up to "
+    "that error, not its steady loop (the capture section quotes the line).",
+)
 UNSTEADY_ADVICE = (
     "Capture again in steady state before acting on this: in this capture the time is start-up "
     "(the capture section says what, and how to capture the steady loop).",

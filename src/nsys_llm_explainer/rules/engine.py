@@ -10,8 +10,9 @@ capture's steady start on, at least MIN_STEADY_PCT of the window and MIN_STEADY_
 sliver after start-up does not count) reaches a band above low. Such a finding keeps its
 advice and says what it holds there; every other finding is capped at low, and one with time
 at stake gets advice worded by why the capture cannot be judged: start-up (capture the
-steady loop after warm-up) or too little data (capture more). With too little data to judge,
-every finding is capped at low.
+steady loop after warm-up), a failed run (fix the failure first: the capture ends in the
+program's error) or too little data (capture more). With too little data to judge, every
+finding is capped at low.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, gain
-from nsys_llm_explainer.rules.advice import TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
+from nsys_llm_explainer.rules.advice import FAILED_ADVICE, TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
 
@@ -71,8 +72,15 @@ def steady_share(f: Finding, acct: Accounting) -> tuple[Severity, int, int]:
     return (found if found is not None and found.rank < Severity.LOW.rank else Severity.LOW), ns, window
 
 
+def _failed(metrics: dict[str, Outcome]) -> bool:
+    """The program's captured output ends in a failure (capture metric)."""
+    cap = _capture(metrics)
+    return cap is not None and (cap.get("run") or {}).get("outcome") in ("program_failed", "killed")
+
+
 def cap_unsteady(
-    findings: list[Finding], acct: Accounting, too_little: bool = False, startup: bool = True
+    findings: list[Finding], acct: Accounting, too_little: bool = False, startup: bool = True,
+    failed: bool = False,
 ) -> list[Finding]:
     """Findings above low keep a severity above low only where the steady part supports it,
     and then keep their advice; with too little data nothing stays above low. The others get
@@ -93,7 +101,8 @@ def cap_unsteady(
                     *f.evidence, f"it holds in the steady part after start-up: {fmt.dur(ns)} of the "
                     f"{fmt.dur(window)} from the steady start on ({100.0 * ns / window:.1f}%)"))
         if f.impact_ns is not None and f.severity is not Severity.INFO and not holds:
-            f = dataclasses.replace(f, recommendation=UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE)
+            why = FAILED_ADVICE if failed else UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE
+            f = dataclasses.replace(f, recommendation=why)
         out.append(f)
     return out
 
@@ -116,7 +125,7 @@ def apply_rules(
                 f"rule {rule.id} failed with an internal error ({type(exc).__name__}: {exc})"
             )
     if not _steady(metrics):
-        findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics))
+        findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics), _failed(metrics))
     findings = gain.attach(findings, metrics)
     return tuple(sorted(findings, key=order))
 

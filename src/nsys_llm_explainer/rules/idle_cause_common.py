@@ -19,6 +19,50 @@ from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_d
 MAX_DEVICE_LINES = 8
 
 
+def host_recommendations(view: RuleInput, default_topic: str) -> tuple[str, ...]:
+    """Advice for host-caused idle time: the advice of the family that holds most of it
+    (diagnosis/host_work.py lead_family), then `default_topic`'s; the capture hint when
+    nothing names the host's work."""
+    from nsys_llm_explainer.diagnosis import host_work
+    from nsys_llm_explainer.rules.advice import HOST_FAMILY_TOPIC, advice
+
+    ic = view.metric("idle_causes")
+    devices = [d.device_id for d in view.acct.devices]
+    hs = host_work.combined(ic.data if ic is not None else None, devices)
+    family = host_work.lead_family(hs)
+    out = list(advice(HOST_FAMILY_TOPIC[family], view.workload)) if family in HOST_FAMILY_TOPIC else []
+    for line in advice(default_topic, view.workload):
+        if line not in out:
+            out.append(line)
+    return tuple(out)
+
+
+def host_evidence(view: RuleInput) -> list[str]:
+    """What the launching thread did in the host-caused idle time (diagnosis/host_work.py)."""
+    from nsys_llm_explainer.diagnosis import host_work
+
+    ic = view.metric("idle_causes")
+    devices = [d.device_id for d in view.acct.devices]
+    return host_work.evidence(host_work.combined(ic.data if ic is not None else None, devices),
+                              view.metric("operators") is not None)
+
+
+def readback_after(view: RuleInput, bucket: str) -> dict[int, int]:
+    """Per device: the `bucket` idle time (launch_bound or host_other) the read-back finding
+    (NLE214) already counts, after read-backs that drained the queue (not counted twice)."""
+    from nsys_llm_explainer.rules.sync_sources import selected
+
+    hp = view.metric("host_patterns")
+    rb = (hp.data.get("scalar_readbacks") or {}) if hp is not None else {}
+    if not rb.get("count") or not selected(view, "NLE214"):
+        return {}
+    from nsys_llm_explainer.rules.nle214_scalar_readbacks import reports
+
+    if not reports(view):
+        return {}
+    return {d["device_id"]: int(d.get("after_by_cause", {}).get(bucket, 0)) for d in rb.get("devices", [])}
+
+
 def device_lines(affected: Sequence[Affected], what: str) -> list[str]:
     lines = [
         f"GPU {a.device_id}: {dur(a.impact_ns)} {what} ({a.impact_pct:.1f}% of its window)"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import GROUP
@@ -27,25 +28,72 @@ def recipe(workload: str) -> tuple[str, str]:
     )
 
 
+PROFILER_ADVICE = (
+    "Check the Nsight Systems installation: its injection library failed to load into the program (the "
+    "quoted line names it). Use an Nsight Systems build that supports this system (its glibc, driver and CUDA "
+    "version), or the one installed with the CUDA toolkit, rather than a copy inside a Python environment; "
+    "then capture again.",
+)
+FAILED_ADVICE = (
+    "Fix the error the program printed (quoted above), then capture again: the profiler captured what ran, so "
+    "its flags are not the problem.",
+)
+NO_KERNEL_ADVICE = (
+    "The program made CUDA calls but launched no kernel and printed no error: check that it reaches its GPU "
+    "work (it may have exited early, hung or been killed), and that the capture window covers it "
+    "(--delay/--duration, or --capture-range=cudaProfilerApi around the work).",
+)
+
+
+def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
+    if not run:
+        return [reason]
+    from nsys_llm_explainer.diagnosis.outcome import calls_text
+
+    lines = [reason]
+    end = run.get("ending")
+    if end:
+        lines.append(f"the program's {end['stream']}: {end['line']!r}"
+                     + (f", then {end['context']!r}" if end.get("context") else ""))
+    if run.get("cuda_calls"):
+        lines.append(f"CUDA calls traced: {calls_text(run)}")
+    elif run.get("cuda_trace_requested") is False:
+        lines.append("the capture settings had CUDA tracing off")
+    return lines
+
+
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """No CUDA kernels were captured, so no GPU-side numbers can be computed.
 
-    Fires when the export has no kernel table or the table is empty. Usual causes: CUDA
-    tracing was off (`--trace` without `cuda`), the capture window missed the GPU work
-    (delay/duration, or the workload ran in a child process not followed), or the export was
-    made from a report that never reached steady state. The capture command and what to
-    cover depend on the workload (rules/advice.py groups): serving for LLM inference,
-    training steps for training, the main loop for a plain CUDA code or an unknown one.
+    Fires when the export has no kernel table or the table is empty. What to do depends on why
+    (the capture metric's run outcome, diagnosis/outcome.py): the profiler failed to attach
+    (its injection library did not load: fix the Nsight Systems installation), the program
+    failed or was killed before launching a kernel (fix the program's error: the profiler flags
+    are fine), CUDA was not traced (capture with `--trace=cuda`), or CUDA calls were traced but
+    no kernel ran and no error was printed (the program exited early or hung, or the capture
+    window missed the work). The capture command and what to cover depend on the workload
+    (rules/advice.py groups): serving for LLM inference, training steps for training, the main
+    loop for a plain CUDA code or an unknown one.
 
     Example:
 
         NLE107 info: No CUDA kernels were captured
         - the kernel table is empty: no CUDA kernels were captured
+        - the program's stderr: "FileNotFoundError: [Errno 2] No such file or directory: 'train.bin'"
     """
     skipped = view.skipped("top_kernels")
     if skipped is None:
         return
-    yield rule.note(Confidence.HIGH, [skipped.reason], recipe(view.workload))
+    cap = view.metric("capture")
+    run = cap.data.get("run") if cap is not None else None
+    outcome = (run or {}).get("outcome")
+    advice = {
+        "profiler_failed": PROFILER_ADVICE,
+        "program_failed": FAILED_ADVICE,
+        "killed": FAILED_ADVICE,
+        "no_kernels": NO_KERNEL_ADVICE + recipe(view.workload)[1:],
+    }.get(outcome or "", recipe(view.workload))
+    yield rule.note(Confidence.HIGH, _evidence(run, skipped.reason), advice)
 
 
 RULE = Rule("NLE107", "no-kernels", "No CUDA kernels were captured", check, ("top_kernels",))

@@ -3,9 +3,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct, us
-from nsys_llm_explainer.rules.idle_cause_common import cause_finding, host_bound_phases
+from nsys_llm_explainer.rules.idle_cause_common import (
+    cause_finding,
+    host_bound_phases,
+    host_recommendations,
+    readback_after,
+)
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -15,9 +19,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     process that drives the device is in flight and nothing with a higher precedence covers
     the time). Evidence: the launch rate and kernel durations (launch_storm) and the launch
     overhead per process (launch_overhead), and the phases whose kernels mostly start as
-    soon as they are launched (boundness' queue times). Severity from the impact bands (rules/impact.py). On a start-up capture only
-    the steady part counts (lazy module loading makes first launches slow: that is start-up's,
-    NLE216).
+    soon as they are launched (boundness' queue times). The advice follows what the launching
+    thread was in (NLE210), then launch advice. Severity from the impact bands
+    (rules/impact.py). On a start-up capture only the steady part counts (lazy module loading
+    makes first launches slow: that is start-up's, NLE216).
 
     Example:
 
@@ -41,7 +46,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     f = cause_finding(
         view, rule, ("launch_bound",), "host",
         "GPU idle while the host launches kernels ({pct} of {where} time)",
-        "idle while launch calls were in flight", evidence, advice("launch", view.workload), Confidence.MEDIUM
+        "idle while launch calls were in flight", evidence, host_recommendations(view, "launch"), Confidence.MEDIUM,
+        subtract=readback_after(view, "launch_bound"),
     )
     if f is not None:
         yield f

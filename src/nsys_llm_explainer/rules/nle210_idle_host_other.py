@@ -3,9 +3,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Confidence, Finding
-from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
-from nsys_llm_explainer.rules.idle_cause_common import cause_finding, host_bound_phases
+from nsys_llm_explainer.rules.idle_cause_common import (
+    cause_finding,
+    host_bound_phases,
+    host_evidence,
+    host_recommendations,
+    readback_after,
+)
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -16,8 +21,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     its first-to-last CUDA call window) but in no copy, communication, synchronizing or launch
     call (other CUDA calls, such as cudaMalloc or cudaFree, count here). What the host does there
     is mostly not in a CUDA trace; the recommendation says how to see it.
-    Evidence names the phases whose kernels mostly start as soon as they are launched
-    (boundness' queue times).
+    Evidence names what the launching thread was in during that time (idle_causes' host
+    sources: ranges, OS calls, CUDA calls, Python frames, CPU samples) and the phases whose
+    kernels mostly start as soon as they are launched (boundness' queue times); the advice
+    follows the family of the source that holds the most of it (data loading, the optimizer
+    step, a read-back, allocation ...), else says how to see the host's work. Time after a
+    read-back that drained the queue is counted by NLE214 when it reports, not here.
     Severity from the impact bands (rules/impact.py). On a start-up capture only the
     steady part counts (the time before it is NLE216's).
 
@@ -29,8 +38,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     f = cause_finding(
         view, rule, ("host_other",), "host",
         "GPU idle while the host does other work ({pct} of {where} time)",
-        "idle while the host made no launch, copy or sync call", host_bound_phases(view), advice("host", view.workload),
-        Confidence.MEDIUM,
+        "idle while the host made no launch, copy or sync call", [*host_evidence(view), *host_bound_phases(view)],
+        host_recommendations(view, "host"), Confidence.MEDIUM, subtract=readback_after(view, "host_other"),
     )
     if f is not None:
         yield f

@@ -1,0 +1,443 @@
+"""What the launching thread was doing while the GPU sat idle because of the host.
+
+The host-caused idle time of a device is its sync_wait, launch_bound and host_other time
+(idle_sweep). Each piece of it belongs to the thread that launched the work ending its gap
+(the thread that was late); when that work has no launch call, to the thread that launched
+most of the device's kernels. What that thread was inside, at every instant, comes from the
+records the trace holds for it:
+
+- annotation ranges: NVTX ranges (Nsight Systems), PyTorch profiler `user_annotation` and
+  `cpu_op` events (they are the nvtx() table of those traces);
+- OS runtime calls (Nsight Systems `OSRT_API`: read, poll, locks, sleeps);
+- CUDA API calls other than kernel launches (allocation, event queries, copies; a copy call
+  that blocks the host, idle_sweep's pageable copies, is named "<api> (blocking copy)");
+- where no range covers the instant: the PyTorch profiler's Python frames (`with_stack`),
+  then Nsight Systems CPU samples on that thread (counted, not timed).
+
+A piece is cut wherever a record on its thread starts or ends, so every sub-piece has one
+stack. Range names are normalized (analysis/nvtx_names) and their instance numbers replaced
+(`layer_9` -> `layer_N`), so a loop's layers are one source. A sub-piece's source is the
+outermost record of its stack below the step: the step ranges (ProfilerStep#N, the
+--step-range name, the ranges the steps metric used) and containers (a range at least
+CONTAINER_SHARE of the device's window long: an epoch, `main`) are not sources; their insides
+are. The innermost record is kept as detail (`aten::stack` inside the DataLoader range, `read`
+inside it). Its family is the first of FAMILIES, in that order, that any record of the stack
+from the innermost up to the source matches: a DataLoader range with reads inside is data
+loading, an allocation inside a forward pass is allocation.
+
+Time after a synchronize or read-back that was in flight when the gap began (the call drained
+the GPU's queue; a bulk synchronous copy moves data the host asked for and does not count) and
+returned before it is that call's ("after aten::item", family sync), unless a more specific
+family than framework operators holds it: the host could have done that work while the GPU
+still had work queued.
+
+Every nanosecond of host-caused idle time gets exactly one source (or none: "unnamed"), so
+the sources of a device add up to its host-caused idle time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.program_output import scrub
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+CONTAINER_SHARE = 0.5
+TOP_SOURCES = 8
+# Ordered by precedence (module docstring): (family, pattern over a record's name).
+FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("data_loading", re.compile(
+        r"dataloader|data_?loader|_next_data|collate|get_?batch|load_?batch|next_?batch|input_?pipeline|"
+        r"dataset|prefetch|tf\.data|dali", re.IGNORECASE)),
+    ("optimizer", re.compile(
+        r"optimizer|zero_grad|clip_grad|lr_scheduler|grad_?scaler|(?<![a-z])(adamw?|sgd|lamb|lion|adagrad|rmsprop)"
+        r"(?![a-z])", re.IGNORECASE)),
+    ("sync", re.compile(
+        r"aten::(item|_local_scalar_dense|is_nonzero|tolist|nonzero|masked_select)\b|\.item\(|\.cpu\(|"
+        r"\btolist\b|Synchronize|\(blocking copy\)$|^(cuda|hip)Memcpy(_v\d+)?$|^cuMemcpy[A-Z]to[A-Z]\w*$",
+        re.IGNORECASE)),
+    ("allocation", re.compile(
+        r"^(cuda|cu|hip)(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAlloc|MemFree|MemCreate|"
+        r"MemRelease|MemHostAlloc|MallocAsync|FreeAsync|MallocHost|FreeHost)\w*$|caching_?allocator|empty_cache",
+        re.IGNORECASE)),
+    ("communication", re.compile(
+        r"^(nccl[A-Z]\w*|nccl:\w+|c10d::\w+|gloo:\w+|MPI_\w+|ProcessGroup\w*[:.]\w+|record_param_comms)\b|"
+        r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|barrier", re.IGNORECASE)),
+    ("file_io", re.compile(
+        r"^(read|readv|pread\w*|fread|fgets|getline|recv\w*|open\w*|fopen\w*|stat\w*|fstat\w*|lseek\w*|"
+        r"mmap\w*|write|writev|pwrite\w*|fwrite|fflush|fsync|send\w*)$")),
+    ("waiting", re.compile(
+        r"^(poll|ppoll|select|pselect\w*|epoll_\w+|pthread_(mutex|rwlock|spin)_\w*lock|pthread_cond_\w*wait|"
+        r"sem_\w*wait|futex|pthread_join|wait\w*|nanosleep|clock_nanosleep|usleep|sleep|sched_yield)$")),
+    ("serving_host", re.compile(
+        r"schedul|detokeniz|tokeniz|sampl(e|er|ing)\b|process_output|prepare_input|update_states|"
+        r"execute_model|output_processor", re.IGNORECASE)),
+    ("logging_checkpoint", re.compile(r"checkpoint|save_?state|tensorboard|wandb|logging|log_metrics", re.IGNORECASE)),
+    ("framework", re.compile(
+        r"^aten::|^## .* ##$|forward|backward|autograd|nn\.Module|CompiledFunction|Torch-Compiled",
+        re.IGNORECASE)),
+)
+FAMILY_NAMES = tuple(f for f, _ in FAMILIES)
+RANGE, OS, CUDA, PYTHON = "range", "os", "cuda", "python"
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    kind: str  # RANGE, OS, CUDA or PYTHON
+    family: str | None
+    ns: int
+    inner: str | None = None  # the innermost record inside it that held most of its time
+
+
+@dataclass(frozen=True)
+class DeviceSources:
+    device_id: int
+    idle_ns: int  # host-caused idle time (sync_wait + launch_bound + host_other)
+    sources: tuple[Source, ...]  # largest first, all of them
+    families: dict[str, int]  # family -> ns (sources without a family are not counted)
+    unnamed_ns: int  # no record on the launching thread covers it
+    samples: dict[str, int] = field(default_factory=dict)  # CPU samples in unnamed time: symbol -> count
+
+    @property
+    def named_ns(self) -> int:
+        return self.idle_ns - self.unnamed_ns
+
+
+_NUMBER = re.compile(r"(?<=[_.#:\-\s])\d+(?=$|[_.#:\-\s])")
+
+
+def numbered(name: str) -> str:
+    """A range name with its instance numbers replaced (`layer_9`, `encoder.block.14.layer.0`
+    -> `layer_N`, `encoder.block.N.layer.N`), so that the layers of a loop are one source."""
+    return _NUMBER.sub("N", name)
+
+
+def family_of(name: str) -> int:
+    """Index into FAMILIES of the first family whose pattern matches, or -1."""
+    for i, (_, pattern) in enumerate(FAMILIES):
+        if pattern.search(name):
+            return i
+    return -1
+
+
+@dataclass(frozen=True)
+class _Records:
+    """Host records of some threads, as one range table for nvtx_tree."""
+
+    cols: Columns  # start, end, tkey, name (index into names), kind (index into KINDS)
+    names: list[str]
+
+    @staticmethod
+    def empty() -> _Records:
+        return _Records(Columns.empty("host", ("start", "end", "tkey", "name", "kind")), [])
+
+
+KINDS = (RANGE, OS, CUDA, PYTHON)
+
+
+def _optional(load) -> Columns | None:  # type: ignore[no-untyped-def]
+    try:
+        cols = load()
+    except Unavailable:
+        return None
+    return cols if len(cols) else None
+
+
+def _sync_apis(names: list[str]) -> np.ndarray:
+    from nsys_llm_explainer.analysis.sync_calls import sync_kinds
+
+    return np.flatnonzero(sync_kinds(names) == 1)
+
+
+def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
+    """Ranges, OS calls and non-launch CUDA calls of `threads` (python: Python frames only)."""
+    parts: list[tuple[Columns, list[str], int]] = []
+    if python:
+        py = _optional(data.python_functions)
+        if py is not None:
+            parts.append((py, [scrub(n) for n in data.operator_names()], KINDS.index(PYTHON)))
+    else:
+        nv = _optional(data.nvtx)
+        if nv is not None:
+            parts.append((nv, [numbered(normalize(n)) for n in data.nvtx_names()], KINDS.index(RANGE)))
+        os_calls = _optional(data.os_calls)
+        if os_calls is not None:
+            parts.append((os_calls, data.os_call_names(), KINDS.index(OS)))
+        rt = _optional(data.runtime)
+        if rt is not None:
+            from nsys_llm_explainer.analysis.idle_sweep import HostRows
+            from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+
+            names = data.runtime_api_names()
+            keep = ~launch_api_mask(names)[rt.api]
+            blocking_copy = HostRows.of(data).blocking & ~np.isin(rt.api, _sync_apis(names))
+            name = np.where(blocking_copy, rt.api + len(names), rt.api)
+            parts.append((rt.take(keep).with_columns(name=name[keep]),
+                          [*names, *(f"{n} (blocking copy)" for n in names)], KINDS.index(CUDA)))
+    starts, ends, tkeys, name_ids, kinds, names = [], [], [], [], [], []
+    for cols, part_names, kind in parts:
+        sel = np.isin(cols.tkey, threads) & (cols.end >= cols.start)
+        starts.append(cols.start[sel])
+        ends.append(cols.end[sel])
+        tkeys.append(cols.tkey[sel])
+        name_ids.append(cols.name[sel] + len(names))
+        kinds.append(np.full(int(sel.sum()), kind, np.int64))
+        names.extend(part_names)
+    if not starts:
+        return _Records.empty()
+    cols = Columns("host", {"start": np.concatenate(starts), "end": np.concatenate(ends),
+                            "tkey": np.concatenate(tkeys), "name": np.concatenate(name_ids),
+                            "kind": np.concatenate(kinds)})
+    return _Records(cols, names)
+
+
+def _split(tkey: np.ndarray, s: np.ndarray, e: np.ndarray, rec: Columns) -> tuple[np.ndarray, ...]:
+    """The pieces cut wherever a record of their thread starts or ends."""
+    out_t, out_s, out_e, out_i = [], [], [], []
+    for t in np.unique(tkey).tolist():
+        mine = np.flatnonzero(tkey == t)
+        sel = rec.tkey == t
+        cuts = np.unique(np.concatenate((rec.start[sel], rec.end[sel])))
+        lo = np.searchsorted(cuts, s[mine], "right")
+        hi = np.searchsorted(cuts, e[mine], "left")
+        n = hi - lo + 1
+        piece = np.repeat(mine, n)
+        rank = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        first = np.repeat(lo, n)
+        inner_cut = cuts[np.minimum(first + rank - 1, max(len(cuts) - 1, 0))] if len(cuts) else s[piece]
+        start = np.where(rank == 0, s[piece], inner_cut)
+        last = rank == np.repeat(n - 1, n)
+        end = np.where(last, e[piece], cuts[np.minimum(first + rank, max(len(cuts) - 1, 0))] if len(cuts) else e[piece])
+        out_t.append(np.full(len(piece), t, np.int64))
+        out_s.append(start)
+        out_e.append(end)
+        out_i.append(piece)
+    if not out_t:
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty, empty
+    return np.concatenate(out_t), np.concatenate(out_s), np.concatenate(out_e), np.concatenate(out_i)
+
+
+def _launch_thread(data: TraceData, device: int) -> int:
+    """The thread that launched most of the device's kernels (-1 when none is known)."""
+    k = data.kernels()
+    call = kernel_launch_index(data)
+    sel = (k.device == device) & (call >= 0)
+    if not sel.any():
+        return -1
+    keys, counts = np.unique(data.runtime().tkey[call[sel]], return_counts=True)
+    return int(keys[np.argmax(counts)])
+
+
+def _pieces(data: TraceData, gc, host_side: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """(thread, start, end) of every piece of host-caused idle time of one device."""
+    rt = data.runtime()
+    s = np.concatenate([gc.segments[c][0] for c in host_side])
+    e = np.concatenate([gc.segments[c][1] for c in host_side])
+    gap = np.clip(np.searchsorted(gc.gap_start, s, "right") - 1, 0, max(len(gc.gap_start) - 1, 0))
+    call = gc.next_call[gap] if len(gc.next_call) else np.full(len(s), -1, np.int64)
+    main = _launch_thread(data, gc.device_id)
+    tkey = np.where(call >= 0, rt.tkey[np.maximum(call, 0)], main) if len(rt) else np.full(len(s), main)
+    return tkey.astype(np.int64), s, e
+
+
+def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray,
+               skip_names: set[str], container_ns: int) -> tuple[np.ndarray, ...]:
+    """Per elementary piece: (start, end, source name id or -1, family or -1, inner name id or
+    -1, piece index)."""
+    rec = records.cols
+    pt, ps, pe, pi = _split(tkey, s, e, rec)
+    index = nvtx_tree.build(rec)
+    if len(index.order) == 0:
+        none = np.full(len(ps), -1, np.int64)
+        return ps, pe, none, none, none, pi
+    name = rec.name[index.order]
+    skip_set = skip_names | {numbered(normalize(n)) for n in skip_names}
+    skip_name = np.array([n in skip_set for n in records.names] or [False])
+    skip = skip_name[name] | (index.end - index.start >= container_ns)
+    fam_of_name = np.array([family_of(n) for n in records.names] or [-1], np.int64)
+    fam = fam_of_name[name]
+    mid = ps + (pe - ps) // 2
+    inner = nvtx_tree.innermost(index, pt, mid, mid)
+    src, _, family = nvtx_tree.climb(index, inner, skip, fam)
+    src_name = np.where(src >= 0, name[np.maximum(src, 0)], -1)
+    inner_name = np.where((inner >= 0) & (src >= 0), name[np.maximum(inner, 0)], -1)
+    return ps, pe, src_name, family, inner_name, pi
+
+
+def _sources(records: _Records, length: np.ndarray, src: np.ndarray, family: np.ndarray,
+             inner: np.ndarray, kinds: dict[int, int] | None = None) -> list[Source]:
+    """One Source per source name id: its time, the family and the inner name holding most
+    of it."""
+    named = src >= 0
+    if not named.any():
+        return []
+    kind_of = np.zeros(max(len(records.names), 1), np.int64)
+    rec = records.cols
+    if len(rec):
+        kind_of[rec.name] = rec.kind
+    for sid, kind in (kinds or {}).items():
+        kind_of[sid] = kind
+    frame = pd.DataFrame({"src": src[named], "fam": family[named], "inner": inner[named], "ns": length[named]})
+    total = frame.groupby("src", sort=True)["ns"].sum()
+
+    def top(col: str) -> pd.Series:
+        by = frame.groupby(["src", col], sort=True)["ns"].sum().reset_index()
+        by = by.sort_values(["src", "ns", col], ascending=[True, False, True], kind="stable")
+        return by.drop_duplicates("src").set_index("src")[col]
+
+    fam, inn = top("fam"), top("inner")
+    out = []
+    for sid, ns in total.items():
+        f, i = int(fam[sid]), int(inn[sid])
+        inner_text = records.names[i] if i >= 0 and i != sid else None
+        out.append(Source(records.names[int(sid)], KINDS[int(kind_of[int(sid)])],
+                          FAMILY_NAMES[f] if f >= 0 else None, int(ns), inner_text))
+    return out
+
+
+def _samples(data: TraceData, tkey: np.ndarray, s: np.ndarray, e: np.ndarray) -> dict[str, int]:
+    """CPU samples (leaf symbol) on each piece's thread inside it: symbol -> count."""
+    try:
+        smp = data.cpu_samples()
+    except Unavailable:
+        return {}
+    if len(smp) == 0 or len(s) == 0:
+        return {}
+    names = data.cpu_sample_names()
+    counts: dict[str, int] = {}
+    for t in np.unique(tkey).tolist():
+        sel = tkey == t
+        us, ue = intervals.merge(s[sel], e[sel])
+        mine = smp.tkey == t
+        times = smp.time[mine]
+        pos = np.searchsorted(us, times, "right") - 1
+        inside = (pos >= 0) & (times < ue[np.maximum(pos, 0)])
+        for sym, n in zip(*np.unique(smp.symbol[mine][inside], return_counts=True), strict=True):
+            key = scrub(names[int(sym)])
+            counts[key] = counts.get(key, 0) + int(n)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def draining_calls(data: TraceData) -> np.ndarray:
+    """Per runtime row: a call that waits for the GPU's queue to drain without moving data
+    the host asked for: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize ...) or a
+    read-back (analysis/readbacks.py). Bulk synchronous copies are not: they move data."""
+    from nsys_llm_explainer.analysis import readbacks
+    from nsys_llm_explainer.analysis.idle_sweep import HostRows
+    from nsys_llm_explainer.analysis.sync_calls import BLOCKING_APIS
+
+    def build() -> np.ndarray:
+        rt = data.runtime()
+        names = data.runtime_api_names()
+        out = np.isin(rt.api, [i for i, n in enumerate(names) if n in BLOCKING_APIS])
+        rb = readbacks.find(data, HostRows.of(data).blocking)
+        if rb is not None:
+            out[rb.call] = True
+        return out
+
+    return data.cached("draining_calls", build)
+
+
+def _drains(data: TraceData, gc, ps: np.ndarray, pt: np.ndarray, skip_names: set[str],  # type: ignore[no-untyped-def]
+            window_ns: int) -> tuple[np.ndarray, list[str]]:
+    """Per elementary piece: index into the returned labels of the blocking call that was in
+    flight on the piece's thread when its gap began and returned before the piece (the call
+    drained the GPU's queue: "after aten::item"), else -1."""
+    from nsys_llm_explainer.analysis.readbacks import call_origins
+
+    out = np.full(len(ps), -1, np.int64)
+    rt = data.runtime()
+    if len(ps) == 0 or len(rt) == 0 or len(gc.gap_start) == 0:
+        return out, []
+    blocking = draining_calls(data)
+    gi = np.clip(np.searchsorted(gc.gap_start, ps, "right") - 1, 0, len(gc.gap_start) - 1)
+    g0 = gc.gap_start[gi]
+    found = np.full(len(ps), -1, np.int64)
+    for t in np.unique(pt).tolist():
+        rows = np.flatnonzero(blocking & (rt.tkey == t))
+        if len(rows) == 0:
+            continue
+        rows = rows[np.argsort(rt.start[rows], kind="stable")]
+        sel = np.flatnonzero(pt == t)
+        j = np.searchsorted(rt.start[rows], g0[sel], "right") - 1
+        r = rows[np.maximum(j, 0)]
+        drained = (j >= 0) & (rt.end[r] >= g0[sel]) & (ps[sel] >= rt.end[r])
+        found[sel[drained]] = r[drained]
+    calls = np.unique(found[found >= 0])
+    if len(calls) == 0:
+        return out, []
+    region, inner = call_origins(data, calls, skip_names, window_ns)
+    names = data.runtime_api_names()
+    labels: list[str] = []
+    index: dict[str, int] = {}
+    code = np.empty(len(calls), np.int64)
+    for i, c in enumerate(calls.tolist()):
+        what = region[i] or (inner[i] if inner[i] not in skip_names else None) or names[int(rt.api[c])]
+        code[i] = index.setdefault(f"after {what}", len(index))
+    labels = list(index)
+    hit = found >= 0
+    out[hit] = code[np.searchsorted(calls, found[hit])]
+    return out, labels
+
+
+def device_sources(data: TraceData, gc, host_side: tuple[int, ...], skip_names: set[str],  # type: ignore[no-untyped-def]
+                   window_ns: int) -> DeviceSources:
+    """The host sources of one device's host-caused idle time (module docstring)."""
+    tkey, s, e = _pieces(data, gc, host_side)
+    idle = int((e - s).sum())
+    container = max(1, int(CONTAINER_SHARE * window_ns))
+    threads = np.unique(tkey)
+    srcs: list[Source] = []
+    left_t, left_s, left_e = tkey, s, e
+    sync = FAMILY_NAMES.index("sync")
+    framework = FAMILY_NAMES.index("framework")
+    for python in (False, True):
+        if len(left_s) == 0:
+            break
+        records = _records(data, threads, python)
+        ps, pe, src, fam, inner, pi = _attribute(records, left_t, left_s, left_e, skip_names, container)
+        pt = left_t[pi]
+        length = pe - ps
+        if not python:
+            # Time after a call that drained the GPU's queue, that no more specific family
+            # than framework operators holds, is that call's (module docstring).
+            drain, labels = _drains(data, gc, ps, pt, skip_names, window_ns)
+            take = (drain >= 0) & ((src < 0) | (fam < 0) | (fam == framework))
+            if take.any():
+                base = len(records.names)
+                records = _Records(records.cols, [*records.names, *labels])
+                src = np.where(take, base + drain, src)
+                fam = np.where(take, sync, fam)
+                inner = np.where(take, -1, inner)
+                kinds = dict.fromkeys(range(base, base + len(labels)), KINDS.index(CUDA))
+                srcs += _sources(records, length[take], src[take], fam[take], inner[take], kinds)
+                keep = ~take
+                ps, pe, src, fam, inner, pt, length = (x[keep] for x in (ps, pe, src, fam, inner, pt, length))
+        srcs += _sources(records, length, src, fam, inner)
+        none = src < 0
+        left_t, left_s, left_e = pt[none], ps[none], pe[none]
+    merged: dict[tuple[str, str], Source] = {}
+    for x in srcs:
+        key = (x.name, x.kind)
+        old = merged.get(key)
+        merged[key] = x if old is None else Source(x.name, x.kind, old.family or x.family, old.ns + x.ns,
+                                                   old.inner or x.inner)
+    ordered = sorted(merged.values(), key=lambda x: (-x.ns, x.name))
+    families: dict[str, int] = {}
+    for x in ordered:
+        if x.family is not None:
+            families[x.family] = families.get(x.family, 0) + x.ns
+    unnamed_ns = idle - sum(x.ns for x in ordered)
+    return DeviceSources(gc.device_id, idle, tuple(ordered),
+                         dict(sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))), unnamed_ns,
+                         _samples(data, left_t, left_s, left_e))

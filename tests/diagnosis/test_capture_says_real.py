@@ -1,0 +1,144 @@
+"""What the shared real captures say about themselves, checked against their own rows: the two
+failed runs, the read-back that holds hta_a100_80gb_rank0's host, the MPI code judged by its
+iterations, and the step whose host range begins with a wait for the previous one."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsys_llm_explainer.api import Report, explain
+from nsys_llm_explainer.fmt import dur
+from tests.conftest import NSYS_TRACES, SHARED_TRACES
+
+KINETO = SHARED_TRACES / "kineto"
+
+
+def nsys_report(name: str) -> Report:
+    path = NSYS_TRACES / f"{name}.sqlite"
+    if not path.is_file():
+        pytest.skip(f"shared real trace {path} not found (a clone outside /work)")
+    return explain(path)
+
+
+def sql(name: str, query: str) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(f"{(NSYS_TRACES / f'{name}.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def outputs(report: Report, tmp_path: Path) -> str:
+    out = report.write(tmp_path / "out", formats="md,json,html,csv")
+    return "\n".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file())
+
+
+def kineto_events(name: str) -> list[dict[str, Any]]:
+    path = KINETO / name
+    if not path.is_file():
+        pytest.skip(f"shared real trace {path} not found (a clone outside /work)")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return list(json.load(fh)["traceEvents"])
+
+
+def test_weatherbench_failed_after_cuda_init(tmp_path: Path) -> None:
+    name = "weatherbench2_report1"
+    r = nsys_report(name)
+    d = r.diagnosis
+    assert (d.verdict, d.primary.kind) == ("no_gpu_work", "program_failed")
+    (calls,) = sql(name, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0]
+    (stdout,) = sql(name, "SELECT s.value FROM ProcessStreams p JOIN StringIds s ON s.id = p.contentId "
+                          "JOIN StringIds f ON f.id = p.filenameId WHERE f.value LIKE '%stdout.log'")[0]
+    assert "ERROR: Input streaming file not found!" in stdout
+    assert "Missing: climate_data_streaming/inputs_train_stream.bin" in stdout
+    assert f"It made {calls} CUDA calls (" in d.summary
+    assert ("then its standard output says `ERROR: Input streaming file not found!` (then `Missing: "
+            "inputs_train_stream.bin`)") in d.summary
+    (f,) = r.findings
+    assert f.rule_id == "NLE107" and f.recommendation[0].startswith("Fix the error the program printed")
+    text = outputs(r, tmp_path)
+    assert "climate_data_streaming/" not in text and "fraser" not in text
+
+
+def test_dynamicvit_profiler_failed_to_attach(tmp_path: Path) -> None:
+    r = nsys_report("dynamicvit_nsys_profile")
+    d = r.diagnosis
+    assert (d.verdict, d.primary.kind) == ("no_gpu_work", "profiler_failed")
+    assert ("`python: symbol lookup error: libToolsInjectionProxy64.so: undefined symbol: __libc_dlclose, "
+            "version GLIBC_PRIVATE`") in d.summary
+    assert r.findings[0].recommendation[0].startswith("Check the Nsight Systems installation")
+    text = outputs(r, tmp_path)
+    assert "amirahsaei" not in text and "anaconda3" not in text
+
+
+def test_centerformer_did_not_trace_cuda() -> None:
+    name = "centerformer_baseline"
+    r = nsys_report(name)
+    (ranges,) = sql(name, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)")[0]
+    assert r.diagnosis.primary.kind == "cuda_not_traced"
+    assert r.diagnosis.summary == (f"No GPU work: CUDA was not traced (the export has no CUDA API table; it holds "
+                                   f"{ranges:,} NVTX ranges). Capture again with CUDA tracing on.")
+
+
+def test_hta_names_the_read_back_that_holds_the_host() -> None:
+    ev = kineto_events("hta_a100_80gb_rank0.json.gz")
+    corr = {e["args"]["correlation"] for e in ev
+            if e.get("cat") == "gpu_memcpy" and e["name"] == "Memcpy DtoH (Device -> Pageable)"
+            and e["args"].get("bytes") == 704}
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in corr]
+    steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    assert len(calls) == len(steps) == 5 and all(c["name"] == "cudaMemcpyAsync" for c in calls)
+    # The host is blocked from the copy call's start to the return of the synchronize that
+    # follows it on the same thread (within 50 us).
+    syncs = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["tid"]) for e in ev
+                   if e.get("cat") == "cuda_runtime" and e["name"].endswith("Synchronize"))
+    blocked = 0.0
+    for c in calls:
+        end = float(c["ts"]) + float(c["dur"])
+        after = [s for s in syncs if s[2] == c["tid"] and 0 <= s[0] - end <= 50]
+        blocked += (after[0][1] if after else end) - float(c["ts"])
+    each_ns = round(blocked * 1000) // 5
+    r = explain(KINETO / "hta_a100_80gb_rank0.json.gz")
+    d = r.diagnosis
+    assert d.verdict == "insufficient_data"
+    assert ("meanwhile the launching thread was blocked in a read-back, a 704 B device-to-host copy into pageable "
+            f"memory in `## sparse_data_dist ##` > `aten::to`, 1 per step, {dur(each_ns)} each") in d.summary
+    (f,) = [f for f in r.findings if f.rule_id == "NLE214"]
+    assert f.impact_ns is None and "hold the host" in f.title
+    assert not any("mostly waited for the GPU's own work" in e for f in r.findings for e in f.evidence)
+
+
+def test_saxpy_gets_a_verdict_with_its_host_mpi_and_copy_shares() -> None:
+    r = nsys_report("pipit_saxpy_mpi")
+    d = r.diagnosis
+    assert (d.verdict, d.primary.kind) == ("host_bound", "host")
+    (dev,) = d.devices
+    b = {x["bucket"]: x for x in dev["buckets"]}
+    comm = b["communication_wait"]["ns"] + b["exposed_communication"]["ns"]
+    assert (f"Beside it: communication (collectives, MPI calls) {100 * comm / dev['window_ns']:.1f}%, copies "
+            f"{100 * b['transfer']['ns'] / dev['window_ns']:.1f}% of the time.") in d.summary
+    assert "CPU samples on the launching thread put" in d.summary and "`main [saxpy-mpi-cuda]`" in d.summary
+
+
+def test_qwen_step_is_its_own_gpu_work() -> None:
+    ev = kineto_events("hf_qwen1.5_0.5b_h100.json.gz")
+    (host,) = [e for e in ev if e.get("cat") == "user_annotation" and e["name"] == "ProfilerStep#6"]
+    (gpu,) = [e for e in ev if e.get("cat") == "gpu_user_annotation" and e["name"] == "ProfilerStep#6"]
+    t0, t1 = float(host["ts"]), float(host["ts"]) + float(host["dur"])
+    corr = {e["args"]["correlation"] for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+            and t0 <= float(e["ts"]) < t1}
+    own = [e for e in ev if e.get("cat") == "kernel" and e["args"].get("correlation") in corr]
+    r = explain(KINETO / "hf_qwen1.5_0.5b_h100.json.gz")
+    st = r.table("steps")
+    assert len(st) == 1 and r.ok("steps").data["window"] == "gpu_annotation"
+    row = st.iloc[0]
+    assert int(row["kernels"]) == len(own) == 1029
+    assert int(row["gpu_latency_ns"]) == round(float(gpu["dur"]) * 1000)  # 34.9 ms, not the 47.2 ms host range
+    assert abs(int(row["kernel_ns"]) - round(sum(float(e["dur"]) for e in own) * 1000)) <= len(own)
+    assert r.ok("steps").data["layers"] == {"units": 42, "per_step": 24}

@@ -216,6 +216,28 @@ def periodic_groups(signature: list[tuple[int, ...]]) -> int | None:
     return None
 
 
+def _may_tile(tkey: np.ndarray, code: np.ndarray, start: np.ndarray, end: np.ndarray,
+              sel: np.ndarray) -> np.ndarray:
+    """Per row: its (thread, name) could tile: all its ranges together last at least
+    TILE_SHARE of the span from the first to the last (nested instances only add to the sum,
+    so this never drops a name the exact test keeps). Cheap, vectorized, before the per-name
+    checks."""
+    keep = np.zeros(len(sel), dtype=bool)
+    rows = np.flatnonzero(sel)
+    if len(rows) == 0:
+        return keep
+    groups, _ = group_codes(tkey[rows], code[rows])
+    n = int(groups.max()) + 1
+    total = np.bincount(groups, weights=(end[rows] - start[rows]).astype(np.float64), minlength=n)
+    first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(first, groups, start[rows])
+    np.maximum.at(last, groups, end[rows])
+    ok = total >= TILE_SHARE * (last - first)
+    keep[rows] = ok[groups]
+    return keep
+
+
 @dataclass(frozen=True)
 class NvtxSteps:
     name: str
@@ -239,8 +261,10 @@ def nvtx_steps(data: TraceData, names: list[str]) -> list[NvtxSteps]:
         return []
     ok_name = np.array([not NOT_A_STEP.search(n) for n in names] or [False])
     norm_codes = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    code_name = list(norm_codes)
     norm = np.array([norm_codes[n] for n in names] or [0], np.int64)
     ended = (nv.end >= 0) & ok_name[nv.name]
+    ended &= _may_tile(nv.tkey, norm[nv.name], nv.start, nv.end, ended)
     out = []
     for pid in np.unique(k.pid[call >= 0]).tolist():
         lc = call[(k.pid == pid) & (call >= 0)]
@@ -259,7 +283,7 @@ def nvtx_steps(data: TraceData, names: list[str]) -> list[NvtxSteps]:
                 # Outermost instances only (a name nested in itself counts once).
                 outer = np.r_[True, s[1:] >= np.maximum.accumulate(e)[:-1]]
                 s, e = s[outer], e[outer]
-                name = next(n for n, c in norm_codes.items() if c == code)
+                name = code_name[code]
                 if len(s) < MIN_NVTX_STEPS and not (len(s) == 1 and STEP_WORD.search(name)):
                     continue
                 span = int(e[-1] - s[0])

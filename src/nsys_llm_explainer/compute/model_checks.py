@@ -9,8 +9,8 @@
 - HFU below MFU: the operators measured in a step compute at least the model's FLOPs (the
   hardware does the model's work, plus recomputation and padding), once their shapes cover
   the step (counted calls hold at least MIN_COVERAGE of the kernel time its operator calls
-  launched). Measured FLOPs below the model's by more than the tolerance (attention counted
-  causal, as the kernels run it) mean the model FLOPs count work the steps did not run.
+  launched). Measured FLOPs below the model's by more than the tolerance (both count causal
+  attention half, as the kernels run it) mean the model FLOPs count work the steps did not run.
 
 UTILIZATION_TOLERANCE is the operator roofline's PLAUSIBLE_TOLERANCE (10%): more than clock
 boost or timer granularity can explain.
@@ -87,7 +87,7 @@ def _below_model(phase: dict[str, Any], steps: list[dict[str, Any]]) -> list[str
         f"phase {phase['phase']!r}: {figures} is inconsistent: its operators with shapes cover "
         f"{100 * share:.0f}% of the kernel time its steps launched and compute "
         f"{measured / 1e9:,.1f} GFLOP, {100 * (1 - measured / floor):.0f}% less than the model's "
-        f"{floor / 1e9:,.1f} GFLOP (attention counted causal), so the model FLOPs count work the "
+        f"{floor / 1e9:,.1f} GFLOP (causal attention counted half in both), so the model FLOPs count work the "
         "steps did not run: check the tokens per step, the FLOPs per token or the model config "
         "(a module the traced code does not run, such as the LM head)"
     ]

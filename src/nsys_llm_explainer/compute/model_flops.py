@@ -8,10 +8,12 @@ Conventions (docs/compute.md):
   (also when tied to the embedding table), but not the input embedding, which is a row
   lookup. Norm weights and biases are counted in the parameter totals, not in N.
 - Forward FLOPs per token = 2*N + 2*L*Hq*(Dqk + Dv)*C, where C is the number of keys each
-  token attends: the context length for a decode step; the sequence length for prefill and
-  training in the PaLM convention (which does not halve for causal masking).
-  Training = 3 x forward (backward is two matrix products per forward one), i.e. the
-  6N + 12*L*H*D*S of PaLM (Chowdhery et al. 2022, appendix B) when Dqk = Dv = D.
+  token attends: the context length for a decode step; for causal prefill and training, half
+  the sequence length (`causal=True`): causal attention kernels skip the masked half, and the
+  per-operator FLOPs (compute/attention.py) and HFU count it so, so MFU counts it the same way.
+  PaLM's convention (Chowdhery et al. 2022, appendix B: 6N + 12*L*H*D*S for training, which
+  does not halve for the mask) is `causal=False`; the report names it beside the figure.
+  Training = 3 x forward (backward is two matrix products per forward one).
 - The LM head (2*V*H FLOPs per token, V the vocabulary, H the hidden size) is part of N, but
   a step computes it only for the tokens whose logits it needs: step_flops takes that row
   count (every token by default; a generate loop that keeps the last position's logits
@@ -107,20 +109,22 @@ def param_counts(c: ModelConfig) -> ParamCounts:
     )
 
 
-def attention_flops_per_token(c: ModelConfig, context: int) -> int:
-    """2*L*Hq*(Dqk + Dv)*C: the QK^T and PV products for one token attending C keys."""
+def attention_flops_per_token(c: ModelConfig, context: int, causal: bool = False) -> int:
+    """2*L*Hq*(Dqk + Dv)*C: the QK^T and PV products for one token attending C keys; with
+    `causal`, half of that (a causal mask leaves each token half the keys on average)."""
     ctx = min(context, c.sliding_window) if c.sliding_window else context
-    return 2 * c.num_layers * c.num_heads * (c.qk_head_dim + c.v_head_dim) * ctx
+    full = 2 * c.num_layers * c.num_heads * (c.qk_head_dim + c.v_head_dim) * ctx
+    return full // 2 if causal else full
 
 
-def forward_flops_per_token(c: ModelConfig, context: int) -> int:
+def forward_flops_per_token(c: ModelConfig, context: int, causal: bool = False) -> int:
     if context < 0:
         raise ValueError("context must be non-negative")
-    return 2 * param_counts(c).matmul_active + attention_flops_per_token(c, context)
+    return 2 * param_counts(c).matmul_active + attention_flops_per_token(c, context, causal)
 
 
-def training_flops_per_token(c: ModelConfig, seq_len: int) -> int:
-    return 3 * forward_flops_per_token(c, seq_len)
+def training_flops_per_token(c: ModelConfig, seq_len: int, causal: bool = False) -> int:
+    return 3 * forward_flops_per_token(c, seq_len, causal)
 
 
 def head_params(c: ModelConfig) -> int:
@@ -129,16 +133,17 @@ def head_params(c: ModelConfig) -> int:
 
 
 def step_flops(
-    c: ModelConfig, tokens: int, context: int, head_rows: int | None = None, training: bool = False
+    c: ModelConfig, tokens: int, context: int, head_rows: int | None = None, training: bool = False,
+    causal: bool = False,
 ) -> int:
-    """Model FLOPs of a step of `tokens` tokens attending `context` keys each:
-    tokens x (2 x (N - V*H) + attention) + head_rows x 2 x V*H, where head_rows (the tokens
-    whose logits the step computes) defaults to every token; x3 for training."""
+    """Model FLOPs of a step of `tokens` tokens attending `context` keys each (half of them
+    with `causal`): tokens x (2 x (N - V*H) + attention) + head_rows x 2 x V*H, where head_rows
+    (the tokens whose logits the step computes) defaults to every token; x3 for training."""
     if tokens < 0 or context < 0:
         raise ValueError("tokens and context must be non-negative")
     rows = tokens if head_rows is None else min(head_rows, tokens)
     head = head_params(c)
-    body = 2 * (param_counts(c).matmul_active - head) + attention_flops_per_token(c, context)
+    body = 2 * (param_counts(c).matmul_active - head) + attention_flops_per_token(c, context, causal)
     forward = tokens * body + rows * 2 * head
     return 3 * forward if training else forward
 

@@ -128,12 +128,20 @@ def _model_flops(sc: StepContext, kind: str, sh: StepShapes, tokens: int | None)
         return ModelFlops(sc.flops_per_token, model, model, "--model-flops-per-token", "")
     if sc.cfg is None:
         return ModelFlops(None, None, None, "unknown: pass --model CONFIG.json or --model-flops-per-token", "")
-    if kind == "decode":
+    causal = kind != "decode"  # prefill and training of a decoder: a causal mask
+    if not causal:
         ctx, what = sh.context, "the attention key length"
     else:
         seq = sh.indices[-1] if sh.indices is not None and len(sh.indices) == 2 else None
         ctx, what = seq or sh.query or sh.context, "the sequence length"
-    note = f"attention over {ctx:,} keys ({what})" if ctx else "attention not counted (context unknown)"
+    if not ctx:
+        note = "attention not counted (context unknown)"
+    elif causal:
+        palm = mf.attention_flops_per_token(sc.cfg, ctx) - mf.attention_flops_per_token(sc.cfg, ctx, causal=True)
+        note = (f"causal attention over {ctx:,} keys ({what}), counted half as the kernels compute it "
+                f"(PaLM's convention counts all of them: {palm:,} FLOPs per token more)")
+    else:
+        note = f"attention over {ctx:,} keys ({what})"
     n = mf.param_counts(sc.cfg).matmul_active
     head = mf.head_params(sc.cfg)
     rows, head_from = _head_rows(sc, sh, tokens) if tokens else (None, "")
@@ -146,13 +154,10 @@ def _model_flops(sc: StepContext, kind: str, sh: StepShapes, tokens: int | None)
         formula = f"2 x {n - head:,} + {note}, and 2 x {head:,} (LM head) for {rows:,} tokens"
     flops_from = f"{sc.config_name}: {'3 x (' + formula + ')' if training else formula}"
     if not tokens:
-        per = (mf.training_flops_per_token if training else mf.forward_flops_per_token)(sc.cfg, ctx or 0)
+        per = (mf.training_flops_per_token if training else mf.forward_flops_per_token)(sc.cfg, ctx or 0, causal)
         return ModelFlops(float(per), None, None, flops_from, head_from)
-    total = mf.step_flops(sc.cfg, tokens, ctx or 0, rows, training)
-    # Causal prefill and training compute half the attention the PaLM convention counts.
-    attention = tokens * mf.attention_flops_per_token(sc.cfg, ctx or 0) * (3 if training else 1)
-    floor = total - (attention // 2 if kind != "decode" else 0)
-    return ModelFlops(total / tokens, float(total), float(floor), flops_from, head_from)
+    total = mf.step_flops(sc.cfg, tokens, ctx or 0, rows, training, causal=causal)
+    return ModelFlops(total / tokens, float(total), float(total), flops_from, head_from)
 
 
 def _ratio(value: float | None, time_s: float, peak: float, gpus: int) -> float | None:

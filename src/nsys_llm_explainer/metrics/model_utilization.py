@@ -7,8 +7,10 @@ of its own falls back to its host latency.
 
 - MFU = model FLOPs per step / (step time x peak FLOP/s x GPUs); model FLOPs per step =
   FLOPs per token (--model-flops-per-token, or from --model config.json: 2N plus attention
-  over the step's context, x3 for training; the LM head only for the tokens whose logits the
-  step computed) x tokens per step (--tokens-per-step, or the element count of the token
+  over the step's context, causal attention of prefill and training counted half as HFU and
+  the per-operator FLOPs count it (PaLM's convention, which does not halve, is stated beside),
+  x3 for training; the LM head only for the tokens whose logits the step computed) x tokens
+  per step (--tokens-per-step, or the element count of the token
   embedding's input in the step).
 - MBU (decode steps) = bytes a step must read (weights + KV cache, from --model config.json
   with the step's batch and key length) / (step time x peak bandwidth x GPUs).

@@ -265,3 +265,18 @@ def test_buckets_sum_to_each_device_window(build: Build, scenario: Callable[[], 
     r = run(build, scenario)
     for dev in r.diagnosis.devices:
         assert sum(b["ns"] for b in dev["buckets"]) == dev["window_ns"]
+
+
+@pytest.mark.parametrize(("compute_us", "transfer_us", "leads"), [
+    # Copies 3.95x the GPU's own work: overlap can hide at most the 200 us of work per step, so
+    # moving fewer bytes leads, with the ratio (790 / 200, rounded).
+    (200, 790, "The copies outlast the GPU's own work (4x its busy time)"),
+    # Copies shorter than the work: overlapping them hides them.
+    (600, 300, "Overlap copies with compute"),
+])
+def test_the_main_fix_for_copies_is_the_one_that_can_hide_them(build: Build, compute_us, transfer_us, leads) -> None:
+    r = explain(build(planted.balance(compute_us=compute_us, transfer_us=transfer_us)))
+    f = next(x for x in r.findings if x.rule_id == "NLE208")
+    assert f.recommendation[0].startswith(leads), f.recommendation[0]
+    # The other line stays, after it: one list, reordered.
+    assert len(f.recommendation) >= 2 and len(set(f.recommendation)) == len(f.recommendation)

@@ -79,7 +79,7 @@ def workload_words(kind: str) -> str:
 
 
 BUCKET_WORDS = {
-    "compute": "Kernels running (compute)",
+    "compute": "Own work running (kernels, on-device copies, memsets)",
     "exposed_communication": "Communication kernels, nothing overlapping",
     "transfer": "Idle, copies running",
     "communication_wait": "Idle, waiting on communication",

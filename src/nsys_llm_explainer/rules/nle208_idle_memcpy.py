@@ -23,6 +23,28 @@ def _direction(view: RuleInput) -> str:
     return max(sorted(by), key=lambda k: by[k]) if by and max(by.values()) > 0 else "host_to_device"
 
 
+# Per topic: the advice line that moves fewer bytes, which leads when overlap cannot hide the copies.
+MOVE_LESS = {"transfer": ("resident", "Move less data"), "transfer_d2h": ("Reduce on the GPU", "Copy back less")}
+
+
+def lead_with_fewer_bytes(view: RuleInput, topic: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The advice, main fix first: overlapping copies with compute hides at most the GPU's own
+    work time, so where the transfer idle time exceeds the GPU's own work (busy time), the line
+    that moves fewer bytes leads, saying why; otherwise overlap leads."""
+    transfer, busy = view.acct.total("transfer"), view.acct.total("busy")
+    words = MOVE_LESS.get(topic)
+    if not words or transfer <= busy:
+        return lines
+    fewer = next((i for i, line in enumerate(lines) if any(w in line for w in words)), None)
+    if fewer is None or fewer == 0:
+        return lines
+    ratio = f"{transfer / busy:,.0f}x" if busy else "far more than"
+    why = (f"The copies outlast the GPU's own work ({ratio} its busy time), so overlapping them can hide at most "
+           "that work's time: ")
+    lead = why + lines[fewer][:1].lower() + lines[fewer][1:]
+    return (lead, *lines[:fewer], *lines[fewer + 1:])
+
+
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """The GPU waits on transfers: no work runs on the device while a host<->device or peer copy
     does (device-to-device copies and memsets are the device's own work, never idle time).
@@ -35,7 +57,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     the GPU wait), and per GPU what the host's blocking calls overlapped: it says the host
     simply waited for the copies only when they overlapped copy time more than anything else.
     Advice follows the copy direction that covers the most idle time (host-to-device,
-    device-to-host, peer). Severity from the impact bands (rules/impact.py).
+    device-to-host, peer); overlap leads, unless the transfer idle time exceeds the GPU's own
+    work (overlap can hide at most that), when moving fewer bytes leads. Severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -49,10 +72,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if sc and "sync_copies" in reported(view):
         subtract = {d["device_id"]: int(d["transfer_ns"]) for d in sc["devices"]}
     devices = [d.device_id for d in view.acct.devices]
+    topic = TOPIC.get(_direction(view), "transfer")
     f = cause_finding(
         view, rule, ("transfer",), "transfer", "GPU waits on copies ({pct} of {where} time)",
         "idle while copies ran", transfer_lines(view.metrics, view.acct, devices),
-        advice(TOPIC.get(_direction(view), "transfer"), view.workload), subtract=subtract,
+        lead_with_fewer_bytes(view, topic, advice(topic, view.workload)), subtract=subtract,
     )
     if f is not None:
         yield f

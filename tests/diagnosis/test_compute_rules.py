@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Severity
 from nsys_llm_explainer.rules.nle312_fusion_candidate import PER_LAUNCH_SAVING_NS
@@ -88,6 +90,20 @@ def test_dominant_kernel_puts_its_time_above_the_roof_at_stake() -> None:
     del data["compute_efficiency"]
     (f,) = fire("NLE101", data)
     assert (f.impact_ns, f.severity) == (None, Severity.INFO)
+
+
+@pytest.mark.parametrize(("reached", "first"), [
+    (40.0, "Check its launch shapes"),  # far below its roof: a tiny M may starve the tiles
+    (62.9, "Profile this kernel"),  # 62.9% of its roof: not tile-starved, no shape advice
+])
+def test_shape_advice_only_for_a_gemm_far_from_its_roof(reached, first) -> None:
+    data = device_metrics({0: {}})
+    data["top_kernels"] = top((planted.GEMM_BF16, 600_000, 6_000), (ELEMENTWISE, 400_000, 4_000))
+    data["compute_efficiency"] = {"kernels": [
+        {"name": planted.GEMM_BF16, "device_id": 0, "pct_of_roof": reached, "implausible": False}]}
+    (f,) = fire("NLE101", data)
+    assert f.recommendation[0].startswith(first)
+    assert any(r.startswith("Check its launch shapes") for r in f.recommendation) is (reached < 60)
 
 
 def test_dominant_fp32_gemm_is_left_to_nle323() -> None:

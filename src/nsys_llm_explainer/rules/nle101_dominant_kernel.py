@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
+from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
@@ -122,7 +123,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     minimum, per device, time x (1 - pct_of_roof / 100), the ceiling of what a kernel at the
     roof would give back;
     severity from the impact bands (rules/impact.py). Other compute rules leave that kernel's
-    time out.
+    time out. A tensor-core GEMM gets shape advice (a tiny M fills a sliver of each tile) unless
+    it reaches NEAR_ROOF_PCT of its roof, which a tile-starved GEMM cannot.
 
     Example:
 
@@ -146,8 +148,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
         profile = ROCPROF if amd_gpus(view) else NCU
         recommendation = [profile]
-        if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores:
+        reached = _roof(view).get((name, int(best["device_id"])))
+        near = reached is not None and reached >= NEAR_ROOF_PCT
+        if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores and not near:
             # Below its roof, a tensor-core GEMM's first fix is its shape; the profile says more.
+            # One that reaches NEAR_ROOF_PCT of its roof is not starved by a tiny M: no shape advice.
             recommendation = [GEMM_SHAPES, profile] if above else [profile, GEMM_SHAPES]
         where = (f"GPU {best['device_id']}'s" if len(rows) == 1
                  else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
@@ -155,7 +160,6 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                  else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
         if above:
             affected, impact = per_device(view.acct, above)
-            reached = _roof(view).get((name, int(best["device_id"])))
             at = f": it reaches {reached:.1f}% of the roof it sits under" if reached is not None else ""
             evidence.append(f"it runs {ms(impact[0])} slower than its roofline minimum{at} (section How close to "
                             "the hardware)")

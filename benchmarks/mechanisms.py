@@ -49,6 +49,12 @@ def _no_mallopt() -> None:
     alloc.tune_allocator = lambda: False  # type: ignore[assignment]
 
 
+def _no_trim() -> None:
+    from nsys_llm_explainer.runtime import alloc
+
+    alloc.release_free_memory = lambda: None  # type: ignore[assignment]
+
+
 def _no_fast_exit() -> None:
     from nsys_llm_explainer import cli
 
@@ -61,6 +67,7 @@ SWITCHES: dict[str, Callable[[], None]] = {
     "helper": _no_helper,
     "threads": _no_threads,
     "mallopt": _no_mallopt,
+    "trim": _no_trim,
     "fast-exit": _no_fast_exit,
 }
 
@@ -72,6 +79,7 @@ def available() -> dict[str, Callable[[], None]]:
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
              "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
+             "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),
              "fast-exit": ("nsys_llm_explainer.cli", "_exit_now")}
     out = {}
     for name, (module, attr) in where.items():

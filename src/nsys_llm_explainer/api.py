@@ -20,7 +20,7 @@ from nsys_llm_explainer import TOOL_NAME, model
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
-from nsys_llm_explainer.metrics import REGISTRY, Metric
+from nsys_llm_explainer.metrics import REGISTRY, Metric, in_run_order
 from nsys_llm_explainer.model import (
     GpuInfo,
     MetricResult,
@@ -187,7 +187,8 @@ def explain(
     try:
         ctx = Context(schema, data, options)
         metrics = [m for m in REGISTRY if m.wanted(options)]
-        ctx.results.update(runner.run_metrics(metrics, ctx, run_metric))
+        results = runner.run_metrics(in_run_order(metrics), ctx, run_metric)
+        ctx.results.update({m.id: results[m.id] for m in metrics})  # in report order
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)
         # Sorted: the order does not depend on which metric loads a table (and warns) first.

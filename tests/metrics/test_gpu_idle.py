@@ -168,3 +168,34 @@ def test_graphs_traced_whole_are_busy(build):
     assert (d0["busy_ns"], d0["graph_busy_ns"], d0["kernel_busy_ns"]) == (8_000 + 900_000 + 10_000, 900_000, 18_000)
     assert d0["idle_ns"] == 10_000 + 10_000
     assert (data["graph_launches"], data["unplaced_graph_launches"]) == (2, 1)
+
+
+def test_gpu_work_rows_and_the_kernels_own_arrays(build):
+    """Kernels first, then device-local copies and memsets of compute devices (source, row in
+    their table); with kernels alone the columns are the kernels' own arrays, not copies."""
+    from nsys_llm_explainer.metrics.gpu_idle import DEVICE_COPY, KERNEL, MEMSET, gpu_work
+    from nsys_llm_explainer.trace import sources
+
+    b = TraceBuilder("2024.6")
+    b.kernel(0, 10_000, device=0, name="k")
+    b.kernel(100_000, 110_000, device=1, name="k")
+    b.memcpy(30_000, 50_000, bytes=1 << 20, copy_kind=1, device=0)  # a transfer: not work
+    b.memcpy(60_000, 70_000, bytes=1 << 20, copy_kind=8, device=1)
+    b.memset(10_000, 20_000, bytes=64, device=0)
+    b.memset(200_000, 300_000, bytes=64, device=3)  # no kernel ran there
+    data = sources.open_trace(build(b), jobs=1)
+    try:
+        w = gpu_work(data)
+        got = list(zip(w.start.tolist(), w.device.tolist(), w.source.tolist(), w.row.tolist(), strict=True))
+        assert got == [(0, 0, KERNEL, 0), (100_000, 1, KERNEL, 1), (60_000, 1, DEVICE_COPY, 1),
+                       (10_000, 0, MEMSET, 0)]
+    finally:
+        data.close()
+    only = TraceBuilder("2024.6")
+    only.kernel(0, 10, name="k")
+    data = sources.open_trace(build(only), jobs=1)
+    try:
+        w, k = gpu_work(data), data.kernels()
+        assert w.start is k.start and w.device is k.device and w.source.tolist() == [KERNEL]
+    finally:
+        data.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import MetricTimeout
-from nsys_llm_explainer.metrics import REGISTRY, Metric
+from nsys_llm_explainer.metrics import REGISTRY, RUN_AFTER, Metric, in_run_order
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner
@@ -73,6 +73,22 @@ def test_a_dependency_listed_after_its_reader_is_refused(tmp_path: Path) -> None
 def test_registry_declares_dependencies_in_order() -> None:
     for i, metric in enumerate(REGISTRY):
         assert set(metric.after) <= set(REGISTRY_IDS[:i]), metric.id
+
+
+def test_run_order_keeps_dependencies_and_the_report_keeps_registry_order(tmp_path: Path) -> None:
+    order = [m.id for m in in_run_order(REGISTRY)]
+    assert sorted(order) == sorted(REGISTRY_IDS)
+    for i, mid in enumerate(order):
+        assert set(next(m for m in REGISTRY if m.id == mid).after) <= set(order[:i]), mid
+    for mid, leader in RUN_AFTER.items():
+        assert order.index(mid) == order.index(leader) + 1 + sum(
+            1 for m, lead in RUN_AFTER.items() if lead == leader and order.index(m) < order.index(mid)
+        )
+    # A leader left out: its follower runs in its report place.
+    ids = [m.id for m in in_run_order([m for m in REGISTRY if m.id != "capture"])]
+    assert ids.index("communication") > ids.index("idle_causes") and len(ids) == len(REGISTRY) - 1
+    report = explain(h.good(tmp_path), Options(), jobs=1)
+    assert list(report.metrics) == [m.id for m in REGISTRY if m.wanted(Options())]
 
 
 @settings(max_examples=60)
@@ -151,5 +167,6 @@ def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(TraceData, "cached", counting)
     explain(path, Options(), jobs=1)
-    assert {"gpu_work", "gap_causes", "kernel_attribution", "launch_pairs"} <= set(builds)
+    assert {"gpu_work", "gap_causes", "kernel_attribution", "launch_pairs", "device_busy",
+            "host_rows"} <= set(builds)
     assert {k: n for k, n in builds.items() if n > 1} == {}

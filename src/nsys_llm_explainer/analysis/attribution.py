@@ -12,6 +12,8 @@ from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.trace.data import TraceData
 
+QUERY_CHUNK = 1 << 18  # kernels looked up at a time
+
 
 @dataclass(frozen=True)
 class KernelAttribution:
@@ -34,8 +36,12 @@ def kernel_attribution(data: TraceData) -> KernelAttribution:
         index = nvtx_tree.build(data.nvtx())
         matched = np.flatnonzero(launch >= 0)
         calls = launch[matched]
-        pos = np.full(len(launch), -1, dtype=np.int64)
-        pos[matched] = nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls])
+        pos = np.full(len(launch), -1, dtype=np.int32 if len(index.order) < 2**31 else np.int64)
+        # In chunks: the queries' gathered columns and the search's work arrays are a few
+        # arrays per kernel, which at millions of kernels would add up to the run's peak.
+        for lo in range(0, len(matched), QUERY_CHUNK):
+            sel, c = matched[lo : lo + QUERY_CHUNK], calls[lo : lo + QUERY_CHUNK]
+            pos[sel] = nvtx_tree.innermost(index, rt.tkey[c], rt.start[c], rt.end[c])
         return KernelAttribution(launch, pos, index, nvtx_tree.depths(index))
 
     return data.cached("kernel_attribution", build)

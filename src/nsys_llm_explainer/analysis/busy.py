@@ -69,31 +69,62 @@ def gpu_work(data: TraceData) -> Columns:
     """Every piece of the devices' own work (see the module docstring), one row each:
     start, end, device, stream, pid, corr (joins its launch or copy call in runtime()),
     source (KERNEL, GRAPH, DEVICE_COPY, MEMSET) and row (its index in that source's table).
-    Only devices that ran kernels or graphs keep their copies and memsets (cached)."""
+    Only devices that ran kernels or graphs keep their copies and memsets (cached).
+
+    The columns are the kernels' own arrays when the kernels are all the work, else
+    concatenated when read: the tables they come from are held anyway, and millions of
+    rows copied into a second table would be held with them."""
 
     def build() -> Columns:
         k = data.kernels()
-        parts = [(KERNEL, k, np.ones(len(k), dtype=bool))]
+        parts: list[WorkPart] = [(KERNEL, k, None)]
         g = _optional(data.graph_execs)
-        if g is not None:
-            parts.append((GRAPH, g, np.ones(len(g), dtype=bool)))
+        if g is not None and len(g):
+            parts.append((GRAPH, g, None))
         compute_devices = np.unique(np.concatenate([p[1].device for p in parts]))
         mc = _optional(data.memcpy)
         if mc is not None:
-            parts.append((DEVICE_COPY, mc, device_local_copies(mc) & np.isin(mc.device, compute_devices)))
+            rows = np.flatnonzero(device_local_copies(mc) & np.isin(mc.device, compute_devices))
+            if len(rows):
+                parts.append((DEVICE_COPY, mc, rows))
         ms = _optional(data.memset)
         if ms is not None:
-            parts.append((MEMSET, ms, np.isin(ms.device, compute_devices)))
-        cols: dict[str, list[np.ndarray]] = {n: [] for n in WORK_COLUMNS}
-        for source, c, keep in parts:
-            rows = np.flatnonzero(keep)
-            for n in ("start", "end", "device", "stream", "pid", "corr"):
-                cols[n].append(c[n][rows])
-            cols["source"].append(np.full(len(rows), source, dtype=np.int64))
-            cols["row"].append(rows.astype(np.int64))
-        return Columns("gpu_work", {n: np.concatenate(v).astype(np.int64) for n, v in cols.items()})
+            rows = np.flatnonzero(np.isin(ms.device, compute_devices))
+            if len(rows):
+                parts.append((MEMSET, ms, rows))
+        return _work_columns(parts)
 
     return data.cached("gpu_work", build)
+
+
+# (source, its table, the rows of it that are device work; None: every row)
+WorkPart = tuple[int, Columns, "np.ndarray | None"]
+
+
+def _work_columns(parts: list[WorkPart]) -> Columns:
+    sizes = [len(c) if rows is None else len(rows) for _, c, rows in parts]
+    n = sum(sizes)
+    stored: dict[str, np.ndarray] = {}
+    computed: dict[str, Callable[[], np.ndarray]] = {}
+
+    def concatenated(name: str) -> Callable[[], np.ndarray]:
+        def build() -> np.ndarray:
+            v = np.concatenate([c[name] if rows is None else c[name][rows] for _, c, rows in parts])
+            return v.astype(np.int64, copy=False)
+        return build
+
+    for name in ("start", "end", "device", "stream", "pid", "corr"):
+        if len(parts) == 1:
+            stored[name] = parts[0][1][name]
+        else:
+            computed[name] = concatenated(name)
+    computed["source"] = lambda: np.concatenate(
+        [np.full(size, source, dtype=np.int8) for (source, _, _), size in zip(parts, sizes, strict=True)]
+    )
+    computed["row"] = lambda: np.concatenate(
+        [np.arange(len(c), dtype=np.int64) if rows is None else rows for _, c, rows in parts]
+    )
+    return Columns("gpu_work", stored, computed=computed, size=n)
 
 
 def work_calls(data: TraceData) -> np.ndarray:
@@ -107,7 +138,8 @@ def work_calls(data: TraceData) -> np.ndarray:
             return call
         is_k = w.source == KERNEL
         call[is_k] = kernel_launch_index(data)[w.row[is_k]]
-        call[~is_k] = match_calls(w.pid[~is_k], w.corr[~is_k], rt)
+        if not is_k.all():
+            call[~is_k] = match_calls(w.pid[~is_k], w.corr[~is_k], rt)
         return call
 
     return data.cached("work_calls", build)
@@ -136,10 +168,11 @@ def device_busy(data: TraceData) -> dict[int, DeviceBusy]:
 
     def build() -> dict[int, DeviceBusy]:
         w = gpu_work(data)
+        device, start, end = w.device, w.start, w.end
         out: dict[int, DeviceBusy] = {}
-        for dev in distinct_few(w.device).tolist():
-            mine = w.device == dev
-            bs, be = intervals.merge(w.start[mine], w.end[mine])
+        for dev in distinct_few(device).tolist():
+            mine = device == dev
+            bs, be = intervals.merge(start[mine], end[mine])
             out[int(dev)] = DeviceBusy(int(dev), bs, be, be[:-1], bs[1:])
         return out
 

@@ -62,7 +62,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import name_mask
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
-from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.columns import Columns, narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CAUSES = (
@@ -96,7 +96,10 @@ class GapCauses:
     cause_total_ns: np.ndarray  # per cause: its idle ns over all gaps
     segments: tuple[tuple[np.ndarray, np.ndarray], ...]  # per cause: disjoint sorted intervals
     dependency_ns: int  # queued idle time moved from host-side causes to communication
-    refill_ns: np.ndarray  # per gap: gap end - latest blocking-call return in it; NO_REFILL
+    # The gaps in which a blocking call returned (few: most gaps have none) and, per such gap,
+    # gap end - the latest such return (see refill_of).
+    refill_gap: np.ndarray
+    refill_ns: np.ndarray
     next_call: np.ndarray  # runtime() row of the launch call of the work that ends the gap, or -1
     queued: np.ndarray  # that work's call returned QUEUE_MARGIN_NS before the gap (or before the capture)
     copy_ahead: np.ndarray  # queued, and a transfer on its stream ended during the gap
@@ -105,6 +108,13 @@ class GapCauses:
     @property
     def length(self) -> np.ndarray:
         return self.gap_end - self.gap_start
+
+    def refill_of(self, which: np.ndarray) -> np.ndarray:
+        """Per selected gap (`which`: a mask or index of gaps): gap end - the latest
+        blocking-call return inside it, NO_REFILL when none returned inside it."""
+        full = np.full(len(self.gap_start), NO_REFILL, dtype=np.int64)
+        full[self.refill_gap] = self.refill_ns
+        return full[which]
 
     def cause_ns(self, which: np.ndarray) -> np.ndarray:
         """(len(CAUSES), selected gaps): ns of each selected gap per cause (`which`: a mask or
@@ -137,7 +147,8 @@ class HostRows:
         blocking = sync_kinds(names)[rt.api] == 1
         blocking |= _pageable_copy_calls(data)
         launching = launch_api_mask(names)[rt.api]
-        return HostRows(dict(rows_by_value(rt.pid)), blocking, launching,
+        by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
+        return HostRows(by_pid, blocking, launching,
                         _refill_end(data, blocking, launching))
 
     def rows_of(self, pids: np.ndarray) -> np.ndarray:
@@ -213,8 +224,9 @@ def _launch_times(data: TraceData) -> np.ndarray:
         pids, first = _first_corr(rt)
         if len(pids) == 0:
             return out
-        pos = np.minimum(np.searchsorted(pids, w.pid), len(pids) - 1)
-        early = ~has & (pids[pos] == w.pid) & (w.corr > 0) & (w.corr < first[pos])
+        wpid, wcorr = w.pid, w.corr
+        pos = np.minimum(np.searchsorted(pids, wpid), len(pids) - 1)
+        early = ~has & (pids[pos] == wpid) & (wcorr > 0) & (wcorr < first[pos])
         out[early] = LAUNCHED_EARLY
         return out
 
@@ -248,8 +260,10 @@ def _next_work(
     mine = np.flatnonzero(w.device == device)
     if len(g1) == 0 or len(mine) == 0:
         return np.full(len(g1), -1, np.int64), none, none, none
-    mine = mine[np.lexsort((w.corr[mine], w.pid[mine], w.source[mine], w.end[mine], w.start[mine]))]
-    starts = w.start[mine]
+    wstart = w.start
+    mine = mine[np.lexsort((w.corr[mine], w.pid[mine], w.source[mine], w.end[mine], wstart[mine]))]
+    starts = wstart[mine]
+    del wstart
     pos = np.minimum(np.searchsorted(starts, g1), len(mine) - 1)
     launched = _launch_times(data)[mine]
     calls = work_calls(data)[mine]
@@ -337,9 +351,10 @@ def classify(
         best[more] = ns[more]
         del ns, more
     sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g1)
-    refill = np.where((sync_end >= g0) & (sync_end < g1), g1 - sync_end, NO_REFILL)
+    refill_gap = np.flatnonzero((sync_end >= g0) & (sync_end < g1))
+    refill = (g1[refill_gap] - sync_end[refill_gap]).astype(np.int64)
     return GapCauses(device, owners, g0, g1, cause, total, tuple(segments), moved,
-                     refill.astype(np.int64), nxt, queued, ahead, known)
+                     refill_gap, refill, narrow(nxt), queued, ahead, known)
 
 
 def _queued_to(
@@ -383,9 +398,12 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
         host = HostRows.of(data)
         comm = _comm_ranges(data)
         is_comm = comm_mask(data)
+        computes = np.isin(w.source, (KERNEL, GRAPH))
+        wdev, wpid = w.device[computes], w.pid[computes]
+        del computes
         out: dict[int, GapCauses] = {}
         for dev, busy in device_busy(data).items():
-            owners = distinct_few(w.pid[(w.device == dev) & np.isin(w.source, (KERNEL, GRAPH))])
+            owners = distinct_few(wpid[wdev == dev])
             ends = np.unique(k.end[is_comm & (k.device == dev)])
             out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends)
         return out

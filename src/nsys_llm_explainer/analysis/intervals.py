@@ -63,47 +63,58 @@ def overlap_with_union(
     return covered_before(qe) - covered_before(qs)
 
 
-def _layered(
-    a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray, want: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Segments where the coverage code (1 inside A, + 2 inside B) equals `want`.
+_MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
-    A and B must each be disjoint and sorted (as merge() returns them). One sort of all
-    boundaries: a stable sort of four sorted runs, which is a merge. The order of
-    boundaries at equal times does not matter: the segments between them are empty and
-    dropped, and every later segment sees the coverage after all of them.
-    """
-    if len(a_start) == 0 or (want == 3 and len(b_start) == 0):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    if len(b_start) == 0:
-        return (a_start.copy(), a_end.copy()) if want == 1 else (np.empty(0, np.int64),) * 2
-    t = np.concatenate((a_start, a_end, b_start, b_end)).astype(np.int64)
-    delta = np.concatenate(
-        (np.full(len(a_start), 1), np.full(len(a_end), -1), np.full(len(b_start), 2), np.full(len(b_end), -2))
-    ).astype(np.int64)
-    order = np.argsort(t, kind="stable")
-    t, code = t[order], np.cumsum(delta[order])
-    seg_start, seg_end, seg_code = t[:-1], t[1:], code[:-1]
-    keep = (seg_code == want) & (seg_end > seg_start)
-    s, e = seg_start[keep], seg_end[keep]
+
+def _join_touching(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted disjoint pieces with those that touch (one ends where the next starts) joined."""
     if len(s) < 2:
         return s, e
-    # Adjacent pieces split only by a boundary of the other set: join them again.
     joins = np.flatnonzero(s[1:] != e[:-1])
-    starts = np.r_[0, joins + 1]
-    ends = np.r_[joins, len(s) - 1]
-    return s[starts], e[ends]
+    return s[np.r_[0, joins + 1]], e[np.r_[joins, len(s) - 1]]
 
 
 def intersect(
     a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A ∩ B for disjoint sorted interval sets, as a disjoint sorted set."""
-    return _layered(a_start, a_end, b_start, b_end, 3)
+    """A ∩ B for disjoint sorted interval sets (as merge() returns them), as a disjoint sorted
+    set of non-empty intervals, touching pieces joined.
+
+    The B intervals that overlap one A interval are a contiguous run (both sets are sorted),
+    found by two binary searches; each overlapping pair gives one piece. No sort, and
+    memory in the number of pieces, at most len(A) + len(B)."""
+    if len(a_start) == 0 or len(b_start) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lo = np.searchsorted(b_end, a_start, side="right")  # first B ending after A starts
+    hi = np.searchsorted(b_start, a_end, side="left")  # B intervals starting before A ends
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    i = np.repeat(np.arange(len(a_start)), counts)
+    # j runs lo[i], lo[i] + 1, ... within each A interval's run of pieces.
+    j = np.arange(total) + np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    s = np.maximum(a_start[i], b_start[j])
+    e = np.minimum(a_end[i], b_end[j])
+    del i, j
+    keep = e > s
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    return _join_touching(s.astype(np.int64, copy=False), e.astype(np.int64, copy=False))
 
 
 def subtract(
     a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A minus B for disjoint sorted interval sets, as a disjoint sorted set."""
-    return _layered(a_start, a_end, b_start, b_end, 1)
+    """A minus B for disjoint sorted interval sets: A ∩ (the complement of B), as a disjoint
+    sorted set of non-empty intervals (A unchanged when B is empty)."""
+    if len(a_start) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    if len(b_start) == 0:
+        return a_start.copy(), a_end.copy()
+    cs = np.concatenate(([_MIN], b_end)).astype(np.int64, copy=False)
+    ce = np.concatenate((b_start, [_MAX])).astype(np.int64, copy=False)
+    open_ = ce > cs
+    if not open_.all():
+        cs, ce = cs[open_], ce[open_]
+    return intersect(a_start, a_end, cs, ce)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.trace.columns import narrow
 from nsys_llm_explainer.trace.data import TraceData
 
 # cudaLaunchKernel*, cudaLaunchKernelExC, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch and
@@ -111,9 +112,11 @@ def launch_pairs(data: TraceData) -> LaunchPairs:
             if len(order)
             else order
         )
-        counts = np.diff(np.r_[first, len(order)]).astype(np.int64)
-        kern = idx[order[first]]
-        call = calls_sorted[first]
+        counts = narrow(np.diff(np.r_[first, len(order)]))
+        kern = narrow(idx[order[first]])
+        call = narrow(calls_sorted[first])
+        # What steps reads, kept on its own so that the pairs can go after their last reader.
+        data.put("launch_first_kernels", kern)
         return LaunchPairs(
             kernel_launch=kernel_launch,
             non_launch_match=non_launch,
@@ -127,3 +130,9 @@ def launch_pairs(data: TraceData) -> LaunchPairs:
         )
 
     return data.cached("launch_pairs", build)
+
+
+def launch_first_kernels(data: TraceData) -> np.ndarray:
+    """launch_pairs(data).kernel: per launch call, the first kernel it started (cached apart
+    from the pairs, which launch_overhead and boundness read)."""
+    return data.cached("launch_first_kernels", lambda: launch_pairs(data).kernel)

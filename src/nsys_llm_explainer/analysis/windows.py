@@ -23,8 +23,8 @@ def non_overlapping(pos: np.ndarray, group: np.ndarray, length: int) -> np.ndarr
     keep = np.zeros(n, dtype=bool)
     if n == 0:
         return keep
-    pos = np.asarray(pos, dtype=np.int64)
-    group = np.asarray(group, dtype=np.int64)
+    # Any integer dtype: positions and groups are only compared here, and _greedy_paths
+    # widens what it computes with.
     order = np.lexsort((pos, group))
     p, g = pos[order], group[order]
     # A window that starts at or after the previous window of its group ends is always kept
@@ -48,7 +48,7 @@ def _greedy_paths(p: np.ndarray, g: np.ndarray, length: int) -> np.ndarray:
     lo = int(p.min())
     span = int(p.max()) - lo + length + 1
     # One sorted key per window; windows of a group are contiguous and in position order.
-    key = (g - int(g.min())) * span + (p - lo)
+    key = (g.astype(np.int64) - int(g.min())) * span + (p.astype(np.int64) - lo)
     nxt = np.searchsorted(key, key + length, side="left")
     inside = nxt < n
     inside[inside] = g[nxt[inside]] == g[inside]

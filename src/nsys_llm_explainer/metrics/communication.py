@@ -60,14 +60,19 @@ def run(ctx: Context) -> Outcome:
     comm = comm_mask(ctx.data)
     busy = device_busy(ctx.data)
     w = gpu_work(ctx.data)
+    is_graph = w.source == GRAPH
+    graph_rows = np.flatnonzero(is_graph)
+    g_device, g_start, g_end = (w[n][graph_rows] for n in ("device", "start", "end")) if len(graph_rows) else (
+        np.empty(0, np.int64),) * 3
+    del is_graph, graph_rows
     devices: list[dict[str, Any]] = []
     for dev in distinct_few(k.device).tolist():
         mine = k.device == dev
         c, o = mine & comm, mine & ~comm
         cs, ce = intervals.merge(k.start[c], k.end[c])
-        graphs = (w.device == dev) & (w.source == GRAPH)
+        graphs = g_device == dev
         os_, oe = intervals.close_gaps(
-            *intervals.merge(np.r_[k.start[o], w.start[graphs]], np.r_[k.end[o], w.end[graphs]]),
+            *intervals.merge(np.r_[k.start[o], g_start[graphs]], np.r_[k.end[o], g_end[graphs]]),
             COMPUTE_GAP_TOLERANCE_NS,
         )
         union = int((ce - cs).sum())

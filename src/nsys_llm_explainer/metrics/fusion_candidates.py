@@ -28,7 +28,7 @@ from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.windows import non_overlapping
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.columns import factorize, first_appearance_codes
+from nsys_llm_explainer.trace.columns import factorize, first_appearance_codes, narrow
 
 SHORT_KERNEL_NS = 30_000
 MAX_LINK_GAP_NS = 50_000
@@ -58,26 +58,21 @@ Level = tuple[np.ndarray, np.ndarray, int, np.ndarray]
 
 
 def _grams(
-    name: np.ndarray, link: np.ndarray, dur: np.ndarray, gap: np.ndarray
+    name: np.ndarray, link: np.ndarray, csum: np.ndarray, cgap: np.ndarray
 ) -> tuple[list[pd.DataFrame], list[Level]]:
+    """`csum`, `cgap`: running sums of the kernels' durations and of the gaps after them
+    (a leading 0), so that any window's sums are two lookups."""
     n = len(name)
     vocab = int(name.max()) + 1 if n else 1
-    # run[i] = how many links follow i without a break (links i, i+1, ... all True).
-    breaks = np.flatnonzero(~link)
-    next_break = np.full(n, n - 1, dtype=np.int64)
-    if len(breaks):
-        pos = np.searchsorted(breaks, np.arange(n), side="left")
-        ok = pos < len(breaks)
-        next_break[ok] = breaks[pos[ok]]
-        del pos, ok  # kernel-sized temporaries would otherwise live through every level
-    run = next_break - np.arange(n)
-    del next_break
-    csum = np.r_[0, np.cumsum(dur)]
-    cgap = np.r_[0, np.cumsum(gap)]
-    first_count = np.bincount(name, minlength=vocab)
     # Positions and codes fit in int32 below 2^31 kernels: the seven levels stay in
     # memory together, so halving them matters at millions of kernels.
     small = np.int32 if n < 2**31 else np.int64
+    # run[i] = how many links follow i without a break (links i, i+1, ... all True): the
+    # next break at or after i (the last kernel is one: it links to nothing) minus i.
+    run: np.ndarray = np.where(link, n - 1, np.arange(n, dtype=small)).astype(small)
+    run = np.minimum.accumulate(run[::-1])[::-1]
+    np.subtract(run, np.arange(n, dtype=small), out=run)
+    first_count = np.bincount(name, minlength=vocab)
     # Each level's positions are a subset of the previous level's (a window of L linked
     # kernels starts a window of L-1), so codes are carried aligned to the positions
     # instead of in kernel-sized arrays.
@@ -91,7 +86,7 @@ def _grams(
         p, code = p[m], code[m]
         if len(p) == 0:
             break
-        code, ncode = first_appearance_codes(code * vocab + name[p + length - 1], ncode * vocab)
+        code, ncode = first_appearance_codes(code.astype(np.int64) * vocab + name[p + length - 1], ncode * vocab)
         levels.append((p.astype(small), code.astype(small), ncode, np.zeros(0, dtype=bool)))
         extends.append(run[p] >= length)
     del run, p, code
@@ -104,9 +99,9 @@ def _grams(
             # Right extension: the next level's window starting at the same position (the
             # next level's positions are this level's with run >= length, in order). Left
             # extension: the one starting just before, which is the previous entry here.
-            right = np.full(len(p), -1, dtype=np.int64)
+            right = np.full(len(p), -1, dtype=small)
             right[extends[li]] = levels[li + 1][1]
-            left = np.full(len(p), -1, dtype=np.int64)
+            left = np.full(len(p), -1, dtype=small)
             if len(p) > 1:
                 left[1:] = np.where(p[1:] - 1 == p[:-1], right[:-1], -1)
             for ext in (right, left):
@@ -198,17 +193,31 @@ def run(ctx: Context) -> Outcome:
     k = ctx.data.kernels()
     if len(k) == 0:
         return METRIC.skipped(NO_KERNELS)
+    # Millions of rows each: every array goes as soon as its last use is done.
     skey, _ = group_codes(k.pid, k.device, k.stream)
     order = np.lexsort((k.start, skey))
-    s, st, en, dur = skey[order], k.start[order], k.end[order], k.dur[order]
+    s = skey[order]
+    del skey
     name, name_uniq = factorize(k.name_id[order])
+    name = narrow(name)
+    st, en = k.start[order], k.end[order]
+    del order
+    dur = en - st
     short = dur <= SHORT_KERNEL_NS
     gap = np.zeros(len(s), dtype=np.int64)
     gap[:-1] = np.clip(st[1:] - en[:-1], 0, None)
+    del st, en
     link = np.zeros(len(s), dtype=bool)
     link[:-1] = (s[1:] == s[:-1]) & short[1:] & short[:-1] & (gap[:-1] <= MAX_LINK_GAP_NS)
-    del skey, order, s, st, en  # millions of rows each; _grams needs the memory
-    frames, levels = _grams(name, link, dur, gap)
+    del s
+    short_kernels, short_ns = int(short.sum()), int(dur[short].sum())
+    del short
+    csum = np.r_[0, np.cumsum(dur)]
+    del dur
+    cgap = np.r_[0, np.cumsum(gap)]
+    del gap
+    frames, levels = _grams(name, link, csum, cgap)
+    del link, csum, cgap
     cand = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(cand):
         cand = cand[cand["proximity"] >= MIN_PROXIMITY]
@@ -238,8 +247,8 @@ def run(ctx: Context) -> Outcome:
         "max_link_gap_ns": MAX_LINK_GAP_NS,
         "min_occurrences": MIN_OCCURRENCES,
         "min_proximity": MIN_PROXIMITY,
-        "short_kernels": int(short.sum()),
-        "short_kernel_ns_total": int(dur[short].sum()),
+        "short_kernels": short_kernels,
+        "short_kernel_ns_total": short_ns,
         "candidates_found": int(len(cand)),
         "candidates": records,
     }

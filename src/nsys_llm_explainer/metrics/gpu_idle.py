@@ -30,7 +30,6 @@ from nsys_llm_explainer.analysis.busy import (
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.columns import Columns
 
 HISTOGRAM_EDGES_NS = (10_000, 100_000, 1_000_000, 10_000_000)
 HISTOGRAM_LABELS = ("<10us", "10-100us", "0.1-1ms", "1-10ms", ">10ms")
@@ -40,14 +39,15 @@ DEVICE_COLUMNS = ("device_id", "window_start_ns", "window_end_ns", "busy_ns", "i
 GAP_COLUMNS = ("device_id", "start_ns", "end_ns", "duration_ns")
 
 
-def _source_busy(w: Columns, dev: int, sources: tuple[int, ...]) -> int:
-    mine = (w.device == dev) & np.isin(w.source, sources)
-    return intervals.union_length(w.start[mine], w.end[mine])
+def _source_busy(w: dict[str, np.ndarray], dev: int, sources: tuple[int, ...]) -> int:
+    mine = (w["device"] == dev) & np.isin(w["source"], sources)
+    return intervals.union_length(w["start"][mine], w["end"][mine])
 
 
 def run(ctx: Context) -> Outcome:
-    w = gpu_work(ctx.data)
-    if not np.isin(w.source, (KERNEL, GRAPH)).any():
+    work = gpu_work(ctx.data)
+    w = {name: work[name] for name in ("device", "source", "start", "end")}  # each read once
+    if not np.isin(w["source"], (KERNEL, GRAPH)).any():
         return METRIC.skipped(NO_KERNELS)
     min_gap = int(round(ctx.options.min_gap_us * 1000))
     devices, gap_frames, histograms = [], [], []
@@ -81,9 +81,20 @@ def run(ctx: Context) -> Outcome:
             "device_id": np.full(int(keep.sum()), dev, dtype=np.int64),
             "start_ns": busy.gap_start[keep], "end_ns": busy.gap_end[keep], "duration_ns": gap_len[keep],
         }))
+    del w
+    # Built in (device, start) order, the table's order; the longest gaps (ties: device,
+    # start) are found with a stable sort of the keys, copying only the rows listed.
     gaps = pd.concat(gap_frames, ignore_index=True) if gap_frames else pd.DataFrame(columns=list(GAP_COLUMNS))
-    gaps = gaps.sort_values(["duration_ns", "device_id", "start_ns"], ascending=[False, True, True], kind="stable")
-    top = gaps.head(ctx.options.max_gaps)
+    del gap_frames
+    if len(gaps):
+        order = np.lexsort((
+            gaps["start_ns"].to_numpy(np.int64), gaps["device_id"].to_numpy(np.int64),
+            -gaps["duration_ns"].to_numpy(np.int64),
+        ))
+        top = gaps.iloc[order[: ctx.options.max_gaps]]
+        del order
+    else:
+        top = gaps
     launches, unplaced = graph_launches(ctx.data)
     data = {
         "min_gap_ns": min_gap,
@@ -96,7 +107,7 @@ def run(ctx: Context) -> Outcome:
     }
     tables = (
         Table("gpu_idle", DEVICE_COLUMNS, pd.DataFrame(devices, columns=list(DEVICE_COLUMNS))),
-        Table("gpu_idle_gaps", GAP_COLUMNS, gaps.sort_values(["device_id", "start_ns"], kind="stable")),
+        Table("gpu_idle_gaps", GAP_COLUMNS, gaps),
     )
     return MetricResult(METRIC.id, data, tables)
 

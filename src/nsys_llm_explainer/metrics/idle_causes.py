@@ -87,7 +87,7 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
     count = np.bincount(dominant, minlength=len(CAUSES)) if len(dominant) else np.zeros(len(CAUSES), np.int64)
     w0, w1 = device_busy(ctx.data)[gc.device_id].window
     window = w1 - w0
-    refill = gc.refill_ns[gc.refill_ns != NO_REFILL]
+    refill = gc.refill_ns
     p = percentiles(refill, (50, 90))
     return {
         "device_id": gc.device_id,
@@ -165,7 +165,8 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
     per_cause = gc.cause_ns(keep)
     for i, c in enumerate(CAUSES):
         cols[f"{c}_ns"] = per_cause[i]
-    cols["refill_ns"] = np.where(gc.refill_ns[keep] >= 0, gc.refill_ns[keep], pd.NA)
+    refill = gc.refill_of(keep)
+    cols["refill_ns"] = np.where(refill != NO_REFILL, refill, pd.NA)
     cols["next_kernel_queued"] = gc.queued[keep]
     cols["copy_ahead"] = gc.copy_ahead[keep]
     cols["next_call"] = gc.next_call[keep]
@@ -193,6 +194,13 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
 
 
+def _by_device_and_start(gaps: pd.DataFrame) -> pd.DataFrame:
+    """`gaps` in (device, start) order; it is built in that order, and then is not copied."""
+    dev, start = gaps["device_id"].to_numpy(np.int64), gaps["start_ns"].to_numpy(np.int64)
+    ordered = bool(((dev[1:] > dev[:-1]) | ((dev[1:] == dev[:-1]) & (start[1:] >= start[:-1]))).all())
+    return gaps if ordered else gaps.sort_values(["device_id", "start_ns"], kind="stable")
+
+
 def steady_start(ctx: Context) -> int | None:
     """Where the steady part of the capture begins (capture metric), or None."""
     cap = ctx.result("capture")
@@ -215,13 +223,18 @@ def run(ctx: Context) -> Outcome:
     gaps = (
         pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*GAP_COLUMNS, "next_call"])
     )
-    top = (
-        gaps.sort_values(
-            ["duration_ns", "device_id", "start_ns"], ascending=[False, True, True], kind="stable"
-        )
-        .head(ctx.options.max_gaps)
-        .reset_index(drop=True)
-    )
+    del frames
+    # The longest gaps (ties: device, then start): a stable sort of the three keys, of which
+    # only the first rows are copied (the table can hold millions of gaps).
+    if len(gaps):
+        order = np.lexsort((
+            gaps["start_ns"].to_numpy(np.int64), gaps["device_id"].to_numpy(np.int64),
+            -gaps["duration_ns"].to_numpy(np.int64),
+        ))
+        top = gaps.iloc[order[: ctx.options.max_gaps]].reset_index(drop=True)
+        del order
+    else:
+        top = gaps.head(0).reset_index(drop=True)
     top = top.assign(nvtx_range=_nvtx_at_gaps(ctx, top)).drop(columns=["next_call"])
     rows = [{"device_id": d["device_id"], **c} for d in devices for c in d["causes"]]
     data = {
@@ -233,11 +246,7 @@ def run(ctx: Context) -> Outcome:
     }
     tables = (
         Table("idle_causes", CAUSE_COLUMNS, pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))),
-        Table(
-            "idle_causes_gaps",
-            GAP_COLUMNS,
-            gaps.sort_values(["device_id", "start_ns"], kind="stable"),
-        ),
+        Table("idle_causes_gaps", GAP_COLUMNS, _by_device_and_start(gaps)),
     )
     return MetricResult(METRIC.id, data, tables)
 

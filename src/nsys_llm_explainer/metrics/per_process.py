@@ -14,7 +14,6 @@ from nsys_llm_explainer.metrics.top_kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.metrics.top_kernels import csv_frame, kernel_table
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
-PID_MAX = 4_194_304  # Linux's largest possible pid (2^22)
 TOP_KERNELS_PER_PID = 10
 COLUMNS = ("pid", "kernel_count", "kernel_ns", "pct_of_kernel_time", "devices",
            "launches_per_s", "blocking_sync_ns", "nvtx_ranges")
@@ -26,14 +25,6 @@ def _by_pid(ctx: Context, metric: str, key: str) -> dict[int, Any]:
     if res is None:
         return {}
     return {int(r["pid"]): r[key] for r in res.data.get("processes", [])}
-
-
-def plausibility_warning(pids: np.ndarray, gpids: np.ndarray) -> str | None:
-    bad = ((pids == 0) & (gpids > 0)) | (pids > PID_MAX) | (pids < 0)
-    if bad.any():
-        return (f"{int(bad.sum())} kernels decode to an implausible pid (0, negative or > {PID_MAX}); "
-                "globalPid may not follow the usual (pid << 24) layout, so per-process figures are uncertain")
-    return None
 
 
 def run(ctx: Context) -> Outcome:
@@ -77,8 +68,8 @@ def run(ctx: Context) -> Outcome:
             "nvtx_ranges": nvtx_counts.get(int(pid), 0),
         })
     processes.sort(key=lambda r: (-r["kernel_ns"], r["pid"]))
-    # gpid: Nsight Systems only; other formats say in their own terms why a pid is not real.
-    warning = plausibility_warning(k.pid, k.gpid) if "gpid" in k else ctx.data.kernel_pid_note(k.pid)
+    # Each format says in its own terms why a pid is not real (Nsight Systems: globalPid).
+    warning = ctx.data.kernel_pid_note(k.pid)
     data = {
         "processes": processes,
         "top_kernels": by_pid.to_dict("records"),

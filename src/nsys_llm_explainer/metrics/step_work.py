@@ -60,16 +60,21 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
         order = np.argsort(group, kind="stable")  # rows in time order already: group them only
     else:
         order = np.lexsort((start, group))
-    g, s, e = group[order], start[order], end[order]
+    g = group[order]
+    s, e = start[order].astype(np.int64), end[order].astype(np.int64)
+    del order
     lo = int(min(s.min(), e.min()))
     span = int(max(s.max(), e.max())) - lo + 1
     # Groups laid end to end on one axis (group * span): a running maximum never crosses
     # from one group into the next, so one sweep merges every group at once.
     off = g.astype(np.int64) * span - lo
-    s2, e2 = s + off, np.maximum.accumulate(e + off)
-    begins = np.flatnonzero(np.r_[True, s2[1:] > e2[:-1]])
-    ends = np.r_[begins[1:] - 1, len(s2) - 1]
-    lengths = e2[ends] - s2[begins]
+    s += off
+    e += off
+    del off
+    np.maximum.accumulate(e, out=e)
+    begins = np.flatnonzero(np.r_[True, s[1:] > e[:-1]])
+    ends = np.r_[begins[1:] - 1, len(s) - 1]
+    lengths = e[ends] - s[begins]
     return np.bincount(g[begins], weights=lengths, minlength=ngroups).astype(np.int64)
 
 
@@ -77,7 +82,7 @@ def assign(data: TraceData, steps: pd.DataFrame) -> np.ndarray:
     """Per kernel: the row of `steps` (pid, start_ns, end_ns) whose window holds its launch
     call's start (its own start without a launch call), or -1."""
     k = data.kernels()
-    out = np.full(len(k), -1, dtype=np.int64)
+    out = np.full(len(k), -1, dtype=np.int32 if len(steps) < 2**31 else np.int64)
     if len(k) == 0 or steps.empty:
         return out
     try:
@@ -168,11 +173,13 @@ def run(ctx: Context) -> Outcome:
     n = len(steps)
     kstep = assign(ctx.data, steps)
     inside = kstep >= 0
-    st = kstep[inside]
-    dur = k.dur[inside]
+    st = kstep[inside].astype(np.int64)
+    start, end = k.start[inside], k.end[inside]
+    dur = end - start
     kernel_ns = np.bincount(st, weights=dur, minlength=n).astype(np.int64)
     kernels = np.bincount(st, minlength=n).astype(np.int64)
-    busy = grouped_union(st, k.start[inside], k.end[inside], n)
+    busy = grouped_union(st, start, end, n)
+    del start, end
     host = _host_ns(ctx.data, steps, kstep)
     host_reason = host if isinstance(host, str) else None
     host_arr = host if isinstance(host, np.ndarray) else np.full(n, -1, dtype=np.int64)

@@ -30,7 +30,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis import intervals, step_units
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
+from nsys_llm_explainer.analysis.launch_pairs import launch_first_kernels
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
 from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
@@ -160,8 +160,7 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
         latency_ns=frame["end_ns"] - frame["start_ns"],
         kernels=np.bincount(kernel_step[hit], minlength=n),
     )
-    pairs = launch_pairs(ctx.data)
-    pstep = kernel_step[pairs.kernel]
+    pstep = kernel_step[launch_first_kernels(ctx.data)]
     frame["launches"] = np.bincount(pstep[pstep >= 0], minlength=n)
     busy = np.zeros(n, dtype=np.int64)
     for pid in np.unique(frame["pid"]).tolist():

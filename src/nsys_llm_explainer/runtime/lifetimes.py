@@ -20,7 +20,11 @@ READERS: dict[str, tuple[str, ...]] = {
         "compute_efficiency", "ncu_plan", "step_work",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
-    "launch_pairs": ("launch_overhead", "boundness", "idle_causes", "steps"),
+    # The idle split per device and the merged device work it is cut from.
+    "gap_causes": ("idle_causes", "steps", "host_patterns", "timeline"),
+    "device_busy": ("gpu_idle", "capture", "communication", "idle_causes", "steps", "timeline"),
+    "launch_pairs": ("launch_overhead", "boundness"),
+    "launch_first_kernels": ("steps",),
     "kernel_launch_index": (
         "gpu_idle", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "critical_path", "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
@@ -38,12 +42,12 @@ READERS: dict[str, tuple[str, ...]] = {
     "graph_calls_by_correlation": ("critical_path",),
     "graph_peer_waits": ("critical_path",),
     "comm_mask": ("communication", "idle_causes", "steps", "host_patterns", "step_work"),
-    # The device work and its launch calls: gap_causes and device_busy (kept to the end, for
-    # timeline) are built from them by then.
-    "gpu_work": ("gpu_idle", "idle_causes", "steps", "communication"),
-    "work_calls": ("gpu_idle", "idle_causes", "steps"),
-    "work_launch_times": ("idle_causes", "steps"),
-    "transfer_union:": ("gpu_idle", "idle_causes", "steps"),
+    # The device work and its launch calls: gap_causes (which steps reads) and device_busy are
+    # built from them by then.
+    "gpu_work": ("gpu_idle", "communication", "idle_causes"),
+    "work_calls": ("gpu_idle", "idle_causes"),
+    "work_launch_times": ("idle_causes",),
+    "transfer_union:": ("gpu_idle", "idle_causes"),
     "operator_attribution": ("operators", "compute_efficiency"),
     # compute_sources / compute_count (FLOPs per call) and the peaks per device
     "compute_instances": ("compute_efficiency", "model_utilization"),
@@ -58,8 +62,8 @@ READERS: dict[str, tuple[str, ...]] = {
 
 class Releases:
     """Which keys to release as metrics finish, in any order: a key goes once every
-    registered reader of it has finished. Run in REGISTRY order, that is right after its
-    last reader. A key none of whose readers is registered is never released."""
+    registered reader of it has finished. Run in run order (metrics.in_run_order), that is
+    right after its last reader. A key none of whose readers is registered is never released."""
 
     def __init__(self, metric_ids: Iterable[str]) -> None:
         ids = set(metric_ids)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
+from nsys_llm_explainer.runtime import alloc
 from nsys_llm_explainer.runtime.lifetimes import Releases
 
 RunOne = Callable[[Metric, Context], Outcome]
@@ -35,7 +36,10 @@ def run_metrics(metrics: Sequence[Metric], ctx: Context, run_one: RunOne) -> dic
     results: dict[str, Outcome] = {}
     for metric in metrics:
         results[metric.id] = run_one(metric, _view(ctx, metric, results))
-        ctx.data.release(*releases.finished(metric.id))
+        released = releases.finished(metric.id)
+        if released:
+            ctx.data.release(*released)
+            alloc.release_free_memory()
     return results
 
 

@@ -327,8 +327,7 @@ class TraceData:
 
     def kernel_pid_note(self, pids: np.ndarray) -> str | None:
         """Why some kernels' pids (kernels().pid) are not real processes, in this format's
-        terms; None when all are. Sources whose kernels carry a globalPid (gpid) are checked
-        by per_process itself."""
+        terms; None when all are."""
         bad = int((pids < 0).sum())
         return f"{bad:,} kernels belong to no known process (pid -1)" if bad else None
 

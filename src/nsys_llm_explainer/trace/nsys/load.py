@@ -230,7 +230,17 @@ class NsysTraceData(TraceData):
                 select[key] = int_or(col)
         cols = self._load(table, select, ("start", "end", "deviceId"))
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
-        return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+        # Held through most of the run: dur is computed when read, and globalPid, once
+        # decoded and checked, is not kept (kernel_pid_note says what it found).
+        self.put("kernel_implausible_pids", ids.implausible_pids(cols.gpid))
+        return Columns(
+            table, {**cols.without("gpid").cols, "pid": ids.pids(cols.gpid)},
+            derived=("dur",),
+        )
+
+    def kernel_pid_note(self, pids: np.ndarray) -> str | None:
+        self.kernels()
+        return ids.implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
         wanted = np.unique(name_ids).tolist()

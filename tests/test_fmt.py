@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from nsys_llm_explainer import fmt
 from nsys_llm_explainer.model import round_pct
 
 
@@ -64,3 +65,11 @@ def test_sizes_read_with_three_significant_digits(nbytes, text) -> None:
     from nsys_llm_explainer import fmt
 
     assert fmt.size(nbytes) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (4.3, "4.3%"), (95.0, "95.0%"), (99.94, "99.9%"), (99.96, "100%"), (100.0, "100%"), (151.59, "152%"),
+    (0.04, "0.0%"), (None, "n/a"),
+])
+def test_shares_keep_three_significant_digits_at_most(value, text):
+    assert fmt.pct(value) == text

@@ -9,7 +9,7 @@ decimals, us() or ms(), keeping full precision; a value reaching HAND_OVER of th
 (10,000 µs, 10,000 ms) is written in the next unit up with fixed decimals (421.287 ms,
 9.774 s), never as "421,287.3 µs".
 Microseconds are written "µs". sig() writes any other figure (GB/s, TFLOPS) the same way;
-percentages keep one decimal (4.3%); sizes three significant digits (47.5 GiB).
+percentages keep one decimal (4.3%) below 100% and none from there (100%); sizes three significant digits (47.5 GiB).
 """
 
 from __future__ import annotations
@@ -83,9 +83,14 @@ def dur(ns: object) -> str:
 
 
 def pct(value: object) -> str:
+    """One decimal (4.3%, 95.0%), none from 100% on (100%, 152%): three significant digits
+    where the decimal would make a fourth."""
     if value is None:
         return "n/a"
-    return f"{float(value):.1f}%"  # type: ignore[arg-type]
+    v = float(value)  # type: ignore[arg-type]
+    if abs(v) >= 99.95:
+        return f"{v:,.0f}%"
+    return f"{v:.1f}%"
 
 
 def num(value: object) -> str:

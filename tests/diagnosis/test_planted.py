@@ -80,7 +80,7 @@ def test_exposed_nccl_on_the_compute_stream(build: Build) -> None:
     assert (d.verdict, d.primary.kind, d.primary.devices) == ("mixed", "communication", (0, 1))
     assert d.primary.impact_ns == 2 * 30 * 600 * US
     assert d.second["kind"] == "compute" and d.confidence.value == "low"
-    assert "54.5% of the time is lost to communication" in d.summary and "busy 100.0%" in d.summary
+    assert "54.5% of the time is lost to communication" in d.summary and "busy 100%" in d.summary
     assert first(r) == "NLE307" and r.findings[0].impact_ns == 2 * 30 * 600 * US
     assert sum(f.severity is Severity.HIGH for f in r.findings) == 1  # one cause, one loud finding
     assert sum("18.0 ms of communication on its compute stream" in e for e in r.findings[0].evidence) == 2
@@ -106,7 +106,7 @@ def test_fp32_gemms(build: Build) -> None:
     f = r.findings[0]
     # 200 FP32 GEMMs of 400 us in a window of 200 x 450 us: 88.9%, all of the GEMM time.
     assert (f.rule_id, f.severity, f.impact_ns) == ("NLE323", Severity.HIGH, 200 * 400 * US)
-    assert f.impact_pct == round(100 * 400 / 450, 2) and "100.0% of GPU 0's GEMM time" in f.title
+    assert f.impact_pct == round(100 * 400 / 450, 2) and "100% of GPU 0's GEMM time" in f.title
     assert "'...gemm_f32f32_f32f32...' (float32 operands)" in f.evidence[0]
     assert "'...warpsize1x4x1_ffma_aligna4...' (no tensor cores)" in f.evidence[0]
     assert not [x for x in r.findings if x.rule_id == "NLE101"]  # NLE323 reports that kernel
@@ -117,7 +117,7 @@ def test_fp32_convolutions_on_a_volta_gpu(build: Build) -> None:
     f = next(x for x in r.findings if x.rule_id == "NLE323")
     # 200 x (300 + 100) us of cuDNN's templated FP32 kernels, all of the convolution time.
     assert (f.severity, f.impact_ns) == (Severity.HIGH, 200 * 400 * US)
-    assert "100.0% of GPU 0's convolution time" in f.title and f.title.startswith("Float32 convolutions")
+    assert "100% of GPU 0's convolution time" in f.title and f.title.startswith("Float32 convolutions")
     assert any("Tesla V100-SXM2-32GB (Volta)" in e for e in f.evidence)
     # Volta has no TF32 or BF16: FP16 autocast with a gradient scaler, nothing else.
     assert "torch.float16" in f.recommendation[0] and "GradScaler" in f.recommendation[0]

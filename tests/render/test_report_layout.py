@@ -105,7 +105,11 @@ def test_key_numbers_come_from_the_diagnosis(built):
     if primary is None:
         assert "Primary bottleneck" not in keys
     elif not primary["devices"]:  # how the run went: no GPU time at stake
-        assert keys["Primary bottleneck"] == md(f"{primary['kind']}: {primary['evidence'][0]}")
+        # in words, never the id: "the program failed: stdout: ERROR: ..."
+        words = {"program_failed": "the program failed", "killed": "the program was killed",
+                 "profiler_failed": "the profiler failed to attach", "cuda_not_traced": "CUDA was not traced",
+                 "kernels_not_recorded": "kernels were launched but not recorded", "no_kernels": "no kernel ran"}
+        assert keys["Primary bottleneck"] == md(f"{words[primary['kind']]}: {primary['evidence'][0]}")
     else:
         where = gpus(primary["devices"])
         assert keys["Primary bottleneck"].startswith(

@@ -166,7 +166,7 @@ def test_timeline_table_averages_bins():
     data["devices"][0]["busy_pct"] = [100.0] * 20 + [None, 0.0] * 10
     headers, rows = timeline.segment_rows(data)
     assert headers == ("Time since first kernel", "GPU 0 busy")
-    assert [r[1] for r in rows] == ["100.0%"] * 10 + ["0.0%"] * 10
+    assert [r[1] for r in rows] == ["100%"] * 10 + ["0.0%"] * 10
 
 
 def test_top_kernels_escapes_and_colours_by_category():

@@ -9,7 +9,7 @@ from typing import Any
 from nsys_llm_explainer.diagnosis import host_work
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.verdict import metric, readback_text
-from nsys_llm_explainer.fmt import dur, sig, size
+from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Outcome
 
@@ -232,7 +232,7 @@ MIX_WORDS = {
 
 
 def _pct(x: float) -> str:
-    return f"{x:.1f}%"
+    return pct(x)
 
 
 def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:

@@ -72,6 +72,15 @@ WORKLOAD_WORDS = {
 MODEL_WORDS = {"recommendation": ", a recommendation model", "cnn": ", a convolutional network"}
 # Primary kinds that say how the run went, with no GPU time at stake (diagnosis/outcome.py).
 RUN_KINDS = ("program_failed", "killed", "profiler_failed", "cuda_not_traced", "kernels_not_recorded", "no_kernels")
+# How the run ended, in words, for the key numbers (the id stays in report.json).
+RUN_WORDS = {
+    "program_failed": "the program failed",
+    "killed": "the program was killed",
+    "profiler_failed": "the profiler failed to attach",
+    "cuda_not_traced": "CUDA was not traced",
+    "kernels_not_recorded": "kernels were launched but not recorded",
+    "no_kernels": "no kernel ran",
+}
 
 
 def workload_words(kind: str) -> str:
@@ -229,7 +238,8 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     primary = diag.get("primary")
     if primary is not None and primary["kind"] in RUN_KINDS:
         first = primary["evidence"][0] if primary["evidence"] else ""
-        rows.append(("Primary bottleneck", f"{primary['kind']}: {first}" if first else primary["kind"]))
+        words = RUN_WORDS.get(primary["kind"], primary["kind"])
+        rows.append(("Primary bottleneck", f"{words}: {first}" if first else words))
     elif primary is not None:
         where = devices_text(list(primary["devices"]))
         rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} "

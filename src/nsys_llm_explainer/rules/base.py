@@ -104,7 +104,8 @@ class Rule:
 
 
 def pct(value: float) -> str:
-    return f"{value:.1f}%"
+    """A share in finding text (fmt.pct: 4.3%, 100%)."""
+    return fmt.pct(value)
 
 
 def ms(ns: int | float) -> str:

@@ -71,6 +71,7 @@ class Rule:
 
     def finding(
         self,
+        *,
         severity: Severity,
         confidence: Confidence,
         evidence: Sequence[str],
@@ -96,11 +97,17 @@ class Rule:
         )
 
     def note(
-        self, confidence: Confidence, evidence: Sequence[str], recommendation: Sequence[str],
+        self, *, confidence: Confidence, evidence: Sequence[str], recommendation: Sequence[str],
         title: str | None = None,
     ) -> Finding:
         """A note about the capture or the data: no GPU time at stake, severity INFO."""
-        return self.finding(Severity.INFO, confidence, evidence, recommendation, title)
+        return self.finding(
+            severity=Severity.INFO,
+            confidence=confidence,
+            evidence=evidence,
+            recommendation=recommendation,
+            title=title,
+        )
 
 
 def pct(value: float) -> str:

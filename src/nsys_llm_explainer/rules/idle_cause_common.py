@@ -172,6 +172,12 @@ def cause_finding(
                         "start-up's (NLE216)")
     severity, confidence, lines = hidden_graphs_cap(view, severity, confidence, lines)
     return rule.finding(
-        severity, confidence, lines, recommendations, title=text,
-        affected=affected, impact=(ns, pct), cause=cause,
+        severity=severity,
+        confidence=confidence,
+        evidence=lines,
+        recommendation=recommendations,
+        title=text,
+        affected=affected,
+        impact=(ns, pct),
+        cause=cause,
     )

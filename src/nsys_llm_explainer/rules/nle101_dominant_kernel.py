@@ -165,16 +165,32 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                             "the hardware)")
             severity = band(impact[1])
             if severity is not None:
-                yield rule.finding(severity, Confidence.MEDIUM, evidence, recommendation, title=title,
-                                   affected=affected, impact=impact, cause="compute")
+                yield rule.finding(
+                    severity=severity,
+                    confidence=Confidence.MEDIUM,
+                    evidence=evidence,
+                    recommendation=recommendation,
+                    title=title,
+                    affected=affected,
+                    impact=impact,
+                    cause="compute",
+                )
                 continue
         else:
             evidence.append("its roof is not known (no operand shapes in the trace): how much of its time "
                             "could be saved is not measured")
-        yield rule.note(Confidence.HIGH, evidence, recommendation, title=title)
+        yield rule.note(
+            confidence=Confidence.HIGH,
+            evidence=evidence,
+            recommendation=recommendation,
+            title=title,
+        )
 
 
 RULE = Rule(
-    "NLE101", "dominant-kernel", "One kernel dominates its GPU's time", check,
-    ("top_kernels", "categories", "compute_efficiency", "gemm_precision"),
+    id="NLE101",
+    name="dominant-kernel",
+    title="One kernel dominates its GPU's time",
+    check=check,
+    metric_ids=("top_kernels", "categories", "compute_efficiency", "gemm_precision"),
 )

@@ -49,5 +49,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         yield f
 
 
-RULE = Rule("NLE103", "blocking-sync", "GPU idle behind blocking synchronization", check,
-            ("idle_causes", "host_patterns"))
+RULE = Rule(
+    id="NLE103",
+    name="blocking-sync",
+    title="GPU idle behind blocking synchronization",
+    check=check,
+    metric_ids=("idle_causes", "host_patterns"),
+)

@@ -43,12 +43,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         f"{shorten(n, 40)}: {ms(v)}" for n, v in sorted(rows, key=lambda r: -r[1])[1:4]
     )
     yield rule.note(
-        Confidence.MEDIUM if source == "phase map" else Confidence.LOW,
-        [
+        confidence=Confidence.MEDIUM if source == "phase map" else Confidence.LOW,
+        evidence=[
             f"{shorten(name, 60)}: {ms(ns)} of {ms(total)} kernel time attributed to {source}",
             f"others: {others}",
         ],
-        [
+        recommendation=[
             f'Optimize inside "{shorten(name, 60)}" first: the other phases cannot move the total much.'
         ],
         title=f'Phase "{shorten(name, 60)}" takes {pct(share)} of attributed kernel time',
@@ -56,5 +56,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE105", "phase-dominates", "One phase dominates kernel time", check, ("nvtx_attribution",)
+    id="NLE105",
+    name="phase-dominates",
+    title="One phase dominates kernel time",
+    check=check,
+    metric_ids=("nvtx_attribution",),
 )

@@ -38,15 +38,15 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if cov >= threshold:
         return
     yield rule.note(
-        Confidence.HIGH,
-        [
+        confidence=Confidence.HIGH,
+        evidence=[
             f"{ms(res.data['attributed_ns'])} of {ms(launched_ns)} kernel time attributed "
             f"(threshold {pct(100 * threshold)})"
             + (f"; the {res.data['kernels_without_launch']:,} kernels without a launch call (NLE202) "
                "are left out" if res.data["kernels_without_launch"] else ""),
             f"{res.data['kernels_outside_ranges']:,} kernels were launched outside any range",
         ],
-        _advice(view),
+        recommendation=_advice(view),
         title=f"NVTX ranges cover only {pct(100 * cov)} of kernel time",
     )
 
@@ -57,5 +57,9 @@ def _advice(view: RuleInput) -> tuple[str, ...]:
 
 
 RULE = Rule(
-    "NLE106", "low-nvtx-coverage", "Low NVTX coverage of kernel time", check, ("nvtx_attribution",)
+    id="NLE106",
+    name="low-nvtx-coverage",
+    title="Low NVTX coverage of kernel time",
+    check=check,
+    metric_ids=("nvtx_attribution",),
 )

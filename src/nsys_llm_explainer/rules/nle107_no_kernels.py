@@ -93,7 +93,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         "killed": FAILED_ADVICE,
         "no_kernels": NO_KERNEL_ADVICE + recipe(view.workload)[1:],
     }.get(outcome or "", recipe(view.workload))
-    yield rule.note(Confidence.HIGH, _evidence(run, skipped.reason), advice)
+    yield rule.note(
+        confidence=Confidence.HIGH,
+        evidence=_evidence(run, skipped.reason),
+        recommendation=advice,
+    )
 
 
-RULE = Rule("NLE107", "no-kernels", "No CUDA kernels were captured", check, ("top_kernels",))
+RULE = Rule(
+    id="NLE107",
+    name="no-kernels",
+    title="No CUDA kernels were captured",
+    check=check,
+    metric_ids=("top_kernels",),
+)

@@ -25,11 +25,11 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if skipped is None:
         return
     yield rule.note(
-        Confidence.HIGH,
-        [skipped.reason],
-        advice("nvtx", view.workload),
+        confidence=Confidence.HIGH,
+        evidence=[skipped.reason],
+        recommendation=advice("nvtx", view.workload),
         title="No NVTX ranges: kernel time cannot be split into phases",
     )
 
 
-RULE = Rule("NLE108", "no-nvtx", "No NVTX ranges", check, ("nvtx_ranges",))
+RULE = Rule(id="NLE108", name="no-nvtx", title="No NVTX ranges", check=check, metric_ids=("nvtx_ranges",))

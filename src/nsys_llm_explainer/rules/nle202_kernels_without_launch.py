@@ -29,17 +29,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     d = res.data
     yield rule.note(
-        Confidence.HIGH,
-        [
+        confidence=Confidence.HIGH,
+        evidence=[
             f"{d['kernels_without_launch']:,} of {d['kernels']:,} kernels; launch and queue "
             "figures "
             f"cover the other {d['kernels_with_launch']:,}"
         ],
-        [capture_hint(view.schema.format_id, "launches") or ""],
+        recommendation=[capture_hint(view.schema.format_id, "launches") or ""],
         title=f"{pct(d['kernels_without_launch_pct'])} of kernels have no launch call in the trace",
     )
 
 
 RULE = Rule(
-    "NLE202", "kernels-without-launch", "Kernels without a launch call", check, ("launch_overhead",)
+    id="NLE202",
+    name="kernels-without-launch",
+    title="Kernels without a launch call",
+    check=check,
+    metric_ids=("launch_overhead",),
 )

@@ -23,12 +23,12 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     n = res.data["skew_clamped"]
     yield rule.note(
-        Confidence.MEDIUM,
-        [
+        confidence=Confidence.MEDIUM,
+        evidence=[
             f"{n:,} of {res.data['launch_calls']:,} launch calls; their launch-to-start latency is "
             "clamped to 0, and host-GPU timings of about a microsecond are unreliable in this trace"
         ],
-        [
+        recommendation=[
             "Re-capture with a recent Nsight Systems; keep the clock source the default (no custom "
             "--timestamp settings) so CPU and GPU timestamps share one time base."
         ],
@@ -37,5 +37,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE203", "clock-skew", "Kernels start before their launch call", check, ("launch_overhead",)
+    id="NLE203",
+    name="clock-skew",
+    title="Kernels start before their launch call",
+    check=check,
+    metric_ids=("launch_overhead",),
 )

@@ -82,4 +82,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         yield f
 
 
-RULE = Rule("NLE208", "idle-transfer", "GPU idle while copying", check, ("idle_causes", "host_patterns"))
+RULE = Rule(
+    id="NLE208",
+    name="idle-transfer",
+    title="GPU idle while copying",
+    check=check,
+    metric_ids=("idle_causes", "host_patterns"),
+)

@@ -54,6 +54,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE209", "idle-launch-bound", "GPU idle behind kernel launches", check,
-    ("idle_causes", "launch_storm", "launch_overhead", "boundness"),
+    id="NLE209",
+    name="idle-launch-bound",
+    title="GPU idle behind kernel launches",
+    check=check,
+    metric_ids=("idle_causes", "launch_storm", "launch_overhead", "boundness"),
 )

@@ -45,4 +45,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         yield f
 
 
-RULE = Rule("NLE210", "idle-host-work", "GPU idle behind host work", check, ("idle_causes", "boundness"))
+RULE = Rule(
+    id="NLE210",
+    name="idle-host-work",
+    title="GPU idle behind host work",
+    check=check,
+    metric_ids=("idle_causes", "boundness"),
+)

@@ -29,12 +29,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     share = 100.0 * ns / window
     yield rule.note(
-        Confidence.HIGH,
-        [f"{ms(ns)} on {sum(1 for v in per_device.values() if v)} GPU(s) outside the host's captured activity"],
-        ["Start the capture before and end it after the work you study, so the host calls that "
-         "feed the GPU are inside the window."],
+        confidence=Confidence.HIGH,
+        evidence=[
+            f"{ms(ns)} on {sum(1 for v in per_device.values() if v)} GPU(s) outside the host's captured activity"
+        ],
+        recommendation=[
+            "Start the capture before and end it after the work you study, so the host calls that "
+            "feed the GPU are inside the window."
+        ],
         title=f"{share:.1f}% of the GPU time lies where the host is not visible",
     )
 
 
-RULE = Rule("NLE211", "idle-capture-edge", "GPU idle at the capture edges", check, ("idle_causes",))
+RULE = Rule(
+    id="NLE211",
+    name="idle-capture-edge",
+    title="GPU idle at the capture edges",
+    check=check,
+    metric_ids=("idle_causes",),
+)

@@ -87,16 +87,28 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if cause is not None:  # the gaps are the same time the cause's own finding reports
             evidence.append(f"the slow steps' gaps are {cause} time ({ms(excess)} beyond the median), "
                             "at stake in that cause's own finding, not here")
-            yield rule.note(Confidence(d["confidence"]), evidence, RECOMMENDATION, title=title)
+            yield rule.note(
+                confidence=Confidence(d["confidence"]),
+                evidence=evidence,
+                recommendation=RECOMMENDATION,
+                title=title,
+            )
             continue
         yield rule.finding(
-            severity,
-            Confidence(d["confidence"]),
-            evidence,
-            RECOMMENDATION,
+            severity=severity,
+            confidence=Confidence(d["confidence"]),
+            evidence=evidence,
+            recommendation=RECOMMENDATION,
             title=title,
-            affected=affected, impact=impact,
+            affected=affected,
+            impact=impact,
         )
 
 
-RULE = Rule("NLE212", "slow-steps", "Steps much slower than the median", check, ("steps",))
+RULE = Rule(
+    id="NLE212",
+    name="slow-steps",
+    title="Steps much slower than the median",
+    check=check,
+    metric_ids=("steps",),
+)

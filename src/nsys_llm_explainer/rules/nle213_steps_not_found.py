@@ -32,11 +32,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     else:
         return
     yield rule.note(
-        Confidence.HIGH,
-        evidence,
-        advice("steps", view.workload),
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=advice("steps", view.workload),
         title=title,
     )
 
 
-RULE = Rule("NLE213", "steps-not-found", "Steps not identified", check, ("steps",))
+RULE = Rule(
+    id="NLE213",
+    name="steps-not-found",
+    title="Steps not identified",
+    check=check,
+    metric_ids=("steps",),
+)

@@ -86,13 +86,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if not rb.get("groups") and rb["ranges"]:
         evidence.append("around: " + ", ".join(f"{r['range']!r} x{r['count']:,}" for r in rb["ranges"][:3]))
     if severity is None:  # they hold the host, but the GPU idle they provably cause is small
-        yield rule.note(Confidence.MEDIUM, evidence, advice("sync", view.workload),
-                        title=f"{rb['count']:,} read-backs hold the host while the GPU waits on other work")
+        yield rule.note(
+            confidence=Confidence.MEDIUM,
+            evidence=evidence,
+            recommendation=advice("sync", view.workload),
+            title=f"{rb['count']:,} read-backs hold the host while the GPU waits on other work",
+        )
         return
     yield rule.finding(
-        severity, Confidence.HIGH, evidence, advice("sync", view.workload),
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=advice("sync", view.workload),
         title=f"{rb['count']:,} read-backs stall the GPU ({share:.1f}% of {where(affected)} time)",
-        affected=affected, impact=(ns, share), cause="sync",
+        affected=affected,
+        impact=(ns, share),
+        cause="sync",
     )
 
 
@@ -111,4 +120,10 @@ def _holding(view: RuleInput, rb: dict[str, Any]) -> str | None:
             "the host from using")
 
 
-RULE = Rule("NLE214", "scalar-readbacks", "Read-backs stall the GPU", check, ("host_patterns",))
+RULE = Rule(
+    id="NLE214",
+    name="scalar-readbacks",
+    title="Read-backs stall the GPU",
+    check=check,
+    metric_ids=("host_patterns",),
+)

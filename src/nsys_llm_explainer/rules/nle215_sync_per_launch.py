@@ -38,11 +38,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         ", ".join(f"{a['api']} x{a['calls']:,}" for a in spl["apis"]) + f" on {spl['threads']} thread(s)",
     ]
     yield rule.finding(
-        severity, Confidence.HIGH, evidence, advice("sync", view.workload),
-        title=f"One synchronize per launch: {spl['syncs']:,} syncs for {spl['launches']:,} launches "
-        f"({share:.1f}% of {where(affected)} time)",
-        affected=affected, impact=(ns, share), cause="sync",
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=advice("sync", view.workload),
+        title=(f"One synchronize per launch: {spl['syncs']:,} syncs for {spl['launches']:,} launches "
+        f"({share:.1f}% of {where(affected)} time)"),
+        affected=affected,
+        impact=(ns, share),
+        cause="sync",
     )
 
 
-RULE = Rule("NLE215", "sync-per-launch", "One synchronize per launch", check, ("host_patterns",))
+RULE = Rule(
+    id="NLE215",
+    name="sync-per-launch",
+    title="One synchronize per launch",
+    check=check,
+    metric_ids=("host_patterns",),
+)

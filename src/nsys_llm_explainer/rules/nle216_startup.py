@@ -57,10 +57,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     kineto = view.schema.format_id == "kineto-json"
     recipe = KINETO_RECIPE if kineto else (NSYS_RECIPE[1], NSYS_RECIPE[0])  # the specific change first
     yield rule.finding(
-        severity, Confidence.HIGH, lines, (*recipe, STARTUP_COST),
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=lines,
+        recommendation=(*recipe, STARTUP_COST),
         title=f"Start-up: the GPU sits idle before the steady part begins ({impact[1]:.1f}% of {where(affected)} time)",
-        affected=affected, impact=impact, cause="startup",
+        affected=affected,
+        impact=impact,
+        cause="startup",
     )
 
 
-RULE = Rule("NLE216", "startup", "Start-up before the steady part", check, ("capture", "idle_causes"))
+RULE = Rule(
+    id="NLE216",
+    name="startup",
+    title="Start-up before the steady part",
+    check=check,
+    metric_ids=("capture", "idle_causes"),
+)

@@ -30,13 +30,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         f"{view.kernel_label(k['name'])} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
     )
     yield rule.note(
-        Confidence.HIGH,
-        [
+        confidence=Confidence.HIGH,
+        evidence=[
             f'{pct(d["other_pct"])} of {ms(d["total_kernel_ns"])} kernel time is "other" '
             f"(table: {d['table_source']})",
             f"largest: {top}",
         ],
-        [
+        recommendation=[
             "Add rules for these kernels in a JSON file and pass it with --kernel-categories "
             "(format: docs/metrics/categories.md)."
         ],
@@ -44,4 +44,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     )
 
 
-RULE = Rule("NLE301", "uncategorized-kernels", "Kernel time in no category", check, ("categories",))
+RULE = Rule(
+    id="NLE301",
+    name="uncategorized-kernels",
+    title="Kernel time in no category",
+    check=check,
+    metric_ids=("categories",),
+)

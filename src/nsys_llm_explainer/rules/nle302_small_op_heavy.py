@@ -86,15 +86,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     title = (f"Short unfused ops take {pct(share)} of {where(affected)} kernel time" if len(heavy) == 1
              else f"Short unfused ops take up to {pct(share)} of the kernel time of {len(heavy)} GPUs")
     yield rule.finding(
-        severity, Confidence.MEDIUM, evidence, advice("fusion", view.workload), title=title,
-        affected=affected, impact=impact, cause="compute",
+        severity=severity,
+        confidence=Confidence.MEDIUM,
+        evidence=evidence,
+        recommendation=advice("fusion", view.workload),
+        title=title,
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
 RULE = Rule(
-    "NLE302",
-    "small-op-heavy",
-    "Short memory-bound ops dominate kernel time",
-    check,
-    ("top_kernels", "categories", "fusion_candidates"),
+    id="NLE302",
+    name="small-op-heavy",
+    title="Short memory-bound ops dominate kernel time",
+    check=check,
+    metric_ids=("top_kernels", "categories", "fusion_candidates"),
 )

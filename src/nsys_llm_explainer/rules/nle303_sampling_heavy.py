@@ -37,23 +37,29 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if severity is None:
         return
     yield rule.finding(
-        severity,
-        Confidence.MEDIUM,
-        [
+        severity=severity,
+        confidence=Confidence.MEDIUM,
+        evidence=[
             f"{pct(row['pct_of_scope_time'])} of {ms(res.data['total_kernel_ns'])} "
             "kernel time in category "
             f"sampling ({row['kernel_count']:,} kernels)"
         ],
-        [
+        recommendation=[
             "Use sorting-free fused sampling kernels (e.g. FlashInfer top-k/top-p "
             "sampling) and batch "
             "sampling across requests."
         ],
         title=f"Sampling takes {pct(row['pct_of_scope_time'])} of kernel time",
-        affected=affected, impact=impact, cause="compute",
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
 RULE = Rule(
-    "NLE303", "sampling-heavy", "Sampling kernels take a large share", check, ("categories",)
+    id="NLE303",
+    name="sampling-heavy",
+    title="Sampling kernels take a large share",
+    check=check,
+    metric_ids=("categories",),
 )

@@ -30,22 +30,24 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if severity is None:
         return
     yield rule.finding(
-        severity,
-        Confidence.HIGH,
-        [
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=[
             f"{p['count']:,} copies, {p['bytes']:,} bytes, {ms(p['time_ns'])} "
             "(memory_transfer_issues.csv, issue pageable_async)"
         ],
-        advice("pinned", view.workload),
+        recommendation=advice("pinned", view.workload),
         title=f"{p['count']:,} async copies use pageable host memory",
-        affected=affected, impact=impact, cause="transfer",
+        affected=affected,
+        impact=impact,
+        cause="transfer",
     )
 
 
 RULE = Rule(
-    "NLE304",
-    "pageable-async-copy",
-    "Async copies from pageable memory",
-    check,
-    ("memory_transfers",),
+    id="NLE304",
+    name="pageable-async-copy",
+    title="Async copies from pageable memory",
+    check=check,
+    metric_ids=("memory_transfers",),
 )

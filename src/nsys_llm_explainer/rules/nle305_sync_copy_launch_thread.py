@@ -47,16 +47,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     ]
     severity, confidence, evidence = hidden_graphs_cap(view, severity, Confidence.HIGH, evidence)
     yield rule.finding(
-        severity, confidence, evidence, advice("sync_copy", view.workload),
+        severity=severity,
+        confidence=confidence,
+        evidence=evidence,
+        recommendation=advice("sync_copy", view.workload),
         title=f"{sc['count']:,} synchronous copies stall the GPU ({share:.1f}% of {where(affected)} time)",
-        affected=affected, impact=(ns, share), cause="transfer",
+        affected=affected,
+        impact=(ns, share),
+        cause="transfer",
     )
 
 
 RULE = Rule(
-    "NLE305",
-    "sync-copy-on-launch-thread",
-    "Synchronous copies stall the GPU",
-    check,
-    ("host_patterns",),
+    id="NLE305",
+    name="sync-copy-on-launch-thread",
+    title="Synchronous copies stall the GPU",
+    check=check,
+    metric_ids=("host_patterns",),
 )

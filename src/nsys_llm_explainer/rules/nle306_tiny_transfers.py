@@ -36,16 +36,24 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if severity is None:
         return
     yield rule.finding(
-        severity,
-        Confidence.HIGH,
-        [f"{t['count']:,} of {total:,} transfers ({pct(share)}), {ms(t['time_ns'])}{rate}"],
-        [
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=[f"{t['count']:,} of {total:,} transfers ({pct(share)}), {ms(t['time_ns'])}{rate}"],
+        recommendation=[
             "Batch small host-device transfers into one pinned buffer per step, or keep the values "
             "on the GPU."
         ],
         title=f"{t['count']:,} tiny transfers (<= {res.data['tiny_bytes']:,} bytes)",
-        affected=affected, impact=impact, cause="transfer",
+        affected=affected,
+        impact=impact,
+        cause="transfer",
     )
 
 
-RULE = Rule("NLE306", "tiny-transfers", "Many tiny memory transfers", check, ("memory_transfers",))
+RULE = Rule(
+    id="NLE306",
+    name="tiny-transfers",
+    title="Many tiny memory transfers",
+    check=check,
+    metric_ids=("memory_transfers",),
+)

@@ -59,6 +59,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE307", "exposed-communication", "Communication not overlapped by compute", check,
-    ("communication", "idle_causes"),
+    id="NLE307",
+    name="exposed-communication",
+    title="Communication not overlapped by compute",
+    check=check,
+    metric_ids=("communication", "idle_causes"),
 )

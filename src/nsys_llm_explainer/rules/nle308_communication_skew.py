@@ -35,26 +35,28 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if severity is None:
             return
         yield rule.finding(
-            severity,
-            Confidence.MEDIUM,
-            [
+            severity=severity,
+            confidence=Confidence.MEDIUM,
+            evidence=[
                 f"from {ms(s['min_ns'])} to {ms(s['max_ns'])} of communication kernel time "
                 f"across {label}"
             ],
-            [
+            recommendation=[
                 "The rank with the least communication time is the straggler the others wait for: "
                 "compare its compute kernels and host gaps with the other ranks."
             ],
             title=f"Communication time differs {pct(s['skew_pct'])} across {label}",
-            affected=affected, impact=impact, cause="communication",
+            affected=affected,
+            impact=impact,
+            cause="communication",
         )
         return
 
 
 RULE = Rule(
-    "NLE308",
-    "communication-skew",
-    "Communication time skewed across ranks",
-    check,
-    ("communication",),
+    id="NLE308",
+    name="communication-skew",
+    title="Communication time skewed across ranks",
+    check=check,
+    metric_ids=("communication",),
 )

@@ -24,22 +24,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     d = res.data
     yield rule.note(
-        Confidence.HIGH,
-        [
+        confidence=Confidence.HIGH,
+        evidence=[
             f"{d['graph_launches']:,} graph launches, {d['node_kernels']:,} kernels "
             "traced as graph nodes "
             f"(trace mode: {d['trace_mode'] or 'not recorded'})",
             "kernel names, GPU idle time and NVTX attribution do not include graph work",
         ],
-        [f"Capture again with nsys profile {d['fix_flag']} to see each kernel inside the graphs."],
+        recommendation=[f"Capture again with nsys profile {d['fix_flag']} to see each kernel inside the graphs."],
         title="CUDA graphs were traced as a whole: their kernels are missing",
     )
 
 
 RULE = Rule(
-    "NLE309",
-    "graphs-traced-whole",
-    "CUDA graphs traced without their kernels",
-    check,
-    ("cuda_graphs",),
+    id="NLE309",
+    name="graphs-traced-whole",
+    title="CUDA graphs traced without their kernels",
+    check=check,
+    metric_ids=("cuda_graphs",),
 )

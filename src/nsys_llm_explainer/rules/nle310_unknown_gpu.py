@@ -25,13 +25,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     names = sorted({g["name"] or "(no name)" for g in unknown})
     yield rule.note(
-        Confidence.HIGH,
-        [
+        confidence=Confidence.HIGH,
+        evidence=[
             f"devices {', '.join(str(g['device_id']) for g in unknown)} run work on a "
             "model the built-in "
             "table does not list"
         ],
-        [
+        recommendation=[
             "Compare against the vendor datasheet of this GPU by hand; peak and ridge "
             "figures are not shown."
         ],
@@ -40,5 +40,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE310", "unknown-gpu", "GPU model without built-in peak figures", check, ("gpu_context",)
+    id="NLE310",
+    name="unknown-gpu",
+    title="GPU model without built-in peak figures",
+    check=check,
+    metric_ids=("gpu_context",),
 )

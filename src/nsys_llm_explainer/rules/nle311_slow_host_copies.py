@@ -39,30 +39,30 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if severity is None:
             continue
         yield rule.finding(
-            severity,
-            Confidence.MEDIUM,
-            [
+            severity=severity,
+            confidence=Confidence.MEDIUM,
+            evidence=[
                 f"{fmt.sig(c['achieved_gbps'])} GB/s achieved vs {fmt.sig(c['reference_gbps'])} GB/s "
                 "per direction "
                 f"over {ms(c['time_ns'])} of copies"
             ],
-            [
+            recommendation=[
                 "Pin host memory; check the link with nvidia-smi -q (PCIe generation and "
                 "width) and "
                 "the process's NUMA placement."
             ],
-            title=(
-                f"{c['kind']} copies on GPU {c['device_id']} reach "
-                f"{pct(c['pct_of_reference'])} of PCIe bandwidth"
-            ),
-            affected=affected, impact=impact, cause="transfer",
+            title=(f"{c['kind']} copies on GPU {c['device_id']} reach "
+                f"{pct(c['pct_of_reference'])} of PCIe bandwidth"),
+            affected=affected,
+            impact=impact,
+            cause="transfer",
         )
 
 
 RULE = Rule(
-    "NLE311",
-    "slow-host-copies",
-    "Host-device copies far below PCIe bandwidth",
-    check,
-    ("gpu_context",),
+    id="NLE311",
+    name="slow-host-copies",
+    title="Host-device copies far below PCIe bandwidth",
+    check=check,
+    metric_ids=("gpu_context",),
 )

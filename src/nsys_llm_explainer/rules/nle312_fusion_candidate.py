@@ -85,21 +85,27 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         return
     removed = int(c["occurrences"]) * (int(c["length"]) - 1)
     yield rule.finding(
-        severity,
-        Confidence.MEDIUM,
-        [
+        severity=severity,
+        confidence=Confidence.MEDIUM,
+        evidence=[
             " -> ".join(view.kernel_label(k) for k in c["kernels"]),
             f"at stake: {ms(found.gaps_ns)} of gaps inside the chain and {removed:,} launches removed x "
             f"{us(PER_LAUNCH_SAVING_NS)} ({ms(found.saving_ns)})",
             f"{ms(c['kernel_ns'])} of kernel time (not at stake: the fused kernel does the same work), "
             f"proximity {pct(100 * c['proximity'])}",
         ],
-        advice("fusion", view.workload),
+        recommendation=advice("fusion", view.workload),
         title=f"A chain of {c['length']} short memory-bound kernels repeats {c['occurrences']:,} times",
-        affected=affected, impact=impact, cause="compute",
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
 RULE = Rule(
-    "NLE312", "fusion-candidate", "Frequent chain of short kernels", check, ("fusion_candidates",)
+    id="NLE312",
+    name="fusion-candidate",
+    title="Frequent chain of short kernels",
+    check=check,
+    metric_ids=("fusion_candidates",),
 )

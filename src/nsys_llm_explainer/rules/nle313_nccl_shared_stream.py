@@ -56,11 +56,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     total = sum(r["ns"] for r in rows)
     where = f"GPU {rows[0]['device_id']}" if len(rows) == 1 else f"{len(rows)} GPUs"
     yield rule.note(
-        Confidence.HIGH,
-        [*lines(rows), f"{ms(total)} of collectives serialized with compute in total"],
-        advice("comm_stream", view.workload),
+        confidence=Confidence.HIGH,
+        evidence=[*lines(rows), f"{ms(total)} of collectives serialized with compute in total"],
+        recommendation=advice("comm_stream", view.workload),
         title=f"Communication shares a stream with compute on {where} (its GPU time is in NLE307)",
     )
 
 
-RULE = Rule("NLE313", "comm-shared-stream", "Communication on the compute stream", check, ("communication",))
+RULE = Rule(
+    id="NLE313",
+    name="comm-shared-stream",
+    title="Communication on the compute stream",
+    check=check,
+    metric_ids=("communication",),
+)

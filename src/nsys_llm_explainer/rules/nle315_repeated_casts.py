@@ -54,10 +54,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         "largest: " + ", ".join(f"{view.kernel_label(t['name'])} ({ms(t['total_ns'])})" for t in d["top"][:3]),
     ]
     yield rule.finding(
-        severity, Confidence.MEDIUM, evidence, ADVICE[group],
+        severity=severity,
+        confidence=Confidence.MEDIUM,
+        evidence=evidence,
+        recommendation=ADVICE[group],
         title=f"{s['casts_per_step_p50']:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
-        affected=affected, impact=impact, cause="compute",
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
-RULE = Rule("NLE315", "repeated-casts", "The same dtype casts in every step", check, ("casts",))
+RULE = Rule(
+    id="NLE315",
+    name="repeated-casts",
+    title="The same dtype casts in every step",
+    check=check,
+    metric_ids=("casts",),
+)

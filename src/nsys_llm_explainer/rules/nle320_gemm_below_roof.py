@@ -78,16 +78,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     lo, hi = min(float(o["pct_of_roof"]) for o in low), max(float(o["pct_of_roof"]) for o in low)
     assumed = any(o["dtype_source"] == "assumed" for o in top[:EVIDENCE])
     yield rule.finding(
-        severity,
-        Confidence.LOW if assumed else Confidence.MEDIUM,
-        evidence,
-        advice("gemm_roof", view.workload),
+        severity=severity,
+        confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
+        evidence=evidence,
+        recommendation=advice("gemm_roof", view.workload),
         title=(f"{len(low)} GEMM operations reach {pct(lo)} to {pct(hi)} of their roof" if len(low) > 1
                else f"A GEMM operation reaches {pct(lo)} of its roof"),
-        affected=affected, impact=impact, cause="compute",
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
 RULE = Rule(
-    "NLE320", "gemm-below-roof", "GEMMs far below their roofline", check, ("compute_efficiency",)
+    id="NLE320",
+    name="gemm-below-roof",
+    title="GEMMs far below their roofline",
+    check=check,
+    metric_ids=("compute_efficiency",),
 )

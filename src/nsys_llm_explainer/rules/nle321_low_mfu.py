@@ -58,16 +58,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         evidence += [f"warning: {w}" for w in ph.get("warnings", [])]
         assumed = any("assumed" in line for line in ph["inputs"]) or bool(ph.get("warnings"))
         yield rule.finding(
-            severity,
-            Confidence.LOW if assumed else Confidence.MEDIUM,
-            evidence,
-            advice("mfu", view.workload),
+            severity=severity,
+            confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
+            evidence=evidence,
+            recommendation=advice("mfu", view.workload),
             title=f"Phase {ph['phase']!r} ({ph['kind']}) runs at {pct(float(mfu))} MFU",
-            affected=affected, impact=impact, cause="compute",
+            affected=affected,
+            impact=impact,
+            cause="compute",
         )
 
 
 RULE = Rule(
-    "NLE321", "low-mfu", "Compute-heavy phase with low MFU", check,
-    ("model_utilization", "compute_efficiency"),
+    id="NLE321",
+    name="low-mfu",
+    title="Compute-heavy phase with low MFU",
+    check=check,
+    metric_ids=("model_utilization", "compute_efficiency"),
 )

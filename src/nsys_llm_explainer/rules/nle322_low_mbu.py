@@ -51,13 +51,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         assumed = any("assumed" in line or "lower bound" in line for line in ph["inputs"])
         assumed = assumed or bool(ph.get("warnings"))
         yield rule.finding(
-            severity,
-            Confidence.LOW if assumed else Confidence.MEDIUM,
-            evidence,
-            advice("mbu", view.workload),
+            severity=severity,
+            confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
+            evidence=evidence,
+            recommendation=advice("mbu", view.workload),
             title=f"Phase {ph['phase']!r} reads weights and KV cache at {pct(float(mbu))} of peak bandwidth",
-            affected=affected, impact=impact, cause="compute",
+            affected=affected,
+            impact=impact,
+            cause="compute",
         )
 
 
-RULE = Rule("NLE322", "low-mbu", "Memory-bound (decode) phase with low MBU", check, ("model_utilization",))
+RULE = Rule(
+    id="NLE322",
+    name="low-mbu",
+    title="Memory-bound (decode) phase with low MBU",
+    check=check,
+    metric_ids=("model_utilization",),
+)

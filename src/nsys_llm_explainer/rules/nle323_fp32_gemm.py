@@ -104,13 +104,23 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     kineto = view.schema is not None and view.schema.format_id == "kineto-json"  # a PyTorch profiler trace
     pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
     yield rule.finding(
-        severity,
-        Confidence.HIGH,
-        evidence,
-        fp32_matmul(arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd"),
+        severity=severity,
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=fp32_matmul(
+            arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd"
+        ),
         title=title,
-        affected=affected, impact=impact, cause="compute",
+        affected=affected,
+        impact=impact,
+        cause="compute",
     )
 
 
-RULE = Rule("NLE323", "fp32-gemm", "Float32 GEMMs and convolutions without tensor cores", check, ("gemm_precision",))
+RULE = Rule(
+    id="NLE323",
+    name="fp32-gemm",
+    title="Float32 GEMMs and convolutions without tensor cores",
+    check=check,
+    metric_ids=("gemm_precision",),
+)

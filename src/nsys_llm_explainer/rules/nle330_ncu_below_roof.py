@@ -128,16 +128,22 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             severity = Severity.LOW  # ncu measured a launch unlike the trace's: its figures may not apply
         weak = row["matched_by"] == "short" or row["ratio_far"]
         yield rule.finding(
-            severity,
-            Confidence.LOW if weak else Confidence.MEDIUM,
-            _evidence(view, row, launches.get(row["longest_launch"])),
-            advice_for(row),
-            title=f"{view.kernel_label(row['name'])} runs at {float(row['pct_of_roof']):.1f}% of its roof, "
-            f"{_headline(row)}",
+            severity=severity,
+            confidence=Confidence.LOW if weak else Confidence.MEDIUM,
+            evidence=_evidence(view, row, launches.get(row["longest_launch"])),
+            recommendation=advice_for(row),
+            title=(f"{view.kernel_label(row['name'])} runs at {float(row['pct_of_roof']):.1f}% of its roof, "
+            f"{_headline(row)}"),
             affected=affected,
             impact=impact,
             cause="compute",
         )
 
 
-RULE = Rule("NLE330", "ncu-below-roof", "Kernels far below their roof (Nsight Compute)", check, ("ncu",))
+RULE = Rule(
+    id="NLE330",
+    name="ncu-below-roof",
+    title="Kernels far below their roof (Nsight Compute)",
+    check=check,
+    metric_ids=("ncu",),
+)

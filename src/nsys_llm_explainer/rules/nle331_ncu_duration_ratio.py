@@ -39,17 +39,21 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         evidence.append(f"and {len(far) - EVIDENCE} more (tables/ncu_kernels.csv)")
     n = len(far)
     yield rule.note(
-        Confidence.HIGH,
-        evidence,
-        [
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=[
             "Check that ncu profiled a launch like the ones that take the trace's time (same sizes, after "
             "warm-up: the launch skip in ncu_plan.sh), and compare like with like by rerunning with "
             "`--cache-control none --clock-control none`.",
         ],
-        title=(f"{n} kernel{'s' if n > 1 else ''} took far longer or shorter under Nsight Compute than in the trace"),
+        title=f"{n} kernel{'s' if n > 1 else ''} took far longer or shorter under Nsight Compute than in the trace",
     )
 
 
 RULE = Rule(
-    "NLE331", "ncu-duration-mismatch", "Nsight Compute durations far from the trace's", check, ("ncu",)
+    id="NLE331",
+    name="ncu-duration-mismatch",
+    title="Nsight Compute durations far from the trace's",
+    check=check,
+    metric_ids=("ncu",),
 )

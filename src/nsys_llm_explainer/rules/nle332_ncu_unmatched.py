@@ -31,9 +31,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if len(m["unmatched"]) > EVIDENCE:
         evidence.append(f"and {len(m['unmatched']) - EVIDENCE} more (tables/ncu_launches.csv)")
     yield rule.note(
-        Confidence.HIGH,
-        evidence,
-        [
+        confidence=Confidence.HIGH,
+        evidence=evidence,
+        recommendation=[
             "Profile the kernels this trace ran (ncu_plan.sh in the report directory names them) with the "
             "same program and build; with several kernels of one function name, export ncu's demangled or "
             "mangled names (`--print-kernel-base demangled`).",
@@ -43,5 +43,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 RULE = Rule(
-    "NLE332", "ncu-unmatched", "Nsight Compute launches without a trace kernel", check, ("ncu",)
+    id="NLE332",
+    name="ncu-unmatched",
+    title="Nsight Compute launches without a trace kernel",
+    check=check,
+    metric_ids=("ncu",),
 )

@@ -29,6 +29,60 @@ class Confidence(StrEnum):
     LOW = "low"
 
 
+class Verdict(StrEnum):
+    """The diagnosis' one-word answer (diagnosis/verdict.py decides it; docs/diagnosis.md)."""
+
+    GPU_BOUND = "gpu_bound"
+    TRANSFER_BOUND = "transfer_bound"
+    HOST_BOUND = "host_bound"
+    SYNC_BOUND = "sync_bound"
+    COMMUNICATION_BOUND = "communication_bound"
+    MIXED = "mixed"
+    NOT_STEADY_STATE = "not_steady_state"
+    INSUFFICIENT_DATA = "insufficient_data"
+    NO_GPU_WORK = "no_gpu_work"
+
+
+class Cause(StrEnum):
+    """What GPU time goes to: the lead of a verdict and the cause a finding puts time at stake
+    for. Each is a set of Buckets (diagnosis/accounting.py)."""
+
+    COMPUTE = "compute"
+    TRANSFER = "transfer"
+    COMMUNICATION = "communication"
+    SYNC = "sync"
+    HOST = "host"
+    STARTUP = "startup"  # a capture that is not steady state
+    PROGRAM_FAILED = "program_failed"  # a run whose captured output ends in a failure (not steady state)
+
+
+class Bucket(StrEnum):
+    """Where a device's time went; a device's buckets sum to its window (diagnosis/accounting.py)."""
+
+    COMPUTE = "compute"
+    EXPOSED_COMMUNICATION = "exposed_communication"
+    TRANSFER = "transfer"
+    COMMUNICATION_WAIT = "communication_wait"
+    SYNC_WAIT = "sync_wait"
+    LAUNCH_BOUND = "launch_bound"
+    HOST_OTHER = "host_other"
+    DEVICE_WAIT = "device_wait"
+    CAPTURE_EDGE = "capture_edge"
+
+
+class IdleCause(StrEnum):
+    """The cause of one GPU idle gap, as the idle sweep assigns it (analysis/idle_sweep.py), in
+    the order of its cause columns."""
+
+    TRANSFER = "transfer"
+    COMMUNICATION = "communication"
+    SYNC_WAIT = "sync_wait"
+    LAUNCH_BOUND = "launch_bound"
+    CAPTURE_EDGE = "capture_edge"
+    HOST_OTHER = "host_other"
+    DEVICE_WAIT = "device_wait"
+
+
 @dataclass(frozen=True)
 class Schema:
     """What the schema probe found in the export. Only real tables (not views) count."""
@@ -125,7 +179,7 @@ class Finding:
     impact_ns: int | None = None
     impact_pct: float | None = None  # of the affected devices' windows
     affected: tuple[Affected, ...] = ()
-    cause: str | None = None  # the diagnosis cause it explains (transfer, sync, host ...)
+    cause: Cause | None = None  # the diagnosis cause it explains
     # What the change the finding proposes buys, by replaying the step graph (rules/gain.py):
     # over the captured window and per step (median); None when not estimated.
     estimated_gain_ns: int | None = None
@@ -137,7 +191,7 @@ class Finding:
 class Primary:
     """The bottleneck behind the verdict."""
 
-    kind: str
+    kind: str  # a Cause; with no GPU work or a failed run, the run's outcome (diagnosis/outcome.py)
     devices: tuple[int, ...]
     processes: tuple[int, ...]
     impact_ns: int
@@ -172,7 +226,7 @@ class CaptureReview:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    verdict: str
+    verdict: Verdict
     summary: str
     confidence: Confidence
     primary: Primary | None

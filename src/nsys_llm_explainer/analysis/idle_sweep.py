@@ -62,13 +62,14 @@ from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import name_mask
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
+from nsys_llm_explainer.model import IdleCause
 from nsys_llm_explainer.trace.columns import Columns, narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
-CAUSES = (
-    "transfer", "communication", "sync_wait", "launch_bound", "capture_edge", "host_other", "device_wait",
+CAUSES: tuple[IdleCause, ...] = tuple(IdleCause)  # a gap's causes, in this order in cause_ns
+TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVICE_WAIT = (
+    CAUSES.index(c) for c in IdleCause
 )
-TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVICE_WAIT = range(7)
 HOST_SIDE = (SYNC_WAIT, LAUNCH_BOUND, HOST_OTHER)  # idle the host could have prevented
 NOT_DEVICE_SIDE = (*HOST_SIDE, CAPTURE_EDGE)  # what a queued gap's time cannot be
 REFILL_GRACE_NS = 20_000

@@ -11,9 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, outcome, verdict
-from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.model import Confidence, Diagnosis, Outcome, Primary, TraceInfo, Workload, round_pct
+from nsys_llm_explainer.model import (
+    Cause,
+    Confidence,
+    Diagnosis,
+    Outcome,
+    Primary,
+    TraceInfo,
+    Verdict,
+    Workload,
+    round_pct,
+)
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
 
@@ -43,13 +53,18 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
              for d in acct.devices[: evidence.MAX_DEVICES_LISTED]]
     lines += [f"{capture.STARTUP_WORDS[c['id']]}: {c['summary']}; {dur(c['time_ns'])} in all"
               for c in cap["checks"] if c["found"] and c["time_ns"] and c["id"] in capture.STARTUP_WORDS]
-    return Primary("startup", devices, pids, ns, round_pct(100.0 * ns / window) if window else 0.0, tuple(lines))
+    return Primary(Cause.STARTUP, devices, pids, ns, round_pct(100.0 * ns / window) if window else 0.0, tuple(lines))
 
 
-def _share(acct: Accounting, cause: str, devices: list[int]) -> tuple[int, int]:
-    """(ns of `cause` on `devices`, their windows); "compute" is written as the busy figure."""
+def _figure(cause: Cause) -> Figure:
+    """The figure a cause is written as: compute as the busy figure."""
+    return BUSY if cause == Cause.COMPUTE else cause
+
+
+def _share(acct: Accounting, cause: Cause, devices: list[int]) -> tuple[int, int]:
+    """(ns of `cause` on `devices`, their windows); compute is written as the busy figure."""
     chosen = [d for d in acct.chosen(devices)]
-    key = "busy" if cause == "compute" else cause
+    key = _figure(cause)
     return sum(d.cause_ns(key) for d in chosen), sum(d.window_ns for d in chosen)
 
 
@@ -76,9 +91,9 @@ def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accoun
     out = _Judged()
     if cause is None:
         return out
-    devices = verdict.primary_devices(acct, "busy" if cause == "compute" else cause)
+    devices = verdict.primary_devices(acct, _figure(cause))
     ns, window = _share(acct, cause, devices)
-    lines = evidence.per_device_lines(acct, "busy" if cause == "compute" else cause, devices)
+    lines = evidence.per_device_lines(acct, _figure(cause), devices)
     lines += evidence.CAUSE_EVIDENCE[cause](metrics, acct, devices)
     pids = tuple(sorted({p for d in acct.chosen(devices) for p in d.pids}))
     out.devices = devices
@@ -89,7 +104,7 @@ def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accoun
         if sns > 0:
             out.second = {"kind": decision.second, "impact_ns": sns,
                           "impact_pct": round_pct(100.0 * sns / window) if window else 0.0}
-    if "compute" in decision.named():
+    if Cause.COMPUTE in decision.named():
         mix = kernel_mix.of_devices(metrics, devices)
         if mix is not None and mix.total_ns:
             out.kernels = mix.to_json()
@@ -102,7 +117,7 @@ def _summary_before(metrics: dict[str, Outcome], acct: Accounting) -> str:
     """What the figures say up to a failure: the summary the verdict would get had the run not
     failed (empty when that verdict is about start-up or cannot judge)."""
     before = verdict.decide(metrics, acct, failure=False)
-    if before.cause in (None, "startup", "program_failed"):
+    if before.cause in (None, Cause.STARTUP, Cause.PROGRAM_FAILED):
         return ""
     j = _judge(before, metrics, acct)
     return evidence.summary(before.verdict, before.cause, acct, j.devices, j.extra, metrics)
@@ -118,17 +133,17 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     devices: list[int] = []
     second: dict[str, Any] | None = None
     mix_json: dict[str, Any] | None = None
-    if result == "no_gpu_work":
+    if result == Verdict.NO_GPU_WORK:
         text, primary = outcome.no_gpu_work(run, _no_gpu_reason(metrics))
         extra["text"] = text
-    elif cause == "program_failed" and run is not None:
+    elif cause == Cause.PROGRAM_FAILED and run is not None:
         primary = _failed_primary(run, acct)
         extra["failed"] = outcome.failed_with_work(run)
         extra["before"] = _summary_before(metrics, acct)
-    elif result == "not_steady_state" and cap is not None:
+    elif result == Verdict.NOT_STEADY_STATE and cap is not None:
         primary = _startup_primary(cap, acct)
         extra.update(parts=capture.startup_parts(cap))
-    elif result == "insufficient_data":
+    elif result == Verdict.INSUFFICIENT_DATA:
         check = cap["checks"][0] if cap is not None and cap["checks"] else None
         extra["what"] = decision.why or "the idle time could not be explained"
         extra["too_little"] = bool(check and check["id"] == "too_little_data" and check["found"])

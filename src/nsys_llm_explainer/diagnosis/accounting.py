@@ -22,29 +22,30 @@ next work queued and waited on something the trace does not name) belong to no c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome
 
-BUCKETS = (
-    "compute", "exposed_communication", "transfer", "communication_wait", "sync_wait",
-    "launch_bound", "host_other", "device_wait", "capture_edge",
-)
+BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 IDLE_BUCKETS = BUCKETS[2:]
-# Verdict causes -> the buckets whose time they put at stake; "busy" is the one busy figure of
-# the report (the device's own work, communication kernels included), not a cause.
-CAUSE_BUCKETS: dict[str, tuple[str, ...]] = {
-    "busy": ("compute", "exposed_communication"),
-    "compute": ("compute",),
-    "transfer": ("transfer",),
-    "communication": ("exposed_communication", "communication_wait"),
-    "sync": ("sync_wait",),
-    "host": ("launch_bound", "host_other"),
+# "busy" is the one busy figure of the report (the device's own work, communication kernels
+# included), not a cause; totals take it beside the causes.
+BUSY: Literal["busy"] = "busy"
+Figure = Cause | Literal["busy"]
+# Verdict causes (and busy) -> the buckets whose time they put at stake.
+CAUSE_BUCKETS: dict[Figure, tuple[Bucket, ...]] = {
+    BUSY: (Bucket.COMPUTE, Bucket.EXPOSED_COMMUNICATION),
+    Cause.COMPUTE: (Bucket.COMPUTE,),
+    Cause.TRANSFER: (Bucket.TRANSFER,),
+    Cause.COMMUNICATION: (Bucket.EXPOSED_COMMUNICATION, Bucket.COMMUNICATION_WAIT),
+    Cause.SYNC: (Bucket.SYNC_WAIT,),
+    Cause.HOST: (Bucket.LAUNCH_BOUND, Bucket.HOST_OTHER),
 }
-_IDLE_TO_BUCKET = {
-    "transfer": "transfer", "communication": "communication_wait", "sync_wait": "sync_wait",
-    "launch_bound": "launch_bound", "host_other": "host_other", "capture_edge": "capture_edge",
-    "device_wait": "device_wait",
+_IDLE_TO_BUCKET: dict[IdleCause, Bucket] = {
+    IdleCause.TRANSFER: Bucket.TRANSFER, IdleCause.COMMUNICATION: Bucket.COMMUNICATION_WAIT,
+    IdleCause.SYNC_WAIT: Bucket.SYNC_WAIT, IdleCause.LAUNCH_BOUND: Bucket.LAUNCH_BOUND,
+    IdleCause.HOST_OTHER: Bucket.HOST_OTHER, IdleCause.CAPTURE_EDGE: Bucket.CAPTURE_EDGE,
+    IdleCause.DEVICE_WAIT: Bucket.DEVICE_WAIT,
 }
 
 
@@ -54,15 +55,15 @@ class DeviceAccount:
     window_start_ns: int
     window_end_ns: int
     pids: tuple[int, ...]
-    buckets: dict[str, int]
-    steady: dict[str, int] | None = None  # idle buckets from the steady start on
+    buckets: dict[Bucket, int]
+    steady: dict[Bucket, int] | None = None  # idle buckets from the steady start on
     steady_window_ns: int | None = None
 
     @property
     def window_ns(self) -> int:
         return self.window_end_ns - self.window_start_ns
 
-    def cause_ns(self, cause: str, steady: bool = False) -> int:
+    def cause_ns(self, cause: Figure, steady: bool = False) -> int:
         source = self.steady if steady and self.steady is not None else self.buckets
         return sum(source.get(b, 0) for b in CAUSE_BUCKETS[cause])
 
@@ -102,10 +103,10 @@ class Accounting:
     def chosen(self, devices: list[int]) -> list[DeviceAccount]:
         return [d for d in self.devices if d.device_id in devices]
 
-    def total(self, cause: str, steady: bool = False) -> int:
+    def total(self, cause: Figure, steady: bool = False) -> int:
         return sum(d.cause_ns(cause, steady) for d in self.devices)
 
-    def bucket_total(self, *buckets: str) -> int:
+    def bucket_total(self, *buckets: Bucket) -> int:
         return sum(d.buckets[b] for d in self.devices for b in buckets)
 
     def window(self) -> int:
@@ -133,8 +134,8 @@ def build(metrics: dict[str, Outcome]) -> Accounting:
         dev = d["device_id"]
         buckets = dict.fromkeys(BUCKETS, 0)
         exp = min(exposed.get(dev, 0), d["busy_ns"])
-        buckets["compute"] = d["busy_ns"] - exp
-        buckets["exposed_communication"] = exp
+        buckets[Bucket.COMPUTE] = d["busy_ns"] - exp
+        buckets[Bucket.EXPOSED_COMMUNICATION] = exp
         s = split.get(dev)
         w0, w1 = d["window_start_ns"], d["window_end_ns"]
         steady, steady_window = None, None
@@ -143,14 +144,14 @@ def build(metrics: dict[str, Outcome]) -> Accounting:
                 buckets[_IDLE_TO_BUCKET[c["cause"]]] += int(c["idle_ns"])
             a0, a1 = s["activity_start_ns"], s["activity_end_ns"]
             edge = int(s["edge_transfer_ns"])
-            buckets["transfer"] += edge
-            buckets["capture_edge"] += (a1 - a0) - (w1 - w0) - edge
+            buckets[Bucket.TRANSFER] += edge
+            buckets[Bucket.CAPTURE_EDGE] += (a1 - a0) - (w1 - w0) - edge
             w0, w1 = a0, a1
             if s.get("steady"):
                 steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in s["steady"]["causes"].items()}
                 steady_window = d["window_end_ns"] - s["steady"]["start_ns"]
         else:  # no CUDA API rows: idle time cannot be split, so it stays unexplained
-            buckets["capture_edge"] += int(d["idle_ns"])
+            buckets[Bucket.CAPTURE_EDGE] += int(d["idle_ns"])
         pids = tuple(s["owner_pids"]) if s is not None else ()
         out.append(DeviceAccount(dev, w0, w1, pids, buckets, steady, steady_window))
     return Accounting(tuple(out))

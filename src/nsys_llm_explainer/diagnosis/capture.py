@@ -8,7 +8,7 @@ from typing import Any
 from nsys_llm_explainer.analysis.capture_messages import CUDA_KINDS
 from nsys_llm_explainer.diagnosis.verdict import metric
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceInfo
+from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceInfo, Verdict
 
 NSYS_RECIPE = (
     "Warm up before capturing: run a few iterations (model load, compilation, CUDA-graph capture, "
@@ -68,7 +68,7 @@ def _facts(trace: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:
     return facts
 
 
-def review(trace: TraceInfo, metrics: dict[str, Outcome], verdict: str) -> CaptureReview:
+def review(trace: TraceInfo, metrics: dict[str, Outcome], verdict: Verdict) -> CaptureReview:
     cap = metric(metrics, "capture")
     facts = _facts(trace, metrics)
     if cap is None:
@@ -83,8 +83,8 @@ def review(trace: TraceInfo, metrics: dict[str, Outcome], verdict: str) -> Captu
         facts.append(f"profiler {d['severity']} ({what}): {d['text']}")
     recipe: tuple[str, ...] = ()
     kineto = getattr(trace, "format", "") == "kineto-json"
-    if verdict == "not_steady_state":
+    if verdict == Verdict.NOT_STEADY_STATE:
         recipe = KINETO_RECIPE if kineto else NSYS_RECIPE
-    elif verdict == "insufficient_data":
+    elif verdict == Verdict.INSUFFICIENT_DATA:
         recipe = (SHORT_RECIPE, *(KINETO_RECIPE if kineto else NSYS_RECIPE[1:]))
     return CaptureReview(bool(cap["steady_state"]), checks, tuple(facts), recipe)

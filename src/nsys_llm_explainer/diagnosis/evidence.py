@@ -7,18 +7,18 @@ from collections.abc import Callable
 from typing import Any
 
 from nsys_llm_explainer.diagnosis import host_work
-from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.diagnosis.verdict import metric, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
-from nsys_llm_explainer.model import Outcome
+from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict
 
-CAUSE_WORDS = {
-    "compute": "kernels run",
-    "transfer": "copies cover the idle time",
-    "communication": "communication (exposed collectives and waits) takes",
-    "sync": "the GPU idles while the host waits in synchronize calls for",
-    "host": "the GPU idles while the host launches kernels or does other work for",
+CAUSE_WORDS: dict[Cause, str] = {
+    Cause.COMPUTE: "kernels run",
+    Cause.TRANSFER: "copies cover the idle time",
+    Cause.COMMUNICATION: "communication (exposed collectives and waits) takes",
+    Cause.SYNC: "the GPU idles while the host waits in synchronize calls for",
+    Cause.HOST: "the GPU idles while the host launches kernels or does other work for",
 }
 MAX_DEVICES_LISTED = 8
 MIN_KIND_SHARE = 0.1  # copy kinds below this share of copy time are not evidence
@@ -35,7 +35,7 @@ def devices_text(devices: list[int]) -> str:
     return "GPUs " + ", ".join(str(d) for d in devices)
 
 
-def per_device_lines(acct: Accounting, cause: str, devices: list[int]) -> list[str]:
+def per_device_lines(acct: Accounting, cause: Figure, devices: list[int]) -> list[str]:
     lines = []
     for dev in devices[:MAX_DEVICES_LISTED]:
         d = acct.device(dev)
@@ -155,8 +155,8 @@ def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
 
 def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = host_work.evidence(host_work.combined(metric(metrics, "idle_causes"), devices), _kineto(metrics))
-    launch = sum(d.buckets["launch_bound"] for d in acct.chosen(devices))
-    other = sum(d.buckets["host_other"] for d in acct.chosen(devices))
+    launch = sum(d.buckets[Bucket.LAUNCH_BOUND] for d in acct.chosen(devices))
+    other = sum(d.buckets[Bucket.HOST_OTHER] for d in acct.chosen(devices))
     out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
                f"code, or other CUDA calls such as allocation): {dur(other)}")
     ls = metric(metrics, "launch_storm")
@@ -202,29 +202,30 @@ def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[
     return out
 
 
-CAUSE_EVIDENCE: dict[str, Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]] = {
-    "transfer": transfer_lines,
-    "compute": _compute,
-    "sync": _sync,
-    "host": _host,
-    "communication": _communication,
+CAUSE_EVIDENCE: dict[Cause, Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]] = {
+    Cause.TRANSFER: transfer_lines,
+    Cause.COMPUTE: _compute,
+    Cause.SYNC: _sync,
+    Cause.HOST: _host,
+    Cause.COMMUNICATION: _communication,
 }
 
 
 # What a share of the window is lost to, per cause ("18.0% lost to ...").
-LOST_TO = {
-    "transfer": "copies the GPU waits on",
-    "communication": "communication no compute overlaps (collectives alone, or idle waiting on them)",
-    "sync": "the host's synchronize calls",
-    "host": "the host (kernel launches and other host work)",
+LOST_TO: dict[Cause, str] = {
+    Cause.TRANSFER: "copies the GPU waits on",
+    Cause.COMMUNICATION: "communication no compute overlaps (collectives alone, or idle waiting on them)",
+    Cause.SYNC: "the host's synchronize calls",
+    Cause.HOST: "the host (kernel launches and other host work)",
 }
-CAUSE_HEADS = {
-    "transfer_bound": "Transfer-bound: on {where}, copies cover {share} of the time while no kernel runs",
-    "sync_bound": "Sync-bound: {where} {sits} idle {share} of the time while the host waits in synchronize calls",
-    "host_bound": "Host-bound: {where} {sits} idle {share} of the time while the host launches kernels or does "
-                  "other work",
-    "communication_bound": "Communication-bound: {where} {spends} {share} of {its} time in collectives no "
-                           "compute overlaps, or idle waiting on them",
+CAUSE_HEADS: dict[Verdict, str] = {
+    Verdict.TRANSFER_BOUND: "Transfer-bound: on {where}, copies cover {share} of the time while no kernel runs",
+    Verdict.SYNC_BOUND: "Sync-bound: {where} {sits} idle {share} of the time while the host waits in synchronize "
+                        "calls",
+    Verdict.HOST_BOUND: "Host-bound: {where} {sits} idle {share} of the time while the host launches kernels or "
+                        "does other work",
+    Verdict.COMMUNICATION_BOUND: "Communication-bound: {where} {spends} {share} of {its} time in collectives no "
+                                 "compute overlaps, or idle waiting on them",
 }
 MIX_WORDS = {
     "memory": "memory-bound", "compute": "compute-bound", "far": "far from both roofs", "unknown": "of unknown kind",
@@ -274,18 +275,18 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
     return text
 
 
-def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int], extra: dict[str, Any],
+def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: list[int], extra: dict[str, Any],
             metrics: dict[str, Outcome] | None = None) -> str:
     """One or two sentences a reviewer reads first. Every share is of the same windows (the
     devices' first to last activity) the key numbers and the findings use."""
     where = devices_text(devices)
-    if verdict == "no_gpu_work":
+    if verdict == Verdict.NO_GPU_WORK:
         return str(extra["text"])
-    if verdict == "not_steady_state" and extra.get("failed"):
+    if verdict == Verdict.NOT_STEADY_STATE and extra.get("failed"):
         before = extra.get("before")
         return (f"Not steady state: {extra['failed']}. Fix the failure, then capture again."
                 + (f" Until it failed: {before}" if before else ""))
-    if verdict == "not_steady_state":
+    if verdict == Verdict.NOT_STEADY_STATE:
         ds = acct.devices
         n = len(ds)
         ns, window = sum(d.before_steady_ns() for d in ds), acct.window()
@@ -296,7 +297,7 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         return (f"Not steady state: {gpus} {'sits' if n == 1 else 'sit'} idle {share} of the time before the "
                 f"steady part begins ({amount}), during start-up: {extra['parts']}. The figures describe "
                 "start-up, not the steady loop. Capture again after warm-up.")
-    if verdict == "insufficient_data":
+    if verdict == Verdict.INSUFFICIENT_DATA:
         if extra.get("too_little"):
             return f"Too little to judge: {_too_little(acct, extra)}. Capture a longer steady-state window."
         return f"Cannot judge the bottleneck: {extra['what']}."
@@ -304,8 +305,8 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
     chosen = acct.chosen(devices)
     n = len(chosen)
     window = sum(d.window_ns for d in chosen)
-    busy = sum(d.cause_ns("busy") for d in chosen)
-    ns = busy if cause == "compute" else sum(d.cause_ns(cause) for d in chosen)
+    busy = sum(d.cause_ns(BUSY) for d in chosen)
+    ns = busy if cause == Cause.COMPUTE else sum(d.cause_ns(cause) for d in chosen)
 
     def amount(x: int) -> str:
         return f"{dur(x)} of {dur(window)}" if n == 1 else f"{dur(x // n)} of {dur(window // n)} per device on average"
@@ -315,7 +316,7 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
     its, is_ = ("its", "is") if n == 1 else ("their", "are")
     second = extra.get("second")
     kernels = extra.get("kernels")
-    if verdict == "gpu_bound":
+    if verdict == Verdict.GPU_BOUND:
         text = f"GPU-bound: {where} {is_} busy {share} of {its} window{'s' if n > 1 else ''} ({amount(ns)})"
         if kernels:
             text += f", with {kernels}"
@@ -323,11 +324,11 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         if second and second["impact_pct"] >= 1.0:
             text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
         return text
-    if verdict == "mixed":
+    if verdict == Verdict.MIXED:
         other = second["kind"] if second else None
 
-        def clause(kind: str | None) -> str:
-            if kind == "compute":
+        def clause(kind: Cause | None) -> str:
+            if kind == Cause.COMPUTE:
                 return f"{where} {is_} busy {busy_text} of {its} time" + (f", with {kernels}" if kernels else "")
             if kind is None:
                 return "nothing else holds time"
@@ -337,18 +338,19 @@ def summary(verdict: str, cause: str | None, acct: Accounting, devices: list[int
         text = (f"Mixed, no cause clearly ahead: {clause(cause)}; {clause(other)}. Both are named: a few percent "
                 "either way would change which leads.")
         source = (host_source_sentence(metrics or {}, devices)
-                  if {"host", "sync"} & {cause, other} else None)
+                  if {Cause.HOST, Cause.SYNC} & {cause, other} else None)
         return text + (f" {source}" if source else "")
     head = CAUSE_HEADS[verdict].format(where=where, share=share, its=its, sits="sits" if n == 1 else "sit",
                                        spends="spends" if n == 1 else "spend")
     text = f"{head} ({amount(ns)})."
-    source = host_source_sentence(metrics or {}, devices) if verdict in ("host_bound", "sync_bound") else None
-    shares = also_sentence(metrics or {}, acct, devices) if verdict == "host_bound" else None
+    host_side = verdict in (Verdict.HOST_BOUND, Verdict.SYNC_BOUND)
+    source = host_source_sentence(metrics or {}, devices) if host_side else None
+    shares = also_sentence(metrics or {}, acct, devices) if verdict == Verdict.HOST_BOUND else None
     if source:
         text += f" {source}"
     if shares:
         text += f" {shares}"
-    elif second and second["kind"] != "compute" and second["impact_pct"] >= 1.0:
+    elif second and second["kind"] != Cause.COMPUTE and second["impact_pct"] >= 1.0:
         text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
     text += f" {where} {is_} busy {busy_text} of {its} time."
     return text
@@ -379,8 +381,8 @@ def also_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[i
     if not window:
         return None
     parts = []
-    for other, words in (("communication", "communication (collectives, MPI calls)"), ("transfer", "copies"),
-                         ("sync", "synchronize calls")):
+    for other, words in ((Cause.COMMUNICATION, "communication (collectives, MPI calls)"), (Cause.TRANSFER, "copies"),
+                         (Cause.SYNC, "synchronize calls")):
         ns = sum(d.cause_ns(other) for d in acct.chosen(devices))
         if ns >= ALSO_SHARE * window:
             parts.append(f"{words} {_pct(100.0 * ns / window)}")
@@ -392,7 +394,7 @@ def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
     the busy share of the devices' windows, and what judging needs."""
     check = extra.get("check") or {}
     kernels, kernel_ns = int(check.get("kernels", 0)), int(check.get("kernel_ns", 0))
-    window, busy = acct.window(), acct.total("busy")
+    window, busy = acct.window(), acct.total(BUSY)
     seen = f"{kernels:,} kernel{'s' if kernels != 1 else ''}, {dur(kernel_ns)} of kernel time"
     if window and acct.devices:
         if len(acct.devices) == 1:

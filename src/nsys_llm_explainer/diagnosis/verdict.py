@@ -49,45 +49,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nsys_llm_explainer.diagnosis.accounting import Accounting
+from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.model import Confidence, MetricResult, Outcome
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict
 
-VERDICT_OF = {
-    "compute": "gpu_bound",
-    "transfer": "transfer_bound",
-    "communication": "communication_bound",
-    "sync": "sync_bound",
-    "host": "host_bound",
+VERDICT_OF: dict[Cause, Verdict] = {
+    Cause.COMPUTE: Verdict.GPU_BOUND,
+    Cause.TRANSFER: Verdict.TRANSFER_BOUND,
+    Cause.COMMUNICATION: Verdict.COMMUNICATION_BOUND,
+    Cause.SYNC: Verdict.SYNC_BOUND,
+    Cause.HOST: Verdict.HOST_BOUND,
 }
-IDLE_CAUSES = ("transfer", "communication", "sync", "host")
-VERDICTS = (
-    "gpu_bound", "transfer_bound", "host_bound", "sync_bound", "communication_bound", "mixed",
-    "not_steady_state", "insufficient_data", "no_gpu_work",
-)
+IDLE_CAUSES: tuple[Cause, ...] = (Cause.TRANSFER, Cause.COMMUNICATION, Cause.SYNC, Cause.HOST)
+VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 BUSY_MOST_PCT = 50.0  # the GPU's own work this share of the window or more: it leads
 UNDERUSED_PCT = 40.0  # under this share the GPU is clearly underused: an idle cause leads
 CLEAR_RATIO = 2.0  # compute this many times the largest idle cause: gpu_bound, not mixed
 CLOSE_RATIO = 1.25  # two contenders within this factor: mixed
 UNPLACED_GRAPH_SHARE = 0.1
-UNEXPLAINED = ("capture_edge", "device_wait")
+UNEXPLAINED = (Bucket.CAPTURE_EDGE, Bucket.DEVICE_WAIT)
 FAILED_OUTCOMES = ("program_failed", "killed", "profiler_failed")
 _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW, Confidence.LOW: Confidence.LOW}
 
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: str
-    cause: str | None  # the lead: compute, an idle cause, startup; None when nothing is judged
+    verdict: Verdict
+    cause: Cause | None  # the lead: compute, an idle cause, startup, program_failed; None when nothing is judged
     confidence: Confidence
     why: str | None = None  # insufficient_data: what cannot be judged
-    second: str | None = None  # the cause named second (mixed: the other contender)
+    second: Cause | None = None  # the cause named second (mixed: the other contender)
 
     @property
     def mixed(self) -> bool:
-        return self.verdict == "mixed"
+        return self.verdict == Verdict.MIXED
 
-    def named(self) -> tuple[str, ...]:
+    def named(self) -> tuple[Cause, ...]:
         """The causes the verdict names as bottlenecks: the lead, and for mixed the second."""
         if self.cause is None:
             return ()
@@ -111,7 +108,7 @@ def metric(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
     return out.data if isinstance(out, MetricResult) else None
 
 
-def ranked_causes(acct: Accounting) -> list[tuple[str, int]]:
+def ranked_causes(acct: Accounting) -> list[tuple[Cause, int]]:
     """(cause, ns at stake over all devices), largest first (ties: the order of VERDICT_OF)."""
     order = list(VERDICT_OF)
     return sorted(((c, acct.total(c)) for c in VERDICT_OF), key=lambda t: (-t[1], order.index(t[0])))
@@ -128,8 +125,8 @@ def _ratio_confidence(top: int, second: int) -> Confidence:
 def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str, bool] | None:
     """(why the idle time cannot be judged, whether a likely dependency is named), or None when
     the named causes explain enough."""
-    busy = acct.total("busy")
-    edge, waiting = acct.bucket_total("capture_edge"), acct.bucket_total("device_wait")
+    busy = acct.total(BUSY)
+    edge, waiting = acct.bucket_total(Bucket.CAPTURE_EDGE), acct.bucket_total(Bucket.DEVICE_WAIT)
     window = acct.window()
     if edge + waiting <= busy or not window:
         return None
@@ -210,7 +207,7 @@ def _graph_why(metrics: dict[str, Outcome]) -> tuple[str | None, bool]:
     return graphs_hide_work(metrics), unplaced_graphs(metrics)[0] > 0
 
 
-def rule(compute: int, window: int, idle: list[tuple[str, int]], waiting: int) -> Decision:
+def rule(compute: int, window: int, idle: list[tuple[Cause, int]], waiting: int) -> Decision:
     """The verdict from the GPU's own work and the idle causes (module docstring, step 4).
     `idle`: (cause, ns) largest first; `waiting`: queued waits the trace cannot explain."""
     c = 100.0 * compute / window if window else 0.0
@@ -218,20 +215,20 @@ def rule(compute: int, window: int, idle: list[tuple[str, int]], waiting: int) -
     if c >= BUSY_MOST_PCT:
         if compute >= CLEAR_RATIO * t1:
             sure = c >= BUSY_MOST_PCT + 10 and compute >= 3 * t1
-            return Decision("gpu_bound", "compute", Confidence.HIGH if sure else Confidence.MEDIUM,
+            return Decision(Verdict.GPU_BOUND, Cause.COMPUTE, Confidence.HIGH if sure else Confidence.MEDIUM,
                             second=k1 if t1 > 0 else None)
-        return Decision("mixed", "compute", Confidence.MEDIUM, second=k1)
+        return Decision(Verdict.MIXED, Cause.COMPUTE, Confidence.MEDIUM, second=k1)
     if t1 > 0 and t1 >= waiting and (t1 >= CLOSE_RATIO * compute or c < UNDERUSED_PCT):
         if t2 * CLOSE_RATIO > t1:
-            return Decision("mixed", k1, Confidence.LOW, second=k2)
+            return Decision(Verdict.MIXED, k1, Confidence.LOW, second=k2)
         rival = max(t2, compute)
         conf = _ratio_confidence(t1, rival)
-        return Decision(VERDICT_OF[k1], k1, conf, second="compute" if compute >= t2 else (k2 if t2 > 0 else None))
+        return Decision(VERDICT_OF[k1], k1, conf, second=Cause.COMPUTE if compute >= t2 else (k2 if t2 > 0 else None))
     if t1 == 0:
-        return Decision("gpu_bound", "compute", Confidence.LOW)
-    lead, second = (k1, "compute") if t1 > compute else ("compute", k1)
+        return Decision(Verdict.GPU_BOUND, Cause.COMPUTE, Confidence.LOW)
+    lead, second = (k1, Cause.COMPUTE) if t1 > compute else (Cause.COMPUTE, k1)
     close = max(t1, compute) < CLOSE_RATIO * min(t1, compute)
-    return Decision("mixed", lead, Confidence.LOW if close else Confidence.MEDIUM, second=second)
+    return Decision(Verdict.MIXED, lead, Confidence.LOW if close else Confidence.MEDIUM, second=second)
 
 
 def failed(metrics: dict[str, Outcome]) -> bool:
@@ -246,37 +243,37 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
     figures say up to the failure)."""
     cap = metric(metrics, "capture")
     if not acct.devices:
-        return Decision("no_gpu_work", None, Confidence.HIGH)
+        return Decision(Verdict.NO_GPU_WORK, None, Confidence.HIGH)
     if failure and failed(metrics):
-        return Decision("not_steady_state", "program_failed", Confidence.HIGH)
+        return Decision(Verdict.NOT_STEADY_STATE, Cause.PROGRAM_FAILED, Confidence.HIGH)
     if cap is not None:
         from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 
         if cap["startup_pct_of_window"] >= NOT_STEADY_PCT:
-            return Decision("not_steady_state", "startup", Confidence.HIGH)
+            return Decision(Verdict.NOT_STEADY_STATE, Cause.STARTUP, Confidence.HIGH)
         if cap["checks"] and cap["checks"][0]["id"] == "too_little_data" and cap["checks"][0]["found"]:
-            return Decision("insufficient_data", None, Confidence.HIGH, cap["checks"][0]["summary"])
+            return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, cap["checks"][0]["summary"])
     unexplained = _unexplained_why(metrics, acct)
     if unexplained is not None:
         # Queued work waiting on a dependency the trace does not name, on a device that runs
         # collectives: the likely dependency is named, so abstaining is less certain.
         why, named = unexplained
-        return Decision("insufficient_data", None, Confidence.MEDIUM if named else Confidence.HIGH, why)
+        return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.MEDIUM if named else Confidence.HIGH, why)
     window = acct.window()
-    if acct.total("busy") == 0:
-        return Decision("insufficient_data", None, Confidence.LOW, "no GPU time could be accounted for")
+    if acct.total(BUSY) == 0:
+        return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.LOW, "no GPU time could be accounted for")
     idle = sorted(((c, acct.total(c)) for c in IDLE_CAUSES), key=lambda t: (-t[1], IDLE_CAUSES.index(t[0])))
-    decision = rule(acct.total("compute"), window, idle, acct.bucket_total("device_wait"))
+    decision = rule(acct.total(Cause.COMPUTE), window, idle, acct.bucket_total(Bucket.DEVICE_WAIT))
     graph_why, unplaced = _graph_why(metrics)
     if graph_why is not None and any(c in IDLE_CAUSES for c in decision.named()):
-        return Decision("insufficient_data", None, Confidence.HIGH, graph_why)
-    comfortably = bool(window) and 100.0 * acct.total("compute") / window >= BUSY_MOST_PCT + 10
+        return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, graph_why)
+    comfortably = bool(window) and 100.0 * acct.total(Cause.COMPUTE) / window >= BUSY_MOST_PCT + 10
     if unplaced or (metric(metrics, "idle_causes") is None and not comfortably):
         decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], second=decision.second)
     return decision
 
 
-def primary_devices(acct: Accounting, cause: str) -> list[int]:
+def primary_devices(acct: Accounting, cause: Figure) -> list[int]:
     shares = {d.device_id: d.pct(d.cause_ns(cause)) for d in acct.devices}
     best = max(shares.values(), default=0.0)
     if best <= 0:

@@ -160,7 +160,7 @@ def _after_by_cause(gc: Any, s: np.ndarray, e: np.ndarray) -> dict[str, int]:
     if gc is None or not len(s):
         return {}
     us, ue = intervals.merge(s, e)
-    out = {}
+    out: dict[str, int] = {}
     for i in (LAUNCH_BOUND, HOST_OTHER):
         name = CAUSES[i]
         seg = intervals.intersect(us, ue, *gc.segments[i])

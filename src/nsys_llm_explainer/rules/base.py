@@ -17,6 +17,7 @@ from nsys_llm_explainer.diagnosis.kernel_mix import category_of
 from nsys_llm_explainer.kernels.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
     Affected,
+    Cause,
     Confidence,
     Finding,
     MetricResult,
@@ -79,7 +80,7 @@ class Rule:
         title: str | None = None,
         affected: Sequence[Affected] = (),
         impact: tuple[int, float] | None = None,
-        cause: str | None = None,
+        cause: Cause | None = None,
     ) -> Finding:
         """A finding; `impact` is (GPU ns at stake, share of the affected devices' windows)."""
         return Finding(

@@ -22,7 +22,7 @@ import dataclasses
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
-from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Schema, Severity
+from nsys_llm_explainer.model import Cause, Finding, MetricResult, Outcome, Schema, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, gain
 from nsys_llm_explainer.rules.advice import FAILED_ADVICE, TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
@@ -57,7 +57,7 @@ def _startup(metrics: dict[str, Outcome]) -> bool:
 def steady_share(f: Finding, acct: Accounting) -> tuple[Severity, int, int]:
     """(severity, ns, steady window ns) the finding's cause earns from the steady start on:
     low at most when it cannot be recomputed there or the steady part is too short."""
-    if f.cause not in CAUSE_BUCKETS or f.cause == "compute" or not f.affected:
+    if f.cause not in CAUSE_BUCKETS or f.cause == Cause.COMPUTE or not f.affected:
         return Severity.LOW, 0, 0
     ns = window = 0
     for a in f.affected:
@@ -87,7 +87,7 @@ def cap_unsteady(
     the advice for why the capture cannot be judged: start-up, or too little data."""
     out = []
     for f in findings:
-        if f.cause == "startup":  # start-up's own finding (NLE216): its advice is how to capture steady state
+        if f.cause == Cause.STARTUP:  # start-up's own finding (NLE216): its advice is how to capture steady state
             out.append(f)
             continue
         holds = False

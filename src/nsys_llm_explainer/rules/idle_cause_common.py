@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from nsys_llm_explainer.diagnosis.verdict import graphs_hide_work
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
-from nsys_llm_explainer.model import Affected, Confidence, Finding, Severity
+from nsys_llm_explainer.model import Affected, Bucket, Cause, Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, us
 from nsys_llm_explainer.rules.impact import affected_devices, band, buckets_by_device, total_pct
 
@@ -47,7 +47,7 @@ def host_evidence(view: RuleInput) -> list[str]:
                               view.metric("operators") is not None)
 
 
-def readback_after(view: RuleInput, bucket: str) -> dict[int, int]:
+def readback_after(view: RuleInput, bucket: Bucket) -> dict[int, int]:
     """Per device: the `bucket` idle time (launch_bound or host_other) the read-back finding
     (NLE214) already counts, after read-backs that drained the queue (not counted twice)."""
     from nsys_llm_explainer.rules.sync_sources import selected
@@ -111,7 +111,7 @@ def startup_capture(view: RuleInput) -> bool:
     return cap is not None and cap.data["startup_pct_of_window"] >= NOT_STEADY_PCT
 
 
-def steady_only(view: RuleInput, per_device: dict[int, int], buckets: tuple[str, ...]) -> tuple[dict[int, int], int]:
+def steady_only(view: RuleInput, per_device: dict[int, int], buckets: tuple[Bucket, ...]) -> tuple[dict[int, int], int]:
     """(`per_device` cut to the steady part, the ns cut off): each device keeps at most its
     `buckets` time from the steady start on (none when no steady part follows)."""
     out, cut = {}, 0
@@ -138,8 +138,9 @@ def hidden_graphs_cap(
 def cause_finding(
     view: RuleInput,
     rule: Rule,
-    buckets: tuple[str, ...],
-    cause: str,
+    *,
+    buckets: tuple[Bucket, ...],
+    cause: Cause,
     title: str,
     what: str,
     evidence: Sequence[str],

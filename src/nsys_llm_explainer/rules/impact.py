@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nsys_llm_explainer.diagnosis.accounting import Accounting
-from nsys_llm_explainer.model import Affected, Severity, round_pct
+from nsys_llm_explainer.model import Affected, Bucket, Severity, round_pct
 
 HIGH_PCT = 25.0
 MEDIUM_PCT = 5.0
@@ -57,7 +57,7 @@ def total_pct(acct: Accounting, affected: Iterable[Affected]) -> tuple[int, floa
     return ns, 100.0 * ns / window if window else 0.0
 
 
-def buckets_by_device(acct: Accounting, buckets: tuple[str, ...], steady: bool = False) -> dict[int, int]:
+def buckets_by_device(acct: Accounting, buckets: tuple[Bucket, ...], steady: bool = False) -> dict[int, int]:
     out = {}
     for d in acct.devices:
         source = d.steady if steady and d.steady is not None else d.buckets

@@ -7,7 +7,7 @@ from typing import Any
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.math_mode import math_mode
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -173,7 +173,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                     title=title,
                     affected=affected,
                     impact=impact,
-                    cause="compute",
+                    cause=Cause.COMPUTE,
                 )
                 continue
         else:

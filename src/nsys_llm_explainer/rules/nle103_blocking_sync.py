@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
@@ -40,10 +40,16 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         rules = "/".join(SOURCE_RULES[s] for s in sorted(sources, key=lambda s: SOURCE_RULES[s]))
         evidence.append(f"not counted here: {ms(sum(specific.values()))} explained by {rules}")
     f = cause_finding(
-        view, rule, ("sync_wait",), "sync",
-        "GPU idle while the host waits in synchronize calls ({pct} of {where} time)",
-        "idle while a synchronizing call was in flight", evidence, advice("sync", view.workload),
-        Confidence.HIGH, subtract=specific,
+        view,
+        rule,
+        buckets=(Bucket.SYNC_WAIT,),
+        cause=Cause.SYNC,
+        title="GPU idle while the host waits in synchronize calls ({pct} of {where} time)",
+        what="idle while a synchronizing call was in flight",
+        evidence=evidence,
+        recommendations=advice("sync", view.workload),
+        confidence=Confidence.HIGH,
+        subtract=specific,
     )
     if f is not None:
         yield f

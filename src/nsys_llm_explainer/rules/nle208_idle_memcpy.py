@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nsys_llm_explainer.diagnosis.accounting import BUSY
 from nsys_llm_explainer.diagnosis.evidence import transfer_lines
-from nsys_llm_explainer.model import Finding
+from nsys_llm_explainer.model import Bucket, Cause, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
@@ -31,7 +32,7 @@ def lead_with_fewer_bytes(view: RuleInput, topic: str, lines: tuple[str, ...]) -
     """The advice, main fix first: overlapping copies with compute hides at most the GPU's own
     work time, so where the transfer idle time exceeds the GPU's own work (busy time), the line
     that moves fewer bytes leads, saying why; otherwise overlap leads."""
-    transfer, busy = view.acct.total("transfer"), view.acct.total("busy")
+    transfer, busy = view.acct.total(Cause.TRANSFER), view.acct.total(BUSY)
     words = MOVE_LESS.get(topic)
     if not words or transfer <= busy:
         return lines
@@ -74,9 +75,15 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     devices = [d.device_id for d in view.acct.devices]
     topic = TOPIC.get(_direction(view), "transfer")
     f = cause_finding(
-        view, rule, ("transfer",), "transfer", "GPU waits on copies ({pct} of {where} time)",
-        "idle while copies ran", transfer_lines(view.metrics, view.acct, devices),
-        lead_with_fewer_bytes(view, topic, advice(topic, view.workload)), subtract=subtract,
+        view,
+        rule,
+        buckets=(Bucket.TRANSFER,),
+        cause=Cause.TRANSFER,
+        title="GPU waits on copies ({pct} of {where} time)",
+        what="idle while copies ran",
+        evidence=transfer_lines(view.metrics, view.acct, devices),
+        recommendations=lead_with_fewer_bytes(view, topic, advice(topic, view.workload)),
+        subtract=subtract,
     )
     if f is not None:
         yield f

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct, us
 from nsys_llm_explainer.rules.idle_cause_common import (
     cause_finding,
@@ -44,10 +44,16 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                                 f"p50 {us(p['api_p50_ns'])}")
     evidence += host_bound_phases(view)
     f = cause_finding(
-        view, rule, ("launch_bound",), "host",
-        "GPU idle while the host launches kernels ({pct} of {where} time)",
-        "idle while launch calls were in flight", evidence, host_recommendations(view, "launch"), Confidence.MEDIUM,
-        subtract=readback_after(view, "launch_bound"),
+        view,
+        rule,
+        buckets=(Bucket.LAUNCH_BOUND,),
+        cause=Cause.HOST,
+        title="GPU idle while the host launches kernels ({pct} of {where} time)",
+        what="idle while launch calls were in flight",
+        evidence=evidence,
+        recommendations=host_recommendations(view, "launch"),
+        confidence=Confidence.MEDIUM,
+        subtract=readback_after(view, Bucket.LAUNCH_BOUND),
     )
     if f is not None:
         yield f

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.idle_cause_common import (
     cause_finding,
@@ -36,10 +36,16 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 16.529 ms idle while the host made no launch, copy or sync call (4.8% of its window)
     """
     f = cause_finding(
-        view, rule, ("host_other",), "host",
-        "GPU idle while the host does other work ({pct} of {where} time)",
-        "idle while the host made no launch, copy or sync call", [*host_evidence(view), *host_bound_phases(view)],
-        host_recommendations(view, "host"), Confidence.MEDIUM, subtract=readback_after(view, "host_other"),
+        view,
+        rule,
+        buckets=(Bucket.HOST_OTHER,),
+        cause=Cause.HOST,
+        title="GPU idle while the host does other work ({pct} of {where} time)",
+        what="idle while the host made no launch, copy or sync call",
+        evidence=[*host_evidence(view), *host_bound_phases(view)],
+        recommendations=host_recommendations(view, "host"),
+        confidence=Confidence.MEDIUM,
+        subtract=readback_after(view, Bucket.HOST_OTHER),
     )
     if f is not None:
         yield f

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Bucket, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.impact import buckets_by_device
 
@@ -22,7 +22,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE211 info: 12.0% of the GPU time lies where the host is not visible
         - 120.000 ms on 2 GPUs outside the host's captured activity
     """
-    per_device = buckets_by_device(view.acct, ("capture_edge",))
+    per_device = buckets_by_device(view.acct, (Bucket.CAPTURE_EDGE,))
     ns = sum(per_device.values())
     window = view.acct.window()
     if window <= 0 or 100.0 * ns / window < MIN_PCT:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding, IdleCause
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -13,13 +13,14 @@ RECOMMENDATION = (
     "Periodic slow steps often come from batching changes, KV-cache allocation, garbage "
     "collection or logging every N steps.",
 )
-GAP_CAUSE = {
-    "transfer": "transfer", "communication": "communication", "sync_wait": "sync",
-    "launch_bound": "host", "host_other": "host",
+# The idle sweep's gap cause -> the diagnosis cause whose finding reports that time.
+GAP_CAUSE: dict[str, Cause] = {
+    IdleCause.TRANSFER: Cause.TRANSFER, IdleCause.COMMUNICATION: Cause.COMMUNICATION,
+    IdleCause.SYNC_WAIT: Cause.SYNC, IdleCause.LAUNCH_BOUND: Cause.HOST, IdleCause.HOST_OTHER: Cause.HOST,
 }
 
 
-def _shared_cause(view: RuleInput, outliers: list[dict[str, Any]]) -> str | None:
+def _shared_cause(view: RuleInput, outliers: list[dict[str, Any]]) -> Cause | None:
     """The diagnosis cause most slow steps' gaps belong to, when that cause is large enough to
     have its own finding (then the steps' excess is not reported twice)."""
     causes = [GAP_CAUSE.get(o["gap_cause"] or "") for o in outliers if o["reason"] == "idle_gap"]

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.verdict import readback_text
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur
 from nsys_llm_explainer.rules.idle_cause_common import device_lines, where
@@ -101,7 +101,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"{rb['count']:,} read-backs stall the GPU ({share:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=(ns, share),
-        cause="sync",
+        cause=Cause.SYNC,
     )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.idle_cause_common import device_lines, where
@@ -46,7 +46,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         f"({share:.1f}% of {where(affected)} time)"),
         affected=affected,
         impact=(ns, share),
-        cause="sync",
+        cause=Cause.SYNC,
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.capture import KINETO_RECIPE, NSYS_RECIPE, STARTUP_WORDS, startup_parts
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur
 from nsys_llm_explainer.rules.idle_cause_common import MAX_DEVICE_LINES, startup_capture, where
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -64,7 +64,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"Start-up: the GPU sits idle before the steady part begins ({impact[1]:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=impact,
-        cause="startup",
+        cause=Cause.STARTUP,
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.idle_cause_common import where
@@ -93,7 +93,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=title,
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -52,7 +52,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"Sampling takes {pct(row['pct_of_scope_time'])} of kernel time",
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

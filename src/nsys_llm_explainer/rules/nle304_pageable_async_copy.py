@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.impact import band, whole
@@ -40,7 +40,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"{p['count']:,} async copies use pageable host memory",
         affected=affected,
         impact=impact,
-        cause="transfer",
+        cause=Cause.TRANSFER,
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.fmt import size
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
 from nsys_llm_explainer.rules.idle_cause_common import device_lines, hidden_graphs_cap, where
@@ -54,7 +54,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"{sc['count']:,} synchronous copies stall the GPU ({share:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=(ns, share),
-        cause="transfer",
+        cause=Cause.TRANSFER,
     )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -31,7 +31,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if t["count"] < MIN_COUNT or share < MIN_SHARE_PCT:
         return
     rate = f", {t['per_s']:,.1f} per second" if t["per_s"] is not None else ""
-    affected, impact = whole(view.acct, min(int(t["time_ns"]), view.acct.total("transfer")))
+    affected, impact = whole(view.acct, min(int(t["time_ns"]), view.acct.total(Cause.TRANSFER)))
     severity = band(impact[1])
     if severity is None:
         return
@@ -46,7 +46,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"{t['count']:,} tiny transfers (<= {res.data['tiny_bytes']:,} bytes)",
         affected=affected,
         impact=impact,
-        cause="transfer",
+        cause=Cause.TRANSFER,
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
-from nsys_llm_explainer.model import Finding
+from nsys_llm_explainer.model import Bucket, Cause, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
@@ -49,10 +49,14 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     else:
         recommendations = advice("host_communication", view.workload)
     f = cause_finding(
-        view, rule, ("exposed_communication", "communication_wait"), "communication",
-        "GPU waits on communication ({pct} of {where} time)",
-        "in collectives with no compute beside them, or idle waiting on them",
-        evidence, tuple(dict.fromkeys(recommendations)),
+        view,
+        rule,
+        buckets=(Bucket.EXPOSED_COMMUNICATION, Bucket.COMMUNICATION_WAIT),
+        cause=Cause.COMMUNICATION,
+        title="GPU waits on communication ({pct} of {where} time)",
+        what="in collectives with no compute beside them, or idle waiting on them",
+        evidence=evidence,
+        recommendations=tuple(dict.fromkeys(recommendations)),
     )
     if f is not None:
         yield f

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, whole
 
@@ -48,7 +48,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             title=f"Communication time differs {pct(s['skew_pct'])} across {label}",
             affected=affected,
             impact=impact,
-            cause="communication",
+            cause=Cause.COMMUNICATION,
         )
         return
 

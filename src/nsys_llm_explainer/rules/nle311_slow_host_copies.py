@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -55,7 +55,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                 f"{pct(c['pct_of_reference'])} of PCIe bandwidth"),
             affected=affected,
             impact=impact,
-            cause="transfer",
+            cause=Cause.TRANSFER,
         )
 
 

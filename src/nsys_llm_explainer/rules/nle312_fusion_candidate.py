@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, whole
@@ -42,7 +42,7 @@ def chain(view: RuleInput) -> Chain | None:
             or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c["kernels"])
         ):
             continue
-        gaps = min(int(c["removable_gap_ns"]), view.acct.total("host"))
+        gaps = min(int(c["removable_gap_ns"]), view.acct.total(Cause.HOST))
         removed = int(c["occurrences"]) * (int(c["length"]) - 1)
         saving = min(removed * PER_LAUNCH_SAVING_NS, int(c["kernel_ns"]) // 2)
         return Chain(c, gaps, saving)
@@ -98,7 +98,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"A chain of {c['length']} short memory-bound kernels repeats {c['occurrences']:,} times",
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.idle_cause_common import device_lines, where
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -61,7 +61,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=f"{s['casts_per_step_p50']:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

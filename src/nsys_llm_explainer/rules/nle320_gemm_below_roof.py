@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -86,7 +86,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                else f"A GEMM operation reaches {pct(lo)} of its roof"),
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

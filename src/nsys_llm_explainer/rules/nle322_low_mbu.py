@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct
 from nsys_llm_explainer.rules.impact import band
@@ -58,7 +58,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             title=f"Phase {ph['phase']!r} reads weights and KV cache at {pct(float(mbu))} of peak bandwidth",
             affected=affected,
             impact=impact,
-            cause="compute",
+            cause=Cause.COMPUTE,
         )
 
 

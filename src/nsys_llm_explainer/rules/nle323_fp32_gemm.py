@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.kernels.math_mode import math_mode
-from nsys_llm_explainer.model import Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.precision_advice import fp32_matmul
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -113,7 +113,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         title=title,
         affected=affected,
         impact=impact,
-        cause="compute",
+        cause=Cause.COMPUTE,
     )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from nsys_llm_explainer.model import Confidence, Finding, Severity
+from nsys_llm_explainer.model import Cause, Confidence, Finding, Severity
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
 
@@ -136,7 +136,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             f"{_headline(row)}"),
             affected=affected,
             impact=impact,
-            cause="compute",
+            cause=Cause.COMPUTE,
         )
 
 

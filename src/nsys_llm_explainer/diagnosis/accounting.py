@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nsys_llm_explainer.metrics import communication, gpu_idle, idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
@@ -113,22 +114,19 @@ class Accounting:
         return sum(d.window_ns for d in self.devices)
 
 
-def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
+def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any]:
     out = metrics.get(mid)
-    return out.data if isinstance(out, MetricResult) else None
+    return out.data if isinstance(out, MetricResult) else {}
 
 
 def build(metrics: dict[str, Outcome]) -> Accounting:
     """Per-device buckets from gpu_idle, idle_causes and communication ([] without them)."""
-    idle = _ok(metrics, "gpu_idle")
-    causes = _ok(metrics, "idle_causes")
-    if idle is None:
+    if not isinstance(metrics.get("gpu_idle"), MetricResult):
         return Accounting()
-    comm = _ok(metrics, "communication")
-    exposed = {d["device_id"]: int(d["exposed_ns"]) for d in (comm or {}).get("devices", [])}
-    split = {d["device_id"]: d for d in (causes or {}).get("devices", [])}
+    exposed = {d["device_id"]: int(d["exposed_ns"]) for d in communication.devices(_ok(metrics, "communication"))}
+    split = {d["device_id"]: d for d in idle_causes.devices(_ok(metrics, "idle_causes"))}
     out = []
-    for d in idle.get("devices", []):  # reports built by hand may carry partial data
+    for d in gpu_idle.devices(_ok(metrics, "gpu_idle")):  # reports built by hand may carry partial data
         if not {"device_id", "busy_ns", "idle_ns", "window_start_ns", "window_end_ns"} <= set(d):
             continue
         dev = d["device_id"]
@@ -147,9 +145,10 @@ def build(metrics: dict[str, Outcome]) -> Accounting:
             buckets[Bucket.TRANSFER] += edge
             buckets[Bucket.CAPTURE_EDGE] += (a1 - a0) - (w1 - w0) - edge
             w0, w1 = a0, a1
-            if s.get("steady"):
-                steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in s["steady"]["causes"].items()}
-                steady_window = d["window_end_ns"] - s["steady"]["start_ns"]
+            part = s.get("steady")
+            if part:
+                steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in part["causes"].items()}
+                steady_window = d["window_end_ns"] - part["start_ns"]
         else:  # no CUDA API rows: idle time cannot be split, so it stays unexplained
             buckets[Bucket.CAPTURE_EDGE] += int(d["idle_ns"])
         pids = tuple(s["owner_pids"]) if s is not None else ()

@@ -17,7 +17,8 @@ by construction (shared_stream_comm_ns: the union of those communication kernels
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,27 @@ DEVICE_COLUMNS = (
     "exposed_pct_of_window",
 )
 PROCESS_COLUMNS = ("pid", "device_id", "comm_kernels", "comm_kernel_ns")
+
+
+class CommunicationDevice(TypedDict):
+    """One device's row of communication's data ("devices"): the keys rules and the diagnosis read."""
+
+    device_id: int
+    comm_kernels: int
+    comm_kernel_ns: int
+    comm_union_ns: int
+    overlapped_ns: int
+    exposed_ns: int
+    overlap_pct: float | None
+    window_ns: int
+    exposed_pct_of_window: float | None
+    shared_streams: list[int]
+    shared_stream_comm_ns: int
+
+
+def devices(data: Mapping[str, Any]) -> list[CommunicationDevice]:
+    """The per-device rows of communication's data."""
+    return cast(list[CommunicationDevice], data.get("devices", []))
 
 
 def _skew(values: list[int]) -> dict[str, object] | None:

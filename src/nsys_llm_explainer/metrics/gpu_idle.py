@@ -13,6 +13,9 @@ is reported too (a "97% idle" trace may really be one long copy).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
+
 import numpy as np
 import pandas as pd
 
@@ -37,6 +40,28 @@ DEVICE_COLUMNS = ("device_id", "window_start_ns", "window_end_ns", "busy_ns", "i
                   "gap_count", "idle_covered_by_copies_ns", "idle_covered_by_copies_pct",
                   "kernel_busy_ns", "graph_busy_ns", "device_copy_busy_ns")
 GAP_COLUMNS = ("device_id", "start_ns", "end_ns", "duration_ns")
+
+
+class GpuIdleDevice(TypedDict):
+    """One device's row of gpu_idle's data ("devices"), as rules and the diagnosis read it."""
+
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_pct: float
+    gap_count: int
+    idle_covered_by_copies_ns: int
+    idle_covered_by_copies_pct: float
+    kernel_busy_ns: int
+    graph_busy_ns: int
+    device_copy_busy_ns: int
+
+
+def devices(data: Mapping[str, Any]) -> list[GpuIdleDevice]:
+    """The per-device rows of gpu_idle's data (none in a report built by hand without them)."""
+    return cast(list[GpuIdleDevice], data.get("devices", []))
 
 
 def _source_busy(w: dict[str, np.ndarray], dev: int, sources: tuple[int, ...]) -> int:

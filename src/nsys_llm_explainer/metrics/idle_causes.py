@@ -21,7 +21,8 @@ normalized name, analysis/nvtx_names).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ from nsys_llm_explainer.analysis.idle_sweep import CAUSES, HOST_SIDE, NO_REFILL,
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.model import IdleCause, MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 
 CAUSE_COLUMNS = ("device_id", "cause", "idle_ns", "pct_of_idle", "pct_of_window", "gaps")
@@ -192,6 +193,55 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     hit = nvtx_tree.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
     return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
+
+
+class CauseShare(TypedDict):
+    """One cause's share of a device's idle time."""
+
+    cause: IdleCause
+    idle_ns: int
+    pct_of_idle: float
+    pct_of_window: float
+    gaps: int
+
+
+class SteadyPart(TypedDict):
+    """The idle split from the steady start on (the capture metric's steady part)."""
+
+    start_ns: int
+    idle_ns: int
+    causes: dict[IdleCause, int]
+
+
+class IdleCausesDevice(TypedDict):
+    """One device's row of idle_causes' data ("devices"): the keys rules and the diagnosis read."""
+
+    device_id: int
+    owner_pids: list[int]
+    window_ns: int
+    idle_ns: int
+    gap_count: int
+    dominant_cause: IdleCause | None
+    causes: list[CauseShare]
+    launch_known_gaps: int
+    queued_gaps: int
+    queued_ns: int
+    copy_ahead_gaps: int
+    copy_ahead_ns: int
+    dependency_ns: int
+    refill: dict[str, int]
+    activity_start_ns: int
+    activity_end_ns: int
+    edge_transfer_ns: int
+    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_causes_detail.py)
+    host_sources: dict[str, Any]  # what the launching thread did in host-caused idle time (_host_sources)
+    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_causes_detail.py)
+    steady: SteadyPart | None
+
+
+def devices(data: Mapping[str, Any]) -> list[IdleCausesDevice]:
+    """The per-device rows of idle_causes' data."""
+    return cast(list[IdleCausesDevice], data.get("devices", []))
 
 
 def _by_device_and_start(gaps: pd.DataFrame) -> pd.DataFrame:

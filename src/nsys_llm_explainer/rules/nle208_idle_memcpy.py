@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.accounting import BUSY
 from nsys_llm_explainer.diagnosis.evidence import transfer_lines
+from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
@@ -18,7 +19,7 @@ def _direction(view: RuleInput) -> str:
     unknown)."""
     res = view.metric("idle_causes")
     by: dict[str, int] = {}
-    for d in (res.data["devices"] if res is not None else []):
+    for d in idle_causes.devices(res.data if res is not None else {}):
         for t in d.get("transfers", []):
             by[t["direction"]] = by.get(t["direction"], 0) + int(t["idle_ns"])
     return max(sorted(by), key=lambda k: by[k]) if by and max(by.values()) > 0 else "host_to_device"

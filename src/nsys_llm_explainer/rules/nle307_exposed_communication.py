@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
+from nsys_llm_explainer.metrics import communication
 from nsys_llm_explainer.model import Bucket, Cause, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -31,7 +32,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """
     res = view.metric("communication")
     evidence = []
-    with_kernels = [d for d in (res.data["devices"] if res is not None else []) if d["comm_union_ns"]]
+    with_kernels = [d for d in communication.devices(res.data if res is not None else {}) if d["comm_union_ns"]]
     for d in with_kernels[:4]:
         evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
                         f"{pct(d['overlap_pct'] or 0)} overlapped by compute")

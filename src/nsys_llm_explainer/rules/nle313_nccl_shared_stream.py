@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from nsys_llm_explainer.metrics import communication
 from nsys_llm_explainer.model import Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms
@@ -15,7 +16,7 @@ def shared(view: RuleInput) -> list[dict[str, Any]]:
     if res is None:
         return []
     out = []
-    for d in res.data["devices"]:
+    for d in communication.devices(res.data):
         ns = int(d.get("shared_stream_comm_ns") or 0)
         if ns and d.get("shared_streams"):
             out.append({"device_id": d["device_id"], "ns": min(ns, int(d["exposed_ns"])),

@@ -280,3 +280,31 @@ def test_the_main_fix_for_copies_is_the_one_that_can_hide_them(build: Build, com
     assert f.recommendation[0].startswith(leads), f.recommendation[0]
     # The other line stays, after it: one list, reordered.
     assert len(f.recommendation) >= 2 and len(set(f.recommendation)) == len(f.recommendation)
+
+
+def test_copies_that_only_coincide_with_queued_waits_are_low_confidence(build: Build) -> None:
+    """Per step a 200 us kernel on stream 7, then the next kernel, launched at once, starts 300 us
+    after it (a wait the trace does not name) while a 250 us pinned copy runs on stream 9 inside
+    the gap. The idle time is counted as the copies' by precedence, but no work waited behind a
+    copy on its own stream: the finding says so at low confidence (coincident is not causal)."""
+    b = TraceBuilder("2024.6")
+    b.process(100)
+    host, gpu, corr = 10 * US, 100 * US, 1
+    for _ in range(60):
+        b.runtime(host, host + 5 * US, pid=100, corr=corr, name="cudaLaunchKernel_v7000")
+        b.kernel(gpu, gpu + 200 * US, stream=7, corr=corr, name=planted.GEMM_BF16)
+        corr += 1
+        b.runtime(host + 5 * US, host + 15 * US, pid=100, corr=corr, name="cudaMemcpyAsync_v3020")
+        b.memcpy(gpu + 220 * US, gpu + 470 * US, bytes=8 << 20, copy_kind=planted.H2D, src_kind=planted.PINNED,
+                 dst_kind=planted.DEVICE, stream=9, corr=corr)
+        corr += 1
+        host += 15 * US
+        gpu += 500 * US
+    b.runtime(host, gpu + 2 * US, pid=100, corr=corr, name="cudaStreamSynchronize_v3020")
+    r = explain(build(b))
+    f = next(x for x in r.findings if x.rule_id == "NLE208")
+    assert f.confidence.value == "low"
+    assert any("for 0 of them (0 ns) a copy on the work's own stream" in e for e in f.evidence)
+    # The planted copy-bound capture, where each kernel waits behind its copy, stays high.
+    g = next(x for x in run(build, planted.transfer_bound).findings if x.rule_id == "NLE208")
+    assert g.confidence.value == "high"

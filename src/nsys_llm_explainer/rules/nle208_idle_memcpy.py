@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from nsys_llm_explainer.diagnosis.accounting import BUSY
 from nsys_llm_explainer.diagnosis.evidence import transfer_lines
 from nsys_llm_explainer.metrics import idle_causes
-from nsys_llm_explainer.model import Bucket, Cause, Finding
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
@@ -47,6 +47,18 @@ def lead_with_fewer_bytes(view: RuleInput, topic: str, lines: tuple[str, ...]) -
     return (lead, *lines[:fewer], *lines[fewer + 1:])
 
 
+def coincident(view: RuleInput, devices: list[int]) -> bool:
+    """Whether the copies only coincide with the idle time: idle gaps ended with work queued
+    before them, and not one had a copy on that work's own stream just ahead of it (the
+    dependency that would make the GPU wait on the copy). The idle time is then counted as the
+    copies' by precedence alone, so the finding says so at low confidence."""
+    res = view.metric("idle_causes")
+    rows = [d for d in idle_causes.devices(res.data if res is not None else {}) if d["device_id"] in devices]
+    queued = sum(int(d["queued_gaps"]) for d in rows)
+    ahead = sum(int(d["copy_ahead_gaps"]) for d in rows)
+    return queued > 0 and ahead == 0
+
+
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """The GPU waits on transfers: no work runs on the device while a host<->device or peer copy
     does (device-to-device copies and memsets are the device's own work, never idle time).
@@ -60,7 +72,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     simply waited for the copies only when they overlapped copy time more than anything else.
     Advice follows the copy direction that covers the most idle time (host-to-device,
     device-to-host, peer); overlap leads, unless the transfer idle time exceeds the GPU's own
-    work (overlap can hide at most that), when moving fewer bytes leads. Severity from the impact bands (rules/impact.py).
+    work (overlap can hide at most that), when moving fewer bytes leads. Confidence is low when
+    the copies only coincide with the idle time (queued work, none behind a copy on its own
+    stream): coincident is not causal. Severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -84,6 +98,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         what="idle while copies ran",
         evidence=transfer_lines(view.metrics, view.acct, devices),
         recommendations=lead_with_fewer_bytes(view, topic, advice(topic, view.workload)),
+        confidence=Confidence.LOW if coincident(view, devices) else Confidence.HIGH,
         subtract=subtract,
     )
     if f is not None:

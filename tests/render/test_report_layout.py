@@ -58,7 +58,7 @@ def gpus(devices: list[int]) -> str:
     """GPU 0, GPUs 0-1 or GPUs 0, 2: written here independently of diagnosis/evidence.py."""
     if len(devices) == 1:
         return f"GPU {devices[0]}"
-    if devices == list(range(devices[0], devices[-1] + 1)):
+    if all(b == a + 1 for a, b in zip(devices, devices[1:])):
         return f"GPUs {devices[0]}-{devices[-1]}"
     return "GPUs " + ", ".join(map(str, devices))
 
@@ -87,8 +87,11 @@ def test_key_numbers_come_from_the_diagnosis(built):
     tk = doc["metrics"]["top_kernels"]
     if tk["status"] == "ok":
         n, names = len_kernels(built), len(set(built["report"].table("kernels")["name"]))
+        # a sum over every device says so beside the per-device busy rows
+        devices = sorted(d["device_id"] for d in doc["diagnosis"]["devices"])
+        over = f", summed over {gpus(devices)}" if len(devices) > 1 else ""
         assert keys["Kernel time"] == (f"{dur(tk['total_kernel_ns'])} in {n:,} kernel{'s' * (n != 1)} "
-                                       f"({names:,} name{'s' * (names != 1)})")
+                                       f"({names:,} name{'s' * (names != 1)}){md(over)}")
     else:
         assert "Kernel time" not in keys
     steps = doc["metrics"]["steps"]

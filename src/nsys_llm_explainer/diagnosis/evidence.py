@@ -30,7 +30,8 @@ def devices_text(devices: list[int]) -> str:
         return "no GPU"
     if len(devices) == 1:
         return f"GPU {devices[0]}"
-    if devices == list(range(devices[0], devices[-1] + 1)):
+    # consecutive ids without building the range (a hostile trace's ids reach 2**62)
+    if devices[-1] - devices[0] == len(devices) - 1 and all(b - a == 1 for a, b in zip(devices, devices[1:])):
         return f"GPUs {devices[0]}-{devices[-1]}"
     return "GPUs " + ", ".join(str(d) for d in devices)
 

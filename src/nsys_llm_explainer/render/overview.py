@@ -225,8 +225,10 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     rows = busy_rows(diag.get("devices") or [])
     tk = metric(doc, "top_kernels")
     if tk is not None:
+        devices = diag.get("devices") or []
+        over = f", summed over {devices_text([d['device_id'] for d in devices])}" if len(devices) > 1 else ""
         rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {plural(tk['kernel_count'], 'kernel')} "
-                                    f"({plural(tk['distinct_kernels'], 'name')})"))
+                                    f"({plural(tk['distinct_kernels'], 'name')}){over}"))
     steps = metric(doc, "steps")
     phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
     for p in phases[:STEP_PHASES]:

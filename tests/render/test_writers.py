@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from nsys_llm_explainer import schema
@@ -167,3 +169,17 @@ def test_empty_tables_still_have_headers_on_disk(tmp_path):
                  "kernels_by_pid", "sync_by_pid", "nvtx_by_pid"):
         lines = (out / "tables" / f"{name}.csv").read_text(encoding="utf-8").splitlines()
         assert len(lines) == 1 and lines[0].count(",") >= 1
+
+
+def test_csv_rows_are_written_in_chunks_with_the_same_text(monkeypatch):
+    rows = pd.DataFrame({
+        "n": np.arange(10, dtype=np.int64) * 7 - 20,
+        "x": [0.5, float("nan"), 1e-9, 3.0, 2.5, -1.0, float("nan"), 7.25, 0.1, 1e20],
+        "s": ["a", "=1+1", None, "b,c", 'q"q', "-x", "", "@y", "plain", "z"],
+        "b": [True, False] * 5,
+    })
+    whole = csv_writer.render_frame(rows)
+    monkeypatch.setattr(csv_writer, "CHUNK_ROWS", 3)
+    assert csv_writer.render_frame(rows) == whole
+    guarded = rows.assign(s=[("'" + v if isinstance(v, str) and v[:1] in ("=", "-", "@") else v) for v in rows["s"]])
+    assert whole == guarded.to_csv(index=False, lineterminator="\n")

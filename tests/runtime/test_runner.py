@@ -21,6 +21,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner
 from nsys_llm_explainer.runtime.lifetimes import READERS, Releases
 from nsys_llm_explainer.trace import deadline
+from nsys_llm_explainer.trace.data import TraceData
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 from tests.fixtures import hostile as h
@@ -151,7 +152,6 @@ def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.Monk
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.synth import SynthConfig, generate
-    from nsys_llm_explainer.trace.data import TraceData
 
     path = tmp_path / "t.sqlite"
     generate(SynthConfig(kernels=2_000, processes=2, layers=3, prefill_every=4, seed=3), path, sidecar=False)
@@ -170,3 +170,20 @@ def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.Monk
     assert {"gpu_work", "gap_causes", "kernel_attribution", "launch_pairs", "device_busy",
             "host_rows"} <= set(builds)
     assert {k: n for k, n in builds.items() if n > 1} == {}
+
+
+def test_explain_drops_every_cached_table_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nsys_llm_explainer import api
+    from nsys_llm_explainer.trace import sources
+
+    opened: list[TraceData] = []
+    real = sources.open_trace
+
+    def keep(*a: object, **k: object) -> TraceData:
+        opened.append(real(*a, **k))  # type: ignore[arg-type]
+        return opened[-1]
+
+    monkeypatch.setattr(api.sources, "open_trace", keep)
+    report = explain(h.good(tmp_path), Options(), jobs=1)
+    assert report.ok("top_kernels") is not None
+    assert len(opened) == 1 and opened[0]._cache == {}

@@ -56,6 +56,7 @@ RUN_AFTER: dict[str, str] = {
     "communication": "capture",
     "timeline": "idle_causes",
     "host_patterns": "steps",
+    "fusion_candidates": "ncu_plan",
 }
 
 

@@ -155,6 +155,11 @@ class TraceData:
     def cached_value(self, key: str) -> Any:
         return self._cache[key]
 
+    def release_all(self) -> None:
+        """Drop every cached result (once nothing reads them any more: the end of explain)."""
+        with self._lock:
+            self._cache.clear()
+
     def release(self, *keys: str) -> None:
         """Drop cached results no later reader needs (a later call rebuilds them).
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.fmt import dur
+from nsys_llm_explainer.fmt import dur, pct
 
 LEAD_SHARE = 0.3
 UNNAMED_SHARE = 0.5
@@ -23,10 +23,10 @@ FAMILY_WORDS = {
     "allocation": "memory allocation",
     "communication": "communication calls",
     "file_io": "file or network I/O",
-    "waiting": "waiting (poll, lock or sleep)",
-    "serving_host": "serving work on the host (scheduling, sampling, detokenization)",
+    "waiting": "waiting: poll, lock or sleep",
+    "serving_host": "serving work on the host: scheduling, sampling, detokenization",
     "logging_checkpoint": "logging or checkpointing",
-    "framework": "framework operators (Python and dispatch between launches)",
+    "framework": "framework operators: Python and dispatch between launches",
 }
 KIND_WORDS = {"range": "", "os": " (OS call)", "cuda": " (CUDA call)", "python": " (Python frame)"}
 NSYS_HINT = ("Nothing in the trace names the host's work for {pct} of that time: capture CPU samples "
@@ -83,11 +83,16 @@ def lead_family(hs: dict[str, Any] | None) -> str | None:
 
 
 def source_text(s: dict[str, Any], idle_ns: int) -> str:
+    """One source with its share, what it is in parentheses after the share, so that a list of
+    sources reads one item at a time: "`write` (OS call) 31.8% (file or network I/O)"."""
+    share = pct(100.0 * s["ns"] / idle_ns)
     if s["name"].startswith("after "):
-        return f"after a blocking `{s['name'][len('after '):]}` drained the GPU {100.0 * s['ns'] / idle_ns:.1f}%"
-    family = f"; {FAMILY_WORDS[s['family']]}" if s.get("family") in FAMILY_WORDS else ""
-    inner = f"; inside it mostly `{s['inner']}`" if s.get("inner") else ""
-    return f"`{s['name']}`{KIND_WORDS.get(s['kind'], '')} {100.0 * s['ns'] / idle_ns:.1f}%{family}{inner}"
+        return f"after a blocking `{s['name'][len('after '):]}` drained the GPU {share}"
+    notes = [FAMILY_WORDS[s["family"]]] if s.get("family") in FAMILY_WORDS else []
+    if s.get("inner"):
+        notes.append(f"inside it mostly `{s['inner']}`")
+    words = f" ({'; '.join(notes)})" if notes else ""
+    return f"`{s['name']}`{KIND_WORDS.get(s['kind'], '')} {share}{words}"
 
 
 def clause(hs: dict[str, Any] | None) -> str | None:
@@ -123,15 +128,17 @@ def evidence(hs: dict[str, Any] | None, kineto: bool) -> list[str]:
         return []
     idle = hs["idle_ns"]
     lines = []
-    if hs["sources"]:
-        tops = ", ".join(source_text(s, idle) for s in hs["sources"][:TOP_SOURCES])
+    shown = [s for s in hs["sources"][:TOP_SOURCES] if 100.0 * s["ns"] / idle >= 0.05]  # never "0.0%"
+    if shown:
+        tops = "; ".join(source_text(s, idle) for s in shown)
+        unnamed = 100.0 * hs["unnamed_ns"] / idle
         lines.append(f"what the launching thread was in during the {dur(idle)} of host-caused idle time: {tops}"
-                     + (f"; nothing recorded for {100.0 * hs['unnamed_ns'] / idle:.1f}%" if hs["unnamed_ns"] else ""))
+                     + (f"; nothing recorded for {pct(unnamed)}" if unnamed >= 0.05 else ""))
     if hs["samples"]:
         total = sum(n for _, n in hs["samples"])
         tops = ", ".join(f"`{sym}` {100.0 * n / total:.0f}%" for sym, n in hs["samples"][:TOP_SOURCES])
         lines.append(f"CPU samples on the launching thread in the time no range names ({total:,} samples): {tops}")
     if hs["unnamed_ns"] >= UNNAMED_SHARE * idle and not hs["samples"]:
-        pct = f"{100.0 * hs['unnamed_ns'] / idle:.1f}%"
-        lines.append((KINETO_HINT if kineto else NSYS_HINT).format(pct=pct))
+        unnamed_pct = pct(100.0 * hs["unnamed_ns"] / idle)
+        lines.append((KINETO_HINT if kineto else NSYS_HINT).format(pct=unnamed_pct))
     return lines

@@ -104,7 +104,8 @@ def test_step_flops_and_vocab_dims_by_hand() -> None:
         (None, T * (2 * BODY + CAUSAL), "left out: no matrix product of the step has the vocabulary dimension 32,000"),
         # generate keeping the last position's logits: the head runs for B = 4 rows
         ((B, V), T * (2 * BODY + CAUSAL) + B * 2 * HEAD, "counted for 4 of 256 tokens"),
-        ((T, V), T * (2 * (BODY + HEAD) + CAUSAL), "counted for every token: the step's LM-head products have 256 rows"),
+        ((T, V), T * (2 * (BODY + HEAD) + CAUSAL),
+         "counted for every token: the step's LM-head products have 256 rows"),
         ((T, V + 64), T * (2 * (BODY + HEAD) + CAUSAL), "counted for every token"),  # vocabulary padded to 64
     ],
 )

@@ -5,9 +5,9 @@ shapes, the kernels of the launches inside it, the ProfilerStep range)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -189,7 +189,8 @@ def test_qwen_kernel_rows_name_every_launching_operator(qwen) -> None:
     by_op: dict[str, int] = defaultdict(int)
     for tid, t in launches:
         around = [e["name"] for e in events if e.get("cat") == "cpu_op" and e["tid"] == tid
-                  and e["name"] in ("aten::mm", "aten::addmm") and ref.ns(e["ts"]) <= t <= ref.ns(e["ts"]) + ref.ns(e["dur"])]
+                  and e["name"] in ("aten::mm", "aten::addmm")
+                  and ref.ns(e["ts"]) <= t <= ref.ns(e["ts"]) + ref.ns(e["dur"])]
         by_op[around[0] if around else "(none)"] += 1
     # The rest: launched outside both operators, or with no launch call in the trace.
     by_op["(none)"] += len(kernels) - len(launches)

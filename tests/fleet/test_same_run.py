@@ -54,7 +54,8 @@ def test_captures_that_never_overlapped_are_refused(two_captures: Path) -> None:
     assert "minutes after it ended" in comp["reasons"][0]
     assert run["clock"]["method"] == "refused" and run["clock"]["trust"].startswith("none: ")
     for part in ("collectives", "stragglers", "imbalance"):
-        assert run[part]["status"] == "skipped" and run[part]["reason"].startswith("the run was not aligned (the captures never overlapped in time; --force-align")
+        assert run[part]["status"] == "skipped" and run[part]["reason"].startswith(
+            "the run was not aligned (the captures never overlapped in time; --force-align")
     assert run["headline"]["rank"] is None and run["headline"]["stragglers"] == []
     assert result.doc["verdict"].startswith("**Not aligned, not compared**: the captures never overlapped")
     assert schema_errors(result.doc) == []

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer.metrics import Context
-from nsys_llm_explainer.metrics import critical_path, steps, what_if
+from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.trace import sources

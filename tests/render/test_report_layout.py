@@ -58,7 +58,7 @@ def gpus(devices: list[int]) -> str:
     """GPU 0, GPUs 0-1 or GPUs 0, 2: written here independently of diagnosis/evidence.py."""
     if len(devices) == 1:
         return f"GPU {devices[0]}"
-    if all(b == a + 1 for a, b in zip(devices, devices[1:])):
+    if all(b == a + 1 for a, b in zip(devices, devices[1:], strict=False)):
         return f"GPUs {devices[0]}-{devices[-1]}"
     return "GPUs " + ", ".join(map(str, devices))
 

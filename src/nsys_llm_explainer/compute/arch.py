@@ -129,7 +129,9 @@ class GpuArch:
         return {"vendor": self.vendor, "family": self.family, "exact": self.exact, "why": self.why}
 
 
-def resolve(gpus: Iterable[object], kernel_names: Iterable[str], family_of_name: Callable[[str], str | None]) -> GpuArch:
+def resolve(
+    gpus: Iterable[object], kernel_names: Iterable[str], family_of_name: Callable[[str], str | None]
+) -> GpuArch:
     """The architecture of the GPUs that ran the work: by the GPU's name in the peak table
     (family_of_name), else its compute capability, else what its kernel names require (a lower
     bound); AMD when the trace or its kernels say ROCm."""

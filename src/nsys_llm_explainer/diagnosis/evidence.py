@@ -31,7 +31,8 @@ def devices_text(devices: list[int]) -> str:
     if len(devices) == 1:
         return f"GPU {devices[0]}"
     # consecutive ids without building the range (a hostile trace's ids reach 2**62)
-    if devices[-1] - devices[0] == len(devices) - 1 and all(b - a == 1 for a, b in zip(devices, devices[1:])):
+    steps = zip(devices, devices[1:], strict=False)
+    if devices[-1] - devices[0] == len(devices) - 1 and all(b - a == 1 for a, b in steps):
         return f"GPUs {devices[0]}-{devices[-1]}"
     return "GPUs " + ", ".join(str(d) for d in devices)
 
@@ -292,11 +293,11 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         n = len(ds)
         ns, window = sum(d.before_steady_ns() for d in ds), acct.window()
         share = _pct(100.0 * ns / window) if window else "n/a"
-        amount = (f"{dur(ns)} of {dur(window)}" if n == 1 else
-                  f"{dur(ns // n)} of {dur(window // n)} per device on average")
+        spent = (f"{dur(ns)} of {dur(window)}" if n == 1 else
+                 f"{dur(ns // n)} of {dur(window // n)} per device on average")
         gpus = devices_text([d.device_id for d in ds])
         return (f"Not steady state: {gpus} {'sits' if n == 1 else 'sit'} idle {share} of the time before the "
-                f"steady part begins ({amount}), during start-up: {extra['parts']}. The figures describe "
+                f"steady part begins ({spent}), during start-up: {extra['parts']}. The figures describe "
                 "start-up, not the steady loop. Capture again after warm-up.")
     if verdict == Verdict.INSUFFICIENT_DATA:
         if extra.get("too_little"):

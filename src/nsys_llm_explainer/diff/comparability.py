@@ -8,10 +8,10 @@ stands for); the others are cautions:
 | check | blocking when |
 |---|---|
 | gpus: GPU models and count of devices that ran kernels | the models or the count differ |
-| world: world size and rank (PyTorch profiler distributedInfo; NCCL ranks in Nsight Systems) | the world sizes differ (a different rank of one job: caution) |
+| world: world size and rank (distributedInfo; NCCL ranks in nsys) | world sizes differ (another rank: caution) |
 | versions: trace format, profiler/exporter versions | never (caution) |
 | kernels: kernel time whose kernel names occur on both sides | under MIN_OVERLAP of either side's kernel time |
-| steps: how steps were found, and kernels per step | the methods differ, or kernels per step differ by more than STEP_WORK_RATIO |
+| steps: how steps were found, and kernels per step | methods differ, or kernels per step differ > STEP_WORK_RATIO |
 | capture: window length and complete steps | never (caution below MIN_STEPS steps or windows WINDOW_RATIO apart) |
 
 A figure that cannot be true (GPU busy longer than the window, a negative idle time, a step's

@@ -38,7 +38,7 @@ def compare(base: Side, new: Side) -> dict[str, Any]:
         return {"status": "not_compared", "reason": kb if isinstance(kb, str) else kn, "rows": [],
                 "categories": []}
     (rb, mb), (rn, mn) = kb, kn
-    rows = []
+    rows: list[dict[str, Any]] = []
     for kind in list(dict.fromkeys([*rb, *rn])):
         b_ns, b_pct, title = rb.get(kind, (0.0, 0.0, kind))
         n_ns, n_pct, title_n = rn.get(kind, (0.0, 0.0, title))
@@ -49,7 +49,7 @@ def compare(base: Side, new: Side) -> dict[str, Any]:
         })
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["kind"]))
     cb, cn = _categories(mb), _categories(mn)
-    cats = [{"category": c, "base_ns_per_step": cb.get(c, 0.0), "new_ns_per_step": cn.get(c, 0.0),
+    cats: list[dict[str, Any]] = [{"category": c, "base_ns_per_step": cb.get(c, 0.0), "new_ns_per_step": cn.get(c, 0.0),
              "delta_ns": cn.get(c, 0.0) - cb.get(c, 0.0)} for c in sorted(set(cb) | set(cn))]
     cats.sort(key=lambda r: (-abs(r["delta_ns"]), r["category"]))
     steps = {side: {"step": m["median_step"].get("step"), "measured_ns": m["median_step"].get("measured_ns"),

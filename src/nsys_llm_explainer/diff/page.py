@@ -29,7 +29,8 @@ def environment() -> jinja2.Environment:
 def sections(md: str) -> list[dict[str, Any]]:
     """diff.md's `## ` sections (title, HTML body), without its first line and top heading."""
     out: list[dict[str, Any]] = []
-    title, body = None, []
+    title: str | None = None
+    body: list[str] = []
     for line in md.splitlines()[1:]:
         if line.startswith("## "):
             if title is not None:

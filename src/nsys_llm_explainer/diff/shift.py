@@ -101,7 +101,7 @@ def _tail_counts_cached(n: int, m: int) -> np.ndarray:
     prev = [np.zeros(size) for _ in range(m + 1)]  # F(0, j) = 1
     for j in range(m + 1):
         prev[j][0] = 1.0
-    for i in range(1, n + 1):
+    for _ in range(1, n + 1):
         cur = [np.zeros(size) for _ in range(m + 1)]
         cur[0][0] = 1.0  # F(i, 0) = 1
         for j in range(1, m + 1):

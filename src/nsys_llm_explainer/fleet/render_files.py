@@ -139,8 +139,9 @@ def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> li
                f"{escape(clock['trust'])}.</p>")
     caps = comp.get("captures") or []
     if caps:
-        out.append("<div class=scroll><table><tr><th class=l>trace</th><th>ranks</th><th class=l>starts (wall clock)</th>"
-                   "<th class=l>ends</th><th class=l>rank in job</th><th class=l>GPUs</th></tr>")
+        out.append("<div class=scroll><table><tr><th class=l>trace</th><th>ranks</th>"
+                   "<th class=l>starts (wall clock)</th><th class=l>ends</th><th class=l>rank in job</th>"
+                   "<th class=l>GPUs</th></tr>")
         for cap in caps:
             job = ("not recorded" if cap["world_size"] is None else
                    f"{cap['rank']} of {cap['world_size']}" if cap["rank"] is not None else f"of {cap['world_size']}")

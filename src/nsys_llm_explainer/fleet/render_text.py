@@ -203,7 +203,8 @@ def _captures(run: dict[str, Any]) -> list[str]:
         end = utc(c["wall_end_ns"]) if c["wall_end_ns"] is not None else "unknown"
         job = (f"{c['rank']} of {c['world_size']}" if c["rank"] is not None else f"of {c['world_size']}") \
             if c["world_size"] is not None else "not recorded"
-        out.append(f"| {md(c['path'])} | {c['ranks']} | {start} | {end} | {job} | {md(', '.join(c['gpus']) or 'unknown')} |")
+        gpus = md(", ".join(c["gpus"]) or "unknown")
+        out.append(f"| {md(c['path'])} | {c['ranks']} | {start} | {end} | {job} | {gpus} |")
     text = overlap_text(run)
     if text:
         out += ["", text]

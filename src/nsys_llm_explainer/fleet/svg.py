@@ -62,7 +62,8 @@ def timeline(run: dict[str, Any], tl: dict[str, Any]) -> str:
         out.append(f'<text x="2" y="{n(y + ROW_H / 2 + 3)}" style="{style}"><title>{esc(row["name"])}</title>'
                    f'{esc(label)}{" !" if strag else ""}</text>')
         out.append(f'<rect x="{LABEL_W}" y="{y}" width="{PLOT_W}" height="{ROW_H - 2}" fill="{IDLE}"/>')
-        for part, colour, dy, h in (("compute", COMPUTE, 0, COMPUTE_H), ("comm", COMM, COMPUTE_H, ROW_H - 2 - COMPUTE_H)):
+        lanes = (("compute", COMPUTE, 0, COMPUTE_H), ("comm", COMM, COMPUTE_H, ROW_H - 2 - COMPUTE_H))
+        for part, colour, dy, h in lanes:
             for start, count, level in _runs(fr[part]):
                 out.append(f'<rect x="{n(LABEL_W + start * bw)}" y="{y + dy}" width="{n(count * bw)}" '
                            f'height="{h}" fill="{colour}" fill-opacity="{level / (LEVELS - 1):.2f}"/>')

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis.groups import group_codes
-from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.analysis.join import match_calls
 from nsys_llm_explainer.graph import events
 from nsys_llm_explainer.graph.host import (
@@ -45,7 +44,8 @@ from nsys_llm_explainer.graph.host import (
 )
 from nsys_llm_explainer.graph.scan import NEG, expand_ranges, previous_in_chain, starts_of
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
-from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL, Blocks, select
+from nsys_llm_explainer.graph.tasks import KERNEL, Blocks, select
+from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 PIN_NS = 20_000
@@ -377,7 +377,7 @@ def _waits(
     data: TraceData, rt: Any, hn: Any, h_wait: np.ndarray, h_kind: np.ndarray, h_start: np.ndarray,
     d: dict[str, np.ndarray], d_chain: np.ndarray, d_first: np.ndarray, launched: np.ndarray,
     node_of: Any,
-) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(task, call) wait edges: for each blocking call, the last task it waits for on each
     stream it waits on (stream order makes that task the last of everything before)."""
     counts = {"syncs_without_stream": 0, "event_syncs_without_record": 0}
@@ -456,10 +456,10 @@ def _waits(
         call_i, ch = call_i[keep], ch[keep]
         # last task of the chain launched before the call started
         last = _last_launched_before(ln, d_first, chain_lo[ch], h_start[call_i])
-        ok = last >= 0
-        src_parts.append(last[ok])
-        dst_parts.append(call_i[ok])
-        own_parts.append(np.zeros(int(ok.sum()), bool))
+        has = last >= 0
+        src_parts.append(last[has])
+        dst_parts.append(call_i[has])
+        own_parts.append(np.zeros(int(has.sum()), bool))
     # Copy calls that block, per the CUDA runtime's synchronization rules: a copy to host
     # memory (synchronous, or into pageable memory) or a synchronous copy from pinned memory
     # returns when the copy is done; a copy from pageable memory to the device first waits

@@ -172,7 +172,7 @@ def default_stream(
         chain_no = np.cumsum(first) - 1
         tg = group[chain_no[targets]]
         # every (target task, source chain of the same group) pair
-        by_group = {}
+        by_group: dict[int, list[int]] = {}
         for c in sources.tolist():
             by_group.setdefault(int(group[c]), []).append(c)
         for gid, chains in by_group.items():

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.trace.columns import factorize
-from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
+from nsys_llm_explainer.trace.columns import factorize
 
 # What a call is, for the replay and for the critical path's composition.
 OTHER, LAUNCH, COPY, MEMSET, SYNC, EVENT = 0, 1, 2, 3, 4, 5

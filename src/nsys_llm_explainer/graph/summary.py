@@ -59,7 +59,8 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
     followed[a.followed] = True
     path_total = int(pk[followed].sum())
     kinds = [
-        {"kind": k, "title": C.KIND_TITLES[k], "ns_per_step": int(round(pk[followed, i].sum() / max(followed.sum(), 1))),
+        {"kind": k, "title": C.KIND_TITLES[k],
+         "ns_per_step": int(round(pk[followed, i].sum() / max(followed.sum(), 1))),
          "pct": _pct(int(pk[followed, i].sum()), path_total)}
         for i, k in enumerate(C.KINDS) if pk[followed, i].sum() > 0
     ]
@@ -77,7 +78,8 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
             "bound": _bound(a, med),
             "host_period_ns": int(a.observed.host[med]),
             "device_period_ns": int(a.observed.device[med]),
-            "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]), "pct": _pct(int(pk[med, i]), total)}
+            "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]),
+                             "pct": _pct(int(pk[med, i]), total)}
                             for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
             "top_items": _items(pieces.take(mine), categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
         }

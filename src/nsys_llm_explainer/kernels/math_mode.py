@@ -270,6 +270,8 @@ def _tensile(text: str, tokens: list[str]) -> MathMode | None:
         return None
     group, nxt = m.group(1), (m.group(2) or "").lower()
     mfma = next((t for t in tokens if _MFMA.match(t)), None)
+    tensor: bool | None
+    ttoken: str | None
     if mfma:
         tensor, ttoken = True, mfma
     else:  # a thread-tile kernel without a matrix instruction runs on the vector units

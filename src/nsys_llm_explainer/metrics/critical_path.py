@@ -22,8 +22,6 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.kernels.categories import load_table
-from nsys_llm_explainer.kernels.demangled import parse as parse_name
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
@@ -32,11 +30,13 @@ from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.graph.build import Graph
 from nsys_llm_explainer.graph.peers import peer_waits
 from nsys_llm_explainer.graph.tasks import KERNEL
+from nsys_llm_explainer.kernels.categories import load_table
+from nsys_llm_explainer.kernels.demangled import parse as parse_name
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.metrics.nvtx_attribution import kernel_attribution
 from nsys_llm_explainer.metrics.top_kernels import NO_KERNELS
-from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 ANALYSIS_KEY = "graph_analysis"
@@ -76,7 +76,8 @@ def _steps(ctx: Context) -> tuple[pd.DataFrame | None, dict[str, Any]]:
     res = ctx.result("steps")
     table = next((t for t in res.tables if t.name == "steps"), None) if res is not None else None
     if table is None or table.frame is None or len(table.frame) == 0:
-        reason = ctx.results["steps"].reason if "steps" in ctx.results and res is None else "no steps were found"
+        skipped = ctx.results.get("steps")
+        reason = skipped.reason if isinstance(skipped, Skipped) else "no steps were found"
         return None, {"step_source": "whole_capture",
                       "step_detail": f"The whole capture is replayed, one block per process ({reason})"}
     assert res is not None

@@ -132,10 +132,10 @@ def _host_ns(data: TraceData, steps: pd.DataFrame, kstep: np.ndarray) -> np.ndar
         thread[pid] = int(tk[np.argmax(counts)])
     covered = np.zeros(n, dtype=np.int64)
     recorded = np.zeros(n, dtype=bool)
-    for pid, tk in thread.items():
+    for pid, main_tk in thread.items():
         rows = np.flatnonzero(pids == pid)
         rows = rows[np.argsort(starts[rows], kind="stable")]
-        calls = np.flatnonzero(rt.tkey == tk)
+        calls = np.flatnonzero(rt.tkey == main_tk)
         cs, ce = rt.start[calls], rt.end[calls]
         # only windows inside the thread's recorded calls: past them the calls are not
         # recorded (a capture cut on the host side), which is not time outside CUDA calls

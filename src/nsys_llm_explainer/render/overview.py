@@ -277,7 +277,8 @@ def gain_text(finding: dict[str, Any]) -> str:
         return ""
     step = finding.get("estimated_gain_step_ns")
     per_step = f", {dur(step)} per step" if step is not None else ""
-    return f" Estimated gain of the change (step replay, {finding.get('what_if')}): {dur(gain)} over the capture{per_step}."
+    return (f" Estimated gain of the change (step replay, {finding.get('what_if')}): {dur(gain)} over the "
+            f"capture{per_step}.")
 
 
 def impact_short(finding: dict[str, Any]) -> str:

@@ -5,9 +5,9 @@ from typing import Any
 
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Cause, Confidence, Finding
-from nsys_llm_explainer.rules.precision_advice import fp32_matmul
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
+from nsys_llm_explainer.rules.precision_advice import fp32_matmul
 
 MIN_SHARE_PCT = 5.0  # of a device's GEMM time
 EVIDENCE = 3

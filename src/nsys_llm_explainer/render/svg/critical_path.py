@@ -7,6 +7,8 @@ of calls and tasks, then the path's pieces)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -88,7 +90,7 @@ def _culled(nodes: pd.DataFrame, scale: float) -> pd.DataFrame:
     return keyed.drop_duplicates(["lane", "_px"]).drop(columns=["_px", "_d"])
 
 
-def _path_d(pieces: pd.DataFrame, y_of: dict[str, float], scale: float, span: float) -> str:
+def _path_d(pieces: pd.DataFrame, y_of: Mapping[str, float], scale: float, span: float) -> str:
     """One polyline along the path's lanes, stepping between lanes where the path does."""
     d: list[str] = []
     last_y: float | None = None

@@ -58,7 +58,9 @@ def _int(value: Any) -> int | None:
     return None
 
 
-ROCM_KEYS = ("hip_runtime_version", "roctracer_version", "rocm_version", "hip_driver_version", "rocprofiler-sdk_version")
+ROCM_KEYS = (
+    "hip_runtime_version", "roctracer_version", "rocm_version", "hip_driver_version", "rocprofiler-sdk_version",
+)
 # AMD GPUs report their gfx version as the compute capability: 9.4 is gfx940-942 (CDNA3).
 AMD_SERIES = {"9.0": "gfx90x (MI100/MI200 series)", "9.4": "gfx94x (MI300 series)", "9.5": "gfx950 (MI350 series)"}
 

@@ -127,16 +127,18 @@ def len_kernels(built: dict[str, Any]) -> int:
 
 
 def test_top_findings_show_time_at_stake_the_fix_and_evidence(built):
-    """The first three findings with GPU time at stake (report.json's order: time at stake,
-    largest first), each with its main fix open as one line, then its first five evidence lines;
+    """The first three findings with GPU time at stake (report.json's order: severity band,
+    then estimated gain or time at stake), each with its main fix open as one line, then its first five evidence lines;
     the rest of its advice and evidence is behind details."""
     text, doc = built["md"], built["doc"]
     lines = md_open_lines(text)
     findings = doc["findings"]
     timed = [f for f in findings if f["impact_ns"] is not None]
-    # by the estimated gain of the change where known, else by the time at stake
-    worth = [f["estimated_gain_ns"] if f["estimated_gain_ns"] is not None else f["impact_ns"] for f in timed]
-    assert worth == sorted(worth, reverse=True)
+    # by severity band, then by the estimated gain of the change where known, else by the time at stake
+    bands = {"high": 0, "medium": 1, "low": 2, "info": 3}
+    keys = [(bands[f["severity"]], -(f["estimated_gain_ns"] if f["estimated_gain_ns"] is not None
+                                     else f["impact_ns"])) for f in timed]
+    assert keys == sorted(keys)
     for i, f in enumerate(timed[:3], start=1):
         head = f"### {i}. {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}"
         at = lines.index(head)

@@ -215,3 +215,26 @@ def test_select_and_ignore_filter_rule_ids(build: Build) -> None:
     trace = build(coverage_trace(1, 9))
     assert {f.rule_id for f in explain(trace, Options(select=("NLE106",))).findings} == {"NLE106"}
     assert not found(explain(trace, Options(ignore=("NLE10",))), "NLE106")
+
+
+def test_findings_rank_by_severity_band_then_estimated_gain() -> None:
+    """A medium cause the replay gives no gain (a wait on other ranks it cannot model) stays
+    above a low one with a small estimated gain; within a band the estimated gain decides,
+    the time at stake where there is none; notes come last."""
+    from nsys_llm_explainer.model import Confidence, Severity
+    from nsys_llm_explainer.rules.engine import order
+
+    def f(rule: str, sev: Severity, impact: int | None, gain: int | None) -> Finding:
+        return Finding(rule_id=rule, title=rule, severity=sev, confidence=Confidence.HIGH,
+                       evidence=(), recommendation=(), impact_ns=impact, estimated_gain_ns=gain)
+
+    findings = [
+        f("NLE108", Severity.INFO, None, None),
+        f("NLE208", Severity.LOW, 17_900_000, 197_000),
+        f("NLE210", Severity.LOW, 12_000_000, None),
+        f("NLE307", Severity.MEDIUM, 272_881_000, 0),
+        f("NLE214", Severity.MEDIUM, 80_000_000, 60_000_000),
+        f("NLE209", Severity.MEDIUM, 90_000_000, 10_000_000),
+    ]
+    ranked = [x.rule_id for x in sorted(findings, key=order)]
+    assert ranked == ["NLE214", "NLE209", "NLE307", "NLE210", "NLE208", "NLE108"]

@@ -292,7 +292,7 @@ def impact_short(finding: dict[str, Any]) -> str:
 
 def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the first screen's findings, the rest): the first TOP_FINDINGS findings with GPU time at
-    stake, in report.json's order (time at stake, largest first). A note (no time at stake)
+    stake, in report.json's order (severity band, then estimated gain or time at stake). A note (no time at stake)
     never takes one of those places: notes go in one line below (notes())."""
     findings = list(doc.get("findings", []))
     timed = [f for f in findings if f.get("impact_ns") is not None]

@@ -130,9 +130,12 @@ def apply_rules(
     return tuple(sorted(findings, key=order))
 
 
-def order(f: Finding) -> tuple[bool, int, int, str]:
-    """Findings by the estimated gain of their change where known, else by GPU time at
-    stake, largest first; notes (no time at stake) after every finding that has some; ties by
-    severity, then rule id."""
+def order(f: Finding) -> tuple[bool, int, int, int, str]:
+    """Findings by severity, the band of their GPU time at stake (high first); within a band by
+    the estimated gain of their change where known, else by the time at stake, largest first;
+    notes (no time at stake) after every finding that has some; ties by time at stake, then rule
+    id. The band comes first because the gain is an estimate only for the changes the replay
+    can model: a cause it cannot model (a wait on other ranks) must not fall below a small one
+    it can."""
     worth = f.estimated_gain_ns if f.estimated_gain_ns is not None else (f.impact_ns or 0)
-    return (f.impact_ns is None, -worth, f.severity.rank, f.rule_id)
+    return (f.impact_ns is None, f.severity.rank, -worth, -(f.impact_ns or 0), f.rule_id)

@@ -10,8 +10,9 @@ kernel with the most kernel time when the finding names that kernel, and a findi
 GEMMs the automatic row for the GEMM category. A rule without a change, or a trace the
 replay could not run on, leaves the gain unknown (None): the ceiling alone is shown.
 
-The rules engine ranks findings with time at stake by estimated gain where one exists (by
-the ceiling otherwise), so the top findings are the changes that buy the most.
+The rules engine ranks findings with time at stake by severity (the band of their ceiling),
+then within a band by estimated gain where one exists (by the ceiling otherwise), so the top
+findings of a band are the changes that buy the most (rules/engine.order).
 """
 
 from __future__ import annotations

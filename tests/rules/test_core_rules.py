@@ -238,3 +238,37 @@ def test_findings_rank_by_severity_band_then_estimated_gain() -> None:
     ]
     ranked = [x.rule_id for x in sorted(findings, key=order)]
     assert ranked == ["NLE214", "NLE209", "NLE307", "NLE210", "NLE208", "NLE108"]
+
+
+def _wi_row(change: str, gain: int, changed: int) -> dict[str, object]:
+    return {"change": change, "gain_window_ns": gain, "gain_step_ns": gain // 4, "changed_nodes": changed}
+
+
+def _finding(rule: str, impact: int) -> Finding:
+    from nsys_llm_explainer.model import Confidence, Severity
+
+    return Finding(rule_id=rule, title=rule, severity=Severity.MEDIUM, confidence=Confidence.HIGH,
+                   evidence=("e",), recommendation=(), impact_ns=impact)
+
+
+def test_gain_is_estimated_only_where_the_replay_can_tell() -> None:
+    """A change that touches no node of the graph, or a critical path held mostly by waits the
+    replay keeps as measured, gives no estimate (None, with the reason in the evidence), never a
+    confident 0; otherwise the gain is the replay's, capped at the time at stake."""
+    from nsys_llm_explainer.model import MetricResult
+    from nsys_llm_explainer.rules import gain
+
+    rows = [_wi_row("communication", 0, 0), _wi_row("copies", 8_000_000, 40), _wi_row("host", 3_000_000, 9)]
+    cp = {"composition": [{"kind": "host", "pct": 30.0}, {"kind": "unexplained", "pct": 49.0}]}
+    metrics = {"what_if": MetricResult("what_if", {"rows": rows}), "critical_path": MetricResult("critical_path", cp)}
+    out = {f.rule_id: f for f in gain.attach(
+        [_finding("NLE307", 50_000_000), _finding("NLE208", 5_000_000), _finding("NLE210", 9_000_000)], metrics)}
+    assert out["NLE307"].estimated_gain_ns is None
+    assert "touches nothing" in out["NLE307"].evidence[-1]
+    assert (out["NLE208"].estimated_gain_ns, out["NLE208"].estimated_gain_step_ns) == (5_000_000, 1_250_000)
+    assert (out["NLE210"].estimated_gain_ns, out["NLE210"].estimated_gain_step_ns) == (3_000_000, 750_000)
+
+    cp["composition"][1]["pct"] = 51.0
+    out = {f.rule_id: f for f in gain.attach([_finding("NLE208", 5_000_000)], metrics)}
+    assert out["NLE208"].estimated_gain_ns is None
+    assert out["NLE208"].evidence[-1].startswith("estimated gain not given: 51% of the replayed steps'")

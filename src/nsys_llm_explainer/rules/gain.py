@@ -39,6 +39,10 @@ CHANGE_OF_RULE = {
 TOP_KERNEL_RULES = ("NLE101",)  # about one kernel: the top kernel's automatic row
 GEMM_RULES = ("NLE320", "NLE323")  # about GEMMs: the gemm category's row
 GEMM_CATEGORY = "gemm"
+# Above this share of the replayed steps' critical path in waits with no recorded dependency
+# (kept as measured: another rank, a stream wait without its record), the replay holds most of
+# the step fixed and cannot tell what a change buys: no gain is estimated.
+UNEXPLAINED_MAX_PCT = 50.0
 
 
 def _rows(metrics: dict[str, Outcome]) -> list[dict[str, Any]]:
@@ -62,15 +66,38 @@ def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def _unexplained_pct(metrics: dict[str, Outcome]) -> float:
+    """The share of the replayed steps' critical path in unexplained waits."""
+    cp = metrics.get("critical_path")
+    if not isinstance(cp, MetricResult):
+        return 0.0
+    return float(sum(c["pct"] for c in cp.data.get("composition", []) if c.get("kind") == "unexplained"))
+
+
+def _abstain(f: Finding, why: str) -> Finding:
+    return dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain not given: {why}"))
+
+
 def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding]:
-    """The findings with the estimated gain of the change each proposes, where known."""
+    """The findings with the estimated gain of the change each proposes, where known. None
+    where the replay cannot tell: its change touches nothing in the graph (the time at stake
+    lies in work the change does not model, such as the host in MPI calls), or most of the
+    critical path is waits it keeps as measured; the finding's evidence then says why."""
     rows = _rows(metrics)
     if not rows:
         return findings
+    unexplained = _unexplained_pct(metrics)
     out = []
     for f in findings:
         row = _row_for(f, rows) if f.severity is not Severity.INFO else None
-        if row is not None:
+        if row is not None and f.impact_ns and int(row.get("changed_nodes", 1)) == 0:
+            f = _abstain(f, f"the replay's `{row['change']}` change touches nothing in this capture's "
+                            "step graph: the time at stake lies in work it does not model")
+        elif row is not None and f.impact_ns and unexplained >= UNEXPLAINED_MAX_PCT:
+            f = _abstain(f, f"{unexplained:.0f}% of the replayed steps' critical path is waits with no "
+                            "recorded dependency (another rank, a stream wait without its record), kept "
+                            "as measured: a replay cannot tell what the change buys")
+        elif row is not None:
             window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
             if f.impact_ns is not None and window > f.impact_ns:
                 # The change buys more than this cause's idle time (it also shortens other

@@ -146,3 +146,14 @@ def test_an_impossible_figure_is_an_error_not_a_result(reports: Any) -> None:
     comp = compare(side(reports["base"], "BASE"), side(bad, "NEW")).doc["comparability"]
     assert comp["comparable"] is False and len(comp["errors"]) == 1
     assert comp["errors"][0].startswith("NEW GPU 0: busy ") and "cannot both be true" in comp["errors"][0]
+
+
+def test_a_change_with_nothing_on_base_reads_as_new_not_as_a_missing_percentage() -> None:
+    from nsys_llm_explainer.diff.lead import item_text
+
+    item = {"kind": "category", "label": "communication kernels", "measure": "time per step",
+            "change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": 36_404_000.0}
+    assert item_text(item, None) == "communication kernels, none in BASE's steps, +36.4 ms per step in NEW's"
+    item |= {"change_pct": 12.5, "low_pct": 10.0, "high_pct": 15.0, "delta_ns": 2_000_000.0}
+    assert item_text(item, "from A to B") == ("communication kernels +12.5% time per step (95% CI +10.0% to "
+                                              "+15.0%), +2.00 ms per step, with the GPU change (from A to B)")

@@ -82,8 +82,12 @@ def candidates(step_rows: list[dict[str, Any]], categories: list[dict[str, Any]]
 
 
 def item_text(c: dict[str, Any], hardware: str | None) -> str:
-    what = f"{c['label']} {pct(c['change_pct'])} {c['measure']} ({interval(c['low_pct'], c['high_pct'])})"
-    what += f", {signed_dur(c['delta_ns'])} per step"
+    if c["change_pct"] is None and (c["delta_ns"] or 0) > 0:
+        # none on BASE: no percentage or interval to give, only what NEW added
+        what = f"{c['label']}, none in BASE's steps, {signed_dur(c['delta_ns'])} per step in NEW's"
+    else:
+        what = f"{c['label']} {pct(c['change_pct'])} {c['measure']} ({interval(c['low_pct'], c['high_pct'])})"
+        what += f", {signed_dur(c['delta_ns'])} per step"
     if hardware and c["kind"] in ("kernel", "category"):
         what += f", with the GPU change ({hardware})"
     return what

@@ -202,7 +202,7 @@ def test_one_bad_trace_does_not_stop_the_others(tmp_path: Path, capsys: Any) -> 
     assert cli_run(args) == 0
     err = capsys.readouterr().err
     doc = json.loads((out / "fleet.json").read_text())
-    assert doc["inputs"] == {"traces": 4, "ok": 3, "failed": 1, "ranks": 3, "runs": 1, "skipped": []}
+    assert doc["inputs"] == {"traces": 4, "ok": 3, "failed": 1, "ranks": 3, "runs": 1, "skipped": [], "duplicates": []}
     failed = [t for t in doc["traces"] if not t["ok"]]
     assert failed[0]["path"] == str(bad)
     assert failed[0]["error"] == "is damaged (file is not a database); export the capture again"

@@ -89,9 +89,17 @@ def test_traces_of_different_jobs_are_refused(tmp_path: Path) -> None:
     with_nccl_init(b, [(2, 1)])
     comp = run_fleet([a, b]).doc["runs"][0]["comparability"]
     assert comp["refused"] and comp["reasons"][0].startswith("the traces come from different jobs (world sizes 2 vs 8;")
-    # the same rank captured twice is not two ranks
+    # a byte-identical copy is the same capture: counted once, and listed
     d = tmp_path / "copy_of_0.sqlite"
     shutil.copy(a, d)
+    result = run_fleet([a, d])
+    assert result.doc["inputs"]["traces"] == 1 and len(result.doc["runs"][0]["ranks"]) == 1
+    # the same rank captured twice (other contents) is not two ranks
+    con = sqlite3.connect(d)
+    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+                "VALUES (30, 40, 59, 'another capture', 0, 0)")
+    con.commit()
+    con.close()
     comp = run_fleet([a, d]).doc["runs"][0]["comparability"]
     assert comp["refused"] and "both record rank 3 of 8" in comp["reasons"][0]
     # ranks of one job that ran together are aligned

@@ -195,3 +195,40 @@ def test_kineto_traces_as_a_mixed_sweep(tmp_path: Path) -> None:
     assert [r["label"] for r in doc["sweep"]["rows"]] == ["kineto", "nsys"]
     assert {t["format"] for t in doc["traces"]} == {"kineto", "nsys"}
     assert schema_errors(json.loads(render_files.dumps(doc))) == []
+
+
+def test_one_capture_counts_once_a_link_or_a_copy_is_listed(tmp_path: Path) -> None:
+    """A symlink, a hard link and a byte-identical copy of a trace are the same capture: counted
+    once and listed with the trace they repeat; a file of the same size with other contents is
+    another trace."""
+    import os
+    import shutil
+
+    b = TraceBuilder()
+    b.process(100)
+    b.kernel(1_000, 2_000, pid=100)
+    b.write(tmp_path / "rank_0.sqlite")
+    shutil.copyfile(tmp_path / "rank_0.sqlite", tmp_path / "rank_1.sqlite")
+    os.link(tmp_path / "rank_0.sqlite", tmp_path / "rank_2.sqlite")
+    (tmp_path / "rank_3.sqlite").symlink_to(tmp_path / "rank_1.sqlite")
+    raw = bytearray((tmp_path / "rank_0.sqlite").read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # same size, other contents (past the first and last MiB when large)
+    (tmp_path / "rank_4.sqlite").write_bytes(bytes(raw))
+    dups: list[dict[str, str]] = []
+    got = inputs.collect([str(tmp_path)], [], None, None, dups)
+    assert [Path(t.path).name for t in got] == ["rank_0.sqlite", "rank_4.sqlite"]
+    assert [(Path(d["path"]).name, Path(d["same_as"]).name, d["how"]) for d in dups] == [
+        ("rank_1.sqlite", "rank_0.sqlite", "the same contents"),
+        ("rank_2.sqlite", "rank_0.sqlite", "the same file"),
+        ("rank_3.sqlite", "rank_1.sqlite", "the same file"),
+    ]
+
+
+def test_repeated_traces_are_named_on_the_first_screen() -> None:
+    from nsys_llm_explainer.fleet.render_text import input_notes
+
+    doc = {"traces": [], "inputs": {"skipped": [], "duplicates": [
+        {"path": "b.sqlite", "same_as": "a.sqlite", "how": "the same contents"}]}}
+    assert input_notes(doc, plain=True) == [
+        "Counted once: 1 path(s) repeat a trace already taken, not analyzed again: "
+        "b.sqlite (the same contents as a.sqlite)."]

@@ -142,10 +142,15 @@ def fleet_command(
 
             load_table(str(kernel_categories))
         skipped: list[str] = []
-        traces = fleet_inputs.collect(list(paths or []), list(label or []), runs, skipped)
+        duplicates: list[dict[str, str]] = []
+        traces = fleet_inputs.collect(list(paths or []), list(label or []), runs, skipped, duplicates)
         if skipped and not quiet:
             sys.stderr.write(f"fleet: skipped {len(skipped)} JSON file(s) that are not traces "
                              f"(no traceEvents), first: {skipped[0]}\n")
+        if duplicates and not quiet:
+            first = duplicates[0]
+            sys.stderr.write(f"fleet: counted {len(duplicates)} repeated trace(s) once, first: {first['path']} "
+                             f"({first['how']} as {first['same_as']})\n")
         force = output.replaces_own_result(
             out, force, render_files.JSON_NAME, "fleet", ("tables", "plots"),
             ("report.json", "report.md", "diff.json"), "fleet result",
@@ -161,7 +166,7 @@ def fleet_command(
             traces, options, jobs=jobs, scheduler=scheduler,
             cache_dir=str(cache_dir) if cache_dir is not None else None,
             use_cache=not no_cache, progress=_progress(quiet), k=straggler_k, skipped=skipped,
-            force_align=force_align,
+            force_align=force_align, duplicates=duplicates,
         )
         if result.doc["inputs"]["ok"] == 0:
             first = next((f"{t['path']}: {t['error']}" for t in result.doc["traces"] if t["error"]), "no trace")

@@ -35,9 +35,11 @@ def run(
     k: float = robust.K,
     skipped: list[str] | None = None,
     force_align: bool = False,
+    duplicates: list[dict[str, str]] | None = None,
 ) -> FleetResult:
     """Analyze every input (locally, or on Dask when `scheduler` is 'local' or an address).
-    `skipped`: files the input scan passed over (inputs.collect), listed in the outputs.
+    `skipped`: files the input scan passed over (inputs.collect), listed in the outputs;
+    `duplicates`: repeats of a trace the scan counted once (inputs.collect), listed too.
     `force_align`: align and compare the traces of a run even when they are not captures of
     one job at one time (fleet/same_run.py)."""
     options = options or Options()
@@ -58,7 +60,7 @@ def run(
     else:
         results = execute.run_local(tasks, jobs, done)
     t1 = time.perf_counter()
-    result = build(inputs, results, options_key(options), k, skipped, force_align)
+    result = build(inputs, results, options_key(options), k, skipped, force_align, duplicates)
     result.timing = {
         "executor": f"dask {scheduler}" if scheduler else f"local, {jobs} job(s)",
         "analyze_s": round(t1 - t0, 3),

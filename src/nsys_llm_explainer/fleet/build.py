@@ -28,7 +28,8 @@ class FleetResult:
 
 
 def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict[str, Any],
-          k: float = robust.K, skipped: list[str] | None = None, force_align: bool = False) -> FleetResult:
+          k: float = robust.K, skipped: list[str] | None = None, force_align: bool = False,
+          duplicates: list[dict[str, str]] | None = None) -> FleetResult:
     by_label: dict[str, list[int]] = {}
     for i, t in enumerate(inputs):
         by_label.setdefault(t.label, []).append(i)
@@ -71,7 +72,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         "inputs": {"traces": len(inputs), "ok": sum(t["ok"] for t in traces),
                    "failed": sum(not t["ok"] for t in traces),
                    "ranks": sum(len(r.doc["ranks"]) for r in built), "runs": len(built),
-                   "skipped": list(skipped or [])},
+                   "skipped": list(skipped or []), "duplicates": [dict(d) for d in duplicates or []]},
         "traces": traces,
         "runs": [r.doc for r in built],
         "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None}

@@ -10,12 +10,19 @@ sidecars). A file named explicitly is always taken, and fails with the reason wh
 a trace. Traces
 are ordered by natural sort of their path, so report_2 comes before report_10 and rank
 numbers written by `nsys --output report_%q{RANK}` come out in rank order.
+
+One capture counts once: a path that reaches a file already taken (a symlink, a hard link),
+or a file with the same contents as one already taken (a copy), drops out and is listed in
+`duplicates` with the trace it repeats. Contents are compared by size, then by a digest of
+the first and last FINGERPRINT_BYTES, then, only when those agree, by a digest of the whole
+file.
 """
 
 from __future__ import annotations
 
 import csv
 import glob
+import hashlib
 import os
 import re
 import zlib
@@ -33,6 +40,8 @@ OWN_SUFFIXES = (".expected.json",)
 JSON_SCAN_BYTES = 1 << 20  # decompressed bytes searched for the traceEvents key
 TRACE_EVENTS = b'"traceEvents"'
 GZIP_MAGIC = b"\x1f\x8b"
+FINGERPRINT_BYTES = 1 << 20
+HASH_CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -83,9 +92,11 @@ def _dir_traces(root: Path, skipped: list[Path]) -> list[Path]:
     return found
 
 
-def expand(args: list[str], skipped: list[Path] | None = None) -> list[Path]:
+def expand(args: list[str], skipped: list[Path] | None = None,
+           duplicates: list[dict[str, str]] | None = None) -> list[Path]:
     """Files, directories and globs -> trace files (deduplicated, natural order); JSON files
-    of a directory that are not traces are appended to `skipped`."""
+    of a directory that are not traces are appended to `skipped`, repeats of a trace already
+    taken to `duplicates` ({path, same_as, how})."""
     skipped = skipped if skipped is not None else []
     out: list[Path] = []
     for arg in args:
@@ -106,20 +117,85 @@ def expand(args: list[str], skipped: list[Path] | None = None) -> list[Path]:
             out.extend(hits)
         else:
             raise InputError(f"{arg}: no such file or directory")
-    skipped[:] = _unique(skipped)
-    return _unique(out)
+    skipped[:] = _unique(skipped, [])
+    dropped: list[dict[str, str]] = []
+    files = _same_contents(_unique(out, dropped), dropped)
+    if duplicates is not None:
+        duplicates.extend(sorted(dropped, key=lambda d: natural_key(d["path"])))
+    return files
 
 
-def _unique(paths: list[Path]) -> list[Path]:
-    """Each file once (a symlink reaching it again drops out), in natural order."""
-    seen: set[str] = set()
+def _unique(paths: list[Path], dropped: list[dict[str, str]]) -> list[Path]:
+    """Each file once, in natural order: a path reaching a file already taken (a symlink, a
+    hard link) drops out into `dropped`."""
+    ordered = sorted(paths, key=lambda p: natural_key(str(p)))
+    seen: dict[tuple[int, int] | str, Path] = {}
     unique = []
+    for p in ordered:
+        try:
+            st = os.stat(p)
+            key: tuple[int, int] | str = (st.st_dev, st.st_ino)
+        except OSError:
+            key = os.path.realpath(p)
+        if key in seen:
+            if str(seen[key]) != str(p):
+                dropped.append({"path": str(p), "same_as": str(seen[key]), "how": "the same file"})
+            continue
+        seen[key] = p
+        unique.append(p)
+    return unique
+
+
+def _digest(path: Path, whole: bool) -> str | None:
+    """The file's size with a digest of its first and last FINGERPRINT_BYTES, or of all of it."""
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if whole:
+                while chunk := fh.read(HASH_CHUNK):
+                    h.update(chunk)
+            else:
+                h.update(fh.read(FINGERPRINT_BYTES))
+                fh.seek(max(size - FINGERPRINT_BYTES, 0))
+                h.update(fh.read(FINGERPRINT_BYTES))
+    except OSError:
+        return None
+    return f"{size}:{h.hexdigest()}"
+
+
+def _same_contents(paths: list[Path], dropped: list[dict[str, str]]) -> list[Path]:
+    """`paths` less the files whose contents repeat an earlier one's (moved to `dropped`)."""
+    by_size: dict[int, list[Path]] = {}
     for p in paths:
-        real = os.path.realpath(p)
-        if real not in seen:
-            seen.add(real)
-            unique.append(p)
-    return sorted(unique, key=lambda p: natural_key(str(p)))
+        try:
+            by_size.setdefault(os.path.getsize(p), []).append(p)
+        except OSError:
+            pass
+    repeats: set[int] = set()
+    whole: dict[int, str | None] = {}
+
+    def full(p: Path) -> str | None:
+        if id(p) not in whole:
+            whole[id(p)] = _digest(p, whole=True)
+        return whole[id(p)]
+
+    for group in by_size.values():
+        if len(group) < 2:
+            continue
+        kept_by_quick: dict[str, list[Path]] = {}
+        for p in group:
+            quick = _digest(p, whole=False)
+            if quick is None:
+                continue
+            kept = kept_by_quick.setdefault(quick, [])
+            same = next((k for k in kept if full(p) is not None and full(p) == full(k)), None)
+            if same is None:
+                kept.append(p)
+            else:
+                dropped.append({"path": str(p), "same_as": str(same), "how": "the same contents"})
+                repeats.add(id(p))
+    return [p for p in paths if id(p) not in repeats]
 
 
 def parse_label_specs(specs: list[str]) -> list[tuple[str, re.Pattern[str]]]:
@@ -169,10 +245,12 @@ def read_runs_csv(path: Path) -> dict[str, str]:
 
 
 def collect(
-    args: list[str], label_specs: list[str], runs_csv: Path | None, skipped: list[str] | None = None
+    args: list[str], label_specs: list[str], runs_csv: Path | None, skipped: list[str] | None = None,
+    duplicates: list[dict[str, str]] | None = None,
 ) -> list[TraceInput]:
     """The traces to analyze, with their run labels; JSON files of a directory that are not
-    traces are appended to `skipped` (as paths shown in outputs)."""
+    traces are appended to `skipped` (as paths shown in outputs), repeats of a trace already
+    taken to `duplicates`."""
     if label_specs and runs_csv is not None:
         raise UsageError("give either --label or --runs, not both")
     runs = read_runs_csv(runs_csv) if runs_csv is not None else None
@@ -181,7 +259,7 @@ def collect(
             raise UsageError("no trace given: pass trace files, directories or globs (or --runs runs.csv)")
         args = [p for p in runs]
     passed: list[Path] = []
-    files = expand(args, passed)
+    files = expand(args, passed, duplicates)
     if skipped is not None:
         skipped.extend(str(p) for p in passed)
     specs = parse_label_specs(label_specs)

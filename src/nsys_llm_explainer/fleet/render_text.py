@@ -262,7 +262,7 @@ def _run_section(run: dict[str, Any], multi: bool) -> list[str]:
 
 def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
     """First-screen lines on traces that failed (count, the first few with their error) and
-    JSON files skipped as not traces."""
+    JSON files skipped as not traces, and repeats of a trace counted once."""
     m = _plain if plain else md
     out = []
     failed = [t for t in doc["traces"] if not t["ok"]]
@@ -276,6 +276,12 @@ def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
         names = ", ".join(m(p) for p in skipped[:FIRST_FAILED])
         more = f" and {len(skipped) - FIRST_FAILED} more" if len(skipped) > FIRST_FAILED else ""
         out.append(f"Skipped {len(skipped)} JSON file(s) that are not traces (no traceEvents): {names}{more}.")
+    repeats = doc["inputs"].get("duplicates") or []
+    if repeats:
+        names = "; ".join(f"{m(d['path'])} ({d['how']} as {m(d['same_as'])})" for d in repeats[:FIRST_FAILED])
+        more = f"; {len(repeats) - FIRST_FAILED} more" if len(repeats) > FIRST_FAILED else ""
+        out.append(f"Counted once: {len(repeats)} path(s) repeat a trace already taken, not analyzed again: "
+                   f"{names}{more}.")
     return out
 
 

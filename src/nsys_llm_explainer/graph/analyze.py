@@ -85,9 +85,25 @@ def analyze(
             ct = replay(g, cp)
             pred = step_times(g, pl, an, cp, ct, tail).step.astype(np.int64)
         gain = replayed - pred
+        window_gain = min(_window_gain(pl, gain), max(win - stream_floor(g, cp, pl), 0))
         result.changes.append(ChangeResult(change.key, touched, np.maximum(measured - gain, 0), gain,
-                                           _window_gain(pl, gain)))
+                                           max(window_gain, 0)))
     return result
+
+
+def stream_floor(g: Graph, p: Params, pl: Plan) -> int:
+    """The least the window can take after a change: a stream runs its work one task at a time,
+    so no window is shorter than the busiest stream's work (each task once: a task carried into
+    a step is also in the step before it), at the durations the change leaves. Steps end where
+    their own work ends, so a step may be shorter than the work queued into it; the window,
+    which holds that work, may not."""
+    if len(g.d_dur) == 0:
+        return 0
+    pid = np.asarray(pl.blocks.pid)[g.d_block]
+    frame = pd.DataFrame({"kind": g.d_kind, "row": g.d_row, "pid": pid, "device": g.d_device,
+                          "stream": g.d_stream, "dur": p.d_dur})
+    frame = frame.drop_duplicates(["pid", "kind", "row"])
+    return int(frame.groupby(["pid", "device", "stream"], sort=False)["dur"].sum().max())
 
 
 MAX_PATH_STEPS = 48

@@ -272,3 +272,15 @@ def test_gain_is_estimated_only_where_the_replay_can_tell() -> None:
     out = {f.rule_id: f for f in gain.attach([_finding("NLE208", 5_000_000)], metrics)}
     assert out["NLE208"].estimated_gain_ns is None
     assert out["NLE208"].evidence[-1].startswith("estimated gain not given: 51% of the replayed steps'")
+
+
+def test_no_gain_per_step_without_steps() -> None:
+    """With no steps the replay runs whole processes: the gain over the capture stands, a gain
+    "per step" is not given."""
+    from nsys_llm_explainer.model import MetricResult
+    from nsys_llm_explainer.rules import gain
+
+    metrics = {"what_if": MetricResult("what_if", {"rows": [_wi_row("copies", 8_000_000, 40)]}),
+               "critical_path": MetricResult("critical_path", {"step_source": "whole_capture", "composition": []})}
+    (f,) = gain.attach([_finding("NLE208", 9_000_000)], metrics)
+    assert (f.estimated_gain_ns, f.estimated_gain_step_ns, f.what_if) == (8_000_000, None, "copies")

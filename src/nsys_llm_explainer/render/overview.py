@@ -270,6 +270,19 @@ def impact(finding: dict[str, Any]) -> str:
     return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}.{gain_text(finding)}"
 
 
+# What each built-in what-if change does, as the what-if table and the findings' gains name it
+# (graph/changes.py). The copies change hides the copies entirely: where they outlast the
+# compute, overlap alone cannot, so its gain is what avoiding them (or hiding them) buys.
+WHAT_IF_WORDS = {
+    "host": "No host work between calls (an infinitely fast host)",
+    "launch": "Launches as CUDA graphs (one launch per run of launches)",
+    "copies": "Host-device copies taking no stream or host time (overlapped or avoided)",
+    "readbacks": "Read-backs made asynchronous",
+    "syncs": "Synchronizations that guard no read-back removed",
+    "communication": "Communication fully overlapped",
+}
+
+
 def gain_text(finding: dict[str, Any]) -> str:
     """" Estimated gain: ..." when the step-graph replay estimated one, else ""."""
     gain = finding.get("estimated_gain_ns")
@@ -277,8 +290,10 @@ def gain_text(finding: dict[str, Any]) -> str:
         return ""
     step = finding.get("estimated_gain_step_ns")
     per_step = f", {dur(step)} per step" if step is not None else ""
-    return (f" Estimated gain of the change (step replay, {finding.get('what_if')}): {dur(gain)} over the "
-            f"capture{per_step}.")
+    change = str(finding.get("what_if"))
+    words = WHAT_IF_WORDS.get(change)
+    what = words[0].lower() + words[1:] if words else change
+    return f" Estimated gain (step replay, {what}): {dur(gain)} over the capture{per_step}."
 
 
 def impact_short(finding: dict[str, Any]) -> str:
@@ -379,4 +394,5 @@ def template_globals() -> dict[str, Any]:
         "verdict_summary": verdict_summary,
         "roof_regime": regime,
         "near_roof_pct": NEAR_ROOF_PCT,
+        "what_if_words": WHAT_IF_WORDS,
     }

@@ -87,6 +87,9 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
     if not rows:
         return findings
     unexplained = _unexplained_pct(metrics)
+    cp = metrics.get("critical_path")
+    # without steps the replay's blocks are whole processes: a gain "per step" would say nothing
+    per_step = not (isinstance(cp, MetricResult) and cp.data.get("step_source") == "whole_capture")
     out = []
     for f in findings:
         row = _row_for(f, rows) if f.severity is not Severity.INFO else None
@@ -104,7 +107,7 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
                 # waits): the finding claims at most its ceiling, per step in proportion.
                 step = int(step * f.impact_ns / window) if window else 0
                 window = f.impact_ns
-            f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step,
+            f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step if per_step else None,
                                     what_if=str(row["change"]))
         out.append(f)
     return out

@@ -112,6 +112,14 @@ def test_hta_names_the_read_back_that_holds_the_host() -> None:
     (f,) = [f for f in r.findings if f.rule_id == "NLE214"]
     assert f.impact_ns is None and "hold the host" in f.title
     assert not any("mostly waited for the GPU's own work" in e for f in r.findings for e in f.evidence)
+    # 188 ms of collectives and 81.7 ms idle with work queued behind them: the peers come into
+    # the advice; 63% of the critical path is unexplained waits, so no gain is estimated, and the
+    # medium communication finding ranks above the low copies one
+    timed = [f for f in r.findings if f.impact_ns is not None]
+    assert [f.rule_id for f in timed[:2]] == ["NLE307", "NLE208"]
+    comm = timed[0]
+    assert any("`nsys-llm-explain fleet`" in x for x in comm.recommendation[1:])
+    assert comm.estimated_gain_ns is None and comm.evidence[-1].startswith("estimated gain not given: 63%")
 
 
 def test_saxpy_gets_a_verdict_with_its_host_mpi_and_copy_shares() -> None:
@@ -124,6 +132,11 @@ def test_saxpy_gets_a_verdict_with_its_host_mpi_and_copy_shares() -> None:
     assert (f"Beside it: communication (collectives, MPI calls) {100 * comm / dev['window_ns']:.1f}%, copies "
             f"{100 * b['transfer']['ns'] / dev['window_ns']:.1f}% of the time.") in d.summary
     assert "CPU samples on the launching thread put" in d.summary and "`main [saxpy-mpi-cuda]`" in d.summary
+    # no communication kernel ran (the host sat in MPI calls): the communication what-if changes
+    # nothing, so no gain is claimed, and no advice about collectives waiting on peers
+    (comm,) = [f for f in r.findings if f.rule_id == "NLE307"]
+    assert comm.estimated_gain_ns is None and "touches nothing" in comm.evidence[-1]
+    assert not any("fleet" in x for x in comm.recommendation)
 
 
 def test_qwen_step_is_its_own_gpu_work() -> None:

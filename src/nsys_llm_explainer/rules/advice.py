@@ -103,6 +103,13 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "overlap it with GPU work (streams, a second host thread).",
         ),
     },
+    "peer_wait": {
+        "generic": (
+            "Part of this wait is on the other ranks (the GPU idled with the next kernel queued behind a "
+            "collective): capture every rank in the same window and run `nsys-llm-explain fleet` on them "
+            "to see whether one rank arrives late at each collective (a straggler) before overlapping.",
+        ),
+    },
     "communication": {
         "llm_inference": (
             "Overlap tensor-parallel collectives with compute, or use a custom all-reduce for small "

@@ -40,7 +40,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         evidence.append("no communication kernels ran: the time is GPU idle while the driving processes "
                         "were inside host-side communication calls (NVTX ranges named like MPI_Send, "
                         "MPI_Recv, gloo or c10d collectives)")
-    evidence += dependency_lines(view.metrics, [d.device_id for d in view.acct.devices])
+    waits = dependency_lines(view.metrics, [d.device_id for d in view.acct.devices])
+    evidence += waits
     on_compute = shared(view)
     evidence += lines(on_compute)
     if on_compute:
@@ -49,6 +50,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         recommendations = advice("communication", view.workload)
     else:
         recommendations = advice("host_communication", view.workload)
+    if waits and with_kernels:
+        recommendations = (*recommendations, *advice("peer_wait", view.workload))
     f = cause_finding(
         view,
         rule,

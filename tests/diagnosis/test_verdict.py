@@ -129,8 +129,13 @@ def test_queued_waits_on_a_device_running_collectives_point_at_the_peers() -> No
     d = decide({"device_wait": 60 * PCT})
     assert (d.verdict, d.cause) == ("insufficient_data", None)
     assert "60.0%" in (d.why or "") and "peer rank" not in (d.why or "")
-    # The same device also ran 2.5 ms of communication kernels: the likely dependency is named.
-    d = decide({"device_wait": 60 * PCT}, extra={"communication": {"comm_kernel_ns": 2_500_000}})
+    # The same device also spent 2.5 ms in communication kernels (their union, as NLE307 states
+    # it; 2.6 ms summed, two overlapped): the likely dependency is named.
+    row = {"device_id": 0, "comm_kernels": 3, "comm_kernel_ns": 2_600_000, "comm_union_ns": 2_500_000,
+           "overlapped_ns": 0, "exposed_ns": 0, "overlap_pct": 0.0, "window_ns": 100 * PCT,
+           "exposed_pct_of_window": 0.0, "shared_streams": [], "shared_stream_comm_ns": 0}
+    comm = {"comm_kernel_ns": 2_600_000, "devices": [row]}
+    d = decide({"device_wait": 60 * PCT}, extra={"communication": comm})
     assert (d.verdict, d.confidence) == ("insufficient_data", Confidence.MEDIUM)
     assert "2.50 ms of communication kernels" in (d.why or "") and "peer rank" in (d.why or "")
 

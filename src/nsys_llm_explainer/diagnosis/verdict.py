@@ -143,7 +143,8 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
     if held:
         why += f"; {held}"
     comm = metric(metrics, "communication")
-    comm_ns = int(comm.get("comm_kernel_ns", 0)) if comm is not None else 0
+    # the time the devices spent in collectives (each device's union), as NLE307 states it
+    comm_ns = sum(int(d.get("comm_union_ns") or 0) for d in comm.get("devices", [])) if comm is not None else 0
     if comm_ns:
         why += (f"; the device also runs collectives ({dur(comm_ns)} of communication kernels), so "
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "

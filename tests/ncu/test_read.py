@@ -289,3 +289,18 @@ def test_any_lines_after_a_header_read_or_fail_in_one_line(tmp_path_factory: pyt
         assert "\n" not in exc.message
     else:
         assert results.launches and all(m.figures is not None for m in results.launches)
+
+
+def test_ncu_md_says_when_files_share_a_launch(tmp_path: Path) -> None:
+    """The shared files hold 13 launch records (counted by a simple reading) for 12 launches:
+    the file table's counts add up to more than the launches, and ncu.md says why."""
+    from nsys_llm_explainer.cli import run
+
+    files = shared_files()
+    records = sum(len(simple_read(p)) for p in files)
+    assert run(["ncu", str(SHARED_NCU), "--out", str(tmp_path / "o")]) == 0
+    md = (tmp_path / "o" / "ncu.md").read_text()
+    assert (f"The files hold {records} launch records for {records - 1} launches: records of one launch (the same "
+            "process and launch ID) in several files") in md
+    assert run(["ncu", str(files[0]), "--out", str(tmp_path / "one")]) == 0
+    assert "launch records for" not in (tmp_path / "one" / "ncu.md").read_text()

@@ -39,7 +39,7 @@ SIZES: dict[str, SynthConfig] = {
     "medium": SynthConfig(kernels=500_000, processes=4),
     "large": SynthConfig(kernels=5_000_000, processes=4),
 }
-# Targets for the large trace (5.6M kernels), judged against floors measured in the same run
+# Targets for the large trace (5M kernels), judged against floors measured in the same run
 # on the same machine: the whole report within TARGET_FLOOR_RATIO x the ADBC read, the
 # process tree's peak (main process and every process it starts, summed) within
 # TARGET_TREE_MB (10^6 bytes).

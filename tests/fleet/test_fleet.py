@@ -282,3 +282,20 @@ def test_sweep_by_label_regex_and_runs_csv(tmp_path: Path) -> None:
     doc2 = json.loads((out2 / "fleet.json").read_text())
     assert [r["label"] for r in doc2["sweep"]["rows"]] == ["large", "small"]
     assert [len(r["ranks"]) for r in doc2["runs"]] == [3, 3]
+
+
+def test_a_copy_of_a_rank_is_counted_once_and_named(tmp_path: Path, capsys: Any) -> None:
+    import shutil
+
+    root, _ = make_set(tmp_path / "set", ranks=3)
+    copy = root / "report_3.sqlite"
+    shutil.copyfile(root / "report_1.sqlite", copy)
+    out = tmp_path / "out"
+    assert cli_run(["fleet", str(root), "--out", str(out), "--no-cache", "-j", "1"]) == 0
+    assert (f"fleet: counted 1 repeated trace(s) once, first: {copy} (the same contents as "
+            f"{root / 'report_1.sqlite'})") in capsys.readouterr().err
+    doc = json.loads((out / "fleet.json").read_text())
+    assert (doc["inputs"]["traces"], doc["inputs"]["ranks"]) == (3, 3)
+    assert doc["inputs"]["duplicates"] == [
+        {"path": str(copy), "same_as": str(root / "report_1.sqlite"), "how": "the same contents"}]
+    assert "Counted once: 1 path(s) repeat a trace already taken" in (out / "fleet.md").read_text()

@@ -148,9 +148,9 @@ def fleet_command(
             sys.stderr.write(f"fleet: skipped {len(skipped)} JSON file(s) that are not traces "
                              f"(no traceEvents), first: {skipped[0]}\n")
         if duplicates and not quiet:
-            first = duplicates[0]
-            sys.stderr.write(f"fleet: counted {len(duplicates)} repeated trace(s) once, first: {first['path']} "
-                             f"({first['how']} as {first['same_as']})\n")
+            repeat = duplicates[0]
+            sys.stderr.write(f"fleet: counted {len(duplicates)} repeated trace(s) once, first: {repeat['path']} "
+                             f"({repeat['how']} as {repeat['same_as']})\n")
         force = output.replaces_own_result(
             out, force, render_files.JSON_NAME, "fleet", ("tables", "plots"),
             ("report.json", "report.md", "diff.json"), "fleet result",

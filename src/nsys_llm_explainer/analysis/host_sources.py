@@ -45,7 +45,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx_names import normalize, normalized_names
 from nsys_llm_explainer.analysis.program_output import scrub
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -158,17 +158,32 @@ def _sync_apis(names: list[str]) -> np.ndarray:
     return np.flatnonzero(sync_kinds(names) == 1)
 
 
+# Per trace, built once for every device's call: the source name of each raw NVTX name and
+# of each operator (Python frame) name.
+RANGE_NAMES_KEY = "host_source_names:range"
+PYTHON_NAMES_KEY = "host_source_names:python"
+
+
+def _range_names(data: TraceData) -> list[str]:
+    """Per raw NVTX name code: its normalized name with instance numbers replaced (once per
+    distinct normalized name: PyTorch's emit_nvtx names are unique per call)."""
+    norm, codes = normalized_names(data)
+    source = [numbered(n) for n in norm]
+    return [source[c] for c in codes.tolist()]
+
+
 def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
     """Ranges, OS calls and non-launch CUDA calls of `threads` (python: Python frames only)."""
     parts: list[tuple[Columns, list[str], int]] = []
     if python:
         py = _optional(data.python_functions)
         if py is not None:
-            parts.append((py, [scrub(n) for n in data.operator_names()], KINDS.index(PYTHON)))
+            parts.append((py, data.cached(PYTHON_NAMES_KEY, lambda: [scrub(n) for n in data.operator_names()]),
+                          KINDS.index(PYTHON)))
     else:
         nv = _optional(data.nvtx)
         if nv is not None:
-            parts.append((nv, [numbered(normalize(n)) for n in data.nvtx_names()], KINDS.index(RANGE)))
+            parts.append((nv, data.cached(RANGE_NAMES_KEY, lambda: _range_names(data)), KINDS.index(RANGE)))
         os_calls = _optional(data.os_calls)
         if os_calls is not None:
             parts.append((os_calls, data.os_call_names(), KINDS.index(OS)))
@@ -264,7 +279,9 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     skip_set = skip_names | {numbered(normalize(n)) for n in skip_names}
     skip_name = np.array([n in skip_set for n in records.names] or [False])
     skip = skip_name[name] | (index.end - index.start >= container_ns)
-    fam_of_name = np.array([family_of(n) for n in records.names] or [-1], np.int64)
+    fam_of_name = np.full(max(len(records.names), 1), -1, np.int64)
+    used = np.unique(name)
+    fam_of_name[used] = [family_of(records.names[i]) for i in used.tolist()]
     fam = fam_of_name[name]
     mid = ps + (pe - ps) // 2
     inner = nvtx_tree.innermost(index, pt, mid, mid)

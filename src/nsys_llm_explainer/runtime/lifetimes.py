@@ -53,6 +53,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "compute_instances": ("compute_efficiency", "model_utilization"),
     "compute_view": ("compute_efficiency", "model_utilization"),
     "compute_peaks:": ("compute_efficiency", "model_utilization"),
+    "host_source_names:": ("idle_causes",),
     "nvtx_normalized": (
         "nvtx_ranges", "nvtx_attribution", "compute_efficiency", "capture", "idle_causes", "steps",
         "host_patterns", "workload",

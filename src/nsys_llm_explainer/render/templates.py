@@ -5,7 +5,7 @@ A template family is the set of templates one environment renders: report.md's, 
 diff.md's and ncu.md's. A family's environment is made with every filter, test and global its templates
 use (environment()), and its loader serves the family's templates only (FamilyLoader): a
 template can never be compiled in an environment that lacks its filters, because no other
-environment can load it. tests/test_templates.py checks every family's templates against its
+environment can load it. tests/render/test_templates.py checks every family's templates against its
 environment's filters.
 
 Compiling the report templates costs about as much as rendering them on a small trace, so

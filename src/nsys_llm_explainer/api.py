@@ -177,8 +177,8 @@ def explain(
     (Kineto JSON, plain or gzipped), told apart by content. Raises InputError for unusable
     inputs.
 
-    `jobs`: processes that read the trace (None: default_jobs(); 1: this process only).
-    The report does not depend on it."""
+    `jobs`: processes that read the trace and threads that run metrics (None:
+    default_jobs(); 1: this process and thread only). The report does not depend on it."""
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
@@ -187,7 +187,8 @@ def explain(
     try:
         ctx = Context(schema, data, options)
         metrics = [m for m in REGISTRY if m.wanted(options)]
-        results = runner.run_metrics(in_run_order(metrics), ctx, run_metric)
+        how = runner.plan(data.kernel_rows_estimate(), jobs)
+        results = runner.run_metrics(in_run_order(metrics), ctx, run_metric, how)
         ctx.results.update({m.id: results[m.id] for m in metrics})  # in report order
         info = _trace_info(path, schema, data, ctx.results)
         warnings = list(schema.warnings)

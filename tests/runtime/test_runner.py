@@ -1,8 +1,11 @@
-"""The metric runner: declared dependencies run first and are all a metric sees, cached keys
-are built once and released after their readers."""
+"""The metric runner: declared dependencies run first and are all a metric sees, metrics in
+threads give the one-thread report with at most one HEAVY metric at a time on big traces,
+cached keys are built once and released after their readers."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import sqlite3
 import threading
 import time
@@ -19,12 +22,15 @@ from nsys_llm_explainer.metrics import REGISTRY, RUN_AFTER, Metric, in_run_order
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner
-from nsys_llm_explainer.runtime.lifetimes import READERS, Releases
+from nsys_llm_explainer.runtime.lifetimes import HEAVY, READERS, Releases
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.data import TraceData
+from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
+from tests.conftest import nsys_trace_files
 from tests.fixtures import hostile as h
+from tests.fixtures import variants
 
 REGISTRY_IDS = [m.id for m in REGISTRY]
 
@@ -187,3 +193,149 @@ def test_explain_drops_every_cached_table_at_its_end(tmp_path: Path, monkeypatch
     report = explain(h.good(tmp_path), Options(), jobs=1)
     assert report.ok("top_kernels") is not None
     assert len(opened) == 1 and opened[0]._cache == {}
+
+
+# -- metrics in threads ---------------------------------------------------------------------
+@pytest.fixture
+def always_threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Metrics run in threads for any trace size; returns the thread count of each pool."""
+    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
+    pools: list[int] = []
+    original = runner._Pool.run
+
+    def run(self: runner._Pool, threads: int) -> dict[str, Outcome]:
+        pools.append(threads)
+        return original(self, threads)
+
+    monkeypatch.setattr(runner._Pool, "run", run)
+    return pools
+
+
+def report_text(path: Path, jobs: int) -> str:
+    return json.dumps(explain(path, Options(), jobs=jobs).to_dict(), sort_keys=True, default=str)
+
+
+FIXTURES = {
+    "damaged": lambda d: h.mutate(
+        h.good(d),
+        f"INSERT INTO {h.RUNTIME} SELECT * FROM {h.RUNTIME} WHERE correlationId = 2",
+        f"UPDATE {h.RUNTIME} SET start = NULL WHERE correlationId = 4",
+        f"INSERT INTO {h.KERNEL} SELECT * FROM {h.KERNEL} LIMIT 1",
+        loosen=(h.RUNTIME, h.KERNEL),
+    ),
+    "colliding_corr": lambda d: variants.multi_process_colliding_corr(d / "t.sqlite"),
+    "null_ends": lambda d: variants.null_ends(d / "t.sqlite"),
+    "mixed_text": lambda d: variants.mixed_text(d / "t.sqlite"),
+    "no_nvtx": lambda d: variants.no_nvtx(d / "t.sqlite"),
+    "no_kernels": lambda d: variants.no_kernels(d / "t.sqlite", kernel_table=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_threads_give_the_one_thread_report(
+    name: str, tmp_path: Path, always_threads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = FIXTURES[name](tmp_path)
+    alone = report_text(path, jobs=1)
+    assert always_threads == []
+    assert report_text(path, jobs=2) == alone  # heavy metrics side by side (a small trace)
+    monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", 0)
+    assert report_text(path, jobs=3) == alone  # one heavy metric at a time
+    assert always_threads == [2, 3]
+
+
+@pytest.mark.parametrize("trace", nsys_trace_files(), ids=lambda p: p.stem)
+def test_threads_give_the_one_thread_report_on_real_exports(trace: Path, always_threads: list[int]) -> None:
+    assert report_text(trace, jobs=2) == report_text(trace, jobs=1)
+    assert always_threads == [2]
+
+
+def test_threads_only_when_they_can_pay_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn, schema = open_trace(h.good(tmp_path))
+    kernels = conn.execute(f"SELECT count(*) FROM {h.KERNEL}").fetchone()[0]
+    try:
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, None), jobs=4) == runner.Plan(1, heavy_alone=False)
+        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(4, heavy_alone=False)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=1) == runner.Plan(1, heavy_alone=False)
+        monkeypatch.setattr(runner, "HEAVY_ALONE_KERNELS", kernels)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=2) == runner.Plan(2, heavy_alone=True)
+        monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", kernels + 1)
+        assert runner.plan(rows_upper_bound(conn, schema.kernel_table), jobs=4) == runner.Plan(1, heavy_alone=True)
+    finally:
+        conn.close()
+
+
+def test_pool_keeps_heavy_metrics_apart_and_runs_dependencies_first(tmp_path: Path) -> None:
+    heavy = sorted(HEAVY)[:3]
+    rec = Recorder()
+    metrics = [
+        rec.metric(heavy[0], 0.15),
+        rec.metric("light_a", 0.05),
+        rec.metric(heavy[1], 0.15),
+        rec.metric("light_b", 0.05),
+        rec.metric("reader", 0.01, after=(heavy[1], "light_a", "not_registered")),
+        rec.metric(heavy[2], 0.15),
+        rec.metric("light_c", 0.05),
+    ]
+    results = runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(3, heavy_alone=True))
+    assert list(results) == [m.id for m in metrics]  # the order given, whatever finished first
+    assert all(isinstance(r, MetricResult) and r.data["id"] == mid for mid, r in results.items())
+    spans = rec.spans
+    for a, b in itertools.combinations(heavy, 2):
+        assert spans[a][1] <= spans[b][0] or spans[b][1] <= spans[a][0], (a, b)
+    overlapped = [
+        (a, b) for a, b in itertools.combinations(spans, 2)
+        if spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+    ]
+    assert overlapped  # the pool did run metrics side by side
+    assert spans["reader"][0] >= max(spans[heavy[1]][1], spans["light_a"][1])
+    # A metric sees the results it declared, and nothing else.
+    assert set(rec.seen["reader"]) == {heavy[1], "light_a"}
+    assert all(rec.seen[m.id] == {} for m in metrics if m.id != "reader")
+
+
+def test_heavy_metrics_share_the_pool_on_smaller_traces(tmp_path: Path) -> None:
+    a, b = sorted(HEAVY)[:2]
+    rec = Recorder()
+    metrics = [rec.metric(a, 0.2), rec.metric(b, 0.2)]
+    runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2, heavy_alone=False))
+    assert rec.spans[a][0] < rec.spans[b][1] and rec.spans[b][0] < rec.spans[a][1]
+
+
+def test_heavy_metrics_are_registered() -> None:
+    assert HEAVY <= set(REGISTRY_IDS)
+
+
+def test_an_interrupt_in_a_worker_reaches_the_caller(tmp_path: Path) -> None:
+    rec = Recorder()
+
+    def interrupted(ctx: Context) -> Outcome:
+        raise KeyboardInterrupt
+
+    metrics = [rec.metric("slow", 0.2), Metric(id="boom", title="boom", run=interrupted),
+               rec.metric("never", 0.0, after=("boom",))]
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_metrics(metrics, _context(tmp_path), _run_one, runner.Plan(2))
+    assert "never" not in rec.spans
+
+
+def test_on_big_traces_a_metric_starts_only_near_the_front_of_the_queue(tmp_path: Path) -> None:
+    """With one heavy metric at a time, a free thread takes only among the next LOOKAHEAD
+    pending metrics: a light one further down waits, rather than building its tables early
+    and holding them until their last reader."""
+    h0, h1, h2, h3 = sorted(HEAVY)[:4]
+    rec = Recorder()
+    metrics = [rec.metric(h0, 0.3), rec.metric(h1, 0.05), rec.metric(h2, 0.05), rec.metric(h3, 0.05),
+               rec.metric("far", 0.01)]
+    assert runner.LOOKAHEAD == 3
+    ctx = _context(tmp_path)
+    runner.run_metrics(metrics, ctx, _run_one, runner.Plan(2, heavy_alone=True))
+    assert rec.spans["far"][0] >= rec.spans[h0][1]
+    # without the heavy rule (a smaller trace) the free thread runs it at once
+    rec = Recorder()
+    metrics = [rec.metric(h0, 0.3), rec.metric(h1, 0.05), rec.metric(h2, 0.05), rec.metric(h3, 0.05),
+               rec.metric("far", 0.01)]
+    runner.run_metrics(metrics, ctx, _run_one, runner.Plan(2, heavy_alone=False))
+    assert rec.spans["far"][0] < rec.spans[h0][1]

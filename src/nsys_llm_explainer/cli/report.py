@@ -203,7 +203,7 @@ def report(
         typer.Option(
             "--jobs",
             "-j",
-            help="Processes that read a large Nsight Systems export "
+            help="Processes that read the trace, and threads that run metrics "
             "(default: one per CPU, at most 3).",
             show_default=False,
         ),

@@ -61,6 +61,16 @@ READERS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Metrics whose working memory grows with the kernel rows beyond the shared keys above (sorts,
+# joins and per-gap arrays over millions of rows). When metrics run in threads on a big trace
+# (runner.HEAVY_ALONE_KERNELS), at most one of these runs at a time, so the peak stays near
+# that of a one-thread run.
+HEAVY: frozenset[str] = frozenset({
+    "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
+    "step_work", "host_patterns", "critical_path", "gpu_idle",
+})
+
+
 class Releases:
     """Which keys to release as metrics finish, in any order: a key goes once every
     registered reader of it has finished. Run in run order (metrics.in_run_order), that is

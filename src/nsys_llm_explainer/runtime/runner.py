@@ -1,29 +1,57 @@
-"""Run the registered metrics over one TraceData, one after another.
+"""Run the registered metrics over one TraceData, in this thread or in worker threads.
 
-Metrics share TraceData's cache (built once, see TraceData.cached) and its connection (see
-deadline.limit). A metric sees the results of the metrics it names in Metric.after, which
-run before it, and no others. Cached keys are released once all their readers have finished
-(lifetimes.py), so a large trace's tables and intermediates do not all live to the end.
+Metrics spend most of their time in numpy sorts, joins and reductions over millions of rows,
+which release the GIL, so on a big trace two threads finish the metric phase well before one
+(docs/performance.md: paired on a quiet 2-core machine, one thread takes 1.14x the wall time
+of two on the 5M-kernel export, 1.30x on the 500k one). Metrics share TraceData's cache (built once, see
+TraceData.cached) and its connection (one statement at a time, see deadline.limit). A metric
+sees the results of the metrics it names in Metric.after, which run before it, and no others,
+however many threads run. The report does not depend on the number of threads: outcomes are
+collected in the order given and warnings are sorted by the caller.
 
-The metrics once ran in threads; measured A/B on the 2-core machine that bought nothing
-(docs/performance.md), so they run in this thread.
+Memory: cached keys are released once all their readers have finished (lifetimes.py), and
+on traces of HEAVY_ALONE_KERNELS kernels or more at most one HEAVY metric (lifetimes.HEAVY)
+runs at a time, the others beside it, so the peak stays near that of one thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.runtime import alloc
-from nsys_llm_explainer.runtime.lifetimes import Releases
+from nsys_llm_explainer.runtime.lifetimes import HEAVY, Releases
 
+THREADS_MIN_KERNELS = 250_000  # below this the metric phase takes well under a second
+HEAVY_ALONE_KERNELS = 1_000_000
+WAIT_STEP_S = 0.5
+# On big traces a metric may start only among the next LOOKAHEAD pending ones (in run order):
+# one far ahead would build its cached tables early and keep them alive until their last
+# reader, which costs memory the run order was chosen to save.
+LOOKAHEAD = 3
 RunOne = Callable[[Metric, Context], Outcome]
 
 
-def run_metrics(metrics: Sequence[Metric], ctx: Context, run_one: RunOne) -> dict[str, Outcome]:
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    threads: int = 1
+    heavy_alone: bool = True  # at most one HEAVY metric at a time
+
+
+def plan(rows: int, jobs: int) -> Plan:
+    """Threads pay off with jobs > 1 and at least THREADS_MIN_KERNELS kernel rows (`rows`:
+    an upper bound of the kernel rows)."""
+    threads = jobs if jobs > 1 and rows >= THREADS_MIN_KERNELS else 1
+    return Plan(threads, heavy_alone=rows >= HEAVY_ALONE_KERNELS)
+
+
+def run_metrics(
+    metrics: Sequence[Metric], ctx: Context, run_one: RunOne, how: Plan = Plan()
+) -> dict[str, Outcome]:
     """metric id -> outcome, in the order of `metrics`. `run_one` must not raise
     Exception (it turns failures into Skipped); anything else it raises is raised here.
     A metric listed in another's `after` must come before it in `metrics`."""
@@ -33,16 +61,104 @@ def run_metrics(metrics: Sequence[Metric], ctx: Context, run_one: RunOne) -> dic
         if early:
             raise ValueError(f"{metric.id} reads {early}, which run after it")
     releases = Releases(ids)
-    results: dict[str, Outcome] = {}
-    for metric in metrics:
-        results[metric.id] = run_one(metric, _view(ctx, metric, results))
-        released = releases.finished(metric.id)
-        if released:
-            ctx.data.release(*released)
-            alloc.release_free_memory()
-    return results
+    if how.threads < 2 or len(metrics) < 2:
+        results: dict[str, Outcome] = {}
+        for metric in metrics:
+            results[metric.id] = run_one(metric, _view(ctx, metric, results))
+            _release(ctx, releases.finished(metric.id))
+        return results
+    return _Pool(metrics, ctx, run_one, releases, how.heavy_alone).run(how.threads)
 
 
 def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:
     """`ctx` with only the results `metric` declared (all of them finished)."""
     return dataclasses.replace(ctx, results={d: results[d] for d in metric.after if d in results})
+
+
+def _release(ctx: Context, keys: Sequence[str]) -> None:
+    if keys:
+        ctx.data.release(*keys)
+        alloc.release_free_memory()
+
+
+class _Pool:
+    def __init__(
+        self,
+        metrics: Sequence[Metric],
+        ctx: Context,
+        run_one: RunOne,
+        releases: Releases,
+        heavy_alone: bool,
+    ) -> None:
+        self.metrics = metrics
+        self.ids = {m.id for m in metrics}
+        self.ctx = ctx
+        self.run_one = run_one
+        self.releases = releases
+        self.heavy_alone = heavy_alone
+        self.pending = list(metrics)
+        self.running: set[str] = set()
+        self.results: dict[str, Outcome] = {}
+        self.error: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def run(self, threads: int) -> dict[str, Outcome]:
+        workers = [
+            threading.Thread(target=self._work, name=f"nsys-llm-explain-metrics-{i}", daemon=True)
+            for i in range(min(threads, len(self.metrics)))
+        ]
+        for worker in workers:
+            worker.start()
+        try:
+            with self.cond:
+                while self.error is None and len(self.results) < len(self.metrics):
+                    self.cond.wait(WAIT_STEP_S)
+        except BaseException:  # Ctrl-C: start nothing new and stop the running statements
+            self._stop()
+            raise
+        if self.error is not None:
+            self._stop()
+            raise self.error
+        for worker in workers:
+            worker.join()
+        return {m.id: self.results[m.id] for m in self.metrics}
+
+    def _stop(self) -> None:
+        with self.cond:
+            self.pending.clear()
+        self.ctx.data.interrupt()
+
+    def _next(self) -> Metric | None:
+        """The first pending metric that may start now (called with cond held): what it
+        reads has finished, and it is not a second HEAVY one."""
+        heavy_running = self.heavy_alone and not self.running.isdisjoint(HEAVY)
+        for m in self.pending[: LOOKAHEAD if self.heavy_alone else None]:
+            if heavy_running and m.id in HEAVY:
+                continue
+            if all(d in self.results for d in m.after if d in self.ids):
+                return m
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while (metric := self._next()) is None:
+                    if not self.pending or self.error is not None:
+                        return
+                    self.cond.wait()
+                self.pending.remove(metric)
+                self.running.add(metric.id)
+            try:
+                outcome = self.run_one(metric, _view(self.ctx, metric, self.results))
+            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                with self.cond:
+                    self.error = self.error or exc
+                    self.pending.clear()
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.results[metric.id] = outcome
+                self.running.discard(metric.id)
+                released = self.releases.finished(metric.id)
+                self.cond.notify_all()
+            _release(self.ctx, released)

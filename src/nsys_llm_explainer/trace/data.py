@@ -341,6 +341,8 @@ class TraceData:
         """The object deadline.limit installs its progress handler on (None: numpy only)."""
         return None
 
+    def interrupt(self) -> None:
+        """Stop long reads in other threads (Ctrl-C while metrics run in threads)."""
 
     def close(self) -> None:
         """Release files, connections and helper processes."""

@@ -23,6 +23,7 @@ from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.runtime import runner
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.nsys import source as nsys_source
 from nsys_llm_explainer.trace.nsys.open import connect_readonly, is_wal_mode
@@ -159,7 +160,7 @@ def slow_numpy(ctx: Context) -> Skipped:
     return Skipped("sync", "unreachable")
 
 
-@pytest.mark.parametrize("jobs", [1, 2], ids=["one-job", "two-jobs"])
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-thread", "threads"])
 @pytest.mark.parametrize("body", [runaway, slow_numpy], ids=["sql", "numpy"])
 def test_timeout_stops_one_metric(
     trace: Path,
@@ -171,6 +172,7 @@ def test_timeout_stops_one_metric(
 ) -> None:
     patched = tuple(dataclasses.replace(m, run=body) if m.id == "sync" else m for m in REGISTRY)
     monkeypatch.setattr(api, "REGISTRY", patched)
+    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
     t0 = time.monotonic()
     code = cli.run([str(trace), "--out", str(tmp_path / "out"), "-q", "--timeout", "0.2", "--jobs", str(jobs)])
     assert time.monotonic() - t0 < 20
@@ -226,8 +228,9 @@ def big_trace(path: Path, n: int = 100_000) -> Path:
     return b.write(path)
 
 
-@pytest.mark.parametrize("jobs", [1, 2], ids=["one-job", "two-jobs"])
-def test_tiny_timeout_on_large_trace(tmp_path: Path, jobs: int) -> None:
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-thread", "threads"])
+def test_tiny_timeout_on_large_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    monkeypatch.setattr(runner, "THREADS_MIN_KERNELS", 0)
     trace = big_trace(tmp_path / "big.sqlite")
     report = explain(trace, Options(timeout_s=1e-4), jobs=jobs)
     stopped = [

@@ -144,6 +144,8 @@ class NsysTraceData(TraceData):
         self.close_helpers()
         self.conn.close()
 
+    def interrupt(self) -> None:
+        self.conn.interrupt()
 
     @property
     def interruptible(self) -> SerialHandler:

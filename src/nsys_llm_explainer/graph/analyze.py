@@ -77,6 +77,7 @@ def analyze(
     result = Analysis(pl, g, p, t, an, measured, replayed, base, observed, path, followed, win)
     task_labels = labels(g) if callable(labels) else labels
     all_changes = [ch.Change(k) for k in ch.BUILTIN] + list(what_ifs)
+    lanes = StreamLanes.of(g, pl)
     for change in all_changes:
         cp, tail, touched = ch.apply(change, g, p, task_labels)
         if touched == 0:
@@ -85,25 +86,40 @@ def analyze(
             ct = replay(g, cp)
             pred = step_times(g, pl, an, cp, ct, tail).step.astype(np.int64)
         gain = replayed - pred
-        window_gain = min(_window_gain(pl, gain), max(win - stream_floor(g, cp, pl), 0))
+        window_gain = min(_window_gain(pl, gain), max(win - lanes.floor(cp), 0))
         result.changes.append(ChangeResult(change.key, touched, np.maximum(measured - gain, 0), gain,
-                                           max(window_gain, 0)))
+                                           window_gain))
     return result
 
 
-def stream_floor(g: Graph, p: Params, pl: Plan) -> int:
-    """The least the window can take after a change: a stream runs its work one task at a time,
-    so no window is shorter than the busiest stream's work (each task once: a task carried into
-    a step is also in the step before it), at the durations the change leaves. Steps end where
-    their own work ends, so a step may be shorter than the work queued into it; the window,
-    which holds that work, may not."""
-    if len(g.d_dur) == 0:
-        return 0
-    pid = np.asarray(pl.blocks.pid)[g.d_block]
-    frame = pd.DataFrame({"kind": g.d_kind, "row": g.d_row, "pid": pid, "device": g.d_device,
-                          "stream": g.d_stream, "dur": p.d_dur})
-    frame = frame.drop_duplicates(["pid", "kind", "row"])
-    return int(frame.groupby(["pid", "device", "stream"], sort=False)["dur"].sum().max())
+@dataclass(frozen=True)
+class StreamLanes:
+    """Each task of the graph once (a task carried into a step is also in the step before it),
+    with the stream it runs on (process, device, stream), built once for every change."""
+
+    task: np.ndarray  # index into the graph's tasks
+    lane: np.ndarray  # lane code per kept task
+    lanes: int
+
+    @staticmethod
+    def of(g: Graph, pl: Plan) -> StreamLanes:
+        pid = np.asarray(pl.blocks.pid)[g.d_block]
+        frame = pd.DataFrame({"pid": pid, "kind": g.d_kind, "row": g.d_row, "device": g.d_device,
+                              "stream": g.d_stream})
+        task = np.flatnonzero(~frame.duplicated(["pid", "kind", "row"]).to_numpy())
+        lane, uniques = pd.MultiIndex.from_frame(frame.iloc[task][["pid", "device", "stream"]]).factorize()
+        return StreamLanes(task, lane.astype(np.int64), len(uniques))
+
+    def floor(self, p: Params) -> int:
+        """The least the window can take after a change: a stream runs its work one task at a
+        time, so no window is shorter than the busiest stream's work at the durations the change
+        leaves. Steps end where their own work ends, so a step may be shorter than the work
+        queued into it; the window, which holds that work, may not."""
+        if not self.lanes:
+            return 0
+        work = np.zeros(self.lanes, np.int64)
+        np.add.at(work, self.lane, p.d_dur[self.task].astype(np.int64))
+        return int(work.max())
 
 
 MAX_PATH_STEPS = 48

@@ -66,9 +66,8 @@ def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _unexplained_pct(metrics: dict[str, Outcome]) -> float:
+def _unexplained_pct(cp: Outcome | None) -> float:
     """The share of the replayed steps' critical path in unexplained waits."""
-    cp = metrics.get("critical_path")
     if not isinstance(cp, MetricResult):
         return 0.0
     return float(sum(c["pct"] for c in cp.data.get("composition", []) if c.get("kind") == "unexplained"))
@@ -86,8 +85,8 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
     rows = _rows(metrics)
     if not rows:
         return findings
-    unexplained = _unexplained_pct(metrics)
     cp = metrics.get("critical_path")
+    unexplained = _unexplained_pct(cp)
     # without steps the replay's blocks are whole processes: a gain "per step" would say nothing
     per_step = not (isinstance(cp, MetricResult) and cp.data.get("step_source") == "whole_capture")
     out = []

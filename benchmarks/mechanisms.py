@@ -36,6 +36,14 @@ def _no_helper() -> None:
     helper.start_helpers = lambda *_a, **_k: []  # type: ignore[assignment]
 
 
+def _no_adbc() -> None:
+    import os
+
+    from nsys_llm_explainer.trace.nsys import arrow
+
+    os.environ[arrow.OFF_VAR] = "1"  # the read helper process inherits it
+
+
 def _no_threads() -> None:
     from nsys_llm_explainer.runtime import runner
 
@@ -65,6 +73,7 @@ def _no_fast_exit() -> None:
 # the code has no switch and cannot be named.
 SWITCHES: dict[str, Callable[[], None]] = {
     "helper": _no_helper,
+    "adbc": _no_adbc,
     "threads": _no_threads,
     "mallopt": _no_mallopt,
     "trim": _no_trim,
@@ -77,6 +86,7 @@ def available() -> dict[str, Callable[[], None]]:
     import importlib
 
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
+             "adbc": ("nsys_llm_explainer.trace.nsys.arrow", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
              "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
              "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),

@@ -188,6 +188,7 @@ def explain(
         ctx = Context(schema, data, options)
         metrics = [m for m in REGISTRY if m.wanted(options)]
         how = runner.plan(data.kernel_rows_estimate(), jobs)
+        data.threads = how.threads  # per-device parts of a metric may share its threads
         results = runner.run_metrics(in_run_order(metrics), ctx, run_metric, how)
         ctx.results.update({m.id: results[m.id] for m in metrics})  # in report order
         info = _trace_info(path, schema, data, ctx.results)

@@ -42,13 +42,14 @@ def columns(calls: list[tuple[int, int, int]]) -> Columns:
     })
 
 
+@pytest.mark.parametrize("few", [False, True])
 @pytest.mark.parametrize("dense", [True, False])
 @FAST
 @given(calls=st.lists(call, max_size=40), items=st.lists(item, max_size=40),
        mask_seed=st.integers(0, 2**32 - 1), use_mask=st.booleans())
 def test_match_calls_equals_reference(
     calls: list[tuple[int, int, int]], items: list[tuple[int, int]], mask_seed: int,
-    use_mask: bool, dense: bool,
+    use_mask: bool, dense: bool, few: bool,
 ) -> None:
     allowed = (
         list(np.random.default_rng(mask_seed).random(len(calls)) < 0.7)
@@ -58,6 +59,9 @@ def test_match_calls_equals_reference(
         if not dense:  # no table is ever small enough: the sorted join answers
             mp.setattr(join, "DENSE_FACTOR", -1)
             mp.setattr(join, "DENSE_SLACK", 0)
+        # few: every call list counts as many times longer than the items, so only the calls
+        # with an item's correlation id are joined (_may_match); else never
+        mp.setattr(join, "FEW_ITEMS", 0 if few else 1 << 40)
         got = join.match_calls(
             np.array([i[0] for i in items], dtype=np.int64),
             np.array([i[1] for i in items], dtype=np.int64),

@@ -92,9 +92,12 @@ def find(data: TraceData) -> Searches:
     if not len(rows):
         return none
     key, _ = group_codes(k.pid[rows], k.device[rows], k.stream[rows], kfam[rows])
+    del kfam  # kernel-sized arrays go as soon as they are used: this runs beside heavy metrics
     sort = np.lexsort((k.start[rows], key))
     pos, grp = rows[sort], key[sort]  # kernel rows, per (stream, family) in start order
+    del rows, key, sort
     seq, start, end = codes[pos], k.start[pos], k.end[pos]
+    del codes
     n = len(pos)
     at = np.arange(n)
     # prev: the previous position of the same name in the same group (-1: none); rank: how
@@ -109,16 +112,20 @@ def find(data: TraceData) -> Searches:
     run_len = np.diff(np.r_[np.flatnonzero(~same), n])
     total = np.empty(n, np.int64)
     total[by_name] = np.repeat(run_len, run_len)
+    del by_name, same, run_start, run_len
     later = total - rank - 1
+    del rank
     # A burst from f ends at the first position whose name already ran since f, or at a break
     # (a new group, or a gap longer than BURST_GAP_NS).
     first_repeat = np.full(n + 1, n, np.int64)
     np.minimum.at(first_repeat, prev[prev >= 0], at[prev >= 0])
     conflict = np.minimum.accumulate(first_repeat[::-1])[::-1]
+    del first_repeat, prev
     brk = np.r_[False, (grp[1:] != grp[:-1]) | (start[1:] - end[:-1] > BURST_GAP_NS)]
     brk_at = np.r_[np.flatnonzero(brk), n]
     next_break = brk_at[np.searchsorted(brk_at, at, side="right")]
     stop = np.r_[np.minimum(conflict[:n], next_break), n]
+    del conflict, next_break, brk, brk_at
     first = _burst_starts(stop)
     length = stop[first] - first
     first, length = first[length >= VARIANTS], length[length >= VARIANTS]
@@ -138,5 +145,5 @@ def find(data: TraceData) -> Searches:
     winner = trial[np.argmax(later[trial])]
     return Searches(
         s, e, int(hit.sum()), len(set(seq[chosen].tolist())),
-        family_names[int(kfam[pos[trial[0]]])], names[int(seq[winner])],
+        family_names[int(fam_of_name[seq[trial[0]]])], names[int(seq[winner])],
     )

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.nvtx_names import normalize, normalized_names
 from nsys_llm_explainer.analysis.program_output import scrub
@@ -218,10 +219,10 @@ def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
 def _split(tkey: np.ndarray, s: np.ndarray, e: np.ndarray, rec: Columns) -> tuple[np.ndarray, ...]:
     """The pieces cut wherever a record of their thread starts or ends."""
     out_t, out_s, out_e, out_i = [], [], [], []
-    for t in np.unique(tkey).tolist():
+    for t in distinct_few(tkey).tolist():
         mine = np.flatnonzero(tkey == t)
         sel = rec.tkey == t
-        cuts = np.unique(np.concatenate((rec.start[sel], rec.end[sel])))
+        cuts = distinct(np.concatenate((rec.start[sel], rec.end[sel])))
         lo = np.searchsorted(cuts, s[mine], "right")
         hi = np.searchsorted(cuts, e[mine], "left")
         n = hi - lo + 1
@@ -350,14 +351,13 @@ def draining_calls(data: TraceData) -> np.ndarray:
     the host asked for: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize ...) or a
     read-back (analysis/readbacks.py). Bulk synchronous copies are not: they move data."""
     from nsys_llm_explainer.analysis import readbacks
-    from nsys_llm_explainer.analysis.idle_sweep import HostRows
     from nsys_llm_explainer.analysis.sync_calls import BLOCKING_APIS
 
     def build() -> np.ndarray:
         rt = data.runtime()
         names = data.runtime_api_names()
         out = np.isin(rt.api, [i for i, n in enumerate(names) if n in BLOCKING_APIS])
-        rb = readbacks.find(data, HostRows.of(data).blocking)
+        rb = readbacks.find_blocking(data)
         if rb is not None:
             out[rb.call] = True
         return out

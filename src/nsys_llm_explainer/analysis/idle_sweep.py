@@ -47,10 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import intervals, parts
 from nsys_llm_explainer.analysis.busy import (
     GRAPH,
     KERNEL,
+    DeviceBusy,
     device_busy,
     device_local_copies,
     gpu_work,
@@ -58,7 +59,7 @@ from nsys_llm_explainer.analysis.busy import (
     work_calls,
 )
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
-from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import name_mask
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
@@ -184,15 +185,30 @@ def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) ->
     out = rt.end.copy()
     if len(rt) < 2 or not blocking.any():
         return out
-    order = np.lexsort((rt.start, rt.tkey))
-    cur, nxt = order[:-1], order[1:]
-    ok = (
-        blocking[cur]
-        & (rt.tkey[cur] == rt.tkey[nxt])
-        & launching[nxt]
-        & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
-    )
-    out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
+    for order in _by_thread(rt, distinct_few(rt.tkey[blocking])):
+        cur, nxt = order[:-1], order[1:]
+        ok = (
+            blocking[cur]
+            & (rt.tkey[cur] == rt.tkey[nxt])
+            & launching[nxt]
+            & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
+        )
+        out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
+    return out
+
+
+def _by_thread(rt: Columns, threads: np.ndarray) -> list[np.ndarray]:
+    """The rows of each of `threads` in (start, row) order, as np.lexsort((start, tkey))
+    orders them; one array of every row in that order when the threads are many."""
+    if len(threads) > MASK_SPLIT_MAX:
+        return [np.lexsort((rt.start, rt.tkey))]
+    out = []
+    for t in threads.tolist():
+        rows = np.flatnonzero(rt.tkey == t)
+        start = rt.start[rows]
+        if len(rows) > 1 and not bool((start[1:] >= start[:-1]).all()):
+            rows = rows[np.argsort(start, kind="stable")]
+        out.append(rows)
     return out
 
 
@@ -239,6 +255,10 @@ def _first_corr(rt: Columns) -> tuple[np.ndarray, np.ndarray]:
     ok = rt.corr > 0
     if not ok.any():
         return np.empty(0, np.int64), np.empty(0, np.int64)
+    pids = distinct_few(rt.pid)
+    if len(pids) <= MASK_SPLIT_MAX:  # few processes: one pass each, no sort of every row
+        first = [(p, int(rt.corr[m].min())) for p in pids.tolist() if (m := ok & (rt.pid == p)).any()]
+        return np.array([p for p, _ in first], np.int64), np.array([c for _, c in first], np.int64)
     pid, corr = rt.pid[ok], rt.corr[ok]
     order = np.lexsort((corr, pid))
     first = np.r_[True, pid[order][1:] != pid[order][:-1]]
@@ -261,10 +281,8 @@ def _next_work(
     mine = np.flatnonzero(w.device == device)
     if len(g1) == 0 or len(mine) == 0:
         return np.full(len(g1), -1, np.int64), none, none, none
-    wstart = w.start
-    mine = mine[np.lexsort((w.corr[mine], w.pid[mine], w.source[mine], w.end[mine], wstart[mine]))]
-    starts = wstart[mine]
-    del wstart
+    mine = _by_start(w, mine)
+    starts = w.start[mine]
     pos = np.minimum(np.searchsorted(starts, g1), len(mine) - 1)
     launched = _launch_times(data)[mine]
     calls = work_calls(data)[mine]
@@ -275,6 +293,19 @@ def _next_work(
     known = group_min[group_of] != UNKNOWN_LAUNCH
     ahead = queued & _copy_ahead(data, device, w.stream[mine[pos]], g0, g1)
     return calls[pos], queued, ahead, known
+
+
+def _by_start(w: Columns, rows: np.ndarray) -> np.ndarray:
+    """`rows` ordered by (start, end, source, pid, corr). Where no two starts are equal,
+    the start alone decides and one sort (none when already in order) is enough."""
+    start = w.start[rows]
+    if len(start) > 1 and not bool((start[1:] > start[:-1]).all()):
+        order = np.argsort(start, kind="stable")
+        start = start[order]
+        if not bool((start[1:] > start[:-1]).all()):  # equal starts: the other keys decide
+            return rows[np.lexsort((w.corr[rows], w.pid[rows], w.source[rows], w.end[rows], w.start[rows]))]
+        rows = rows[order]
+    return rows
 
 
 def _copy_ahead(
@@ -345,7 +376,7 @@ def classify(
     best = np.zeros(len(g0), np.int64)
     total = np.zeros(len(CAUSES), np.int64)
     for i, (s, e) in enumerate(segments):
-        ns = intervals.overlap_with_union(g0, g1, s, e)
+        ns = _per_gap(g0, g1, s, e)
         total[i] = int(ns.sum())
         more = ns > best
         cause[more] = i
@@ -356,6 +387,26 @@ def classify(
     refill = (g1[refill_gap] - sync_end[refill_gap]).astype(np.int64)
     return GapCauses(device, owners, g0, g1, cause, total, tuple(segments), moved,
                      refill_gap, refill, narrow(nxt), queued, ahead, known)
+
+
+def _per_gap(g0: np.ndarray, g1: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per gap [g0, g1), the length of the disjoint sorted pieces s/e inside it, as
+    intervals.overlap_with_union. The pieces are cut from the gaps, so each lies in one gap
+    and a sum per gap is enough; pieces that do not (none should) take the general way."""
+    out = np.zeros(len(g0), np.int64)
+    if len(s) == 0 or len(g0) == 0:
+        return out
+    j = np.searchsorted(g0, s, side="right") - 1
+    if not (
+        bool((j >= 0).all())
+        and bool((e <= g1[np.maximum(j, 0)]).all())
+        and bool((j[1:] >= j[:-1]).all())
+        and bool((s[1:] >= e[:-1]).all())
+    ):
+        return intervals.overlap_with_union(g0, g1, s, e)
+    first = np.flatnonzero(np.r_[True, j[1:] != j[:-1]])
+    out[j[first]] = np.add.reduceat(e - s, first)
+    return out
 
 
 def _queued_to(
@@ -402,12 +453,16 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
         computes = np.isin(w.source, (KERNEL, GRAPH))
         wdev, wpid = w.device[computes], w.pid[computes]
         del computes
-        out: dict[int, GapCauses] = {}
-        for dev, busy in device_busy(data).items():
+        devices = list(device_busy(data).items())
+        _launch_times(data)  # shared by every device: built once, before the parts start
+
+        def one(item: tuple[int, DeviceBusy]) -> GapCauses:
+            dev, busy = item
             owners = distinct_few(wpid[wdev == dev])
-            ends = np.unique(k.end[is_comm & (k.device == dev)])
-            out[dev] = classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends)
-        return out
+            ends = distinct(k.end[is_comm & (k.device == dev)])
+            return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends)
+
+        return dict(zip((d for d, _ in devices), parts.each(one, devices, data), strict=True))
 
     return data.cached("gap_causes", build)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct_few
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
 from nsys_llm_explainer.trace.columns import Columns
 
 if TYPE_CHECKING:
@@ -21,6 +21,9 @@ _CORR_BITS = 39  # pid (24 bits) << 39 | corr keeps the key within int64
 # before the sorted join is used instead.
 DENSE_FACTOR = 4
 DENSE_SLACK = 1 << 20
+# Items this many times fewer than the calls: only calls with an item's correlation id are
+# joined (_may_match).
+FEW_ITEMS = 16
 
 
 def _keys(pid: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -38,6 +41,8 @@ def match_calls(
     result = np.full(len(items_pid), -1, dtype=np.int64)
     if len(items_pid) == 0 or len(calls) == 0:
         return result
+    if call_mask is None and len(items_pid) * FEW_ITEMS < len(calls):
+        call_mask = _may_match(items_corr, calls.corr)
     cand = np.arange(len(calls)) if call_mask is None else np.flatnonzero(call_mask)
     cpid, ccorr = calls.pid[cand], calls.corr[cand]
     cvalid = (cpid >= 0) & (ccorr > 0) & (ccorr < (1 << _CORR_BITS))
@@ -49,6 +54,17 @@ def match_calls(
     if found is None:
         found = _match_sorted(items_pid, items_corr, cand, cpid, ccorr, calls.start[cand])
     return found
+
+
+def _may_match(items_corr: np.ndarray, calls_corr: np.ndarray) -> np.ndarray:
+    """Per call: some item has its correlation id. Only these can match, so a few items
+    (copies, read-backs) join millions of calls without arrays as long as the calls."""
+    wanted = distinct(items_corr[items_corr > 0])
+    if len(wanted) == 0:
+        return np.zeros(len(calls_corr), dtype=bool)
+    pos = np.searchsorted(wanted, calls_corr)
+    np.minimum(pos, len(wanted) - 1, out=pos)
+    return wanted[pos] == calls_corr
 
 
 def _match_dense(

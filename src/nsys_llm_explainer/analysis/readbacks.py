@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.join import match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -85,6 +86,14 @@ def find(data: TraceData, blocking: np.ndarray) -> Calls | None:
     end = np.where(followed, rt.end[nxt], rt.end[call])
     return Calls(call, tiny, mc.device[tiny], mc.bytes[tiny], mc.dst_kind[tiny] == PAGEABLE, followed,
                  np.where(followed, nxt, -1), rt.start[call], end)
+
+
+def find_blocking(data: TraceData) -> Calls | None:
+    """find() with the calls that block the host (HostRows.blocking), built once for every
+    reader (host_patterns, and idle_causes' draining calls)."""
+    from nsys_llm_explainer.analysis.idle_sweep import HostRows
+
+    return data.cached("readbacks", lambda: find(data, HostRows.of(data).blocking))
 
 
 def _overlap(s: np.ndarray, e: np.ndarray, seg: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -160,12 +169,14 @@ def call_origins(data: TraceData, calls: np.ndarray, skip_names: set[str],
     if len(nv) == 0 or n == 0:
         return [None] * n, [None] * n
     rt = data.runtime()
+    tkey = rt.tkey[calls]
+    # Only the ranges of the calls' threads: the tree of each thread is its own.
+    nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
     index = nvtx_tree.build(nv)
     names = [normalize(x) for x in data.nvtx_names()]
     name = nv.name[index.order]
     skip_name = np.array([x in skip_names for x in data.nvtx_names()] or [False])
     skip = skip_name[name] | (index.end - index.start >= max(1, int(CONTAINER_SHARE * window_ns)))
-    tkey = rt.tkey[calls]
     inner = nvtx_tree.innermost(index, tkey, rt.start[calls], rt.end[calls])
     top, below, _ = nvtx_tree.climb(index, inner, skip)
     region = [names[int(name[t])] if t >= 0 else None for t in top.tolist()]

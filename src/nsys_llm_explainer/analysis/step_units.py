@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -266,12 +266,12 @@ def nvtx_steps(data: TraceData, names: list[str]) -> list[NvtxSteps]:
     ended = (nv.end >= 0) & ok_name[nv.name]
     ended &= _may_tile(nv.tkey, norm[nv.name], nv.start, nv.end, ended)
     out = []
-    for pid in np.unique(k.pid[call >= 0]).tolist():
+    for pid in distinct_few(k.pid[call >= 0]).tolist():
         lc = call[(k.pid == pid) & (call >= 0)]
-        lc = np.unique(lc)
+        lc = distinct(lc)
         lt, lk = rt.start[lc], rt.tkey[lc]
         best: tuple[float, int, NvtxSteps] | None = None
-        for tkey in np.unique(lk).tolist():
+        for tkey in distinct_few(lk).tolist():
             mine = np.flatnonzero(ended & (nv.tkey == tkey))
             if len(mine) == 0:
                 continue

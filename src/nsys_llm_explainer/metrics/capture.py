@@ -63,12 +63,12 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals, program_output
 from nsys_llm_explainer.analysis.busy import copy_union, device_busy
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import name_mask
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
-from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100
@@ -171,24 +171,43 @@ def _lazy(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     if not ok.any():
         return EMPTY, 0
     kid = np.flatnonzero(ok)
-    dur = rt.end[call[kid]] - rt.start[call[kid]]
-    codes, _ = factorize(k.name_id[kid])
-    order = np.lexsort((rt.start[call[kid]], codes))
-    first = np.r_[True, codes[order][1:] != codes[order][:-1]]
-    group_end = np.r_[np.flatnonzero(first)[1:], len(order)]  # per group: end position
-    group_of = np.cumsum(first) - 1
+    # Kernel-sized temporaries one at a time: this runs beside the heaviest metrics.
+    c = call[kid]
+    start = rt.start[c]
+    dur = rt.end[c] - start
+    del c
+    # Grouped by name id (the groups' order does not matter: the loads are merged by time).
+    names = k.name_id[kid]
+    order = np.lexsort((start, names))
+    del start
+    names = names[order]
+    first = np.r_[True, names[1:] != names[:-1]]
+    del names
+    dur = dur[order]  # in launch order within each kernel name from here on
+    group_start = np.flatnonzero(first)
+    group_end = np.r_[group_start[1:], len(order)]  # per group: end position
     starts, ends = [], []
-    busy = {}  # device -> union of its kernels and copies: when it was doing anything
-    for d, b in device_busy(data).items():
-        cs, ce = copy_union(data, "device", d)
-        busy[d] = intervals.merge(np.concatenate((b.busy_start, cs)), np.concatenate((b.busy_end, ce)))
-    for pos in np.flatnonzero(first & (dur[order] >= LAZY_LAUNCH_NS)).tolist():
+    # device -> union of its kernels and copies (when it was doing anything), built for
+    # the devices a candidate launch needs only
+    busy: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def busy_of(d: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if d not in busy:
+            b = device_busy(data).get(d)
+            if b is None:
+                busy[d] = None
+            else:
+                cs, ce = copy_union(data, "device", d)
+                busy[d] = intervals.merge(np.concatenate((b.busy_start, cs)), np.concatenate((b.busy_end, ce)))
+        return busy[d]
+
+    for pos in np.flatnonzero(first & (dur >= LAZY_LAUNCH_NS)).tolist():
         j = order[pos]
-        later = dur[order[pos + 1 : group_end[group_of[pos]]]]
-        if len(later) and dur[j] < LAZY_RATIO * float(np.median(later)):
+        later = dur[pos + 1 : group_end[np.searchsorted(group_start, pos, "right") - 1]]
+        if len(later) and dur[pos] < LAZY_RATIO * float(np.median(later)):
             continue
         c0, c1 = int(rt.start[call[kid[j]]]), int(rt.end[call[kid[j]]])
-        dev = busy.get(int(k.device[kid[j]]))
+        dev = busy_of(int(k.device[kid[j]]))
         if dev is not None:
             run = int(intervals.overlap_with_union(np.array([c0]), np.array([c1]), *dev)[0])
             if 2 * run > c1 - c0:
@@ -219,7 +238,7 @@ def _too_little(k: Any, repeats: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """The too_little_data check (module docstring)."""
     n = len(k)
     kernel_ns = int(k.dur.sum()) if n else 0
-    devices = len(np.unique(k.device)) if n else 0
+    devices = len(distinct_few(k.device)) if n else 0
     window = int(k.end.max() - k.start.min()) if n else 0
     busy_pct = min(100.0, 100.0 * kernel_ns / (window * devices)) if window and devices else 0.0
     steps, step_ns = repeats
@@ -320,7 +339,9 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
     if rt is not None and calls:
         names = data.runtime_api_names()
         launches = int(launch_api_mask(names)[rt.api].sum())
-        apis, counts = np.unique(rt.api, return_counts=True)
+        per_api = np.bincount(rt.api)  # API codes: small, from 0 (as np.unique's counts)
+        apis = np.flatnonzero(per_api)
+        counts = per_api[apis]
         order = np.lexsort((apis, -counts))[:TOP_CALL_KINDS]
         kinds = [{"api": names[int(apis[i])], "calls": int(counts[i])} for i in order]
         ctx_api = np.array([bool(CONTEXT_API.match(x)) for x in names] or [False])

@@ -111,7 +111,7 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
     """Read-backs (analysis/readbacks.py) with their cost, where they come from and how many
     each step holds."""
     data = ctx.data
-    rb = rbk.find(data, host.blocking)
+    rb = rbk.find_blocking(data) if host is HostRows.of(data) else rbk.find(data, host.blocking)
     if rb is None:
         return None
     rt = data.runtime()

@@ -16,7 +16,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.busy import copy_kind_labels
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.groups import group_codes, group_sum
+from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -25,6 +25,7 @@ from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 PAGEABLE_KIND = 0
 MEMSET_KIND = "Memset"
+LAUNCH_CHUNK = 1 << 20  # kernels whose launch threads are gathered at a time
 TINY_BYTES = 4096  # at this size a copy costs its fixed overhead, not its bytes
 SIZE_EDGES = (4096, 65536, 1 << 20, 16 << 20)
 SIZE_LABELS = ("<=4KiB", "4-64KiB", "64KiB-1MiB", "1-16MiB", ">16MiB")
@@ -53,7 +54,11 @@ def _launch_threads(data: TraceData) -> np.ndarray:
     except Unavailable:
         return np.empty(0, np.int64)
     rt = data.runtime()
-    return np.unique(rt.tkey[launch[launch >= 0]])
+    found: set[int] = set()
+    for lo in range(0, len(launch), LAUNCH_CHUNK):  # no kernel-sized gather at once
+        part = launch[lo : lo + LAUNCH_CHUNK]
+        found.update(distinct_few(rt.tkey[part[part >= 0]]).tolist())
+    return np.array(sorted(found), dtype=np.int64)
 
 
 def _step_mask(ctx: Context, pid: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, str]:

@@ -61,20 +61,33 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     else:
         order = np.lexsort((start, group))
     g = group[order]
-    s, e = start[order].astype(np.int64), end[order].astype(np.int64)
+    # (int64 already: astype would copy each kernel-sized column a second time)
+    s, e = start[order].astype(np.int64, copy=False), end[order].astype(np.int64, copy=False)
     del order
     lo = int(min(s.min(), e.min()))
     span = int(max(s.max(), e.max())) - lo + 1
     # Groups laid end to end on one axis (group * span): a running maximum never crosses
-    # from one group into the next, so one sweep merges every group at once.
-    off = g.astype(np.int64) * span - lo
+    # from one group into the next, so one sweep merges every group at once. Built in
+    # place: one kernel-sized temporary, not three.
+    off = g.astype(np.int64, copy=True)
+    off *= span
+    off -= lo
     s += off
     e += off
     del off
     np.maximum.accumulate(e, out=e)
-    begins = np.flatnonzero(np.r_[True, s[1:] > e[:-1]])
-    ends = np.r_[begins[1:] - 1, len(s) - 1]
-    lengths = e[ends] - s[begins]
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], e[:-1], out=new[1:])
+    begins = np.flatnonzero(new)
+    del new
+    ends = np.empty_like(begins)
+    ends[:-1] = begins[1:] - 1
+    ends[-1] = len(s) - 1
+    lengths = e[ends]
+    del e, ends
+    lengths -= s[begins]
+    del s
     return np.bincount(g[begins], weights=lengths, minlength=ngroups).astype(np.int64)
 
 

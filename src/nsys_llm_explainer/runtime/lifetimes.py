@@ -54,6 +54,9 @@ READERS: dict[str, tuple[str, ...]] = {
     "compute_view": ("compute_efficiency", "model_utilization"),
     "compute_peaks:": ("compute_efficiency", "model_utilization"),
     "host_source_names:": ("idle_causes",),
+    # the read-back calls (analysis/readbacks.find_blocking) and the calls that drain the queue
+    "readbacks": ("host_patterns", "idle_causes"),
+    "draining_calls": ("idle_causes",),
     "nvtx_normalized": (
         "nvtx_ranges", "nvtx_attribution", "compute_efficiency", "capture", "idle_causes", "steps",
         "host_patterns", "workload",

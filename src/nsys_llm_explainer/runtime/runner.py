@@ -65,7 +65,7 @@ def run_metrics(
         results: dict[str, Outcome] = {}
         for metric in metrics:
             results[metric.id] = run_one(metric, _view(ctx, metric, results))
-            _release(ctx, releases.finished(metric.id))
+            _release(ctx, releases.finished(metric.id), metric.id in HEAVY)
         return results
     return _Pool(metrics, ctx, run_one, releases, how.heavy_alone).run(how.threads)
 
@@ -75,9 +75,12 @@ def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:
     return dataclasses.replace(ctx, results={d: results[d] for d in metric.after if d in results})
 
 
-def _release(ctx: Context, keys: Sequence[str]) -> None:
+def _release(ctx: Context, keys: Sequence[str], heavy: bool = False) -> None:
+    """Drop `keys` and give free heap pages back; after a HEAVY metric also when it
+    released nothing, so that its temporaries do not raise the next metric's peak."""
     if keys:
         ctx.data.release(*keys)
+    if keys or heavy:
         alloc.release_free_memory()
 
 
@@ -102,7 +105,18 @@ class _Pool:
         self.error: BaseException | None = None
         self.cond = threading.Condition()
 
+    def _wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
     def run(self, threads: int) -> dict[str, Outcome]:
+        self.ctx.data.parts.wake = self._wake
+        try:
+            return self._run(threads)
+        finally:
+            self.ctx.data.parts.wake = lambda: None
+
+    def _run(self, threads: int) -> dict[str, Outcome]:
         workers = [
             threading.Thread(target=self._work, name=f"nsys-llm-explain-metrics-{i}", daemon=True)
             for i in range(min(threads, len(self.metrics)))
@@ -141,13 +155,23 @@ class _Pool:
 
     def _work(self) -> None:
         while True:
+            part = None
             with self.cond:
                 while (metric := self._next()) is None:
                     if not self.pending or self.error is not None:
                         return
+                    # Nothing may start: help the running metric with a part it offered
+                    # (analysis/parts.py), which raises nothing.
+                    if (part := self.ctx.data.parts.take()) is not None:
+                        break
                     self.cond.wait()
-                self.pending.remove(metric)
-                self.running.add(metric.id)
+                if part is None:
+                    assert metric is not None
+                    self.pending.remove(metric)
+                    self.running.add(metric.id)
+            if part is not None:
+                part()
+                continue
             try:
                 outcome = self.run_one(metric, _view(self.ctx, metric, self.results))
             except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
@@ -161,4 +185,4 @@ class _Pool:
                 self.running.discard(metric.id)
                 released = self.releases.finished(metric.id)
                 self.cond.notify_all()
-            _release(self.ctx, released)
+            _release(self.ctx, released, metric.id in HEAVY)

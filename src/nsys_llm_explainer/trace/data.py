@@ -43,6 +43,7 @@ Only some formats have these (the base class raises Unavailable):
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,6 +100,25 @@ def _span(cols: Columns) -> tuple[int, int] | None:
     return (int(cols.start.min()), int(cols.end.max())) if len(cols) else None
 
 
+class Offers:
+    """Parts of a build offered to idle metric threads (analysis/parts.py offers them,
+    runtime/runner.py takes them); `wake` tells the waiting threads that one came."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: collections.deque[Callable[[], None]] = collections.deque()
+        self.wake: Callable[[], None] = lambda: None
+
+    def offer(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            self._tasks.append(task)
+        self.wake()
+
+    def take(self) -> Callable[[], None] | None:
+        with self._lock:
+            return self._tasks.popleft() if self._tasks else None
+
+
 class TraceData:
     """Lazily loaded, cached columns of one opened trace. Subclasses implement the loaders."""
 
@@ -114,6 +134,10 @@ class TraceData:
         self._spans: dict[str, tuple[int, int] | None] = {}
         self._lock = threading.Lock()  # guards the dicts above; builds run outside it
         self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
+        # Threads the run's metrics use (runtime/runner.plan): from 2, a build may offer
+        # its independent parts to idle metric threads (analysis/parts.py) through `parts`.
+        self.threads = 1
+        self.parts = Offers()
 
     # -- cache ------------------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:

@@ -31,7 +31,7 @@ from nsys_llm_explainer.trace.data import (
     Unavailable,
 )
 from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, metadata
+from nsys_llm_explainer.trace.nsys import activity, arrow, events, host_records, ids, metadata
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     Progress,
@@ -62,6 +62,17 @@ def _first_int(*columns: str, have: tuple[str, ...]) -> str:
     cols = [quote_ident(c) for c in dict.fromkeys(columns) if c and c in have]
     whens = " ".join(f"WHEN typeof({c}) = 'integer' THEN {c}" for c in cols)
     return f"(CASE {whens} ELSE -1 END)" if cols else "-1"
+
+
+GRAPH_ID_KEYS = ("graph_node_id", "graph_id")
+
+
+def _unless_unused(ids_col: np.ndarray) -> np.ndarray:
+    """An id column with no id in it (-1 in every row: no CUDA graph ran) as one read-only
+    -1 repeated, which holds no memory, instead of millions of -1 kept all run."""
+    if len(ids_col) and bool((ids_col == -1).all()):
+        return np.broadcast_to(np.int64(-1), ids_col.shape)
+    return ids_col
 
 
 def _decode_distinct(raw: np.ndarray) -> np.ndarray:
@@ -113,6 +124,8 @@ class NsysTraceData(TraceData):
         # active on this connection and removes the handler only after the last one ends.
         self._interruptible = SerialHandler(conn, self.sql)
         self.helpers: list[LoadHelper] = []  # load some tables in parallel (nsys/helper.py)
+        self.arrow = arrow.ArrowReader(getattr(conn, "uri", ""))
+        self._tables: set[str] | None = None
 
     def _prefetched(self, key: str) -> Any:
         """Take `key` from the load helper if it has it; MISSING: build it here."""
@@ -142,9 +155,11 @@ class NsysTraceData(TraceData):
 
     def close(self) -> None:
         self.close_helpers()
+        self.arrow.close()
         self.conn.close()
 
     def interrupt(self) -> None:
+        self.arrow.interrupt()
         self.conn.interrupt()
 
     @property
@@ -180,16 +195,38 @@ class NsysTraceData(TraceData):
         sql = f"SELECT {', '.join(exprs)} FROM {quote_ident(table)} WHERE {' AND '.join(conds)}"
         with self.sql:
             total = self.row_counts.setdefault(table, count_rows(self.conn, table))
-            cols = fetch_ints(
-                self.conn, sql, tuple(select), total, progress=self.progress, label=table,
-                text_names=tuple(text),
-            )
+        cols = self._columnar(table, sql, tuple(select), total) if not text else None
+        with self.sql:
+            if cols is None:
+                cols = fetch_ints(
+                    self.conn, sql, tuple(select), total, progress=self.progress, label=table,
+                    text_names=tuple(text),
+                )
             loaded = len(next(iter(cols.values()))) if cols else 0
             self._note_ignored(table, total, loaded, required, extra_where)
         problem = total_duration_problem(table, cols) if interval else None
         if problem:
             raise Unavailable(problem)
         return Columns(table, cols)
+
+    def _columnar(
+        self, table: str, sql: str, names: tuple[str, ...], total: int
+    ) -> dict[str, np.ndarray] | None:
+        """The columns through the ADBC driver (trace/nsys/arrow.py) when the table is big
+        enough to pay and a real table (a view's statement could run long between rows,
+        where only sqlite3's progress handler can stop it); None: read with sqlite3."""
+        if total < arrow.MIN_ROWS or table not in self._base_tables():
+            return None
+        progress = self.progress
+        return self.arrow.read(
+            sql, names, total, None if progress is None else (lambda n: progress(table, n))
+        )
+
+    def _base_tables(self) -> set[str]:
+        if self._tables is None:
+            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            self._tables = {str(r[0]) for r in rows}
+        return self._tables
 
     def _note_ignored(
         self, table: str, total: int, loaded: int, required: tuple[str, ...], extra: str
@@ -235,10 +272,11 @@ class NsysTraceData(TraceData):
         # Held through most of the run: dur is computed when read, and globalPid, once
         # decoded and checked, is not kept (kernel_pid_note says what it found).
         self.put("kernel_implausible_pids", ids.implausible_pids(cols.gpid))
-        return Columns(
-            table, {**cols.without("gpid").cols, "pid": ids.pids(cols.gpid)},
-            derived=("dur",),
-        )
+        kept = {**cols.without("gpid").cols, "pid": ids.pids(cols.gpid)}
+        for key in GRAPH_ID_KEYS:
+            if key in kept:
+                kept[key] = _unless_unused(kept[key])
+        return Columns(table, kept, derived=("dur",))
 
     def kernel_pid_note(self, pids: np.ndarray) -> str | None:
         self.kernels()

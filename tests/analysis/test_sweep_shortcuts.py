@@ -1,0 +1,67 @@
+"""The idle sweep's shortcuts give what the general computations give, on any input."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.idle_sweep import _by_start, _per_gap
+from nsys_llm_explainer.trace.columns import Columns
+
+small = st.integers(0, 6)
+
+
+@st.composite
+def gaps_and_pieces(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    """Gaps between merged busy intervals (zero-length busy time makes gaps touch), and
+    pieces: either cut from the gaps (intersected with random intervals) or arbitrary."""
+    busy = draw(st.lists(st.tuples(st.integers(0, 200), small), min_size=2, max_size=30))
+    bs, be = intervals.merge(np.array([b[0] for b in busy]), np.array([b[0] + b[1] for b in busy]))
+    g0, g1 = be[:-1], bs[1:]
+    cuts = draw(st.lists(st.tuples(st.integers(0, 210), st.integers(0, 12)), max_size=30))
+    us, ue = intervals.merge(np.array([c[0] for c in cuts], np.int64),
+                             np.array([c[0] + c[1] for c in cuts], np.int64))
+    if draw(st.booleans()):
+        s, e = intervals.intersect(g0, g1, us, ue)
+        if draw(st.booleans()):  # merged across gaps that touch: the general way must answer
+            s, e = intervals.merge(s, e)
+    else:
+        s, e = us, ue
+    return g0, g1, s, e
+
+
+@settings(max_examples=400, deadline=None)
+@given(gaps_and_pieces())
+def test_per_gap_equals_overlap_with_union(case: tuple[np.ndarray, ...]) -> None:
+    g0, g1, s, e = case
+    np.testing.assert_array_equal(_per_gap(g0, g1, s, e), intervals.overlap_with_union(g0, g1, s, e))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3), st.integers(0, 2), st.integers(0, 2),
+                          st.integers(0, 3)), max_size=40), st.booleans())
+def test_by_start_equals_the_full_lexsort(rows: list[tuple[int, ...]], subset: bool) -> None:
+    cols = {k: np.array([r[i] for r in rows], np.int64)
+            for i, k in enumerate(("start", "end", "source", "pid", "corr"))}
+    cols["end"] = cols["end"] + cols["start"]
+    w = Columns("w", cols)
+    picked = np.arange(len(rows))[::2] if subset else np.arange(len(rows))
+    want = picked[np.lexsort((w.corr[picked], w.pid[picked], w.source[picked], w.end[picked],
+                              w.start[picked]))]
+    got = _by_start(w, picked)
+    # Rows equal in all five keys may come in either order: compare the keys in order.
+    for k in cols:
+        np.testing.assert_array_equal(cols[k][got], cols[k][want])
+    assert sorted(got.tolist()) == sorted(picked.tolist())
+
+
+def test_per_gap_sums_pieces_without_the_general_way(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def general(*_a: object) -> None:
+        raise AssertionError("pieces inside gaps must not need overlap_with_union")
+
+    monkeypatch.setattr(intervals, "overlap_with_union", general)
+    g0, g1 = np.array([0, 20, 30]), np.array([10, 30, 40])  # the last two touch at 30
+    s, e = np.array([2, 6, 21, 30]), np.array([5, 8, 29, 31])
+    np.testing.assert_array_equal(_per_gap(g0, g1, s, e), [5, 8, 1])

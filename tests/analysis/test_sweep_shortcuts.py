@@ -65,3 +65,46 @@ def test_per_gap_sums_pieces_without_the_general_way(monkeypatch) -> None:  # ty
     g0, g1 = np.array([0, 20, 30]), np.array([10, 30, 40])  # the last two touch at 30
     s, e = np.array([2, 6, 21, 30]), np.array([5, 8, 29, 31])
     np.testing.assert_array_equal(_per_gap(g0, g1, s, e), [5, 8, 1])
+
+
+class _Runtime:
+    """Just enough TraceData for the runtime sweeps: runtime() and nothing cached."""
+
+    def __init__(self, cols: Columns) -> None:
+        self.cols = cols
+
+    def runtime(self) -> Columns:
+        return self.cols
+
+
+calls = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 20), st.integers(-1, 30),
+                           st.booleans(), st.booleans()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls)
+def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) -> None:
+    """_refill_end and _first_corr by thread (few threads or processes) give what one sort
+    of every row gives (many)."""
+    import pytest
+
+    from nsys_llm_explainer.analysis import idle_sweep
+
+    rt = Columns("rt", {
+        "tkey": np.array([r[0] for r in rows], np.int64),
+        "pid": np.array([r[0] // 2 for r in rows], np.int64),
+        "start": np.array([r[1] for r in rows], np.int64),
+        "end": np.array([r[1] + r[2] for r in rows], np.int64),
+        "corr": np.array([r[3] for r in rows], np.int64),
+    })
+    blocking = np.array([r[4] for r in rows], bool)
+    launching = np.array([r[5] for r in rows], bool)
+    data = _Runtime(rt)
+    fast = (idle_sweep._refill_end(data, blocking, launching), idle_sweep._first_corr(rt))  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(idle_sweep, "MASK_SPLIT_MAX", -1)
+        sorted_ = (idle_sweep._refill_end(data, blocking, launching), idle_sweep._first_corr(rt))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(fast[0], sorted_[0])
+    for a, b in zip(fast[1], sorted_[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype == np.int64

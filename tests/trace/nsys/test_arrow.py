@@ -192,3 +192,14 @@ def test_report_equals_sqlite3s_on_real_exports(monkeypatch: pytest.MonkeyPatch)
     assert used, "no shared export with both kernels and CUDA API calls"
     for path in used:
         assert _report(path, monkeypatch, adbc=True) == _report(path, monkeypatch, adbc=False), path.name
+
+
+def test_unused_graph_ids_hold_no_memory() -> None:
+    from nsys_llm_explainer.trace.nsys.load import _unless_unused
+
+    none = _unless_unused(np.full(1_000_000, -1, np.int64))
+    assert none.shape == (1_000_000,) and none.dtype == np.int64 and bool((none == -1).all())
+    assert none.strides == (0,) and not none.flags.writeable  # one value, read-only
+    some = np.array([-1, 4, -1], np.int64)
+    assert _unless_unused(some) is some
+    assert len(_unless_unused(np.empty(0, np.int64))) == 0

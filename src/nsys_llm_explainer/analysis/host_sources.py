@@ -37,6 +37,7 @@ the sources of a device add up to its host-caused idle time.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -122,8 +123,17 @@ def numbered(name: str) -> str:
     return _NUMBER.sub("N", name)
 
 
+# Matches where some family's pattern matches: one search rules most names out.
+_ANY_FAMILY = re.compile("|".join(
+    f"(?i:{p.pattern})" if p.flags & re.IGNORECASE else f"(?:{p.pattern})" for _, p in FAMILIES
+))
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def family_of(name: str) -> int:
     """Index into FAMILIES of the first family whose pattern matches, or -1."""
+    if _ANY_FAMILY.search(name) is None:
+        return -1
     for i, (_, pattern) in enumerate(FAMILIES):
         if pattern.search(name):
             return i

@@ -153,25 +153,29 @@ class _Pool:
                 return m
         return None
 
+    def _take(self) -> Metric | Callable[[], None] | None:
+        """The next metric this thread runs (marked running), else a part a running metric
+        offered (analysis/parts.py, it raises nothing), else None: nothing is left."""
+        with self.cond:
+            while (metric := self._next()) is None:
+                if not self.pending or self.error is not None:
+                    return None
+                if (part := self.ctx.data.parts.take()) is not None:
+                    return part  # nothing may start: help the running metric
+                self.cond.wait()
+            self.pending.remove(metric)
+            self.running.add(metric.id)
+            return metric
+
     def _work(self) -> None:
         while True:
-            part = None
-            with self.cond:
-                while (metric := self._next()) is None:
-                    if not self.pending or self.error is not None:
-                        return
-                    # Nothing may start: help the running metric with a part it offered
-                    # (analysis/parts.py), which raises nothing.
-                    if (part := self.ctx.data.parts.take()) is not None:
-                        break
-                    self.cond.wait()
-                if part is None:
-                    assert metric is not None
-                    self.pending.remove(metric)
-                    self.running.add(metric.id)
-            if part is not None:
-                part()
+            job = self._take()
+            if job is None:
+                return
+            if not isinstance(job, Metric):
+                job()
                 continue
+            metric = job
             try:
                 outcome = self.run_one(metric, _view(self.ctx, metric, self.results))
             except BaseException as exc:  # noqa: BLE001 - handed to the calling thread

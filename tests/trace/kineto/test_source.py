@@ -242,6 +242,23 @@ def test_extra_digits_round_half_even(whole, frac4):
     assert us_to_ns(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [("123.456", 123_456), ("-5.5", -5_500), ("1e3", 1_000_000), ("0.001", 1), ("-0.5", -500),
+     ("12.3456", 12_346)],
+)
+def test_number_texts(text, ns):
+    assert us_to_ns(text) == ns
+
+
+@pytest.mark.parametrize("text", ["ab.5", "1_0.5", " 1.5", "1.5 ", "\u00b23.5", "\u0663.5", "-.5x", "1.2.3"])
+def test_texts_that_are_not_numbers_are_bad_times(text):
+    from nsys_llm_explainer.trace.kineto.timeconv import BadTime
+
+    with pytest.raises(BadTime):
+        us_to_ns(text)
+
+
 def test_chunk_boundaries_do_not_change_the_result(tmp_path, monkeypatch):
     from nsys_llm_explainer.trace.kineto import read
 

@@ -33,9 +33,12 @@ def us_to_ns(value: object) -> int:
             raise BadTime(f"{value[:30]!r}... is not a time (longer than {MAX_TEXT} characters)")
         dot = value.find(".")
         if dot > 0 and "e" not in value and "E" not in value:
-            frac = value[dot + 1 :]
-            if 0 < len(frac) <= 3 and frac.isdigit():
-                return int(value[:dot] + frac + "000"[len(frac) :])
+            # The common case, 123456.789: ASCII digits around the point (the value may be a
+            # JSON string, not a number: anything else goes to _exact, which refuses it).
+            head, frac = value[:dot], value[dot + 1 :]
+            digits = head[1:] if head[0] == "-" else head
+            if 0 < len(frac) <= 3 and value.isascii() and frac.isdigit() and digits.isdigit():
+                return int(head + frac + "000"[len(frac) :])
         return _exact(value)
     if type(value) is float:  # only from callers that parsed floats themselves
         return _exact(repr(value))
@@ -43,6 +46,8 @@ def us_to_ns(value: object) -> int:
 
 
 def _exact(text: str) -> int:
+    if "_" in text or text != text.strip() or not text.isascii():  # Decimal reads these; no JSON number holds them
+        raise BadTime(f"{text!r} is not a number")
     try:
         d = Decimal(text)
     except InvalidOperation:

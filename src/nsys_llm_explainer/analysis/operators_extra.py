@@ -147,17 +147,26 @@ def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame
     kstep = np.where(hit, step_of[np.maximum(att.kernel_op, 0)], -1)
     names = _names(frame)
     top_level = att.index.parent[_pos(att)] < 0
+    # Per step in one pass each (not a comparison of every call and kernel per step).
+    n = len(steps)
+    in_step = step_of >= 0
+    calls = np.bincount(step_of[in_step], minlength=n)
+    top = in_step & top_level
+    cpu = group_sum((ops.end - ops.start)[top], step_of[top], n)
+    dur = k.dur
+    k_in = np.flatnonzero(kstep >= 0)
+    k_in = k_in[np.argsort(kstep[k_in], kind="stable")]  # kernels grouped by step, in row order
+    bounds = np.searchsorted(kstep[k_in], np.arange(n + 1))
     out = []
     for s in np.argsort(steps.start, kind="stable").tolist():
-        sel_ops = step_of == s
-        sel_k = kstep == s
-        by_op = _top_sums(codes[att.kernel_op[sel_k]], k.dur[sel_k], TOP_PER_STEP)
+        rows = k_in[bounds[s] : bounds[s + 1]]
+        by_op = _top_sums(codes[att.kernel_op[rows]], dur[rows], TOP_PER_STEP)
         out.append({
             "step": int(steps.step[s]), "pid": int(steps.pid[s]),
             "start_ns": int(steps.start[s]), "end_ns": int(steps.end[s]),
-            "operator_calls": int(sel_ops.sum()),
-            "cpu_inclusive_ns": int((ops.end - ops.start)[sel_ops & top_level].sum()),
-            "kernel_ns": int(k.dur[sel_k].sum()),
+            "operator_calls": int(calls[s]),
+            "cpu_inclusive_ns": int(cpu[s]),
+            "kernel_ns": int(dur[rows].sum()),
             "top_operators": [{"name": names[c], "kernel_ns": v} for c, v in by_op],
         })
     return out

@@ -29,6 +29,12 @@ def us_to_ns(value: object) -> int:
     if type(value) is int:
         return value * 1000
     if type(value) is str:
+        # What Kineto writes: exactly three decimals (123456.789), nanoseconds as they stand.
+        if len(value) > 4 and value[-4] == "." and value.isascii():
+            head, frac = value[:-4], value[-3:]
+            if frac.isdigit() and (head.isdigit() or (head[:1] == "-" and head[1:].isdigit())) \
+                    and len(value) <= MAX_TEXT:
+                return int(head + frac)
         if len(value) > MAX_TEXT:
             raise BadTime(f"{value[:30]!r}... is not a time (longer than {MAX_TEXT} characters)")
         dot = value.find(".")

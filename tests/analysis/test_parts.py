@@ -38,6 +38,14 @@ def test_one_thread_runs_the_parts_in_order_here(ctx: Context) -> None:
     assert data.parts.take() is None  # nothing offered
 
 
+def test_offers_nobody_took_are_withdrawn(ctx: Context) -> None:
+    """Parts the calling thread ran itself leave nothing on offer (an offer holds the
+    build's data alive)."""
+    data = _data(ctx, 2)
+    assert parts.each(lambda x: x + 1, [1, 2, 3, 4], data) == [2, 3, 4, 5]
+    assert data.parts.take() is None
+
+
 def test_results_in_part_order_and_errors_raised_here(ctx: Context) -> None:
     data = _data(ctx, 2)
     got: list[object] = []

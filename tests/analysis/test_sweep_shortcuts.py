@@ -108,3 +108,32 @@ def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) 
     for a, b in zip(fast[1], sorted_[1], strict=True):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == b.dtype == np.int64
+
+
+class _Host:
+    """NVTX ranges on one thread, CUDA calls on another."""
+
+    def __init__(self) -> None:
+        self.nv = Columns("nvtx", {"start": np.array([0, 100]), "end": np.array([50, 200]),
+                                   "tkey": np.array([7, 7]), "name": np.array([0, 1]),
+                                   "pid": np.array([1, 1])})
+        self.rt = Columns("rt", {"start": np.array([10, 120]), "end": np.array([20, 130]),
+                                 "tkey": np.array([3, 3])})
+
+    def nvtx(self) -> Columns:
+        return self.nv
+
+    def runtime(self) -> Columns:
+        return self.rt
+
+    def nvtx_names(self) -> list[str]:
+        return ["step", "aten::item"]
+
+
+def test_calls_on_threads_without_ranges_have_no_origin() -> None:
+    from nsys_llm_explainer.analysis.readbacks import call_origins
+
+    data = _Host()
+    assert call_origins(data, np.array([0, 1]), set(), 1_000) == ([None, None], [None, None])  # type: ignore[arg-type]
+    data.rt = data.rt.with_columns(tkey=np.array([7, 7]))  # the same calls on the ranges' thread
+    assert call_origins(data, np.array([0, 1]), set(), 1_000) == (["step", "aten::item"], ["step", "aten::item"])  # type: ignore[arg-type]

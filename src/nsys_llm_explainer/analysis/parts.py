@@ -39,6 +39,9 @@ def each(fn: Callable[[T], R], parts: Sequence[T], data: TraceData) -> list[R]:
             if claimed[i]:
                 return
             claimed[i] = True
+        if any(e is not None for e in errors):  # a part failed: the build fails, skip the rest
+            done[i].set()
+            return
         try:
             results[i] = context.run(fn, parts[i])
         except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
@@ -46,11 +49,15 @@ def each(fn: Callable[[T], R], parts: Sequence[T], data: TraceData) -> list[R]:
         finally:
             done[i].set()
 
+    offered: list[Callable[[], None]] = []
     for i in range(1, n):
         context = contextvars.copy_context()
-        data.parts.offer(lambda i=i, context=context: run(i, context))  # type: ignore[misc]
+        offered.append(lambda i=i, context=context: run(i, context))  # type: ignore[misc]
+        data.parts.offer(offered[-1])
     for i in range(n):
         run(i, contextvars.copy_context())
+    data.parts.withdraw(offered)  # every part is claimed: what is left on offer is stale
+    del offered
     for event in done:
         event.wait()
     for exc in errors:

@@ -173,6 +173,8 @@ def call_origins(data: TraceData, calls: np.ndarray, skip_names: set[str],
     # Only the ranges of the calls' threads: the tree of each thread is its own.
     nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
     index = nvtx_tree.build(nv)
+    if len(index.order) == 0:  # no ended range on those threads: none holds a call
+        return [None] * n, [None] * n
     names = [normalize(x) for x in data.nvtx_names()]
     name = nv.name[index.order]
     skip_name = np.array([x in skip_names for x in data.nvtx_names()] or [False])

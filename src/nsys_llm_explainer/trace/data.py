@@ -118,6 +118,12 @@ class Offers:
         with self._lock:
             return self._tasks.popleft() if self._tasks else None
 
+    def withdraw(self, tasks: list[Callable[[], None]]) -> None:
+        """Remove those of `tasks` nobody took (they hold the build's data)."""
+        gone = {id(t) for t in tasks}
+        with self._lock:
+            self._tasks = collections.deque(t for t in self._tasks if id(t) not in gone)
+
 
 class TraceData:
     """Lazily loaded, cached columns of one opened trace. Subclasses implement the loaders."""

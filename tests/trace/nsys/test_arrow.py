@@ -108,12 +108,21 @@ def test_reads_leave_the_file_unchanged_and_cannot_write(tmp_path: Path) -> None
     assert (_sha(path), os.stat(path).st_mtime_ns) == (before, mtime)
 
 
-def test_interrupt_stops_the_read_as_sqlite3_does(tmp_path: Path) -> None:
-    uri = _table(tmp_path / "t.sqlite", [(i, i) for i in range(10)])
+def test_interrupt_stops_the_read_as_sqlite3_does(tmp_path: Path, small_batches: None) -> None:
+    """An interrupt stops the statement running then (at its next batch), not a later one."""
+    uri = _table(tmp_path / "t.sqlite", [(i, i) for i in range(1000)])
     reader = arrow.ArrowReader(uri)
-    reader.interrupt()
+    batches: list[int] = []
+
+    def progress(n: int) -> None:
+        batches.append(n)
+        reader.interrupt()  # as Ctrl-C from another thread would, mid-read
+
     with pytest.raises(sqlite3.OperationalError, match="interrupted"):
-        reader.read("SELECT a, b FROM t", ("a", "b"), 10)
+        reader.read("SELECT a, b FROM t", ("a", "b"), 1000, progress)
+    assert batches == [100]
+    got = reader.read("SELECT a, b FROM t", ("a", "b"), 1000)  # the next statement runs
+    assert got is not None and len(got["a"]) == 1000
 
 
 CORE = ('"CUPTI_ACTIVITY_KIND_KERNEL"', '"CUPTI_ACTIVITY_KIND_RUNTIME"')

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.trace import deadline
+from nsys_llm_explainer.trace.nsys.fetch import grown
 from nsys_llm_explainer.trace.nsys.open import SAFETY_PRAGMAS
 
 # Below this many rows the sqlite3 path is as fast (the driver's load and open cost a
@@ -143,6 +144,7 @@ class ArrowReader:
     ) -> dict[str, np.ndarray] | None:
         """The int64 columns of `sql`, one per name, or None: read them with sqlite3."""
         with self._lock:
+            self._stop.clear()  # as sqlite3's: an interrupt stops the statement running then
             conn = self._connection()
             if conn is None:
                 return None
@@ -204,18 +206,21 @@ class ArrowReader:
                 raise sqlite3.OperationalError("interrupted")
             deadline.check()
             batch = _Array()
-            if stream.get_next(ctypes.byref(stream), ctypes.byref(batch)) != 0:
-                raise NotColumns("the driver stopped")  # e.g. a type change mid-table
-            if not batch.release:
-                break  # end of stream
-            try:
+            try:  # released whatever happens once get_next filled it (Ctrl-C included)
+                if stream.get_next(ctypes.byref(stream), ctypes.byref(batch)) != 0:
+                    raise NotColumns("the driver stopped")  # e.g. a type change mid-table
+                if not batch.release:
+                    break  # end of stream
                 k = int(batch.length)
+                if batch.offset != 0 or batch.n_children != ncols:
+                    raise NotColumns("unexpected batch layout")
                 if n + k > len(out[0]):  # the table grew or count(*) lied
-                    out = [_grown(o, n, n + k) for o in out]
+                    out = [grown(o, n, n + k) for o in out]
                 for i in range(ncols):
-                    out[i][n : n + k] = _int64_values(batch.children[i].contents)
+                    out[i][n : n + k] = _int64_values(batch.children[i].contents, k)
             finally:
-                batch.release(ctypes.byref(batch))
+                if batch.release:
+                    batch.release(ctypes.byref(batch))
             n += k
             if progress is not None:
                 progress(n)
@@ -235,15 +240,12 @@ class ArrowReader:
         self._conn = self._db = None
 
 
-def _grown(column: np.ndarray, n: int, need: int) -> np.ndarray:
-    grown = np.empty(max(2 * len(column), need), dtype=np.int64)
-    grown[:n] = column[:n]
-    return grown
-
-
-def _int64_values(child: _Array) -> np.ndarray:
-    """A child array's values as a numpy view (no copy); NotColumns if any is NULL."""
-    length, offset = int(child.length), int(child.offset)
+def _int64_values(child: _Array, length: int) -> np.ndarray:
+    """A child array's `length` values as a numpy view (no copy); NotColumns if any is
+    NULL or the child is not as long as its batch."""
+    if int(child.length) != length:
+        raise NotColumns("a column shorter or longer than its batch")
+    offset = int(child.offset)
     if length == 0:
         return np.empty(0, dtype=np.int64)
     if child.n_buffers != 2:

@@ -46,6 +46,13 @@ def rows_upper_bound(conn: sqlite3.Connection, table: str | None) -> int:
     return int(row[0]) if row and isinstance(row[0], int) else 0
 
 
+def grown(column: np.ndarray, n: int, need: int) -> np.ndarray:
+    """A longer int64 column (twice as long, or `need`) holding `column`'s first n values."""
+    out = np.empty(max(2 * len(column), need), dtype=np.int64)
+    out[:n] = column[:n]
+    return out
+
+
 def fetch_ints(
     conn: sqlite3.Connection,
     sql: str,
@@ -77,10 +84,7 @@ def fetch_ints(
         k = len(rows)
         size = len(out[0]) if out else 0
         if n + k > size:  # the table grew or count(*) lied: grow geometrically
-            grown = [np.empty(max(2 * size, n + k), dtype=np.int64) for _ in names]
-            for g, o in zip(grown, out, strict=True):
-                g[:n] = o[:n]
-            out = grown
+            out = [grown(o, n, n + k) for o in out]
         if ntext:
             # itemgetter maps run in C: no per-row Python generator or zip(*rows).
             for j, col in enumerate(texts):

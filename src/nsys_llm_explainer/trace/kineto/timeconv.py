@@ -29,21 +29,15 @@ def us_to_ns(value: object) -> int:
     if type(value) is int:
         return value * 1000
     if type(value) is str:
-        # What Kineto writes: exactly three decimals (123456.789), nanoseconds as they stand.
-        if len(value) > 4 and value[-4] == "." and value.isascii():
-            head, frac = value[:-4], value[-3:]
-            if frac.isdigit() and (head.isdigit() or (head[:1] == "-" and head[1:].isdigit())) \
-                    and len(value) <= MAX_TEXT:
-                return int(head + frac)
         if len(value) > MAX_TEXT:
             raise BadTime(f"{value[:30]!r}... is not a time (longer than {MAX_TEXT} characters)")
-        dot = value.find(".")
-        if dot > 0 and "e" not in value and "E" not in value:
-            # The common case, 123456.789: ASCII digits around the point (the value may be a
-            # JSON string, not a number: anything else goes to _exact, which refuses it).
-            head, frac = value[:dot], value[dot + 1 :]
-            digits = head[1:] if head[0] == "-" else head
-            if 0 < len(frac) <= 3 and value.isascii() and frac.isdigit() and digits.isdigit():
+        # The common case, 123456.789: ASCII digits around the point. The value may be a
+        # JSON string, not a number: anything else goes to _exact, which refuses it.
+        if value.isascii():
+            head, _, frac = value.partition(".")
+            if 0 < len(frac) <= 3 and frac.isdigit() and (
+                head.isdigit() or (head[:1] == "-" and head[1:].isdigit())
+            ):
                 return int(head + frac + "000"[len(frac) :])
         return _exact(value)
     if type(value) is float:  # only from callers that parsed floats themselves

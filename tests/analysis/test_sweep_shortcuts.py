@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import groups, intervals
 from nsys_llm_explainer.analysis.idle_sweep import _by_start, _per_gap
 from nsys_llm_explainer.trace.columns import Columns
 
@@ -100,14 +100,36 @@ def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) 
     blocking = np.array([r[4] for r in rows], bool)
     launching = np.array([r[5] for r in rows], bool)
     data = _Runtime(rt)
-    fast = (idle_sweep._refill_end(data, blocking, launching), idle_sweep._first_corr(rt))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(idle_sweep._refill_end(data, blocking, launching),  # type: ignore[arg-type]
+                                  _refill_reference(rt, blocking, launching))
+    for many in (False, True):  # rows_by_value's split by comparison, or by one sort
+        with pytest.MonkeyPatch.context() as mp:
+            if many:
+                mp.setattr(groups, "MASK_SPLIT_MAX", -1)
+            np.testing.assert_array_equal(idle_sweep._refill_end(data, blocking, launching),  # type: ignore[arg-type]
+                                          _refill_reference(rt, blocking, launching))
+    fast = idle_sweep._first_corr(rt)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(idle_sweep, "MASK_SPLIT_MAX", -1)
-        sorted_ = (idle_sweep._refill_end(data, blocking, launching), idle_sweep._first_corr(rt))  # type: ignore[arg-type]
-    np.testing.assert_array_equal(fast[0], sorted_[0])
-    for a, b in zip(fast[1], sorted_[1], strict=True):
+        sorted_ = idle_sweep._first_corr(rt)
+    for a, b in zip(fast, sorted_, strict=True):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == b.dtype == np.int64
+
+
+def _refill_reference(rt: Columns, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
+    """_refill_end as one lexsort of every row (the sweep before it went thread by thread)."""
+    from nsys_llm_explainer.analysis.idle_sweep import REFILL_GRACE_NS
+
+    out = rt.end.copy()
+    if len(rt) < 2 or not blocking.any():
+        return out
+    order = np.lexsort((rt.start, rt.tkey))
+    cur, nxt = order[:-1], order[1:]
+    ok = (blocking[cur] & (rt.tkey[cur] == rt.tkey[nxt]) & launching[nxt]
+          & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS))
+    out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
+    return out
 
 
 class _Host:

@@ -185,30 +185,17 @@ def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) ->
     out = rt.end.copy()
     if len(rt) < 2 or not blocking.any():
         return out
-    for order in _by_thread(rt, distinct_few(rt.tkey[blocking])):
+    wanted = set(distinct_few(rt.tkey[blocking]).tolist())
+    for tkey, order in rows_by_value(rt.tkey):
+        if tkey not in wanted:
+            continue
+        # the thread's rows in (start, row) order, as np.lexsort((start, tkey)) has them
+        start = rt.start[order]
+        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = order[np.argsort(start, kind="stable")]
         cur, nxt = order[:-1], order[1:]
-        ok = (
-            blocking[cur]
-            & (rt.tkey[cur] == rt.tkey[nxt])
-            & launching[nxt]
-            & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
-        )
+        ok = blocking[cur] & launching[nxt] & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
         out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
-    return out
-
-
-def _by_thread(rt: Columns, threads: np.ndarray) -> list[np.ndarray]:
-    """The rows of each of `threads` in (start, row) order, as np.lexsort((start, tkey))
-    orders them; one array of every row in that order when the threads are many."""
-    if len(threads) > MASK_SPLIT_MAX:
-        return [np.lexsort((rt.start, rt.tkey))]
-    out = []
-    for t in threads.tolist():
-        rows = np.flatnonzero(rt.tkey == t)
-        start = rt.start[rows]
-        if len(rows) > 1 and not bool((start[1:] >= start[:-1]).all()):
-            rows = rows[np.argsort(start, kind="stable")]
-        out.append(rows)
     return out
 
 

@@ -3,7 +3,8 @@
 Python's sqlite3 builds a Python object for every value of every row. The ADBC SQLite
 driver (`adbc-driver-sqlite`) steps the same statement in C and hands back Arrow record
 batches: one int64 buffer per column, which numpy copies as it is. On the 5M-kernel
-export that reads the kernel table in about a third of the time (docs/performance.md).
+export that reads the kernel table in 2.9 s, where sqlite3's row fetch alone takes 4.75 s
+(docs/performance.md).
 
 The batches come through the Arrow C stream interface, called with ctypes: ctypes lets
 go of the GIL for the call, so the metrics in other threads go on while SQLite steps.

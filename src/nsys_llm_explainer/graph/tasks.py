@@ -150,6 +150,8 @@ def issued_by_order(data: TraceData, pid: np.ndarray, corr: np.ndarray) -> np.nd
         return key[order], rt.start[ok][order]
 
     keys, starts = data.cached("graph_calls_by_correlation", build)
+    if len(keys) == 0:  # no call with a correlation id: all came before the first recorded call
+        return np.full(len(corr), BEFORE_CAPTURE, np.int64)
     q = (pid.astype(np.int64) << 40) | corr
     pos = np.searchsorted(keys, q, "left") - 1
     same = (pos >= 0) & ((keys[np.maximum(pos, 0)] >> 40) == pid)

@@ -72,7 +72,8 @@ def _device_series(ctx: Context, edges: np.ndarray, causes: list[str]) -> list[d
         w0, w1 = busy.window
         busy_ns = covered(edges, busy.busy_start, busy.busy_end)
         inside = covered(edges, np.array([w0]), np.array([w1]))
-        pct = np.round(100.0 * busy_ns / width, 1).tolist()
+        with np.errstate(divide="ignore", invalid="ignore"):  # empty bins: no share, shown as None below
+            pct = np.round(100.0 * busy_ns / width, 1).tolist()
         row: dict[str, Any] = {
             "device_id": dev,
             "busy_pct": [None if i == 0 else p for p, i in zip(pct, inside.tolist(), strict=True)],

@@ -36,6 +36,10 @@ from nsys_llm_explainer.graph.replay import (
 TASK, QUEUE, LATENCY, UNEXPLAINED, CALL, RETURN, HOST_WORK, CARRIED, UNLAUNCHED = range(9)
 PIECE_NAMES = ("task", "queue", "latency", "unexplained", "call", "return", "host_work", "carried", "unlaunched")
 MAX_PIECES = 1_000_000  # per step: a path cannot be longer than its nodes; this guards loops
+# The walk reads single values: up to this many nodes it reads them from Python lists, made
+# once (a numpy scalar read costs several times a list's); above it, where a few steps are
+# followed through many nodes, from the arrays themselves.
+LIST_NODES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,9 @@ def critical_paths(
     whose end closes a device-bound step (-1: the step ends on the anchor thread); span: the
     step ends with the block's last node instead (no anchor thread); blocks: the blocks to
     follow (all by default)."""
-    out: list[tuple[int, int, int, int, int]] = []
-    h_prev = np.where(g.h_first, -1, np.arange(g.n_host) - 1)
-    d_prev = np.where(g.d_first, -1, np.arange(g.n_device) - 1)
+    out: list[int] = []  # kind, node, start, end of each piece, flat
+    sizes: list[tuple[int, int]] = []  # (block, pieces)
+    v = _Values(g, p, t)
     for b in (range(len(t0)) if blocks is None else blocks.tolist()):
         lo, hi = int(t0[b]), int(t1[b])
         if hi <= lo:
@@ -70,14 +74,15 @@ def critical_paths(
             state = ("task", int(last_task[b]), int(t.d_end[last_task[b]]))
         else:
             state = _end_state(g, t, b, int(chain[b]), hi, span)
-        pieces: list[tuple[int, int, int, int]] = []
-        _walk(g, p, t, h_prev, d_prev, state, lo, hi, pieces)
-        out.extend((b, k, n, s, e) for k, n, s, e in pieces)
+        before = len(out)
+        _walk(v, state, lo, hi, out)
+        sizes.append((b, (len(out) - before) // 4))
     if not out:
         z = np.empty(0, np.int64)
         return Path(z, z, z, z, z)
-    arr = np.array(out, dtype=np.int64)
-    return Path(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], arr[:, 4])
+    arr = np.array(out, dtype=np.int64).reshape(-1, 4)
+    block = np.repeat(np.array([b for b, _ in sizes], np.int64), [n for _, n in sizes])
+    return Path(block, arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
 
 
 def _end_state(g: Graph, t: Times, b: int, chain: int, when: int, span: bool) -> tuple[str, int, int]:
@@ -108,48 +113,67 @@ def _end_state(g: Graph, t: Times, b: int, chain: int, when: int, span: bool) ->
     return ("gap", lo, when) if lo < hi else ("none", -1, when)
 
 
-def _walk(
-    g: Graph, p: Params, t: Times, h_prev: np.ndarray, d_prev: np.ndarray,
-    state: tuple[str, int, int], lo: int, hi: int, pieces: list[tuple[int, int, int, int]],
-) -> None:
+class _Values:
+    """The per-node values the walk reads, as lists where the graph is small enough."""
+
+    def __init__(self, g: Graph, p: Params, t: Times) -> None:
+        h_prev = np.where(g.h_first, -1, np.arange(g.n_host) - 1)
+        d_prev = np.where(g.d_first, -1, np.arange(g.n_device) - 1)
+        small = g.n_host + g.n_device <= LIST_NODES
+        # tolist() for reading; the arrays have the same values
+        as_read = (lambda a: a.tolist()) if small else (lambda a: a)
+        self.h_prev, self.d_prev = as_read(h_prev), as_read(d_prev)
+        self.h_start, self.h_end, self.h_wait = as_read(t.h_start), as_read(t.h_end), as_read(t.h_wait)
+        self.d_start, self.d_end = as_read(t.d_start), as_read(t.d_end)
+        self.d_bind, self.d_cross = as_read(t.d_bind), as_read(t.d_cross)
+        self.d_pin, self.d_launch = as_read(p.d_pin), as_read(g.d_launch)
+        self.w_src, self.x_src = as_read(g.w_src), as_read(g.x_src)
+
+
+def _walk(v: _Values, state: tuple[str, int, int], lo: int, hi: int, pieces: list[int]) -> None:
+    """Append the pieces of one path to `pieces`, four values each: kind, node, start, end."""
     where, node, now = state
+    extend = pieces.extend
 
     def add(kind: int, n: int, s: int, e: int) -> None:
-        s, e = max(s, lo), min(e, hi)
+        if s < lo:
+            s = lo
+        if e > hi:
+            e = hi
         if e > s:
-            pieces.append((kind, n, s, e))
+            extend((kind, n, s, e))
 
     for _ in range(MAX_PIECES):
         if now <= lo or where == "none":
             return
         if where == "tail":  # host work after the anchor thread's last call
-            add(HOST_WORK, node, int(t.h_end[node]), now)
-            where, now = "call", int(t.h_end[node])
+            add(HOST_WORK, node, int(v.h_end[node]), now)
+            where, now = "call", int(v.h_end[node])
         elif where == "call_part":  # inside a call: its start set the time
-            add(CALL, node, int(t.h_start[node]), now)
-            where, now = "gap", int(t.h_start[node])
+            add(CALL, node, int(v.h_start[node]), now)
+            where, now = "gap", int(v.h_start[node])
         elif where == "gap":
-            prev = int(h_prev[node])
-            begin = int(t.h_end[prev]) if prev >= 0 else 0
+            prev = int(v.h_prev[node])
+            begin = int(v.h_end[prev]) if prev >= 0 else 0
             add(HOST_WORK, node, begin, now)
             if prev < 0:
                 return
             where, node, now = "call", prev, begin
         elif where == "call":
-            w = int(t.h_wait[node])
+            w = int(v.h_wait[node])
             if w >= 0:
-                src = int(g.w_src[w])
-                add(RETURN, node, int(t.d_end[src]), now)
-                where, node, now = "task", src, min(now, int(t.d_end[src]))
+                src = int(v.w_src[w])
+                add(RETURN, node, int(v.d_end[src]), now)
+                where, node, now = "task", src, min(now, int(v.d_end[src]))
             else:
-                add(CALL, node, int(t.h_start[node]), now)
-                where, now = "gap", int(t.h_start[node])
+                add(CALL, node, int(v.h_start[node]), now)
+                where, now = "gap", int(v.h_start[node])
         else:  # task
-            s = int(t.d_start[node])
+            s = int(v.d_start[node])
             add(TASK, node, s, now)
             now = s
-            bind = int(t.d_bind[node])
-            pin = int(p.d_pin[node])
+            bind = int(v.d_bind[node])
+            pin = int(v.d_pin[node])
             if bind == BY_FIXED:
                 add(CARRIED, node, lo, now)
                 return
@@ -159,17 +183,17 @@ def _walk(
             # A predecessor that ends after this task began (work overlapping on its stream)
             # is entered where the walk is, not at its end.
             if bind == BY_STREAM:
-                prev = int(d_prev[node])
-                add(QUEUE, node, int(t.d_end[prev]), now)
-                where, node, now = "task", prev, min(now, int(t.d_end[prev]))
+                prev = int(v.d_prev[node])
+                add(QUEUE, node, int(v.d_end[prev]), now)
+                where, node, now = "task", prev, min(now, int(v.d_end[prev]))
             elif bind == BY_CROSS:
-                src = int(g.x_src[t.d_cross[node]])
-                add(QUEUE, node, int(t.d_end[src]), now)
-                where, node, now = "task", src, min(now, int(t.d_end[src]))
+                src = int(v.x_src[v.d_cross[node]])
+                add(QUEUE, node, int(v.d_end[src]), now)
+                where, node, now = "task", src, min(now, int(v.d_end[src]))
             elif bind == BY_LAUNCH:
-                call = int(g.d_launch[node])
-                add(LATENCY, node, int(t.h_start[call]), now)
-                where, node, now = "gap", call, int(t.h_start[call])
+                call = int(v.d_launch[node])
+                add(LATENCY, node, int(v.h_start[call]), now)
+                where, node, now = "gap", call, int(v.h_start[call])
             else:  # BY_BLOCK_START: no launch call recorded, its measured start kept
                 add(UNLAUNCHED, node, lo, now)
                 return

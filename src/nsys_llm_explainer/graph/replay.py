@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.graph.build import Graph
-from nsys_llm_explainer.graph.scan import NEG, chain_ends, previous_in_chain
+from nsys_llm_explainer.graph.scan import NEG, Chains, previous_in_chain
 
 MAX_ROUNDS = 100_000
 # What set a device task's start (Times.d_bind).
@@ -75,23 +75,33 @@ def replay(g: Graph, p: Params) -> Times:
     a_host = np.where(g.h_fixed, 0, p.h_gap + p.h_own)
     e_dev = np.full(n_d, NEG, np.int64)
     e_host = np.full(n_h, NEG, np.int64)
+    host_chains, dev_chains = Chains(a_host, g.h_first), Chains(a_dev, scan_first)
+    # What each round reads but never changes, and the nodes whose measured times are kept.
+    ret_wd, pin_dur = p.h_ret[wd], p.d_pin + p.d_dur
+    h_fixed, d_fixed = np.flatnonzero(g.h_fixed), np.flatnonzero(g.d_fixed)
+    unlaunched = np.flatnonzero(~has_launch)
     rounds = 0
     while True:
         rounds += 1
         b_host = np.full(n_h, NEG, np.int64)
         if len(ws):
-            np.maximum.at(b_host, wd, np.where(e_dev[ws] > NEG // 2, e_dev[ws] + p.h_ret[wd], NEG))
-        b_host = np.where(g.h_fixed, g.h_end, b_host)
-        new_host = _ends(a_host, b_host, g.h_first, init_host)
-        s_host = np.where(g.h_fixed, g.h_start, previous_in_chain(new_host, g.h_first, 0) + p.h_gap)
-        launch_t = np.where(has_launch, _gather(s_host, launch) + p.d_lat, 0)
+            np.maximum.at(b_host, wd, np.where(e_dev[ws] > NEG // 2, e_dev[ws] + ret_wd, NEG))
+        b_host[h_fixed] = g.h_end[h_fixed]
+        new_host = host_chains.ends(b_host, init_host)
+        s_host = previous_in_chain(new_host, g.h_first, 0)
+        s_host += p.h_gap
+        s_host[h_fixed] = g.h_start[h_fixed]
+        launch_t = _gather(s_host, launch)
+        launch_t += p.d_lat
+        launch_t[unlaunched] = 0
         inner = e_dev
         while True:
-            c = launch_t.copy()
+            b_dev = launch_t.copy()
             if len(xs):
-                np.maximum.at(c, xd, inner[xs])
-            b_dev = np.where(g.d_fixed, fixed_end, c + p.d_pin + p.d_dur)
-            new_dev = _ends(a_dev, b_dev, scan_first, init_dev)
+                np.maximum.at(b_dev, xd, inner[xs])
+            b_dev += pin_dur
+            b_dev[d_fixed] = fixed_end[d_fixed]
+            new_dev = dev_chains.ends(b_dev, init_dev)
             if len(xs) == 0 or np.array_equal(new_dev, inner):
                 break
             inner = new_dev
@@ -108,10 +118,6 @@ def replay(g: Graph, p: Params) -> Times:
 def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[index], zeros when there are no values (a block without host calls)."""
     return values[index] if len(values) else np.zeros(len(index), np.int64)
-
-
-def _ends(a: np.ndarray, b: np.ndarray, first: np.ndarray, init: np.ndarray) -> np.ndarray:
-    return chain_ends(a, b, first, init)
 
 
 def _bindings(

@@ -52,12 +52,36 @@ def segmented_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
 def chain_ends(a: np.ndarray, b: np.ndarray, first: np.ndarray, init: np.ndarray) -> np.ndarray:
     """End times of every chain node: e[i] = max(e[i-1] + a[i], b[i]), with e[-1] = init[i]
     at each segment's first node (init is read only there; NEG: no initial constraint)."""
-    if len(a) == 0:
-        return np.empty(0, np.int64)
-    acc = segmented_cumsum(a, first)
-    v = b - acc
-    v[first] = np.maximum(v[first], init[first])
-    return acc + segmented_cummax(v, first)
+    return Chains(a, first).ends(b, init)
+
+
+class Chains:
+    """chain_ends for one `a` and `first` and many `b`: a replay evaluates the same chains
+    once per round with new constraints, so the running sum of `a` and the segment offsets
+    are computed once."""
+
+    def __init__(self, a: np.ndarray, first: np.ndarray) -> None:
+        self.first = first
+        self.acc = segmented_cumsum(a, first) if len(a) else np.empty(0, np.int64)
+        seg = np.cumsum(first) - 1
+        # The packed running maximum's per-segment offsets (segmented_cummax), when they fit.
+        self.offset = seg * _SPAN if len(seg) and int(seg[-1]) < _MAX_SEGMENTS else None
+        self.init_at = np.flatnonzero(first)
+
+    def ends(self, b: np.ndarray, init: np.ndarray) -> np.ndarray:
+        if len(self.acc) == 0:
+            return np.empty(0, np.int64)
+        v = b - self.acc
+        at = self.init_at
+        v[at] = np.maximum(v[at], init[at])
+        if self.offset is None:  # pragma: no cover - over a million chains
+            return self.acc + segmented_cummax(v, self.first)
+        np.clip(v, -_LIMIT, _LIMIT, out=v)
+        v += self.offset
+        np.maximum.accumulate(v, out=v)
+        v -= self.offset
+        v += self.acc
+        return v
 
 
 def previous_in_chain(values: np.ndarray, first: np.ndarray, at_first: np.ndarray | int) -> np.ndarray:

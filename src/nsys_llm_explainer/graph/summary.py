@@ -225,29 +225,44 @@ def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -
     hs = np.flatnonzero((g.h_block == b) & (t.h_end > lo) & (t.h_start < hi))
     ds = np.flatnonzero((g.d_block == b) & (t.d_end > lo) & (t.d_start < hi))
     thread_lane = _thread_lanes(g, hs, a.anchors.chain[b])
-    stream_lane = {i: f"GPU {int(g.d_device[i])} stream {int(g.d_stream[i])}" for i in ds.tolist()}
-    rows: list[tuple[str, int, int, str, str, bool]] = []
-    for i in hs.tolist():
-        rows.append((thread_lane[int(g.h_chain[i])], int(t.h_start[i]) - lo, int(t.h_end[i]) - lo,
-                     C.CALL_KIND_NAMES[int(g.h_kind[i])], api_names[int(g.h_api[i])], False))
-    names = _task_items(g, ds, labels)
-    for i, item in zip(ds.tolist(), names, strict=True):
-        rows.append((stream_lane[i], int(t.d_start[i]) - lo, int(t.d_end[i]) - lo,
-                     C.TASK_KIND_NAMES[int(g.d_kind[i])], item, False))
+    rows: list[tuple[str, int, int, str, str, bool]] = list(zip(
+        [thread_lane[c] for c in g.h_chain[hs].tolist()],
+        (t.h_start[hs] - lo).tolist(), (t.h_end[hs] - lo).tolist(),
+        [C.CALL_KIND_NAMES[k] for k in g.h_kind[hs].tolist()],
+        [api_names[n] for n in g.h_api[hs].tolist()],
+        [False] * len(hs), strict=True))
+    rows.extend(zip(
+        _stream_lanes(g, ds),
+        (t.d_start[ds] - lo).tolist(), (t.d_end[ds] - lo).tolist(),
+        [C.TASK_KIND_NAMES[k] for k in g.d_kind[ds].tolist()],
+        _task_items(g, ds, labels),
+        [False] * len(ds), strict=True))
     if len(rows) > MAX_TIMELINE_ROWS:
         rows.sort(key=lambda r: r[1] - r[2])
         rows = rows[:MAX_TIMELINE_ROWS]
     mine = np.flatnonzero(pieces.block == b)
-    for j in mine.tolist():
-        node, kind = int(pieces.node[j]), int(pieces.piece[j])
-        if kind in (P_HOST_PIECES):
-            lane = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
-        else:
-            lane = f"GPU {int(g.d_device[node])} stream {int(g.d_stream[node])}"
-        rows.append((lane, int(pieces.start[j]) - lo, int(pieces.start[j] + pieces.ns[j]) - lo,
-                     C.KINDS[int(pieces.kind[j])], str(pieces.label[j]), True))
+    nodes, kinds = pieces.node[mine], pieces.piece[mine]
+    host = np.isin(kinds, list(P_HOST_PIECES))
+    lanes = [""] * len(mine)
+    for j, lane in zip(np.flatnonzero(~host).tolist(), _stream_lanes(g, nodes[~host]), strict=True):
+        lanes[j] = lane
+    for j in np.flatnonzero(host).tolist():
+        node = int(nodes[j])
+        lanes[j] = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
+    starts = pieces.start[mine]
+    rows.extend(zip(
+        lanes, (starts - lo).tolist(), (starts + pieces.ns[mine] - lo).tolist(),
+        [C.KINDS[k] for k in pieces.kind[mine].tolist()],
+        [str(x) for x in pieces.label[mine].tolist()],
+        [True] * len(mine), strict=True))
     frame = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
     return frame.sort_values(["path", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _stream_lanes(g: Any, tasks: np.ndarray) -> list[str]:
+    """Each task's lane name ("GPU d stream s")."""
+    return [f"GPU {d} stream {st}" for d, st in zip(g.d_device[tasks].tolist(), g.d_stream[tasks].tolist(),
+                                                    strict=True)]
 
 
 def _thread_name(g: Any, node: int) -> str:
@@ -256,8 +271,7 @@ def _thread_name(g: Any, node: int) -> str:
 
 def _thread_lanes(g: Any, hs: np.ndarray, anchor_chain: int) -> dict[int, str]:
     lanes: dict[int, str] = {}
-    for i in hs.tolist():
-        chain = int(g.h_chain[i])
+    for i, chain in zip(hs.tolist(), g.h_chain[hs].tolist(), strict=True):
         if chain not in lanes:
             lanes[chain] = _thread_name(g, i) + (" (step)" if chain == anchor_chain else "")
     return lanes

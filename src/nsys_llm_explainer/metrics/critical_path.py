@@ -133,17 +133,13 @@ def _host_ranges(data: TraceData) -> Any:
         if index is None or len(t) == 0:
             return [C.NO_RANGE] * len(t)
         hit = nvtx_tree.innermost(index, tkey, t, t)
-        cache: dict[int, str] = {}
-        out = []
-        for h in hit.tolist():
-            if h < 0:
-                out.append(C.NO_RANGE)
-                continue
-            code = int(nv.name[index.order[h]])
-            if code not in cache:
-                cache[code] = normalize(names[code])
-            out.append(cache[code])
-        return out
+        codes = np.full(len(hit), -1, np.int64)
+        inside = hit >= 0
+        codes[inside] = nv.name[index.order[hit[inside]]]
+        text = {-1: C.NO_RANGE}
+        for code in np.unique(codes[inside]).tolist():
+            text[code] = normalize(names[code])
+        return [text[c] for c in codes.tolist()]
 
     return lookup
 

@@ -94,10 +94,11 @@ def _path_d(pieces: pd.DataFrame, y_of: Mapping[str, float], scale: float, span:
     """One polyline along the path's lanes, stepping between lanes where the path does."""
     d: list[str] = []
     last_y: float | None = None
-    for r in pieces.itertuples(index=False):
-        y = y_of[r.lane] + PATH_Y
-        x0 = LEFT + max(float(r.start_ns), 0.0) * scale
-        x1 = LEFT + min(float(r.end_ns), span) * scale
+    for lane, start, end in zip(pieces["lane"].tolist(), pieces["start_ns"].tolist(), pieces["end_ns"].tolist(),
+                                strict=True):
+        y = y_of[lane] + PATH_Y
+        x0 = LEFT + max(float(start), 0.0) * scale
+        x1 = LEFT + min(float(end), span) * scale
         if last_y is None:
             d.append(f"M{n(x0)} {n(y)}")
         elif y != last_y:

@@ -44,6 +44,14 @@ def _no_adbc() -> None:
     os.environ[arrow.OFF_VAR] = "1"  # the read helper process inherits it
 
 
+def _no_prefetch() -> None:
+    import os
+
+    from nsys_llm_explainer.trace.kineto import prefetch
+
+    os.environ[prefetch.OFF_VAR] = "1"
+
+
 def _no_threads() -> None:
     from nsys_llm_explainer.runtime import runner
 
@@ -74,6 +82,7 @@ def _no_fast_exit() -> None:
 SWITCHES: dict[str, Callable[[], None]] = {
     "helper": _no_helper,
     "adbc": _no_adbc,
+    "prefetch": _no_prefetch,
     "threads": _no_threads,
     "mallopt": _no_mallopt,
     "trim": _no_trim,
@@ -87,6 +96,7 @@ def available() -> dict[str, Callable[[], None]]:
 
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
              "adbc": ("nsys_llm_explainer.trace.nsys.arrow", "OFF_VAR"),
+             "prefetch": ("nsys_llm_explainer.trace.kineto.prefetch", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
              "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
              "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),

@@ -245,12 +245,34 @@ def report(
         if jobs is not None and jobs < 1:
             raise UsageError("--jobs must be >= 1")
         check_target(out, force)
-        from nsys_llm_explainer.cli.report_files import summary_lines, write_report
+        prefetching = _prefetch(trace, jobs)
+        try:
+            from nsys_llm_explainer.cli.report_files import summary_lines, write_report
 
-        report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md.value)
+            if prefetching:  # while the helper reads the trace: the writers and their templates
+                from nsys_llm_explainer.render.files import prepare
+
+                prepare(formats, md.value)
+            report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md.value)
+        finally:
+            if prefetching:
+                from nsys_llm_explainer.trace.kineto import prefetch
+
+                prefetch.cancel()
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)
+
+
+def _prefetch(trace: Path, jobs: int | None) -> bool:
+    """Read a PyTorch profiler trace in a helper process while the analysis is imported
+    (trace/kineto/prefetch.py), when more than one process may run."""
+    from nsys_llm_explainer.runtime.cpus import default_jobs
+    from nsys_llm_explainer.trace.kineto import prefetch
+
+    if (jobs if jobs is not None else default_jobs()) < 2:
+        return False
+    return prefetch.start_if_kineto(trace)
 
 
 def _options(**kw: Any) -> Options:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.trace.kineto import prefetch
 from nsys_llm_explainer.trace.kineto.events import read_events
 from nsys_llm_explainer.trace.kineto.load import KinetoTraceData
 from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE
@@ -22,7 +23,7 @@ KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "baseTimeNanosecon
 def open_kineto(path: Path, kernel_name: str = "demangled") -> KinetoTraceData:
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such file")
-    top, collected = read_events(path)
+    top, collected = prefetch.take(path) or read_events(path)
     if not any(len(t) for t in collected.tables) and not KINETO_KEYS & set(top):
         seen = sum(collected.categories.values())
         raise InputError(

@@ -13,14 +13,13 @@ its dtype, and the share of the roof it reaches (compute_tables.py). Peaks: comp
 from __future__ import annotations
 
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.compute import report as compute_report
 from nsys_llm_explainer.compute.columns import KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import Outcome
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer.compute import report as compute_report  # the formulas load when needed
-
     return compute_report.run(ctx, METRIC.id)
 
 

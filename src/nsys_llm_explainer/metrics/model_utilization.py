@@ -27,6 +27,7 @@ that name the inputs to check (model_checks.py).
 from __future__ import annotations
 
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.compute import model_report
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import Outcome
 
@@ -39,8 +40,6 @@ STEP_COLUMNS = (
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer.compute import model_report  # the model formulas load when needed
-
     return model_report.run(ctx, METRIC.id, STEP_COLUMNS)
 
 

@@ -27,6 +27,8 @@ import numpy as np
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.compute import ncu_plan
+from nsys_llm_explainer.compute.ncu_plan import nvtx_include
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
@@ -72,8 +74,6 @@ def _steps_before(ctx: Context) -> tuple[int, int]:
 def _step_ranges(ctx: Context) -> tuple[str | None, np.ndarray | None]:
     """The --nvtx-include expression of the steps' NVTX ranges, and per kernel row whether
     its launch call lies inside one of them (same process); (None, None) without them."""
-    from nsys_llm_explainer.compute.ncu_plan import nvtx_include
-
     steps = ctx.result("steps")
     name = ctx.options.step_range
     nsys = ctx.data.format_id == "nsys-sqlite"  # Kineto's ranges are not NVTX when ncu runs
@@ -122,8 +122,6 @@ def not_nvidia(ctx: Context) -> str | None:
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer.compute import ncu_plan
-
     k = ctx.data.kernels()
     if len(k) == 0:
         return METRIC.skipped(NO_KERNELS)

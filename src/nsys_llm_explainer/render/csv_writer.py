@@ -107,9 +107,10 @@ def render_frame(rows: pd.DataFrame) -> str:
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow([str(c) for c in rows.columns])
+    cols = [col for _, col in rows.items()]  # by position (names may repeat)
     for lo in range(0, len(rows), CHUNK_ROWS):
-        part = rows.iloc[lo : lo + CHUNK_ROWS]
-        out.writerows(zip(*(_cells(part.iloc[:, i]) for i in range(part.shape[1])), strict=True))
+        part = cols if len(rows) <= CHUNK_ROWS else [c.iloc[lo : lo + CHUNK_ROWS] for c in cols]
+        out.writerows(zip(*(_cells(c) for c in part), strict=True))
     return buf.getvalue()
 
 

@@ -158,6 +158,7 @@ class Collector:
         shape_values, thread_proc = c.shape_values, c.thread_proc
         gpu_kinds = GPU_KINDS
         to_ns = us_to_ns
+        name_of = names.get  # an interned name's id (names.id for a new one)
         # (pid, tid) as written -> (proc id, thread id): one lookup per event.
         seen: dict[tuple[Any, Any], tuple[int, int]] = {}
 
@@ -215,7 +216,10 @@ class Collector:
                     p, th = thread_of(pid, tid)
                 t.start.append(start)
                 t.dur.append(dur)
-                t.name.append(names.id(name if type(name) is str else ""))
+                if type(name) is not str:
+                    name = ""
+                nid = name_of(name)
+                t.name.append(names.id(name) if nid is None else nid)
                 t.proc.append(p)
                 t.thread.append(th)
                 corr = args.get("correlation", NONE)

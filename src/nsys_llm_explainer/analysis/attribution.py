@@ -27,6 +27,9 @@ class KernelAttribution:
         return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
 
 
+KEY = "kernel_attribution"
+
+
 def kernel_attribution(data: TraceData) -> KernelAttribution:
     """The per-kernel NVTX attribution, computed once and shared (phases, categories, steps)."""
 
@@ -44,4 +47,14 @@ def kernel_attribution(data: TraceData) -> KernelAttribution:
             pos[sel] = nvtx_tree.innermost(index, rt.tkey[c], rt.start[c], rt.end[c])
         return KernelAttribution(launch, pos, index, nvtx_tree.depths(index))
 
-    return data.cached("kernel_attribution", build)
+    return data.cached(KEY, build)
+
+
+def cached_range_index(data: TraceData) -> nvtx_tree.RangeIndex | None:
+    """The NVTX range index of every thread when the kernel attribution is cached already
+    (None otherwise: nothing is built here). A thread's ranges form the same tree in it as
+    in an index of that thread's ranges alone."""
+    try:
+        return data.cached_value(KEY).index  # type: ignore[no-any-return]
+    except KeyError:
+        return None

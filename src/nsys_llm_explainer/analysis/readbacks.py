@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis.attribution import cached_range_index
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.join import match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
@@ -170,9 +171,11 @@ def call_origins(data: TraceData, calls: np.ndarray, skip_names: set[str],
         return [None] * n, [None] * n
     rt = data.runtime()
     tkey = rt.tkey[calls]
-    # Only the ranges of the calls' threads: the tree of each thread is its own.
-    nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
-    index = nvtx_tree.build(nv)
+    index = cached_range_index(data)  # every thread's ranges, indexed already on big traces
+    if index is None:
+        # Only the ranges of the calls' threads: the tree of each thread is its own.
+        nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
+        index = nvtx_tree.build(nv)
     if len(index.order) == 0:  # no ended range on those threads: none holds a call
         return [None] * n, [None] * n
     names = [normalize(x) for x in data.nvtx_names()]

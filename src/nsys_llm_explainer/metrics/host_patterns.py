@@ -43,6 +43,7 @@ from nsys_llm_explainer.analysis import intervals, nvtx_tree
 from nsys_llm_explainer.analysis import readbacks as rbk
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.groups import rows_by_value
 from nsys_llm_explainer.analysis.idle_sweep import (
     CAUSES,
     DEVICE_WAIT,
@@ -206,24 +207,37 @@ def _per_step(ctx: Context, pid: np.ndarray, start: np.ndarray) -> dict[str, Any
             "median": float(np.median(counts)), "max": int(counts.max())}
 
 
-def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
-    rt = data.runtime()
-    rows = np.flatnonzero(host.blocking | host.launching)
-    rows = rows[np.lexsort((rt.start[rows], rt.tkey[rows]))]
-    prev_launch = np.r_[False, host.launching[rows[:-1]] & (rt.tkey[rows[1:]] == rt.tkey[rows[:-1]])]
-    after = host.blocking[rows] & prev_launch
-    threads = []
-    for t in np.unique(rt.tkey[rows]).tolist():
-        mine = rt.tkey[rows] == t
-        launches = int(host.launching[rows[mine]].sum())
-        n = int(after[mine].sum())
+def syncs_after_launches(
+    tkey: np.ndarray, start: np.ndarray, blocking: np.ndarray, launching: np.ndarray,
+) -> tuple[list[tuple[int, int, int]], np.ndarray]:
+    """The threads that synchronize after (nearly) every launch, as (thread, blocking calls
+    right after a launch, launches), and those calls' rows, thread by thread in time order.
+
+    A thread's blocking and launching calls in time order (ties in row order); each thread
+    alone, so no sort of every call of the trace."""
+    chosen = blocking | launching
+    threads, picked = [], []
+    for t, rows in rows_by_value(tkey):
+        rows = rows[chosen[rows]]
+        if not len(rows):
+            continue
+        rows = rows[np.argsort(start[rows], kind="stable")]
+        launch = launching[rows]
+        after = np.zeros(len(rows), dtype=bool)
+        after[1:] = blocking[rows[1:]] & launch[:-1]
+        launches, n = int(launch.sum()), int(after.sum())
         if n >= SYNC_PER_LAUNCH_MIN_CALLS and launches and n >= SYNC_PER_LAUNCH_SHARE * launches:
             threads.append((t, n, launches))
+            picked.append(rows[after])
+    return threads, (np.concatenate(picked) if picked else np.empty(0, np.int64))
+
+
+def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
+    rt = data.runtime()
+    threads, sel = syncs_after_launches(rt.tkey, rt.start, host.blocking, host.launching)
     if not threads:
         return {"found": False, "syncs": 0, "launches": 0, "threads": 0, "idle_ns": 0, "devices": [], "pids": [],
                 "_spans": {}}
-    keys = np.array([t for t, _, _ in threads])
-    sel = rows[after & np.isin(rt.tkey[rows], keys)]
     k = data.kernels()
     pids = np.unique(rt.pid[sel])
     devices = np.unique(k.device[np.isin(k.pid, pids)])

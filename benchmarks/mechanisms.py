@@ -112,11 +112,13 @@ def available() -> dict[str, Callable[[], None]]:
 
 
 def run(off: list[str], argv: list[str]) -> None:
-    """The command line with the mechanisms in `off` switched off."""
-    switches = available()
-    for name in off:
-        if name != "none":
-            switches[name]()
+    """The command line with the mechanisms in `off` switched off. Nothing is imported
+    before the command line starts when none is (`--off none`): the PyTorch profiler
+    prefetch overlaps the command line's own imports, which an import here would hide."""
+    names = [name for name in off if name != "none"]
+    switches = available() if names else {}
+    for name in names:
+        switches[name]()
     sys.argv = ["nsys-llm-explain", *argv]
     from nsys_llm_explainer import cli
 

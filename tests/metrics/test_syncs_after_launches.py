@@ -27,8 +27,8 @@ def reference(tkey, start, blocking, launching):
     return threads, rows[after & np.isin(tkey[rows], keys)]
 
 
-calls = st.lists(st.tuples(st.integers(0, 3) | st.integers(0, 500), st.integers(0, 40), st.sampled_from(["launch", "sync", "other"])),
-                 max_size=300)
+threads = st.integers(0, 3) | st.integers(0, 500)  # few threads, or more than one mask pass each
+calls = st.lists(st.tuples(threads, st.integers(0, 40), st.sampled_from(["launch", "sync", "other"])), max_size=300)
 
 
 @settings(max_examples=200, deadline=None)

@@ -30,7 +30,8 @@ def trace(path: Path, compress: bool = False) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _no_leftover():
+def _no_leftover(monkeypatch):
+    monkeypatch.setattr(prefetch, "MIN_TEXT_BYTES", 0)  # the traces here are small
     yield
     prefetch.cancel()
 
@@ -105,13 +106,16 @@ def test_cancel_stops_the_helper(tmp_path, monkeypatch):
     assert prefetch._pending is None
 
 
-def test_large_traces_and_the_switch_are_read_here(tmp_path, monkeypatch):
+def test_large_and_small_traces_and_the_switch_are_read_here(tmp_path, monkeypatch):
     path = trace(tmp_path / "t.json.gz", compress=True)
     text = len(gzip.decompress(path.read_bytes()))
     assert prefetch._text_bytes(path, path.stat().st_size) == text
     monkeypatch.setattr(prefetch, "MAX_TEXT_BYTES", text - 1)
     assert not prefetch.start(path)
     monkeypatch.setattr(prefetch, "MAX_TEXT_BYTES", text)
+    monkeypatch.setattr(prefetch, "MIN_TEXT_BYTES", text + 1)
+    assert not prefetch.start(path)  # small: read here
+    monkeypatch.setattr(prefetch, "MIN_TEXT_BYTES", text)
     monkeypatch.setenv(prefetch.OFF_VAR, "1")
     assert not prefetch.start(path)
     assert not prefetch.start(tmp_path / "missing.json")
@@ -164,6 +168,7 @@ from pathlib import Path
 from nsys_llm_explainer.trace.kineto import prefetch
 from nsys_llm_explainer.trace.kineto.events import read_events
 prefetch.FORK = sys.argv[2] == "fork"
+prefetch.MIN_TEXT_BYTES = 0
 path = Path(sys.argv[1])
 assert prefetch.start(path)
 kind = type(prefetch._pending.proc).__name__

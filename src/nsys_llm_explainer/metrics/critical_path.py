@@ -154,28 +154,29 @@ def _peer_waits(ctx: Context, g: Graph) -> np.ndarray:
 
 def analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
     """The analysis of this trace, built once (the what_if metric reads it too)."""
+    return ctx.data.cached(ANALYSIS_KEY, lambda: build_analysis(ctx))
 
-    def build() -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
-        data = ctx.data
-        frame, info = _steps(ctx)
-        labels = task_labels(data, ctx.options.kernel_categories)
-        nodes = 1.0
-        if frame is not None:
-            cols = [c for c in ("kernels", "launches") if c in frame]
-            nodes = float(frame[cols].sum(axis=1).mean()) * 1.25 if cols else \
-                (len(data.kernels()) + len(data.runtime())) / max(len(frame), 1)
-        spans = [s for s in (data.span("kernels"), data.span("runtime")) if s is not None]
-        window = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
-        res = A.analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
-                        nodes, window)
-        task = labels(res.graph)
-        waits = _peer_waits(ctx, res.graph)
-        pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),
-                            waits, res.times.d_start)
-        cats = C.kernel_categories_of(pieces, task)
-        return res, pieces, cats, info
 
-    return ctx.data.cached(ANALYSIS_KEY, build)
+def build_analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
+    """The step graph, its replays and critical paths, and their pieces by kind."""
+    data = ctx.data
+    frame, info = _steps(ctx)
+    labels = task_labels(data, ctx.options.kernel_categories)
+    nodes = 1.0
+    if frame is not None:
+        cols = [c for c in ("kernels", "launches") if c in frame]
+        nodes = float(frame[cols].sum(axis=1).mean()) * 1.25 if cols else \
+            (len(data.kernels()) + len(data.runtime())) / max(len(frame), 1)
+    spans = [s for s in (data.span("kernels"), data.span("runtime")) if s is not None]
+    window = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
+    res = A.analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
+                    nodes, window)
+    task = labels(res.graph)
+    waits = _peer_waits(ctx, res.graph)
+    pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),
+                        waits, res.times.d_start)
+    cats = C.kernel_categories_of(pieces, task)
+    return res, pieces, cats, info
 
 
 def run(ctx: Context) -> Outcome:
@@ -212,4 +213,5 @@ METRIC = Metric(
             "critical_path_timeline": S.TIMELINE_COLUMNS},
     description="Per-step dependency graph, replay check, and the critical path by kind and item.",
     after=("steps",),
+    prebuild=(ANALYSIS_KEY, build_analysis),
 )

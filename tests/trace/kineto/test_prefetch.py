@@ -178,7 +178,7 @@ print(kind)
 """
 
 
-@pytest.mark.parametrize("how, kind", [("fork", "_Forked"), ("spawn", "Popen")])
+@pytest.mark.parametrize("how, kind", [("fork", "Forked"), ("spawn", "Popen")])
 def test_a_fork_and_a_fresh_interpreter_give_the_same_events(tmp_path, how, kind):
     """In a new single-threaded process (as the command line is when it starts the helper),
     on Linux: a fork where allowed, a fresh interpreter otherwise; the same events either way."""

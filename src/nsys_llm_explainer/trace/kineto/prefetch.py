@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from nsys_llm_explainer.trace import forked
 from nsys_llm_explainer.trace.kineto.collect import Collected
 from nsys_llm_explainer.trace.kineto.read import GZIP_MAGIC
 
@@ -54,38 +54,13 @@ Events = tuple[dict, Collected]
 
 
 class _Child(Protocol):
-    """What a helper process is to this module: subprocess.Popen, or _Forked."""
+    """What a helper process is to this module: subprocess.Popen, or forked.Forked."""
 
     stdout: IO[bytes] | None
 
     def poll(self) -> int | None: ...
     def kill(self) -> None: ...
     def wait(self) -> int: ...
-
-
-class _Forked:
-    """A forked helper, with the part of Popen's interface this module uses."""
-
-    def __init__(self, pid: int, stdout: IO[bytes]) -> None:
-        self.pid = pid
-        self.stdout: IO[bytes] | None = stdout
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signal.SIGKILL)
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-        return self.returncode
 
 
 @dataclass
@@ -115,39 +90,10 @@ class _Prefetch:
         self.chunks.clear()
 
 
-def _one_thread() -> bool:
-    """True on Linux when this process has exactly one thread (native ones counted), the
-    only state in which a fork without exec is safe."""
-    try:
-        return sys.platform.startswith("linux") and len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
-
-
-def _fork(path: Path) -> _Forked | None:
+def _fork(path: Path) -> forked.Forked | None:
     from nsys_llm_explainer.trace.kineto import prefetch_main
 
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # the helper: never returns into this program
-        code = 1
-        try:
-            os.close(r)
-            with os.fdopen(w, "wb") as out:
-                prefetch_main.serve(path, out)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(w)
-    return _Forked(pid, os.fdopen(r, "rb"))
+    return forked.fork_call(lambda out: prefetch_main.serve(path, out))
 
 
 def _spawn(path: Path) -> subprocess.Popen[bytes] | None:
@@ -210,7 +156,7 @@ def start(path: Path) -> bool:
     text = _text_bytes(path, int(key[3]))  # type: ignore[call-overload]
     if text is None or not MIN_TEXT_BYTES <= text <= MAX_TEXT_BYTES:
         return False
-    proc: _Child | None = _fork(path) if FORK and _one_thread() else _spawn(path)
+    proc: _Child | None = _fork(path) if FORK and forked.one_thread() else _spawn(path)
     if proc is None:
         return False
     job = _Prefetch(key, proc)

@@ -39,7 +39,7 @@ MAX_PIECES = 1_000_000  # per step: a path cannot be longer than its nodes; this
 # The walk reads single values: up to this many nodes it reads them from Python lists, made
 # once (a numpy scalar read costs several times a list's); above it, where a few steps are
 # followed through many nodes, from the arrays themselves.
-LIST_NODES = 1_000_000
+LIST_NODES = 200_000  # lists of 11 arrays: about 85 MB at this size
 
 
 @dataclass(frozen=True)

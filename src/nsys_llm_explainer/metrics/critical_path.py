@@ -133,13 +133,11 @@ def _host_ranges(data: TraceData) -> Any:
         if index is None or len(t) == 0:
             return [C.NO_RANGE] * len(t)
         hit = nvtx_tree.innermost(index, tkey, t, t)
-        codes = np.full(len(hit), -1, np.int64)
         inside = hit >= 0
+        codes = np.zeros(len(hit), np.int64)
         codes[inside] = nv.name[index.order[hit[inside]]]
-        text = {-1: C.NO_RANGE}
-        for code in np.unique(codes[inside]).tolist():
-            text[code] = normalize(names[code])
-        return [text[c] for c in codes.tolist()]
+        text = {code: normalize(names[code]) for code in np.unique(codes[inside]).tolist()}
+        return [text[c] if i else C.NO_RANGE for c, i in zip(codes.tolist(), inside.tolist(), strict=True)]
 
     return lookup
 

@@ -33,29 +33,46 @@ class Forked:
         self.stdout: IO[bytes] | None = stdout
         self.returncode: int | None = None
 
+    # Where the status is lost (SIGCHLD ignored: the system reaps the child itself), the
+    # child counts as failed, and the caller does the work itself.
+    LOST = -1
+
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = self.LOST
+                return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def kill(self) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signal.SIGKILL)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def wait(self) -> int:
         if self.returncode is None:
-            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            try:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            except ChildProcessError:
+                self.returncode = self.LOST
         return self.returncode
 
     def close(self) -> None:
-        """Stop the child if it still runs, reap it and close the pipe."""
+        """Stop the child if it still runs, reap it and close the pipe; never raises."""
         if self.poll() is None:
             self.kill()
         self.wait()
         if self.stdout is not None:
-            self.stdout.close()
+            try:
+                self.stdout.close()
+            except OSError:
+                pass
 
 
 def fork_call(work: Callable[[IO[bytes]], None]) -> Forked | None:
@@ -65,20 +82,26 @@ def fork_call(work: Callable[[IO[bytes]], None]) -> Forked | None:
         r, w = os.pipe()
     except OSError:
         return None
+    # Ctrl-C is held back across the fork, so that the child is inside its try before it
+    # can see one: it must never unwind into the caller's code.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         pid = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(r)
         os.close(w)
         return None
     if pid == 0:  # the child: never returns into the caller's code
         code = 1
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             os.close(r)
             with os.fdopen(w, "wb") as out:
                 work(out)
             code = 0
         finally:
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
     os.close(w)
     return Forked(pid, os.fdopen(r, "rb"))

@@ -87,6 +87,7 @@ def test_a_read_that_fails_in_the_helper_is_read_here(tmp_path):
 
 def test_a_helper_that_dies_is_read_here(tmp_path, monkeypatch):
     path = trace(tmp_path / "t.json")
+    monkeypatch.setattr(prefetch, "FORK", False)  # _BOOT is the fresh interpreter's program
     monkeypatch.setattr(prefetch, "_BOOT", "import sys; sys.stdout.buffer.write(b'junk'); sys.exit(0)")
     assert prefetch.start(path)
     assert prefetch.take(path) is None
@@ -97,6 +98,7 @@ def test_a_helper_that_dies_is_read_here(tmp_path, monkeypatch):
 
 def test_cancel_stops_the_helper(tmp_path, monkeypatch):
     path = trace(tmp_path / "t.json")
+    monkeypatch.setattr(prefetch, "FORK", False)
     monkeypatch.setattr(prefetch, "_BOOT", "import time; time.sleep(60)")
     assert prefetch.start(path)
     job = prefetch._pending
@@ -192,3 +194,50 @@ def test_a_fork_and_a_fresh_interpreter_give_the_same_events(tmp_path, how, kind
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == kind
+
+
+FORK_FAILURES = """
+import signal, sys, time
+from pathlib import Path
+from nsys_llm_explainer.trace.kineto import prefetch, prefetch_main
+prefetch.MIN_TEXT_BYTES = 0
+path = Path(sys.argv[1])
+case = sys.argv[2]
+if case == "raises":
+    def serve(p, out):
+        raise RuntimeError("in the helper")
+    prefetch_main.serve = serve
+elif case == "hangs":
+    prefetch_main.serve = lambda p, out: time.sleep(60)
+elif case == "sigchld_ignored":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the child: no status
+assert prefetch.start(path)
+job = prefetch._pending
+assert type(job.proc).__name__ == "Forked", type(job.proc)
+if case == "hangs":
+    t0 = time.monotonic()
+    prefetch.cancel()
+    assert job.proc.returncode is not None and time.monotonic() - t0 < 5
+    print("stopped")
+else:
+    got = prefetch.take(path)
+    print("read here" if got is None else "prefetched")
+"""
+
+
+@pytest.mark.parametrize("case, said", [("raises", "read here"), ("hangs", "stopped"),
+                                         ("sigchld_ignored", "read here")])
+def test_a_forked_helper_that_fails_or_hangs(tmp_path, case, said):
+    """The fork path, in a new single-threaded process: a helper that raises is read here,
+    one that hangs is stopped by cancel, and one whose status the system took (SIGCHLD
+    ignored by whoever started the command line) is read here, not an error."""
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the helper is forked on Linux only")
+    path = trace(tmp_path / "t.json")
+    done = subprocess.run([sys.executable, "-c", FORK_FAILURES, str(path), case], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == said

@@ -69,6 +69,7 @@ class _Prefetch:
     proc: _Child
     chunks: list[bytes] = field(default_factory=list)
     reader: threading.Thread | None = None
+    failed: bool = False  # the reader thread failed: the output is incomplete
 
     def drain(self) -> None:
         """Read everything the helper writes (in a thread: a full pipe would stop it)."""
@@ -76,17 +77,25 @@ class _Prefetch:
         try:
             while chunk := self.proc.stdout.read(1 << 20):
                 self.chunks.append(chunk)
-        except (OSError, ValueError):
+        except BaseException:  # noqa: BLE001 - any failure: the trace is read here
+            self.failed = True
             self.chunks.clear()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        """Stop and reap the helper, end the reader; never raises."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        except OSError:
+            pass
         if self.reader is not None:
             self.reader.join(timeout=5)
         if self.proc.stdout is not None:
-            self.proc.stdout.close()
+            try:
+                self.proc.stdout.close()
+            except OSError:
+                pass
         self.chunks.clear()
 
 
@@ -135,7 +144,9 @@ def _text_bytes(path: Path, size: int) -> int | None:
         with path.open("rb") as fh:
             if fh.read(2) != GZIP_MAGIC:
                 return size
-            if size < 18:
+            # A gzip of over a quarter of the limit is too large already: its size field,
+            # modulo 4 GiB, could hide text far beyond the limit.
+            if size < 18 or size > MAX_TEXT_BYTES // 4:
                 return None
             fh.seek(-4, os.SEEK_END)
             text = int.from_bytes(fh.read(4), "little")
@@ -161,7 +172,12 @@ def start(path: Path) -> bool:
         return False
     job = _Prefetch(key, proc)
     job.reader = threading.Thread(target=job.drain, name="nsys-llm-explain-prefetch", daemon=True)
-    job.reader.start()
+    try:
+        job.reader.start()
+    except RuntimeError:  # no thread can start: stop the helper, read here
+        job.reader = None
+        job.close()
+        return False
     with _lock:
         old, _pending = _pending, job
     if old is not None:
@@ -194,6 +210,8 @@ def take(path: Path) -> Events | None:
         assert job.reader is not None
         while job.reader.is_alive():
             job.reader.join(WAIT_STEP_S)
+        if job.failed:
+            return None  # close() stops a helper that may be blocked on a full pipe
         if job.proc.wait() != 0 or not job.chunks:
             return None
         events = pickle.loads(b"".join(job.chunks))

@@ -187,8 +187,9 @@ def explain(
     try:
         ctx = Context(schema, data, options)
         metrics = [m for m in REGISTRY if m.wanted(options)]
-        how = runner.plan(data.kernel_rows_estimate(), jobs)
-        if offload.wanted(data, jobs, how.threads, options.timeout_s):
+        rows = data.kernel_rows_estimate()
+        how = runner.plan(rows, jobs)
+        if offload.wanted(data, jobs, how.threads, options.timeout_s, rows):
             how = dataclasses.replace(how, offload=True)
         data.threads = how.threads  # per-device parts of a metric may share its threads
         results = runner.run_metrics(in_run_order(metrics), ctx, run_metric, how)

@@ -102,23 +102,25 @@ def test_no_fork_without_one_thread_permission_or_room(tmp_path, monkeypatch):
     runner.run_metrics(b.metrics(), ctx, run_one, runner.Plan(offload=True))
     assert b.built_in == [os.getpid()]
     monkeypatch.setattr(offload, "_allowed", False)  # a library caller's process
-    assert not offload.wanted(ctx.data, 2, 1, None)
+    assert not offload.wanted(ctx.data, 2, 1, None, 5_000)
     monkeypatch.setattr(offload, "_allowed", True)
-    assert offload.wanted(ctx.data, 2, 1, None)
-    assert not offload.wanted(ctx.data, 1, 1, None)  # --jobs 1
-    assert not offload.wanted(ctx.data, 2, 2, None)  # metrics in threads
-    assert not offload.wanted(ctx.data, 2, 1, 30.0)  # --timeout
+    assert offload.wanted(ctx.data, 2, 1, None, 5_000)
+    assert not offload.wanted(ctx.data, 1, 1, None, 5_000)  # --jobs 1
+    assert not offload.wanted(ctx.data, 2, 2, None, 5_000)  # metrics in threads
+    assert not offload.wanted(ctx.data, 2, 1, 30.0, 5_000)  # --timeout
+    assert not offload.wanted(ctx.data, 2, 1, None, 3_999)  # a short build
     monkeypatch.setattr(offload, "MAX_RSS_BYTES", 1 << 20)  # a process larger than this
-    assert not offload.wanted(ctx.data, 2, 1, None)
+    assert not offload.wanted(ctx.data, 2, 1, None, 5_000)
     monkeypatch.undo()
     monkeypatch.setattr(offload, "_allowed", True)
     monkeypatch.setenv(offload.OFF_VAR, "1")
-    assert not offload.wanted(ctx.data, 2, 1, None)
+    assert not offload.wanted(ctx.data, 2, 1, None, 5_000)
 
 
 CLI = """
 import sys
 from nsys_llm_explainer.runtime import offload
+offload.MIN_KERNELS = 0  # the test trace is small
 used = []
 original = offload.Offload.finish
 def finish(self):

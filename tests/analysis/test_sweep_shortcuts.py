@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -151,11 +152,27 @@ class _Host:
     def nvtx_names(self) -> list[str]:
         return ["step", "aten::item"]
 
+    def cached_value(self, key: str) -> object:
+        return self.cache[key]
 
-def test_calls_on_threads_without_ranges_have_no_origin() -> None:
+    cache: dict[str, object] = {}
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["own index", "the attribution's index"])
+def test_calls_on_threads_without_ranges_have_no_origin(cached: bool) -> None:
+    """Through an index of the calls' threads, or the kernel attribution's cached index of
+    every thread (with a range on another thread, 9, that must not matter)."""
+    from types import SimpleNamespace
+
+    from nsys_llm_explainer.analysis import nvtx_tree
+    from nsys_llm_explainer.analysis.attribution import KEY
     from nsys_llm_explainer.analysis.readbacks import call_origins
 
     data = _Host()
+    data.nv = Columns("nvtx", {"start": np.array([0, 100, 5]), "end": np.array([50, 200, 500]),
+                               "tkey": np.array([7, 7, 9]), "name": np.array([0, 1, 1]),
+                               "pid": np.array([1, 1, 1])})
+    data.cache = {KEY: SimpleNamespace(index=nvtx_tree.build(data.nv))} if cached else {}
     assert call_origins(data, np.array([0, 1]), set(), 1_000) == ([None, None], [None, None])  # type: ignore[arg-type]
     data.rt = data.rt.with_columns(tkey=np.array([7, 7]))  # the same calls on the ranges' thread
     assert call_origins(data, np.array([0, 1]), set(), 1_000) == (["step", "aten::item"], ["step", "aten::item"])  # type: ignore[arg-type]

@@ -42,11 +42,29 @@ def segmented_cummax(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Running maximum restarting at every `first` node."""
     if len(values) == 0:
         return values.copy()
+    offset = _offsets(first)
+    if offset is None:  # pragma: no cover - over a million segments
+        seg = np.cumsum(first) - 1
+        return pd.Series(values).groupby(seg).cummax().to_numpy(np.int64)
+    return _packed_cummax(np.array(values, dtype=np.result_type(values.dtype, np.int64)), offset)
+
+
+def _offsets(first: np.ndarray) -> np.ndarray | None:
+    """Per node its segment's offset in the packed running maximum (None: too many
+    segments to pack)."""
     seg = np.cumsum(first) - 1
-    if int(seg[-1]) < _MAX_SEGMENTS:
-        packed = np.clip(values, -_LIMIT, _LIMIT) + seg * _SPAN
-        return np.maximum.accumulate(packed) - seg * _SPAN
-    return pd.Series(values).groupby(seg).cummax().to_numpy(np.int64)  # pragma: no cover
+    return seg * _SPAN if len(seg) and int(seg[-1]) < _MAX_SEGMENTS else None
+
+
+def _packed_cummax(v: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The segmented running maximum of `v` (overwritten and returned): clipped to
+    +-_LIMIT, each segment lifted by its offset so one running maximum never crosses a
+    segment, then lowered back."""
+    np.clip(v, -_LIMIT, _LIMIT, out=v)
+    v += offset
+    np.maximum.accumulate(v, out=v)
+    v -= offset
+    return v
 
 
 def chain_ends(a: np.ndarray, b: np.ndarray, first: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -63,9 +81,7 @@ class Chains:
     def __init__(self, a: np.ndarray, first: np.ndarray) -> None:
         self.first = first
         self.acc = segmented_cumsum(a, first) if len(a) else np.empty(0, np.int64)
-        seg = np.cumsum(first) - 1
-        # The packed running maximum's per-segment offsets (segmented_cummax), when they fit.
-        self.offset = seg * _SPAN if len(seg) and int(seg[-1]) < _MAX_SEGMENTS else None
+        self.offset = _offsets(first)
         self.init_at = np.flatnonzero(first)
 
     def ends(self, b: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -76,10 +92,7 @@ class Chains:
         v[at] = np.maximum(v[at], init[at])
         if self.offset is None:  # pragma: no cover - over a million chains
             return self.acc + segmented_cummax(v, self.first)
-        np.clip(v, -_LIMIT, _LIMIT, out=v)
-        v += self.offset
-        np.maximum.accumulate(v, out=v)
-        v -= self.offset
+        v = _packed_cummax(v, self.offset)
         v += self.acc
         return v
 

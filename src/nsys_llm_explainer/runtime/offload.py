@@ -86,10 +86,6 @@ class Offload:
 
         self.child = forked.fork_call(work)
 
-    @property
-    def started(self) -> bool:
-        return self.child is not None
-
     def finish(self) -> bool:
         """Wait for the child and put its value in the cache; False when it failed (the
         metric then builds the value itself)."""

@@ -67,6 +67,26 @@ def test_lambdas_inside_kernel_templates_reduce_to_what_differs():
     assert labels[COPY] == "elementwise_kernel<direct_copy_kernel_cuda::lambda(float)>"
 
 
+# rocPRIM (ROCm) scan kernel from the SGLang MI300X trace: a generic lambda's templated call
+# operator, `operator()<A, B>(A, B) const`, inside the kernel's template arguments.
+ROCPRIM_SCAN = (
+    "void rocprim::detail::trampoline_kernel<rocprim::detail::wrapped_scan_config<rocprim::default_config, long>, "
+    "rocprim::detail::scan_impl<false, long const*, long*, long, std::plus<long>, long>(void*, unsigned long&, "
+    "long const*, long*)::{lambda(auto:1, auto:2)#1}::operator()<std::integral_constant<bool, false>, "
+    "std::integral_constant<bool, true> >(std::integral_constant<bool, false>, std::integral_constant<bool, true>) "
+    "const::{lambda(auto:1)#2}, rocprim::detail::default_config_selector>(rocprim::detail::scan_impl<false, "
+    "long const*, long*, long, std::plus<long>, long>(void*, unsigned long&, long const*, long*)::"
+    "{lambda(auto:1, auto:2)#1}::operator()<std::integral_constant<bool, false>, std::integral_constant<bool, true> >"
+    "(std::integral_constant<bool, false>, std::integral_constant<bool, true>) const::{lambda(auto:1)#2})"
+)
+
+
+def test_a_templated_call_operator_parses_like_a_plain_one():
+    parts = parse(ROCPRIM_SCAN)
+    assert parts is not None and parts.base == "trampoline_kernel" and parts.scope == "rocprim::detail"
+    assert kernel_labels([ROCPRIM_SCAN]) == {ROCPRIM_SCAN: "trampoline_kernel"}
+
+
 def test_a_function_name_alone_when_no_other_kernel_shares_it():
     """No functor among the arguments: the function name; with one, the functor too, the
     same label as among its family (a kernel reads the same in every report)."""

@@ -337,8 +337,8 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
             x = sum(d.cause_ns(kind) for d in chosen)
             return f"{_pct(100.0 * x / window) if window else 'n/a'} of the time is lost to {LOST_TO[kind]}"
 
-        text = (f"Mixed, no cause clearly ahead: {clause(cause)}; {clause(other)}. Both are named: a few percent "
-                "either way would change which leads.")
+        text = (f"Mixed: {clause(cause)}; {clause(other)}. Neither is clearly ahead: a few percent either way "
+                "would change which leads.")
         source = (host_source_sentence(metrics or {}, devices)
                   if {Cause.HOST, Cause.SYNC} & {cause, other} else None)
         return text + (f" {source}" if source else "")

@@ -54,7 +54,7 @@ _ANON_MARK = "{anon}"
 _OPEN = {"<": ">", "(": ")", "[": "]"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 _LAMBDA = re.compile(r"\[lambda(\([^\[\]]*?\))(?: \(instance \d+\))?\]|\{lambda(\([^{}]*?\))#\d+\}")
-_CALL_OP = re.compile(r"::operator\s*\(\)\s*\([^()]*\)(?:\s*const)?")
+_CALL_OP = re.compile(r"::operator\s*\(\)\s*(?:<[^()]*>\s*)?\([^()]*\)(?:\s*const)?")
 _LAMBDA_CHAIN = re.compile(r"(?:lambda\([^()]*\)::)+(lambda\([^()]*\))")
 _CAST = re.compile(
     r"\((?:unsigned |signed )?(?:long long|long|int|short|char|bool|unsigned|size_t|u?int\d+_t)\)(-?\d+)"

@@ -8,7 +8,9 @@ closed by the next one):
 
 - A kernel belongs to a step when its launch call (the API call with its correlation id)
   starts inside the step's window on the same process; a kernel without a launch call, by
-  its own start. Kernels in no step are counted as outside (capture edges, between steps).
+  its own start, unless it is work queued before the capture (analysis/carried.py: the
+  steps metric's `carried`), which is in no step. Kernels in no step are counted as outside
+  (capture edges, between steps, carried).
 - Per step: its latency (the window), kernel time (sum of its kernels' durations), kernels,
   GPU busy (union of its kernels' intervals) and host time outside CUDA calls (the window
   minus the part of it the CUDA API calls of the process's launching thread cover (the thread
@@ -33,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
@@ -93,7 +96,8 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
 
 def assign(data: TraceData, steps: pd.DataFrame) -> np.ndarray:
     """Per kernel: the row of `steps` (pid, start_ns, end_ns) whose window holds its launch
-    call's start (its own start without a launch call), or -1."""
+    call's start (its own start without a launch call), or -1; -1 for work queued before the
+    capture (analysis/carried.py)."""
     k = data.kernels()
     out = np.full(len(k), -1, dtype=np.int32 if len(steps) < 2**31 else np.int64)
     if len(k) == 0 or steps.empty:
@@ -117,6 +121,7 @@ def assign(data: TraceData, steps: pd.DataFrame) -> np.ndarray:
         hit = rows[np.maximum(pos, 0)]
         ok &= t[mine] < ends[hit]
         out[mine[ok]] = hit[ok]
+    out[carried(data).mask] = -1
     return out
 
 

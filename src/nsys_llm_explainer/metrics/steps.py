@@ -18,6 +18,11 @@ figures (MFU, MBU, in-step kernel time) use that window (gpu_latency_ns) and the
 launched in the step (kernel_ns). `layers` reports a unit that repeats back to back inside
 the steps (step_units.nested). An outlier is a step longer than OUTLIER_FACTOR x its phase's
 median host latency.
+
+Work queued before the capture (analysis/carried.py: kernels whose launch the capture does
+not hold, run ahead of the first recorded launch of their stream) is in no step: not in a
+step's kernels, kernel time, GPU window or GPU busy time. `carried` reports it (kernels,
+summed kernel time, their busy union, when the last one ended, devices).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, step_units
+from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.launch_pairs import launch_first_kernels
@@ -163,21 +169,23 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
     pstep = kernel_step[launch_first_kernels(ctx.data)]
     frame["launches"] = np.bincount(pstep[pstep >= 0], minlength=n)
     busy = np.zeros(n, dtype=np.int64)
+    own = ~carried(ctx.data).mask  # work queued before the capture is in no step
     for pid in np.unique(frame["pid"]).tolist():
         sel = (frame["pid"] == pid).to_numpy()
-        us, ue = intervals.merge(k.start[k.pid == pid], k.end[k.pid == pid])
+        mine = (k.pid == pid) & own
+        us, ue = intervals.merge(k.start[mine], k.end[mine])
         busy[sel] = intervals.overlap_with_union(
             frame["start_ns"].to_numpy(np.int64)[sel],
             frame["end_ns"].to_numpy(np.int64)[sel],
             us,
             ue,
         )
-    own = step_units.own_windows(ctx.data, kernel_step, n)
-    gs, ge = _gpu_annotation_windows(ctx, frame, own)
+    windows = step_units.own_windows(ctx.data, kernel_step, n)
+    gs, ge = _gpu_annotation_windows(ctx, frame, windows)
     frame["gpu_start_ns"] = gs
     frame["gpu_end_ns"] = ge
     frame["gpu_latency_ns"] = np.where(gs >= 0, ge - gs, 0)
-    frame["kernel_ns"] = own.kernel_ns
+    frame["kernel_ns"] = windows.kernel_ns
     frame["gpu_busy_ns"] = busy
     frame["phase_p50_ns"] = _phase_medians(frame)
     frame["outlier"] = frame["latency_ns"] > OUTLIER_FACTOR * frame["phase_p50_ns"]
@@ -280,6 +288,7 @@ def run(ctx: Context) -> Outcome:
     if isinstance(found, str):
         return METRIC.skipped(found)
     info, frame, kernel_step = found
+    kernel_step = np.where(carried(ctx.data).mask, -1, kernel_step)
     if len(frame) < 1:
         return METRIC.skipped("no complete step was found")
     steps = _per_step(ctx, frame.reset_index(drop=True), kernel_step)
@@ -300,6 +309,7 @@ def run(ctx: Context) -> Outcome:
         "ranges": ranges,
         "phases": phases,
         "outliers": explain_outliers(ctx, top, kernel_step),
+        "carried": carried(ctx.data).to_json(),
     }
     notes: tuple[str, ...] = ()
     if info["confidence"] == "low":

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -120,13 +121,28 @@ class Table:
 
 @dataclass(frozen=True)
 class MetricResult:
-    """A metric that ran. `data` is JSON-ready and becomes report.json `metrics.<id>`."""
+    """A metric that ran. `data` is JSON-ready and becomes report.json `metrics.<id>`;
+    `typed` is the metric's result object (results/<id>.py) where it has one, and `data` is
+    then its to_json()."""
 
     metric_id: str
     data: dict[str, Any]
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = ()
     status: str = field(default="ok", init=False)
+    typed: object | None = field(default=None, compare=False, repr=False)
+
+
+R = TypeVar("R")
+
+
+def typed_result(outcomes: Mapping[str, Outcome], cls: type[R]) -> R | None:
+    """The typed result of the metric `cls` belongs to (cls.METRIC_ID), or None when that
+    metric did not run."""
+    out = outcomes.get(cls.METRIC_ID)  # type: ignore[attr-defined]
+    if isinstance(out, MetricResult) and isinstance(out.typed, cls):
+        return out.typed
+    return None
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,13 @@ columnar data, the options and the outcomes of the metrics it declared it reads 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from nsys_llm_explainer.model import MetricResult, Outcome, Schema
+from nsys_llm_explainer.model import MetricResult, Outcome, Schema, typed_result
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.trace.data import TraceData
+
+R = TypeVar("R")
 
 # The skip reason of every metric that needs kernels, on a trace without any.
 NO_KERNELS = "the kernel table is empty: no CUDA kernels were captured"
@@ -24,3 +27,7 @@ class Context:
     def result(self, metric_id: str) -> MetricResult | None:
         out = self.results.get(metric_id)
         return out if isinstance(out, MetricResult) else None
+
+    def typed(self, cls: type[R]) -> R | None:
+        """The typed result (results/) of a metric this one declared it reads after."""
+        return typed_result(self.results, cls)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, outcome, verdict
+from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, outcome, serving, verdict
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import (
@@ -23,7 +23,9 @@ from nsys_llm_explainer.model import (
     Verdict,
     Workload,
     round_pct,
+    typed_result,
 )
+from nsys_llm_explainer.results.serving import Serving
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
 
@@ -156,7 +158,8 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     extra["second"] = second
     return Diagnosis(
         verdict=result,
-        summary=evidence.summary(result, cause, acct, devices, extra, metrics),
+        summary=serving.with_serving(evidence.summary(result, cause, acct, devices, extra, metrics),
+                                     typed_result(metrics, Serving) if result != Verdict.NO_GPU_WORK else None),
         confidence=confidence,
         primary=primary,
         workload=workload_of(metrics),

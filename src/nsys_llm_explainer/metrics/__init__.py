@@ -39,6 +39,7 @@ ORDER: tuple[str, ...] = (
     "operators",  # PyTorch profiler traces only (Skipped elsewhere)
     "compute_efficiency",  # after operators, nvtx_attribution, steps (shares their caches), workload
     "model_utilization",  # after steps, workload and compute_efficiency
+    "serving",  # after steps, workload and model_utilization
     "gemm_precision",
     "ncu_targets",  # after top_kernels, capture and compute_efficiency
     "ncu_results",  # only with --ncu

@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals, step_units
+from nsys_llm_explainer.analysis import intervals, iterations, step_units
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
+from nsys_llm_explainer.analysis.iterations import Iterations
 from nsys_llm_explainer.analysis.launch_pairs import launch_first_kernels
 from nsys_llm_explainer.analysis.modes import group_modes, modes_text
 from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
@@ -47,6 +48,7 @@ from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.data import Unavailable
 
 OUTLIER_FACTOR = 2.0
+TOKEN_PEERS = 2  # a serving iteration is compared with those of its phase within 2x its tokens
 MAX_OUTLIERS_LISTED = 20
 STEP_COLUMNS = (
     "step",
@@ -85,9 +87,27 @@ PHASE_COLUMNS = (
 )
 
 
+def _iteration_source(its: Iterations) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray]:
+    """Steps that are the serving iterations the capture marks (analysis/iterations.py)."""
+    info = {"method": "serving_iterations", "confidence": "high", "detail": its.detail}
+    frame = pd.DataFrame({
+        "phase": [it.phase or STEP_PHASE for it in its.items],
+        "pid": np.array([it.pid for it in its.items], dtype=np.int64),
+        "start_ns": np.array([it.start for it in its.items], dtype=np.int64),
+        "end_ns": np.array([it.end for it in its.items], dtype=np.int64),
+        "name": [it.name for it in its.items],
+        "tokens": np.array([-1 if it.tokens is None else it.tokens for it in its.items], dtype=np.int64),
+    })
+    return info, frame, its.kernel_iter
+
+
 def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | str:
     """Step table (step, phase, pid, start_ns, end_ns) + kernel->step, or why there is none."""
     scope = phase_scope(ctx)
+    if scope is None or scope.source == "profiler_step":
+        its = iterations.find(ctx.data)
+        if its is not None and its.from_marks:
+            return _iteration_source(its)
     if scope is not None and len(scope.instances):
         start, end, pid = instance_bounds(ctx, scope)
         method = {"step_range": "nvtx_step_range", "profiler_step": "profiler_step"}.get(
@@ -228,10 +248,22 @@ def _annotated(ctx: Context, steps: pd.DataFrame) -> bool:
 
 
 def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
-    """Per step: its phase's p50 latency (nearest rank, the same p50 the phase row shows)."""
+    """Per step: its phase's p50 latency (nearest rank, the same p50 the phase row shows).
+    A serving iteration whose new tokens are known is compared with its peers only: the
+    iterations of its phase whose tokens are within TOKEN_PEERS x of its own."""
     codes, uniq = pd.factorize(frame["phase"], sort=False)
-    p50 = group_percentiles(frame["latency_ns"].to_numpy(np.int64), codes, len(uniq), (50,))[50]
-    return p50[codes]
+    lat = frame["latency_ns"].to_numpy(np.int64)
+    p50 = group_percentiles(lat, codes, len(uniq), (50,))[50]
+    out = p50[codes]
+    if "tokens" not in frame:
+        return out
+    tokens = frame["tokens"].to_numpy(np.int64)
+    for c in range(len(uniq)):
+        mine = np.flatnonzero((codes == c) & (tokens > 0))
+        for t in np.unique(tokens[mine]).tolist():
+            peers = mine[(tokens[mine] * TOKEN_PEERS >= t) & (tokens[mine] <= TOKEN_PEERS * t)]
+            out[mine[tokens[mine] == t]] = percentiles(lat[peers], (50,))[50]
+    return out
 
 
 def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:

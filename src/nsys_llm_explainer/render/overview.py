@@ -229,7 +229,9 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
         over = f", summed over {devices_text([d['device_id'] for d in devices])}" if len(devices) > 1 else ""
         rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {plural(tk['kernel_count'], 'kernel')} "
                                     f"({plural(tk['distinct_kernels'], 'name')}){over}"))
-    steps = metric(doc, "steps")
+    serving = metric(doc, "serving")
+    steps = None if serving is not None else metric(doc, "steps")
+    rows.extend(serving_rows(serving) if serving is not None else [])
     phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
     for p in phases[:STEP_PHASES]:
         what = "Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"
@@ -251,6 +253,45 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if wl is not None and wl.get("kind") != "unknown":
         model = MODEL_WORDS.get(wl.get("model") or "", "")
         rows.append(("Workload", f"{workload_words(wl['kind'])}{model} (confidence {wl['confidence']})"))
+    return rows
+
+
+ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt_llm": "TensorRT-LLM"}
+SOURCE_WORDS = {
+    "engine_marks": "the engine's marks", "user_marks": "prefill/decode ranges", "model_runner": "model-runner frames",
+    "model_forward": "model forward frames", "model_structure": "the layer structure",
+}
+
+
+def serving_rows(serving: dict[str, Any]) -> list[tuple[str, str]]:
+    """The serving view's key numbers: iterations by phase, then one row per phase."""
+    phases = serving.get("phases") or []
+    count = serving.get("iteration_count", 0)
+    split = ", ".join(f"{p['iterations']:,} {p['phase']}" for p in phases)
+    source = SOURCE_WORDS.get(serving["source"], serving["source"])
+    if serving["source"] == "engine_marks" and serving.get("engine") in ENGINE_WORDS:
+        source = f"{ENGINE_WORDS[serving['engine']]}'s marks"
+    rows = [("Iterations", f"{count:,} ({split}), from {source}")]
+    for p in phases:
+        graphs = ("no CUDA graph" if not p["graph_iterations"]
+                  else f"CUDA graphs in {p['graph_iterations']:,} of {p['iterations']:,}")
+        busy = f"{dur(p['gpu_busy_p50_ns'])} busy"
+        if p["phase"] == "decode" and p.get("period_p50_ns") is not None:
+            value = (f"{dur(p['period_p50_ns'])} per output token (p50; p90 {dur(p['period_p90_ns'])}), "
+                     f"GPU span {dur(p['gpu_span_p50_ns'])} of which {busy}, "
+                     f"{p['launches_per_iteration']:,.0f} launches per token, {graphs}")
+        else:
+            many = p["iterations"] > 1
+            span = f"GPU span {'p50 ' if many else ''}{dur(p['gpu_span_p50_ns'])}"
+            tokens = ""
+            if p.get("tokens"):
+                seqs = f" in {plural(p['sequences_p50'], 'sequence')}" if p.get("sequences_p50") and not many else ""
+                tokens = f"{p['tokens']:,} tokens{seqs}: "
+            per = (f" ({dur(p['ns_per_token'])} per token, {p['tokens_per_s']:,.0f} tokens/s)"
+                   if p.get("ns_per_token") and p.get("tokens_per_s") else "")
+            value = (f"{tokens}{span}{per}, {busy}{' (p50)' if many else ''}, "
+                     f"{p['launches_per_iteration']:,.0f} launches{' per iteration' if many else ''}, {graphs}")
+        rows.append((p["phase"].capitalize(), value))
     return rows
 
 

@@ -39,6 +39,7 @@ CUTS: tuple[Cut, ...] = (
     Cut("compute_efficiency", "kernels", "compute_kernels", 50),
     Cut("model_utilization", "steps", "model_utilization_steps", 100),
     Cut("step_work", "names", "step_work_kernels", 500),
+    Cut("serving", "iterations", "iterations", 200),
     Cut("ncu", "kernels", "ncu_kernels", 100),
     Cut("ncu", "launches", "ncu_launches", 200),
 )

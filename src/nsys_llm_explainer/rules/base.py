@@ -10,6 +10,7 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import Accounting
@@ -26,8 +27,11 @@ from nsys_llm_explainer.model import (
     Severity,
     Skipped,
     round_pct,
+    typed_result,
 )
 from nsys_llm_explainer.options import Options
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ class RuleInput:
     def metric(self, metric_id: str) -> MetricResult | None:
         out = self.metrics.get(metric_id)
         return out if isinstance(out, MetricResult) else None
+
+    def result(self, cls: type[R]) -> R | None:
+        """The typed result (results/) of a metric, or None when it did not run."""
+        return typed_result(self.metrics, cls)
 
     def skipped(self, metric_id: str) -> Skipped | None:
         out = self.metrics.get(metric_id)

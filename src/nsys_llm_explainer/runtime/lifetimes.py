@@ -17,7 +17,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "runtime": (
         "sync", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "critical_path", "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency", "ncu_plan", "step_work",
+        "compute_efficiency", "ncu_plan", "step_work", "serving",
     ),
     "host_rows": ("idle_causes", "steps", "host_patterns"),
     # The idle split per device and the merged device work it is cut from.
@@ -28,14 +28,14 @@ READERS: dict[str, tuple[str, ...]] = {
     "kernel_launch_index": (
         "gpu_idle", "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps",
         "critical_path", "memory_transfers", "cuda_graphs", "capture", "host_patterns", "operators",
-        "compute_efficiency", "ncu_plan", "step_work",
+        "compute_efficiency", "ncu_plan", "step_work", "serving",
     ),
     # phase_scope (boundness, steps) and categories read the NVTX attribution too.
     "kernel_attribution": (
         "nvtx_attribution", "boundness", "idle_causes", "steps", "critical_path", "categories",
-        "host_patterns", "compute_efficiency",
+        "host_patterns", "compute_efficiency", "serving",
     ),
-    "kernel_categories:": ("critical_path", "categories", "gemm_precision", "ncu_plan", "step_work"),
+    "kernel_categories:": ("critical_path", "categories", "gemm_precision", "ncu_plan", "step_work", "serving"),
     # the step graph (metrics/critical_path.py, graph/): its analysis, joins and pairings
     "graph_analysis": ("critical_path", "what_if"),
     "graph_calls:": ("critical_path",),
@@ -48,7 +48,10 @@ READERS: dict[str, tuple[str, ...]] = {
     "work_calls": ("gpu_idle", "idle_causes"),
     "work_launch_times": ("idle_causes",),
     "transfer_union:": ("gpu_idle", "idle_causes"),
-    "operator_attribution": ("operators", "compute_efficiency"),
+    "operator_attribution": ("operators", "compute_efficiency", "serving"),
+    # work queued before the capture (analysis/carried.py) and the serving iterations
+    "carried": ("steps", "step_work", "serving"),
+    "serving_iterations": ("steps", "serving"),
     # compute_sources / compute_count (FLOPs per call) and the peaks per device
     "compute_instances": ("compute_efficiency", "model_utilization"),
     "compute_view": ("compute_efficiency", "model_utilization"),

@@ -1,0 +1,526 @@
+"""Serving iterations: which GPU work belongs to which scheduler step of an LLM engine.
+
+An iteration is one scheduler step: one forward pass of the model over the batch, with its
+sampling. They are found from what the capture says, in this order (the first that finds
+any wins; `source` says which):
+
+1. "engine_marks" / "user_marks": annotation ranges (NVTX; PyTorch profiler
+   user_annotation) that mark iterations, read by iteration_marks.parse_mark: vLLM's
+   execute_context_..., SGLang's step[...], TensorRT-LLM's _forward_step, user ranges such as
+   PREFILL and DECODE_STEP_007.
+2. "model_runner": Python frames of an engine's model runner (vLLM execute_model, SGLang
+   forward_extend / forward_decode), in PyTorch profiler traces with Python stacks.
+3. "model_forward": the outermost model module frame (`nn.Module: Qwen2Model_0`, with_modules).
+4. "model_structure": one pass through the layer stack is one iteration (passes()): the
+   kernels in launch order, a unit of kernels that repeats back to back at least MIN_LAYERS
+   times is the layer; each maximal run of it is one pass's layers; the kernels between two
+   runs (the vocabulary GEMM and sampling of one pass, the embedding of the next) are cut at
+   the longest launch gap between them. Everything a CUDA graph replays inside a pass
+   belongs to it (its kernels are in the sequence).
+
+Marks that nest (per thread): a mark that holds exactly one other mark is that iteration
+(SGLang's step[...] inside execute_...: the inner mark's range is used, its numbers completed
+from the outer one, `outer` names it); a mark that holds several is a loop, not an iteration
+(DECODE_LOOP around DECODE_STEP_*), and so is a mark whose name says `loop`; a loop that holds
+no mark is cut into passes by the structure rule. A mark that launches no GPU work is not
+counted (`empty`). A mark right after an iteration whose phase is not decode, with at most
+SAMPLER_MAX_KERNELS kernels and less than SAMPLER_SHARE of that iteration's, and no
+decode phase of its own, samples that iteration's first token (FIRST_TOKEN_FROM_PREFILL):
+it is merged into it.
+
+A kernel belongs to an iteration when its launch call starts inside the iteration's host
+range on the same process (kernels without a launch call in the capture: to none); work
+queued before the capture (analysis/carried.py) belongs to none.
+
+Numbers (sequences, new tokens, key/value tokens) come from the marks; where a mark has none,
+from the input shapes of the iteration's `aten::embedding` call (PyTorch profiler traces
+with record_shapes: [B, S] gives B sequences of S tokens, [T] gives T tokens); `numbers_from`
+says which. Where neither tells, they stay None: nothing is guessed. The phase comes from the
+mark, else from the numbers (one new token per sequence: decode; more: prefill), else it is
+None.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nsys_llm_explainer.analysis.carried import carried
+from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.iteration_marks import DECODE, MIXED, PREFILL, Mark, parse_frame, parse_mark
+from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+KEY = "serving_iterations"
+MIN_LAYERS = 3
+SAMPLER_MAX_KERNELS = 8
+SAMPLER_SHARE = 0.1
+MAX_CANDIDATE_PERIODS = 24  # layer lengths tried by the structure rule
+HALF_ALIKE = 0.75  # share of positions alike for a unit to be two layers
+MAX_STRUCTURE_KERNELS = 2_000_000  # kernels the structure rule reads per process
+EMBEDDING_OPS = ("aten::embedding",)
+MARK_SOURCES = ("engine_marks", "user_marks", "model_runner")
+
+
+@dataclass
+class Iteration:
+    pid: int
+    tkey: int
+    start: int  # host range
+    end: int
+    name: str
+    mark: Mark | None
+    outer: str | None = None
+    kernels: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    layers: int | None = None
+    numbers_from: str | None = None
+    sequences: int | None = None
+    tokens: int | None = None
+    kv_tokens: int | None = None
+    phase: str | None = None
+
+
+@dataclass(frozen=True)
+class Iterations:
+    source: str
+    engine: str | None
+    detail: str
+    items: tuple[Iteration, ...]
+    kernel_iter: np.ndarray  # per kernel: index into items, or -1
+    empty: tuple[str, ...] = ()  # marks that launched no GPU work
+    loops: tuple[str, ...] = ()  # marks that hold several iterations
+    merged: tuple[str, ...] = ()  # first-token marks merged into the iteration before
+
+    @property
+    def from_marks(self) -> bool:
+        return self.source in MARK_SOURCES
+
+
+# -- marks ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Cand:
+    row: int
+    start: int
+    end: int
+    pid: int
+    tkey: int
+    name: str
+    mark: Mark
+    children: list[_Cand] = field(default_factory=list)
+    outer: str | None = None
+
+
+def _candidates(start: np.ndarray, end: np.ndarray, pid: np.ndarray, tkey: np.ndarray, name: np.ndarray,
+                names: list[str], parse: object) -> list[_Cand]:
+    parsed = {i: parse(n) for i, n in enumerate(names)}  # type: ignore[operator]
+    ok = np.array([parsed[i] is not None for i in range(len(names))] or [False])
+    rows = np.flatnonzero(ok[name] & (end >= start) & (end >= 0)) if len(name) else np.empty(0, np.int64)
+    return [_Cand(int(r), int(start[r]), int(end[r]), int(pid[r]), int(tkey[r]), names[int(name[r])],
+                  parsed[int(name[r])]) for r in rows.tolist()]
+
+
+def _nest(cands: list[_Cand]) -> tuple[list[_Cand], list[_Cand]]:
+    """(iterations, loops) from the candidates of one thread (module docstring)."""
+    cands = sorted(cands, key=lambda c: (c.start, -c.end, c.row))
+    stack: list[_Cand] = []
+    roots: list[_Cand] = []
+    for c in cands:
+        while stack and not (c.start >= stack[-1].start and c.end <= stack[-1].end):
+            stack.pop()
+        (stack[-1].children if stack else roots).append(c)
+        stack.append(c)
+    out: list[_Cand] = []
+    loops: list[_Cand] = []
+
+    def walk(c: _Cand) -> None:
+        if c.mark.loop or len(c.children) >= 2:
+            loops.append(c)
+            for ch in c.children:
+                walk(ch)
+            return
+        if len(c.children) == 1:
+            ch = c.children[0]
+            ch.mark = ch.mark.merged(c.mark)
+            ch.outer = ch.outer or c.name
+            walk(ch)
+            return
+        out.append(c)
+
+    for r in roots:
+        walk(r)
+    return out, loops
+
+
+def _mark_iterations(data: TraceData) -> tuple[str, list[_Cand], list[_Cand]] | None:
+    try:
+        nv = data.nvtx()
+        names = data.nvtx_names()
+    except Unavailable:
+        nv, names = None, []
+    if nv is not None and len(nv) and names:
+        cands = _candidates(nv.start, nv.end, nv.pid, nv.tkey, nv.name, names, parse_mark)
+        if cands:
+            source = "engine_marks" if any(c.mark.engine != "user" for c in cands) else "user_marks"
+            return source, *_nest_all(cands)
+    try:
+        py = data.python_functions()
+        pnames = data.operator_names()
+    except Unavailable:
+        return None
+    if not len(py):
+        return None
+    cands = _candidates(py.start, py.end, py.pid, py.tkey, py.name, pnames, parse_frame)
+    runner = [c for c in cands if c.mark.engine == "model_runner"]
+    if runner:
+        return "model_runner", *_nest_all(runner)
+    model = [c for c in cands if c.mark.engine == "model_forward"]
+    if model:
+        # the outermost module frames only (a model module inside another is not a pass)
+        its, _ = _nest_all(model, keep_outer=True)
+        return "model_forward", its, []
+    return None
+
+
+def _nest_all(cands: list[_Cand], keep_outer: bool = False) -> tuple[list[_Cand], list[_Cand]]:
+    by_thread: dict[tuple[int, int], list[_Cand]] = {}
+    for c in cands:
+        by_thread.setdefault((c.pid, c.tkey), []).append(c)
+    its: list[_Cand] = []
+    loops: list[_Cand] = []
+    for group in by_thread.values():
+        if keep_outer:
+            group = sorted(group, key=lambda c: (c.start, -c.end, c.row))
+            reach = -1
+            for c in group:
+                if c.start >= reach:
+                    its.append(c)
+                    reach = c.end
+            continue
+        a, b = _nest(group)
+        its += a
+        loops += b
+    return its, loops
+
+
+# -- kernels of each iteration -------------------------------------------------------------
+
+
+def _launch_times(data: TraceData) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel: launch call start, and whether it may belong to an iteration (it has a
+    launch call in the capture and is not carried)."""
+    call = kernel_launch_index(data)
+    try:
+        rt_start = data.runtime().start
+    except Unavailable:
+        rt_start = np.empty(0, np.int64)
+    ok = (call >= 0) & ~carried(data).mask
+    t = np.where(ok, rt_start[np.maximum(call, 0)] if len(rt_start) else 0, -1)
+    return t, ok
+
+
+def _assign(data: TraceData, items: list[Iteration]) -> np.ndarray:
+    k = data.kernels()
+    out = np.full(len(k), -1, dtype=np.int64)
+    if not items:
+        return out
+    t, ok = _launch_times(data)
+    pids = np.array([it.pid for it in items])
+    starts = np.array([it.start for it in items])
+    ends = np.array([it.end for it in items])
+    for pid in np.unique(pids).tolist():
+        rows = np.flatnonzero(pids == pid)
+        rows = rows[np.argsort(starts[rows], kind="stable")]
+        mine = np.flatnonzero((k.pid == pid) & ok)
+        pos = np.searchsorted(starts[rows], t[mine], side="right") - 1
+        hit = rows[np.maximum(pos, 0)]
+        inside = (pos >= 0) & (t[mine] < ends[hit])
+        out[mine[inside]] = hit[inside]
+    return out
+
+
+def _group(kernel_iter: np.ndarray, n: int) -> list[np.ndarray]:
+    idx = np.flatnonzero(kernel_iter >= 0)
+    order = idx[np.argsort(kernel_iter[idx], kind="stable")]
+    cut = np.searchsorted(kernel_iter[order], np.arange(n + 1))
+    return [order[cut[i]:cut[i + 1]] for i in range(n)]
+
+
+def _in_launch_order(data: TraceData, kidx: np.ndarray) -> np.ndarray:
+    k = data.kernels()
+    t, _ = _launch_times(data)
+    return kidx[np.lexsort((k.start[kidx], t[kidx]))]
+
+
+# -- the layer structure -------------------------------------------------------------------
+
+
+def _candidate_periods(tokens: np.ndarray) -> list[int]:
+    """The layer lengths to try: each token's most common distance to its next occurrence
+    (a kernel that runs once per layer recurs at the layer's length), the MAX_CANDIDATE_PERIODS
+    held by the most tokens."""
+    n = len(tokens)
+    if n < 2 * MIN_LAYERS:
+        return []
+    order = np.lexsort((np.arange(n), tokens))
+    same = tokens[order][1:] == tokens[order][:-1]
+    dist, tok = np.diff(order)[same], tokens[order][1:][same]
+    if len(dist) == 0:
+        return []
+    codes, (t_of, d_of) = group_codes(tok, dist)
+    pair = np.bincount(codes)
+    o = np.lexsort((d_of, -pair, t_of))
+    first = np.r_[True, t_of[o][1:] != t_of[o][:-1]]
+    per_token = d_of[o][first]
+    values, held = np.unique(per_token[per_token >= 1], return_counts=True)
+    keep = values[np.argsort(-held, kind="stable")[:MAX_CANDIDATE_PERIODS]]
+    return sorted(int(v) for v in keep)
+
+
+def layer_blocks(tokens: np.ndarray) -> tuple[int, list[tuple[int, int]]] | None:
+    """(layer length, [(first, end) of each run of at least MIN_LAYERS back-to-back repeats])
+    for the layer length whose runs cover the most of `tokens` (ties: the shorter), or None."""
+    best: tuple[int, int, list[tuple[int, int]]] | None = None
+    for p in _candidate_periods(tokens):
+        if p * MIN_LAYERS > len(tokens):
+            continue
+        match = np.r_[tokens[p:] == tokens[:-p], False]
+        edges = np.diff(np.r_[0, match.astype(np.int8)])
+        starts = np.flatnonzero(edges == 1)
+        ends = np.flatnonzero(edges == -1)
+        runs = [(int(a), int(b) + p) for a, b in zip(starts, ends, strict=False) if b - a >= (MIN_LAYERS - 1) * p]
+        if not runs:
+            continue
+        covered = sum(b - a for a, b in runs)
+        if best is None or covered > best[0] or (covered == best[0] and p < best[1]):
+            best = (covered, p, runs)
+    if best is None:
+        return None
+    _, p, runs = best
+    # A unit of two alike halves is two layers (alternating attention: sliding window, full):
+    # the layer is the half, when most positions of the runs match half a unit on.
+    while p % 2 == 0 and p >= 4:
+        h = p // 2
+        alike = [float((tokens[a + h:b] == tokens[a:b - h]).mean()) for a, b in runs if b - a > h]
+        if not alike or min(alike) < HALF_ALIKE:
+            break
+        p = h
+    return p, runs
+
+
+def layers_in(tokens: np.ndarray) -> int | None:
+    """Layers of one pass: the repeats of its longest run of the layer unit."""
+    found = layer_blocks(tokens)
+    if found is None:
+        return None
+    p, runs = found
+    return max((b - a) // p for a, b in runs)
+
+
+def passes(data: TraceData, kidx: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """The passes through the layer stack among kernels `kidx` of one process, each as
+    (its kernels, layers) (module docstring, rule 4); [] when no layer unit repeats."""
+    order = _in_launch_order(data, kidx)[:MAX_STRUCTURE_KERNELS]
+    if len(order) == 0:
+        return []
+    k = data.kernels()
+    tokens = k.name_id[order].astype(np.int64)
+    found = layer_blocks(tokens)
+    if found is None:
+        return []
+    p, runs = found
+    # Runs a layer or less apart are one stack (a layer that differs in the middle).
+    merged: list[list[int]] = []
+    for a, b in runs:
+        if merged and a - merged[-1][1] <= p:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b])
+    t, ok = _launch_times(data)
+    when = np.where(ok[order], t[order], k.start[order])
+    cuts = [0]
+    for (_, b0), (a1, _) in zip(merged, merged[1:], strict=False):
+        gaps = np.diff(when[b0 - 1:a1 + 1]) if a1 > b0 else np.array([0])
+        cuts.append(b0 + int(np.argmax(gaps)) if len(gaps) else a1)
+    cuts.append(len(order))
+    return [(order[cuts[i]:cuts[i + 1]], (merged[i][1] - merged[i][0]) // p) for i in range(len(merged))]
+
+
+def _structure(data: TraceData, kidx_by_pid: dict[int, np.ndarray]) -> list[Iteration]:
+    k = data.kernels()
+    t, ok = _launch_times(data)
+    items: list[Iteration] = []
+    for pid, kidx in kidx_by_pid.items():
+        for i, (ks, layers) in enumerate(passes(data, kidx)):
+            times = np.where(ok[ks], t[ks], k.start[ks])
+            items.append(Iteration(pid, -1, int(times.min()), int(times.max()) + 1, f"pass {i + 1}", None,
+                                   kernels=ks, layers=layers))
+    return items
+
+
+# -- numbers ----------------------------------------------------------------------------
+
+
+def _embedding_inputs(data: TraceData, items: list[Iteration]) -> list[tuple[int, ...] | None]:
+    """Per iteration: the index sizes of its first aten::embedding call, from the recorded
+    input shapes; None where none is recorded."""
+    out: list[tuple[int, ...] | None] = [None] * len(items)
+    try:
+        ops = data.operators()
+        names = data.operator_names()
+        shapes = data.operator_shapes()
+    except Unavailable:
+        return out
+    if not len(ops) or not shapes:
+        return out
+    wanted = [i for i, n in enumerate(names) if n in EMBEDDING_OPS]
+    if not wanted:
+        return out
+    rows = np.flatnonzero(np.isin(ops.name, wanted) & (ops.shape >= 0))
+    rows = rows[np.argsort(ops.start[rows], kind="stable")]
+    for j, it in enumerate(items):
+        inside = rows[(ops.pid[rows] == it.pid) & (ops.start[rows] >= it.start) & (ops.start[rows] < it.end)]
+        for r in inside.tolist():
+            dims = _index_dims(shapes[int(ops.shape[r])][0])
+            if dims:
+                out[j] = dims
+                break
+    return out
+
+
+def _index_dims(text: str) -> tuple[int, ...] | None:
+    try:
+        dims = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(dims, list) or len(dims) < 2 or not isinstance(dims[1], list):
+        return None
+    idx = dims[1]
+    if not idx or not all(isinstance(d, int) and d > 0 for d in idx) or len(idx) > 2:
+        return None
+    return tuple(idx)
+
+
+def _numbers(data: TraceData, items: list[Iteration]) -> None:
+    shapes = _embedding_inputs(data, items)
+    for it, dims in zip(items, shapes, strict=True):
+        m = it.mark
+        if m is not None and m.new_tokens is not None:
+            it.sequences, it.tokens, it.kv_tokens = m.sequences, m.new_tokens, m.kv_tokens
+            it.numbers_from = f"{m.engine} mark"
+        elif dims is not None:
+            it.tokens = math.prod(dims)
+            it.sequences = dims[0] if len(dims) == 2 else (m.sequences if m is not None else None)
+            it.numbers_from = f"aten::embedding input {list(dims)}"
+        elif m is not None and m.sequences is not None:
+            it.sequences = m.sequences
+            it.numbers_from = f"{m.engine} mark"
+        phase = m.phase if m is not None else None
+        if phase is None and it.tokens is not None and it.sequences:
+            phase = DECODE if it.tokens == it.sequences else PREFILL
+        it.phase = phase
+        if it.phase == PREFILL and it.kv_tokens is None and it.tokens is not None and m is not None \
+                and m.prefill_kv is not None:
+            it.kv_tokens = m.prefill_kv
+
+
+# -- the finder -------------------------------------------------------------------------
+
+
+def _from_cands(data: TraceData, cands: list[_Cand]) -> list[Iteration]:
+    return [Iteration(c.pid, c.tkey, c.start, c.end, c.name, c.mark, c.outer) for c in cands]
+
+
+def _merge_samplers(items: list[Iteration]) -> tuple[list[Iteration], list[str]]:
+    out: list[Iteration] = []
+    merged: list[str] = []
+    for it in items:
+        prev = out[-1] if out else None
+        phase = it.mark.phase if it.mark is not None else None
+        if (prev is not None and prev.pid == it.pid and phase != DECODE and MIXED != phase
+                and (prev.mark is None or prev.mark.phase != DECODE)
+                and len(it.kernels) <= SAMPLER_MAX_KERNELS
+                and len(it.kernels) < SAMPLER_SHARE * len(prev.kernels)):
+            prev.end = max(prev.end, it.end)
+            prev.kernels = np.concatenate([prev.kernels, it.kernels])
+            merged.append(it.name)
+            continue
+        out.append(it)
+    return out, merged
+
+
+def find(data: TraceData) -> Iterations | None:
+    """The iterations of the capture (cached), or None when none is found."""
+    return data.cached(KEY, lambda: _find(data))
+
+
+def _find(data: TraceData) -> Iterations | None:
+    k = data.kernels()
+    if len(k) == 0:
+        return None
+    found = _mark_iterations(data)
+    loops: list[_Cand] = []
+    if found is not None:
+        source, cands, loops = found
+        items = _from_cands(data, cands)
+        kernel_iter = _assign(data, items)
+        for it, ks in zip(items, _group(kernel_iter, len(items)), strict=True):
+            it.kernels = ks
+        # A loop that holds no iteration mark: cut into passes by the structure rule.
+        loop_items: list[Iteration] = []
+        for lp in loops:
+            if lp.children:
+                continue
+            inside = _assign(data, [Iteration(lp.pid, lp.tkey, lp.start, lp.end, lp.name, lp.mark)])
+            kidx = np.flatnonzero((inside == 0) & (kernel_iter < 0))
+            for it in _structure(data, {lp.pid: kidx}):
+                it.mark, it.outer = Mark("user", lp.mark.phase), lp.name
+                loop_items.append(it)
+        items += loop_items
+    else:
+        t, ok = _launch_times(data)
+        by_pid = {int(p): np.flatnonzero((k.pid == p) & ok) for p in np.unique(k.pid[ok]).tolist()}
+        items = _structure(data, by_pid)
+        source = "model_structure"
+    empty = [it.name for it in items if len(it.kernels) == 0]
+    items = sorted((it for it in items if len(it.kernels)), key=lambda it: (it.pid, it.start, it.end))
+    items, merged = _merge_samplers(items)
+    if not items:
+        return None
+    kernel_iter = np.full(len(k), -1, dtype=np.int64)
+    for i, it in enumerate(items):
+        kernel_iter[it.kernels] = i
+        if it.layers is None:
+            it.layers = layers_in(k.name_id[_in_launch_order(data, it.kernels)].astype(np.int64))
+    _numbers(data, items)
+    engines = sorted({it.mark.engine for it in items if it.mark is not None})
+    detail = _detail(source, engines, items, empty, loops, merged)
+    return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items), kernel_iter,
+                      tuple(empty), tuple(dict.fromkeys(lp.name for lp in loops)), tuple(merged))
+
+
+def _detail(source: str, engines: list[str], items: list[Iteration], empty: list[str], loops: list[_Cand],
+            merged: list[str]) -> str:
+    what = {
+        "engine_marks": f"{', '.join(engines)} iteration marks",
+        "user_marks": "user annotation ranges named for prefill and decode",
+        "model_runner": "model-runner Python frames (one call per iteration)",
+        "model_forward": "the outermost model module frame (one per forward pass)",
+        "model_structure": "the model's structure (one pass through the repeating layer stack per iteration)",
+    }[source]
+    parts = [f"{len(items)} iteration{'s' * (len(items) != 1)} from {what}"]
+    if loops:
+        names = sorted({lp.name for lp in loops})
+        parts.append(f"{len(loops)} loop range{'s' * (len(loops) != 1)} around iterations not counted "
+                     f"({', '.join(names[:3])})")
+    if merged:
+        parts.append(f"{len(merged)} first-token mark{'s' * (len(merged) != 1)} merged into the iteration before "
+                     f"({', '.join(sorted(set(merged))[:3])})")
+    if empty:
+        parts.append(f"{len(empty)} mark{'s' * (len(empty) != 1)} launched no GPU work and "
+                     f"{'are' if len(empty) != 1 else 'is'} not counted")
+    return "; ".join(parts)

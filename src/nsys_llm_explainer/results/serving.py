@@ -1,0 +1,150 @@
+"""The serving metric's result (metrics/serving.py): iterations, phases and the latency model.
+report.json `metrics.serving` is Serving.to_json(); schema/metrics/serving.json documents it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+CATEGORY_GROUPS = ("gemm", "attention", "moe", "communication", "norm_elementwise", "sampling", "other")
+
+
+@dataclass(frozen=True)
+class HostGap:
+    """What the launching thread did between the previous iteration's GPU end and this
+    iteration's first kernel: in synchronizing calls, in other CUDA calls, in none."""
+
+    sync_ns: int
+    cuda_ns: int
+    other_ns: int
+
+
+@dataclass(frozen=True)
+class IterationRow:
+    iteration: int
+    pid: int
+    name: str
+    outer: str | None
+    phase: str | None
+    sequences: int | None
+    tokens: int | None
+    kv_tokens: int | None
+    prefill_sequences: int | None
+    prefill_tokens: int | None
+    decode_sequences: int | None
+    decode_tokens: int | None
+    numbers_from: str | None
+    host_start_ns: int
+    host_end_ns: int
+    gpu_start_ns: int
+    gpu_end_ns: int
+    gpu_busy_ns: int
+    kernel_ns: int
+    kernels: int
+    launches: int
+    gap_before_ns: int | None
+    gap_host: HostGap | None
+    period_ns: int | None  # to the next iteration's first kernel (same process), None for the last
+    graph_replays: int
+    layers: int | None
+    categories: dict[str, int]  # kernel ns per CATEGORY_GROUPS entry (non-zero only)
+
+    @property
+    def gpu_span_ns(self) -> int:
+        return self.gpu_end_ns - self.gpu_start_ns
+
+    @property
+    def host_ns(self) -> int:
+        return self.host_end_ns - self.host_start_ns
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    iterations: int
+    sequences_p50: int | None
+    tokens: int | None  # new tokens over the phase's iterations (None: not known for all)
+    kv_tokens_p50: int | None
+    gpu_span_p50_ns: int
+    gpu_span_p90_ns: int
+    gpu_busy_p50_ns: int
+    gpu_busy_p90_ns: int
+    kernels_per_iteration: float
+    launches_per_iteration: float
+    period_p50_ns: int | None  # decode: the inter-token latency each sequence sees
+    period_p90_ns: int | None
+    ns_per_token: float | None  # GPU span per new token (prefill: over all its tokens)
+    tokens_per_s: float | None
+    categories: dict[str, int]  # kernel ns per CATEGORY_GROUPS entry
+    gap_ns: int  # host gaps before the phase's iterations (the first iteration has none)
+    idle_in_span_ns: int  # GPU idle inside the iterations' spans
+    host_share_pct: float | None  # (gaps + idle in spans) / (gaps + spans)
+    graph_iterations: int  # iterations that replayed a CUDA graph
+    graph_kernel_pct: float  # of the phase's kernels, those a graph replay ran
+    utilization: dict[str, Any] | None = None  # MFU (prefill) / MBU (decode), where known
+
+
+@dataclass(frozen=True)
+class LatencyFit:
+    phase: str
+    target: str  # what is fitted: "gpu_span_ns"
+    terms: dict[str, float] | None  # name -> coefficient (ns, ns per token, ...)
+    iterations: int
+    configurations: int
+    rmse_ns: float | None
+    max_error_pct: float | None
+    reason: str | None = None  # why no fit was made
+
+
+@dataclass(frozen=True)
+class Serving:
+    METRIC_ID: ClassVar[str] = "serving"
+
+    source: str
+    engine: str | None
+    detail: str
+    span_from: str  # what a GPU span is measured from
+    iterations: tuple[IterationRow, ...]
+    phases: tuple[PhaseRow, ...]
+    fits: tuple[LatencyFit, ...]
+    empty_marks: int
+    loops: tuple[str, ...]
+    merged: tuple[str, ...]
+    profiler_overhead: tuple[str, ...] = ()
+    tensor_parallel: dict[str, Any] | None = None
+    carried_kernels: int = 0
+    window_ns: int = 0  # first to last GPU work of the iterations' processes (summed per process)
+    unassigned_kernels: int = 0
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def phase(self, name: str) -> PhaseRow | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+    def of_phase(self, name: str) -> list[IterationRow]:
+        return [it for it in self.iterations if it.phase == name]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "engine": self.engine,
+            "detail": self.detail,
+            "span_from": self.span_from,
+            "iteration_count": len(self.iterations),
+            "empty_marks": self.empty_marks,
+            "loops": list(self.loops),
+            "merged": list(self.merged),
+            "carried_kernels": self.carried_kernels,
+            "window_ns": self.window_ns,
+            "unassigned_kernels": self.unassigned_kernels,
+            "profiler_overhead": list(self.profiler_overhead),
+            "tensor_parallel": self.tensor_parallel,
+            "phases": [asdict(p) for p in self.phases],
+            "fits": [asdict(f) for f in self.fits],
+            "iterations": [_iteration_json(it) for it in self.iterations],
+        }
+
+
+def _iteration_json(it: IterationRow) -> dict[str, Any]:
+    out = asdict(it)
+    out["gpu_span_ns"] = it.gpu_span_ns
+    return out

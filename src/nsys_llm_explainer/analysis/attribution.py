@@ -24,6 +24,8 @@ class KernelAttribution:
 
     def range_row(self) -> np.ndarray:
         """Per kernel: row in data.nvtx() of its innermost range, or -1."""
+        if len(self.index.order) == 0:
+            return np.full(len(self.range_pos), -1, dtype=np.int64)
         return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
 
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,7 @@ from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.iteration_marks import DECODE, MIXED, PREFILL, Mark, parse_frame, parse_mark
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 KEY = "serving_iterations"
@@ -59,6 +61,7 @@ MIN_LAYERS = 3
 SAMPLER_MAX_KERNELS = 8
 SAMPLER_SHARE = 0.1
 MAX_CANDIDATE_PERIODS = 24  # layer lengths tried by the structure rule
+PASS_PAUSE_RATIO = 3.0  # a launch gap this many times the typical one between two passes
 HALF_ALIKE = 0.75  # share of positions alike for a unit to be two layers
 MAX_STRUCTURE_KERNELS = 2_000_000  # kernels the structure rule reads per process
 EMBEDDING_OPS = ("aten::embedding",)
@@ -333,21 +336,39 @@ def passes(data: TraceData, kidx: np.ndarray) -> list[tuple[np.ndarray, int]]:
     if found is None:
         return []
     p, runs = found
-    # Runs a layer or less apart are one stack (a layer that differs in the middle).
-    merged: list[list[int]] = []
-    for a, b in runs:
-        if merged and a - merged[-1][1] <= p:
-            merged[-1][1] = b
-        else:
-            merged.append([a, b])
     t, ok = _launch_times(data)
     when = np.where(ok[order], t[order], k.start[order])
-    cuts = [0]
-    for (_, b0), (a1, _) in zip(merged, merged[1:], strict=False):
-        gaps = np.diff(when[b0 - 1:a1 + 1]) if a1 > b0 else np.array([0])
-        cuts.append(b0 + int(np.argmax(gaps)) if len(gaps) else a1)
-    cuts.append(len(order))
+    gaps = np.diff(when)
+    inside = np.concatenate([gaps[a:b - 1] for a, b in runs]) if runs else gaps
+    typical = float(np.median(inside)) if len(inside) else 0.0
+    syncs = _blocking_sync_ends(data, int(k.pid[order[0]]))
+    # Runs are one stack unless the host paused or synchronized between them (a layer that
+    # differs in the middle of the stack breaks a run without either).
+    merged: list[list[int]] = []
+    cut_at: list[int] = []
+    for a, b in runs:
+        if merged:
+            b0 = merged[-1][1]
+            seg = gaps[max(b0 - 1, 0):a]
+            pos = max(b0 - 1, 0) + int(np.argmax(seg)) if len(seg) else a
+            paused = len(seg) and float(seg.max()) >= PASS_PAUSE_RATIO * max(typical, 1.0)
+            synced = bool(((syncs > when[max(b0 - 1, 0)]) & (syncs <= when[min(a, len(when) - 1)])).any())
+            if not (paused or synced):
+                merged[-1][1] = b
+                continue
+            cut_at.append(pos + 1)
+        merged.append([a, b])
+    cuts = [0, *cut_at, len(order)]
     return [(order[cuts[i]:cuts[i + 1]], (merged[i][1] - merged[i][0]) // p) for i in range(len(merged))]
+
+
+def _blocking_sync_ends(data: TraceData, pid: int) -> np.ndarray:
+    try:
+        rt = data.runtime()
+    except Unavailable:
+        return np.empty(0, np.int64)
+    blocking = (rt.pid == pid) & (sync_kinds(data.runtime_api_names())[rt.api] == 1)
+    return np.sort(rt.end[blocking])
 
 
 def _structure(data: TraceData, kidx_by_pid: dict[int, np.ndarray]) -> list[Iteration]:
@@ -383,7 +404,9 @@ def _embedding_inputs(data: TraceData, items: list[Iteration]) -> list[tuple[int
     rows = np.flatnonzero(np.isin(ops.name, wanted) & (ops.shape >= 0))
     rows = rows[np.argsort(ops.start[rows], kind="stable")]
     for j, it in enumerate(items):
-        inside = rows[(ops.pid[rows] == it.pid) & (ops.start[rows] >= it.start) & (ops.start[rows] < it.end)]
+        # an embedding call that overlaps the iteration's host range (a pass found from its
+        # kernels starts at its first launch, inside the embedding call)
+        inside = rows[(ops.pid[rows] == it.pid) & (ops.end[rows] > it.start) & (ops.start[rows] < it.end)]
         for r in inside.tolist():
             dims = _index_dims(shapes[int(ops.shape[r])][0])
             if dims:
@@ -426,6 +449,41 @@ def _numbers(data: TraceData, items: list[Iteration]) -> None:
         if it.phase == PREFILL and it.kv_tokens is None and it.tokens is not None and m is not None \
                 and m.prefill_kv is not None:
             it.kv_tokens = m.prefill_kv
+
+
+def _phase_from_attention(data: TraceData, items: list[Iteration]) -> None:
+    """Phase of an iteration nothing else tells, from its attention kernels' names: decode
+    kernels (split-KV, paged, flash-decoding, `decode` in the name) only: decode; prefill
+    kernels (`prefill`, `varlen`, a plain flash forward) only: prefill; both or neither: None."""
+    todo = [it for it in items if it.phase is None]
+    if not todo:
+        return
+    k = data.kernels()
+    ids = np.unique(np.concatenate([k.name_id[it.kernels] for it in todo]))
+    names = data.kernel_names(ids.astype(np.int64))
+    kind = {int(i): _attention_kind(names.get(int(i), "")) for i in ids.tolist()}
+    for it in todo:
+        kinds = {kind[int(i)] for i in np.unique(k.name_id[it.kernels]).tolist()} - {None}
+        if len(kinds) == 1:
+            it.phase = kinds.pop()
+            it.numbers_from = it.numbers_from or "phase from attention kernel names"
+
+
+_DECODE_ATTN = re.compile(r"splitkv|split_kv|paged_?attention|flash_?decoding|decode|\bmmha|xqa", re.IGNORECASE)
+_PREFILL_ATTN = re.compile(r"prefill|varlen|flash_fwd_kernel|fmha|context_?attention", re.IGNORECASE)
+
+
+_ATTN_NAME = re.compile(r"flash|attn|attention|fmha|mha|xqa|mla", re.IGNORECASE)
+
+
+def _attention_kind(name: str) -> str | None:
+    if not _ATTN_NAME.search(name):
+        return None
+    if _DECODE_ATTN.search(name):
+        return DECODE
+    if _PREFILL_ATTN.search(name):
+        return PREFILL
+    return None
 
 
 # -- the finder -------------------------------------------------------------------------
@@ -497,6 +555,7 @@ def _find(data: TraceData) -> Iterations | None:
         if it.layers is None:
             it.layers = layers_in(k.name_id[_in_launch_order(data, it.kernels)].astype(np.int64))
     _numbers(data, items)
+    _phase_from_attention(data, items)
     engines = sorted({it.mark.engine for it in items if it.mark is not None})
     detail = _detail(source, engines, items, empty, loops, merged)
     return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items), kernel_iter,

@@ -46,6 +46,7 @@ tables a serving simulator is calibrated from.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,7 @@ from nsys_llm_explainer.results.serving import (
 from nsys_llm_explainer.trace.data import Unavailable
 
 LLM_WORKLOADS = ("llm_inference",)
+SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
 STRUCTURAL = ("model_forward", "model_structure")
 PHASE_ORDER = ("prefill", "mixed", "decode")
 GROUP_OF = {
@@ -89,11 +91,11 @@ GROUP_OF = {
 OVERHEAD_FLAGS = (("with_stack", "Python stack tracing"), ("profile_memory", "memory profiling"),
                   ("record_shapes", "shape recording"))
 ITERATION_COLUMNS = (
-    "iteration", "pid", "name", "outer", "phase", "sequences", "tokens", "kv_tokens", "prefill_sequences",
+    "iteration", "pid", "device", "name", "outer", "phase", "sequences", "tokens", "kv_tokens", "prefill_sequences",
     "prefill_tokens", "decode_sequences", "decode_tokens", "numbers_from", "host_start_ns", "host_end_ns",
     "gpu_start_ns", "gpu_end_ns", "gpu_span_ns", "gpu_busy_ns", "kernel_ns", "kernels", "launches",
     "gap_before_ns", "gap_host_sync_ns", "gap_host_cuda_ns", "gap_host_other_ns", "period_ns",
-    "graph_replays", "layers",
+    "graph_replays", "layers", "softmax_kernels", "softmax_ns",
 )
 KEY_COLUMNS = ("phase", "sequences", "tokens", "kv_tokens")
 OP_COLUMNS = (*KEY_COLUMNS, "iterations", "operator", "calls_per_iteration", "ns_per_iteration_mean",
@@ -145,8 +147,19 @@ def _gap_host(ctx: Context, tkey: int, lo: int, hi: int) -> HostGap:
     return HostGap(int(sync), int(total - sync), int(hi - lo - total))
 
 
+def _softmax(ctx: Context, groups: np.ndarray) -> np.ndarray:
+    """Per kernel: a softmax kernel outside the attention class (a separate score-matrix pass)."""
+    k = ctx.data.kernels()
+    ids = np.unique(k.name_id)
+    names = ctx.data.kernel_names(ids.astype(np.int64))
+    soft = np.array([bool(SOFTMAX.search(names.get(int(i), ""))) for i in ids.tolist()] or [False])
+    out = soft[np.searchsorted(ids, k.name_id)] if len(ids) else np.zeros(0, bool)
+    return out & (groups != CATEGORY_GROUPS.index("attention"))
+
+
 def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRow]:
     k = ctx.data.kernels()
+    softmax = _softmax(ctx, groups)
     call = kernel_launch_index(ctx.data)
     rt = ctx.data.runtime()
     graph = _graph_calls(ctx)
@@ -176,9 +189,12 @@ def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRo
         cat_ns = np.bincount(groups[ks], weights=k.dur[ks].astype(np.float64), minlength=len(CATEGORY_GROUPS))
         m = it.mark
         mixed = it.phase == "mixed" and m is not None
+        dev = k.device[ks]
+        ud, inv = np.unique(dev, return_inverse=True)
+        device = int(ud[np.argmax(np.bincount(inv, weights=k.dur[ks].astype(np.float64)))])
         rows.append(IterationRow(
-            iteration=i, pid=it.pid, name=it.name, outer=it.outer, phase=it.phase, sequences=it.sequences,
-            tokens=it.tokens, kv_tokens=it.kv_tokens,
+            iteration=i, pid=it.pid, device=device, name=it.name, outer=it.outer, phase=it.phase,
+            sequences=it.sequences, tokens=it.tokens, kv_tokens=it.kv_tokens,
             prefill_sequences=m.prefill_seqs if mixed else None,
             prefill_tokens=m.prefill_tokens if mixed else None,
             decode_sequences=m.decode_seqs if mixed else None,
@@ -189,6 +205,7 @@ def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRo
             gap_host=gap_host, period_ns=(next_start[i] - g0) if next_start.get(i) is not None else None,
             graph_replays=int(graph[calls].sum()) if len(graph) else 0, layers=it.layers,
             categories={CATEGORY_GROUPS[j]: int(v) for j, v in enumerate(cat_ns.tolist()) if v > 0},
+            softmax_kernels=int(softmax[ks].sum()), softmax_ns=int(k.dur[ks][softmax[ks]].sum()),
         ))
     return rows
 

@@ -23,6 +23,7 @@ class HostGap:
 class IterationRow:
     iteration: int
     pid: int
+    device: int  # the device most of its kernel time ran on
     name: str
     outer: str | None
     phase: str | None
@@ -48,6 +49,8 @@ class IterationRow:
     graph_replays: int
     layers: int | None
     categories: dict[str, int]  # kernel ns per CATEGORY_GROUPS entry (non-zero only)
+    softmax_kernels: int = 0  # softmax kernels outside the attention class (attention not fused)
+    softmax_ns: int = 0
 
     @property
     def gpu_span_ns(self) -> int:

@@ -3,14 +3,17 @@ tokenization advice only for LLM inference, TensorRT advice for TensorRT engines
 advice for generic CUDA codes.
 
 advice(topic, workload) returns the lines for that workload's group, falling back to
-"generic". Groups: llm_inference, llm_training, pytorch (pytorch_training, pytorch_inference),
-tensorrt (tensorrt_inference), generic (generic_cuda, unknown).
+"generic". Groups: llm_inference, llm_prefill (LLM inference whose serving iterations are all
+prefills: rules/engine.advice_workload; it falls back to llm_inference), llm_training, pytorch
+(pytorch_training, pytorch_inference), tensorrt (tensorrt_inference), generic (generic_cuda,
+unknown).
 """
 
 from __future__ import annotations
 
 GROUP = {
     "llm_inference": "llm_inference",
+    "llm_prefill": "llm_prefill",  # LLM inference whose serving iterations are all prefills
     "llm_training": "llm_training",
     "pytorch_training": "pytorch",
     "pytorch_inference": "pytorch",
@@ -26,6 +29,13 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "or printing of tensors between steps; read sampled tokens back once per step, asynchronously.",
             "Keep the next step queued before waiting (async scheduling: launch step N+1 before "
             "reading step N's tokens).",
+        ),
+        "llm_prefill": (
+            "Find what the prefill waits for: no `.item()`, `.cpu()` or `.tolist()` on device tensors while "
+            "the batch is prepared; build the batch's inputs in pinned memory and copy them with "
+            "`non_blocking=True`.",
+            "Queue the next batch's work before waiting on this one (the engine's overlap or async "
+            "scheduling).",
         ),
         "llm_training": (
             "Avoid host syncs inside the training step: no `.item()` on the loss every step (log every N "
@@ -67,6 +77,13 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "launch": {
+        "llm_prefill": (
+            "A prefill launches every kernel of every layer once: fuse small kernels (fused norm, rotary and "
+            "activation kernels, `torch.compile`), or use the engine's piecewise CUDA graphs for prefill "
+            "(vLLM compiles and graphs prefill pieces unless `--enforce-eager`).",
+            "Batch more prompt tokens per prefill (chunked prefill size, `--max-num-batched-tokens`) so each "
+            "launch does more work.",
+        ),
         "llm_inference": (
             "Keep CUDA graphs on for decode (vLLM/SGLang: do not run with enforce-eager; PyTorch: "
             "`torch.compile(mode='reduce-overhead')` or `torch.cuda.graphs`).",
@@ -413,6 +430,10 @@ def advice(topic: str, workload: str) -> tuple[str, ...]:
     group = GROUP.get(workload, "generic")
     if group in table:
         return table[group]
+    if group == "llm_prefill":
+        group = "llm_inference"
+        if group in table:
+            return table[group]
     if group in ("llm_inference", "llm_training") and "pytorch" in table:
         return table["pytorch"]
     return table["generic"]

@@ -22,8 +22,9 @@ import dataclasses
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
-from nsys_llm_explainer.model import Cause, Finding, MetricResult, Outcome, Schema, Severity
+from nsys_llm_explainer.model import Cause, Finding, MetricResult, Outcome, Schema, Severity, typed_result
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules import RULES, gain
 from nsys_llm_explainer.rules.advice import FAILED_ADVICE, TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
 from nsys_llm_explainer.rules.base import RuleInput
@@ -107,11 +108,20 @@ def cap_unsteady(
     return out
 
 
+def advice_workload(metrics: dict[str, Outcome], workload: str) -> str:
+    """The workload the rules' advice is chosen by: LLM inference whose serving iterations are
+    all prefills is "llm_prefill" (no decode-loop advice for a capture with no decode)."""
+    s = typed_result(metrics, Serving)
+    if workload == "llm_inference" and s is not None and s.phases and all(p.phase == "prefill" for p in s.phases):
+        return "llm_prefill"
+    return workload
+
+
 def apply_rules(
     metrics: dict[str, Outcome], options: Options, schema: Schema, warnings: list[str],
     acct: Accounting | None = None, workload: str = "unknown",
 ) -> tuple[Finding, ...]:
-    view = RuleInput(metrics, options, schema, acct or Accounting(), workload)
+    view = RuleInput(metrics, options, schema, acct or Accounting(), advice_workload(metrics, workload))
     findings: list[Finding] = []
     for rule in RULES:
         if options.select and not any(rule.id.startswith(s) for s in options.select):

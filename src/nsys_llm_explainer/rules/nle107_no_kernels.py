@@ -16,6 +16,7 @@ COMMAND = {
                  "steady-state inferences (past engine load and warm-up)"),
     "generic": ("./your_app ...", "the main loop's steady iterations (past initialization)"),
 }
+COMMAND["llm_prefill"] = COMMAND["llm_inference"]
 
 
 def recipe(workload: str) -> tuple[str, str]:

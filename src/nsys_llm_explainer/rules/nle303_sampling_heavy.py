@@ -7,7 +7,7 @@ from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 
 MEDIUM_PCT = 10.0
-LLM_WORKLOADS = ("llm_inference", "llm_training")
+LLM_WORKLOADS = ("llm_inference", "llm_prefill", "llm_training")
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:

@@ -57,6 +57,7 @@ from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 KEY = "serving_iterations"
+STRUCTURE_KEY = "serving_iterations:structure"
 MIN_LAYERS = 3
 SAMPLER_MAX_KERNELS = 8
 SAMPLER_SHARE = 0.1
@@ -65,6 +66,7 @@ PASS_PAUSE_RATIO = 3.0  # a launch gap this many times the typical one between t
 HALF_ALIKE = 0.75  # share of positions alike for a unit to be two layers
 MAX_STRUCTURE_KERNELS = 2_000_000  # kernels the structure rule reads per process
 EMBEDDING_OPS = ("aten::embedding",)
+EMBEDDING_LOOKBACK = 2  # embedding calls started before an iteration that may still overlap it
 MARK_SOURCES = ("engine_marks", "user_marks", "model_runner")
 
 
@@ -226,12 +228,15 @@ def _launch_times(data: TraceData) -> tuple[np.ndarray, np.ndarray]:
     return t, ok
 
 
-def _assign(data: TraceData, items: list[Iteration]) -> np.ndarray:
+LaunchTimes = tuple[np.ndarray, np.ndarray]  # _launch_times(): per kernel, launch start and usable
+
+
+def _assign(data: TraceData, items: list[Iteration], lt: LaunchTimes) -> np.ndarray:
     k = data.kernels()
     out = np.full(len(k), -1, dtype=np.int64)
     if not items:
         return out
-    t, ok = _launch_times(data)
+    t, ok = lt
     pids = np.array([it.pid for it in items])
     starts = np.array([it.start for it in items])
     ends = np.array([it.end for it in items])
@@ -253,9 +258,9 @@ def _group(kernel_iter: np.ndarray, n: int) -> list[np.ndarray]:
     return [order[cut[i]:cut[i + 1]] for i in range(n)]
 
 
-def _in_launch_order(data: TraceData, kidx: np.ndarray) -> np.ndarray:
+def _in_launch_order(data: TraceData, kidx: np.ndarray, lt: LaunchTimes) -> np.ndarray:
     k = data.kernels()
-    t, _ = _launch_times(data)
+    t, _ = lt
     return kidx[np.lexsort((k.start[kidx], t[kidx]))]
 
 
@@ -324,10 +329,10 @@ def layers_in(tokens: np.ndarray) -> int | None:
     return max((b - a) // p for a, b in runs)
 
 
-def passes(data: TraceData, kidx: np.ndarray) -> list[tuple[np.ndarray, int]]:
+def passes(data: TraceData, kidx: np.ndarray, lt: LaunchTimes) -> list[tuple[np.ndarray, int]]:
     """The passes through the layer stack among kernels `kidx` of one process, each as
     (its kernels, layers) (module docstring, rule 4); [] when no layer unit repeats."""
-    order = _in_launch_order(data, kidx)[:MAX_STRUCTURE_KERNELS]
+    order = _in_launch_order(data, kidx, lt)[:MAX_STRUCTURE_KERNELS]
     if len(order) == 0:
         return []
     k = data.kernels()
@@ -336,7 +341,7 @@ def passes(data: TraceData, kidx: np.ndarray) -> list[tuple[np.ndarray, int]]:
     if found is None:
         return []
     p, runs = found
-    t, ok = _launch_times(data)
+    t, ok = lt
     when = np.where(ok[order], t[order], k.start[order])
     gaps = np.diff(when)
     inside = np.concatenate([gaps[a:b - 1] for a, b in runs]) if runs else gaps
@@ -371,12 +376,12 @@ def _blocking_sync_ends(data: TraceData, pid: int) -> np.ndarray:
     return np.sort(rt.end[blocking])
 
 
-def _structure(data: TraceData, kidx_by_pid: dict[int, np.ndarray]) -> list[Iteration]:
+def _structure(data: TraceData, kidx_by_pid: dict[int, np.ndarray], lt: LaunchTimes) -> list[Iteration]:
     k = data.kernels()
-    t, ok = _launch_times(data)
+    t, ok = lt
     items: list[Iteration] = []
     for pid, kidx in kidx_by_pid.items():
-        for i, (ks, layers) in enumerate(passes(data, kidx)):
+        for i, (ks, layers) in enumerate(passes(data, kidx, lt)):
             times = np.where(ok[ks], t[ks], k.start[ks])
             items.append(Iteration(pid, -1, int(times.min()), int(times.max()) + 1, f"pass {i + 1}", None,
                                    kernels=ks, layers=layers))
@@ -403,14 +408,24 @@ def _embedding_inputs(data: TraceData, items: list[Iteration]) -> list[tuple[int
         return out
     rows = np.flatnonzero(np.isin(ops.name, wanted) & (ops.shape >= 0))
     rows = rows[np.argsort(ops.start[rows], kind="stable")]
+    dims_of: dict[int, tuple[int, ...] | None] = {}
+    by_pid = {int(p): rows[ops.pid[rows] == p] for p in np.unique(ops.pid[rows]).tolist()}
     for j, it in enumerate(items):
+        mine = by_pid.get(it.pid)
+        if mine is None or not len(mine):
+            continue
         # an embedding call that overlaps the iteration's host range (a pass found from its
-        # kernels starts at its first launch, inside the embedding call)
-        inside = rows[(ops.pid[rows] == it.pid) & (ops.end[rows] > it.start) & (ops.start[rows] < it.end)]
-        for r in inside.tolist():
-            dims = _index_dims(shapes[int(ops.shape[r])][0])
-            if dims:
-                out[j] = dims
+        # kernels starts at its first launch, inside the embedding call): the first of them
+        lo = int(np.searchsorted(ops.start[mine], it.start, side="left"))
+        hi = int(np.searchsorted(ops.start[mine], it.end, side="left"))
+        for r in [*mine[max(lo - EMBEDDING_LOOKBACK, 0):lo].tolist(), *mine[lo:hi].tolist()]:
+            if ops.end[r] <= it.start:
+                continue
+            shape = int(ops.shape[r])
+            if shape not in dims_of:
+                dims_of[shape] = _index_dims(shapes[shape][0])
+            if dims_of[shape]:
+                out[j] = dims_of[shape]
                 break
     return out
 
@@ -511,21 +526,29 @@ def _merge_samplers(items: list[Iteration]) -> tuple[list[Iteration], list[str]]
     return out, merged
 
 
-def find(data: TraceData) -> Iterations | None:
-    """The iterations of the capture (cached), or None when none is found."""
-    return data.cached(KEY, lambda: _find(data))
+def find(data: TraceData, structure: bool = False) -> Iterations | None:
+    """The iterations the capture marks (cached), or None when none is found; with
+    `structure`, else those of the model's structure (rule 4: costly on large captures, so
+    asked for only where the workload is LLM inference)."""
+    marked = data.cached(KEY, lambda: _find(data, False))
+    if marked is not None or not structure:
+        return marked
+    return data.cached(STRUCTURE_KEY, lambda: _find(data, True))
 
 
-def _find(data: TraceData) -> Iterations | None:
+def _find(data: TraceData, structure: bool) -> Iterations | None:
     k = data.kernels()
     if len(k) == 0:
         return None
     found = _mark_iterations(data)
     loops: list[_Cand] = []
+    if found is None and not structure:
+        return None
+    lt = _launch_times(data)
     if found is not None:
         source, cands, loops = found
         items = _from_cands(data, cands)
-        kernel_iter = _assign(data, items)
+        kernel_iter = _assign(data, items, lt)
         for it, ks in zip(items, _group(kernel_iter, len(items)), strict=True):
             it.kernels = ks
         # A loop that holds no iteration mark: cut into passes by the structure rule.
@@ -533,16 +556,16 @@ def _find(data: TraceData) -> Iterations | None:
         for lp in loops:
             if lp.children:
                 continue
-            inside = _assign(data, [Iteration(lp.pid, lp.tkey, lp.start, lp.end, lp.name, lp.mark)])
+            inside = _assign(data, [Iteration(lp.pid, lp.tkey, lp.start, lp.end, lp.name, lp.mark)], lt)
             kidx = np.flatnonzero((inside == 0) & (kernel_iter < 0))
-            for it in _structure(data, {lp.pid: kidx}):
+            for it in _structure(data, {lp.pid: kidx}, lt):
                 it.mark, it.outer = Mark("user", lp.mark.phase), lp.name
                 loop_items.append(it)
         items += loop_items
     else:
-        t, ok = _launch_times(data)
+        ok = lt[1]
         by_pid = {int(p): np.flatnonzero((k.pid == p) & ok) for p in np.unique(k.pid[ok]).tolist()}
-        items = _structure(data, by_pid)
+        items = _structure(data, by_pid, lt)
         source = "model_structure"
     empty = [it.name for it in items if len(it.kernels) == 0]
     items = sorted((it for it in items if len(it.kernels)), key=lambda it: (it.pid, it.start, it.end))
@@ -550,10 +573,15 @@ def _find(data: TraceData) -> Iterations | None:
     if not items:
         return None
     kernel_iter = np.full(len(k), -1, dtype=np.int64)
+    seen: dict[bytes, int | None] = {}  # iterations that launch the same kernels have the same layers
     for i, it in enumerate(items):
         kernel_iter[it.kernels] = i
         if it.layers is None:
-            it.layers = layers_in(k.name_id[_in_launch_order(data, it.kernels)].astype(np.int64))
+            tokens = k.name_id[_in_launch_order(data, it.kernels, lt)].astype(np.int64)
+            key = tokens.tobytes()
+            if key not in seen:
+                seen[key] = layers_in(tokens)
+            it.layers = seen[key]
     _numbers(data, items)
     _phase_from_attention(data, items)
     engines = sorted({it.mark.engine for it in items if it.mark is not None})

@@ -56,12 +56,13 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.iterations import Iterations, find
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.launch_pairs import GRAPH_API, launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.operators_attr import operator_attribution
-from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.analysis.stats import percentiles, rank_of
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
@@ -104,17 +105,16 @@ KERNEL_COLUMNS = (*KEY_COLUMNS, "iterations", "kernel", "category", "calls_per_i
                   "ns_per_iteration_mean", "ns_per_iteration_p50")
 
 
-def _skip_reason(ctx: Context, its: Iterations | None) -> str | None:
+def _skip_reason(its: Iterations | None, workload: str) -> str | None:
+    llm = workload in LLM_WORKLOADS
     if its is None:
-        return ("no iteration marks (vLLM, SGLang, TensorRT-LLM or prefill/decode ranges), no model-runner "
-                "frames and no repeating layer stack were found: the capture is not LLM serving or generation")
-    if its.source in STRUCTURAL:
-        wl = ctx.result("workload")
-        kind = str(wl.data.get("kind")) if wl is not None else "unknown"
-        if kind not in LLM_WORKLOADS:
-            return (f"no engine or user marks iterations, and the workload is {kind}, not LLM inference: "
-                    f"the {len(its.items)} layer pass{'es' * (len(its.items) != 1)} found are not serving "
-                    "iterations")
+        what = "no repeating layer stack was found" if llm else (
+            f"the workload is {workload}, not LLM inference (the layer structure is read only for LLM inference)")
+        return (f"no iteration marks (vLLM, SGLang, TensorRT-LLM or prefill/decode ranges) and no model-runner "
+                f"frames, and {what}: the capture is not LLM serving or generation")
+    if its.source in STRUCTURAL and not llm:
+        return (f"no engine or user marks iterations, and the workload is {workload}, not LLM inference: "
+                f"the {len(its.items)} model pass{'es' * (len(its.items) != 1)} found are not serving iterations")
     return None
 
 
@@ -134,17 +134,60 @@ def _graph_calls(ctx: Context) -> np.ndarray:
     return launch_api_mask(ctx.data.runtime_api_names(), GRAPH_API)[rt.api] if len(rt) else np.zeros(0, bool)
 
 
-def _gap_host(ctx: Context, tkey: int, lo: int, hi: int) -> HostGap:
-    """The launching thread's time in [lo, hi): in blocking sync calls, other CUDA calls, none."""
-    rt = ctx.data.runtime()
-    sel = np.flatnonzero((rt.tkey == tkey) & (rt.end > lo) & (rt.start < hi))
-    if len(sel) == 0:
-        return HostGap(0, 0, hi - lo)
-    kinds = sync_kinds(ctx.data.runtime_api_names())[rt.api[sel]]
-    s, e = np.maximum(rt.start[sel], lo), np.minimum(rt.end[sel], hi)
-    sync = intervals.union_length(s[kinds == 1], e[kinds == 1])
-    total = intervals.union_length(s, e)
-    return HostGap(int(sync), int(total - sync), int(hi - lo - total))
+class _Covered:
+    """Per thread, the union of its CUDA calls (all, and blocking synchronize calls alone) as
+    prefix sums: the time a thread spent in calls inside any window in two binary searches."""
+
+    def __init__(self, ctx: Context, tkeys: set[int]) -> None:
+        rt = ctx.data.runtime()
+        kinds = sync_kinds(ctx.data.runtime_api_names())
+        self._all: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._sync: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for tkey in tkeys:
+            mine = np.flatnonzero(rt.tkey == tkey)
+            self._all[tkey] = self._prefix(rt.start[mine], rt.end[mine])
+            blocking = mine[kinds[rt.api[mine]] == 1]
+            self._sync[tkey] = self._prefix(rt.start[blocking], rt.end[blocking])
+
+    @staticmethod
+    def _prefix(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ms, me = intervals.merge(start, end)
+        return ms, me, np.r_[0, np.cumsum(me - ms)]
+
+    @staticmethod
+    def _upto(u: tuple[np.ndarray, np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+        """Per time: the union's length before it."""
+        ms, me, cum = u
+        if len(ms) == 0:
+            return np.zeros(len(t), dtype=np.int64)
+        i = np.searchsorted(ms, t, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(t - ms[j], 0, me[j] - ms[j])
+        return np.where(i >= 0, cum[j] + inside, 0)
+
+    def gaps(self, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
+        total = np.zeros(len(lo), dtype=np.int64)
+        sync = np.zeros(len(lo), dtype=np.int64)
+        for t in np.unique(tkey).tolist():
+            m = tkey == t
+            total[m] = self._upto(self._all[t], hi[m]) - self._upto(self._all[t], lo[m])
+            sync[m] = self._upto(self._sync[t], hi[m]) - self._upto(self._sync[t], lo[m])
+        return [HostGap(int(s), int(a - s), int(b - x - a)) for s, a, b, x in
+                zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
+
+
+def _launching_thread(its: Iterations, call: np.ndarray, tkey_of_call: np.ndarray) -> np.ndarray:
+    """Per iteration: the thread that launched most of its kernels (its mark's otherwise)."""
+    out = np.array([it.tkey for it in its.items], dtype=np.int64)
+    k_it = its.kernel_iter
+    sel = np.flatnonzero((k_it >= 0) & (call >= 0))
+    if len(sel):
+        codes, (g_it, g_tk) = group_codes(k_it[sel], tkey_of_call[call[sel]])
+        count = np.bincount(codes)
+        o = np.lexsort((-count, g_it))
+        first = np.r_[True, g_it[o][1:] != g_it[o][:-1]]
+        out[g_it[o][first]] = g_tk[o][first]
+    return out
 
 
 def _softmax(ctx: Context, groups: np.ndarray) -> np.ndarray:
@@ -158,54 +201,78 @@ def _softmax(ctx: Context, groups: np.ndarray) -> np.ndarray:
 
 
 def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRow]:
+    """Every iteration's figures, for all iterations at once (group sums over the kernel ->
+    iteration map)."""
     k = ctx.data.kernels()
     softmax = _softmax(ctx, groups)
     call = kernel_launch_index(ctx.data)
     rt = ctx.data.runtime()
     graph = _graph_calls(ctx)
     items = list(its.items)
-    gpu = [(int(k.start[it.kernels].min()), int(k.end[it.kernels].max())) for it in items]
-    prev_end: dict[int, int] = {}
-    next_start: dict[int, int | None] = {}
-    by_pid: dict[int, list[int]] = {}
-    for i, it in enumerate(items):
-        by_pid.setdefault(it.pid, []).append(i)
-    for idx in by_pid.values():
-        idx.sort(key=lambda i: gpu[i][0])
-        for a, b in zip(idx, idx[1:], strict=False):
-            prev_end[b] = gpu[a][1]
-            next_start[a] = gpu[b][0]
+    n = len(items)
+    sel = np.flatnonzero(its.kernel_iter >= 0)
+    g = its.kernel_iter[sel]
+    dur = k.dur[sel].astype(np.int64)
+    gpu_start = np.full(n, np.iinfo(np.int64).max, np.int64)
+    gpu_end = np.full(n, -1, np.int64)
+    np.minimum.at(gpu_start, g, k.start[sel])
+    np.maximum.at(gpu_end, g, k.end[sel])
+    kernels = np.bincount(g, minlength=n)
+    kernel_ns = np.bincount(g, weights=dur, minlength=n).astype(np.int64)
+    busy = intervals.grouped_union(g, k.start[sel], k.end[sel], n)
+    ng = len(CATEGORY_GROUPS)
+    cat_ns = np.bincount(g * ng + groups[sel], weights=dur, minlength=n * ng).astype(np.int64).reshape(n, ng)
+    soft = softmax[sel]
+    soft_n = np.bincount(g[soft], minlength=n)
+    soft_ns = np.bincount(g[soft], weights=dur[soft], minlength=n).astype(np.int64)
+    # launches: distinct (iteration, call) pairs; graph replays: those whose call is a graph launch
+    ok = call[sel] >= 0
+    width = len(rt) + 1
+    pairs = np.unique(g[ok] * width + call[sel][ok])
+    p_it, p_call = pairs // width, pairs % width
+    launches = np.bincount(p_it, minlength=n)
+    replays = np.bincount(p_it[graph[p_call]], minlength=n) if len(graph) else np.zeros(n, np.int64)
+    # the device most of an iteration's kernel time ran on
+    codes, (d_it, d_dev) = group_codes(g, k.device[sel])
+    d_ns = np.bincount(codes, weights=dur)
+    o = np.lexsort((-d_ns, d_it))
+    first = np.r_[True, d_it[o][1:] != d_it[o][:-1]]
+    device = np.zeros(n, np.int64)
+    device[d_it[o][first]] = d_dev[o][first]
+    # the previous and the next iteration of the same process, by GPU start
+    prev_end = np.full(n, -1, np.int64)
+    next_start = np.full(n, -1, np.int64)
+    pids = np.array([it.pid for it in items])
+    for pid in np.unique(pids).tolist():
+        idx = np.flatnonzero(pids == pid)
+        idx = idx[np.argsort(gpu_start[idx], kind="stable")]
+        prev_end[idx[1:]] = gpu_end[idx[:-1]]
+        next_start[idx[:-1]] = gpu_start[idx[1:]]
+    launcher = _launching_thread(its, call, rt.tkey)
+    has_gap = np.flatnonzero((prev_end >= 0) & (gpu_start > prev_end))
+    covered = _Covered(ctx, set(launcher[has_gap].tolist()))
+    gap_host = dict(zip(has_gap.tolist(), covered.gaps(launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
+                        strict=True))
     rows = []
     for i, it in enumerate(items):
-        ks = it.kernels
-        calls = np.unique(call[ks][call[ks] >= 0])
-        tk = rt.tkey[calls]
-        tkey = int(np.bincount(tk - tk.min()).argmax() + tk.min()) if len(tk) else it.tkey
-        g0, g1 = gpu[i]
-        gap = gap_host = None
-        if i in prev_end:
-            gap = max(0, g0 - prev_end[i])
-            gap_host = _gap_host(ctx, tkey, prev_end[i], g0) if gap > 0 else HostGap(0, 0, 0)
-        cat_ns = np.bincount(groups[ks], weights=k.dur[ks].astype(np.float64), minlength=len(CATEGORY_GROUPS))
         m = it.mark
         mixed = it.phase == "mixed" and m is not None
-        dev = k.device[ks]
-        ud, inv = np.unique(dev, return_inverse=True)
-        device = int(ud[np.argmax(np.bincount(inv, weights=k.dur[ks].astype(np.float64)))])
+        gap = None if prev_end[i] < 0 else int(max(0, gpu_start[i] - prev_end[i]))
         rows.append(IterationRow(
-            iteration=i, pid=it.pid, device=device, name=it.name, outer=it.outer, phase=it.phase,
+            iteration=i, pid=it.pid, device=int(device[i]), name=it.name, outer=it.outer, phase=it.phase,
             sequences=it.sequences, tokens=it.tokens, kv_tokens=it.kv_tokens,
             prefill_sequences=m.prefill_seqs if mixed else None,
             prefill_tokens=m.prefill_tokens if mixed else None,
             decode_sequences=m.decode_seqs if mixed else None,
             decode_tokens=(m.decode_tokens if m.decode_tokens is not None else m.decode_seqs) if mixed else None,
             numbers_from=it.numbers_from, host_start_ns=it.start, host_end_ns=it.end,
-            gpu_start_ns=g0, gpu_end_ns=g1, gpu_busy_ns=int(intervals.union_length(k.start[ks], k.end[ks])),
-            kernel_ns=int(k.dur[ks].sum()), kernels=len(ks), launches=len(calls), gap_before_ns=gap,
-            gap_host=gap_host, period_ns=(next_start[i] - g0) if next_start.get(i) is not None else None,
-            graph_replays=int(graph[calls].sum()) if len(graph) else 0, layers=it.layers,
-            categories={CATEGORY_GROUPS[j]: int(v) for j, v in enumerate(cat_ns.tolist()) if v > 0},
-            softmax_kernels=int(softmax[ks].sum()), softmax_ns=int(k.dur[ks][softmax[ks]].sum()),
+            gpu_start_ns=int(gpu_start[i]), gpu_end_ns=int(gpu_end[i]), gpu_busy_ns=int(busy[i]),
+            kernel_ns=int(kernel_ns[i]), kernels=int(kernels[i]), launches=int(launches[i]), gap_before_ns=gap,
+            gap_host=None if gap is None else gap_host.get(i, HostGap(0, 0, 0)),
+            period_ns=int(next_start[i] - gpu_start[i]) if next_start[i] >= 0 else None,
+            graph_replays=int(replays[i]), layers=it.layers,
+            categories={CATEGORY_GROUPS[j]: int(v) for j, v in enumerate(cat_ns[i].tolist()) if v > 0},
+            softmax_kernels=int(soft_n[i]), softmax_ns=int(soft_ns[i]),
         ))
     return rows
 
@@ -347,79 +414,87 @@ def _key(r: IterationRow) -> tuple[Any, ...]:
     return (r.phase, r.sequences, r.tokens, r.kv_tokens)
 
 
-def _per_config(rows: list[IterationRow], per_iter: list[dict[Any, tuple[int, int]]],
-                label: str, extra: dict[Any, dict[str, Any]] | None = None) -> pd.DataFrame:
-    """Per configuration and item (operator or kernel): calls and ns per iteration."""
-    configs: dict[tuple[Any, ...], list[int]] = {}
-    for i, r in enumerate(rows):
-        configs.setdefault(_key(r), []).append(i)
-    out = []
-    for key, idx in configs.items():
-        names = sorted({n for i in idx for n in per_iter[i]}, key=str)
-        for name in names:
-            calls = np.array([per_iter[i].get(name, (0, 0))[0] for i in idx], dtype=np.int64)
-            ns = np.array([per_iter[i].get(name, (0, 0))[1] for i in idx], dtype=np.int64)
-            out.append({**dict(zip(KEY_COLUMNS, key, strict=True)), "iterations": len(idx), label: name,
-                        **(extra.get(name, {}) if extra else {}),
-                        "calls_per_iteration": round(float(calls.mean()), 3),
-                        "ns_per_iteration_mean": round(float(ns.mean()), 1),
-                        "ns_per_iteration_p50": percentiles(ns, (50,))[50]})
-    return pd.DataFrame(out)
+def _per_config(rows: list[IterationRow], it: np.ndarray, item: np.ndarray, calls: np.ndarray, ns: np.ndarray,
+                labels: list[str], label: str, extra: dict[str, list[Any]] | None = None) -> pd.DataFrame:
+    """Per configuration (KEY_COLUMNS) and item (operator or kernel), from one row per
+    (iteration, item) with its calls and ns: calls and ns per iteration, the ns mean and its
+    nearest-rank p50 over the configuration's iterations (those without the item count 0)."""
+    key_code: dict[tuple[Any, ...], int] = {}
+    cfg = np.array([key_code.setdefault(_key(r), len(key_code)) for r in rows], dtype=np.int64)
+    keys = list(key_code)
+    n_of = np.bincount(cfg, minlength=len(keys))
+    if len(it) == 0:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, "iterations", label])
+    c = cfg[it]
+    codes, (g_cfg, g_item) = group_codes(c, item)
+    ngroups = int(codes.max()) + 1
+    calls_sum = np.bincount(codes, weights=calls, minlength=ngroups)
+    ns_sum = np.bincount(codes, weights=ns, minlength=ngroups)
+    held = np.bincount(codes, minlength=ngroups)
+    n = n_of[g_cfg]
+    # p50 over n values of which n - held are zeros: the values sorted within their group
+    order = np.lexsort((ns, codes))
+    start = np.r_[0, np.cumsum(held)[:-1]]
+    q = rank_of(50, n) - 1
+    zeros = n - held
+    pos = start + np.maximum(q - zeros, 0)
+    p50 = np.where(q < zeros, 0, ns[order][np.minimum(pos, len(order) - 1)])
+    frame = pd.DataFrame({col: [keys[x][j] for x in g_cfg.tolist()] for j, col in enumerate(KEY_COLUMNS)})
+    frame["iterations"] = n
+    frame[label] = [labels[x] for x in g_item.tolist()]
+    for col, values in (extra or {}).items():
+        frame[col] = [values[x] for x in g_item.tolist()]
+    frame["calls_per_iteration"] = np.round(calls_sum / n, 3)
+    frame["ns_per_iteration_mean"] = np.round(ns_sum / n, 1)
+    frame["ns_per_iteration_p50"] = p50.astype(np.int64)
+    return frame.sort_values(["iterations", label], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 def _op_times(ctx: Context, its: Iterations, rows: list[IterationRow]) -> tuple[pd.DataFrame, str | None]:
     k = ctx.data.kernels()
     try:
         att = operator_attribution(ctx.data)
-        owner, names = att.kernel_op, ctx.data.operator_names()
-        label = att.ops.name
+        owner, names, label = att.kernel_op, ctx.data.operator_names(), att.ops.name
     except Unavailable:
         try:
-            ka = kernel_attribution(ctx.data)
-            owner = ka.range_row()
-            raw = ctx.data.nvtx_names()
-            names = [normalize(n) for n in raw]
+            owner = kernel_attribution(ctx.data).range_row()
+            names = [normalize(x) for x in ctx.data.nvtx_names()]
             label = ctx.data.nvtx().name
         except Unavailable:
             return pd.DataFrame(columns=list(OP_COLUMNS)), "no operators or NVTX ranges name the kernels' operations"
-    if not (owner >= 0).any():
+    sel = np.flatnonzero((its.kernel_iter >= 0) & (owner >= 0))
+    if len(sel) == 0:
         return pd.DataFrame(columns=list(OP_COLUMNS)), "no kernel is attributed to an operator or NVTX range"
-    per_iter = []
-    for r in rows:
-        ks = its.items[r.iteration].kernels
-        own = owner[ks]
-        sel = own >= 0
-        d: dict[Any, tuple[int, int]] = {}
-        if sel.any():
-            frame = pd.DataFrame({"op": [names[int(x)] for x in label[own[sel]]], "row": own[sel],
-                                  "ns": k.dur[ks][sel]})
-            g = frame.groupby("op", sort=False).agg(calls=("row", "nunique"), ns=("ns", "sum"))
-            d = {str(n): (int(c), int(v)) for n, c, v in zip(g.index, g["calls"], g["ns"], strict=True)}
-        per_iter.append(d)
-    return _per_config(rows, per_iter, "operator").reindex(columns=list(OP_COLUMNS)), None
+    name_code, uniq = pd.factorize(np.array(names, dtype=object), sort=False)
+    op = name_code[label[owner[sel]]]
+    it = its.kernel_iter[sel]
+    codes, (p_it, p_op) = group_codes(it, op)
+    ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
+    calls_codes, _ = group_codes(codes, owner[sel])  # distinct operator calls per (iteration, op)
+    first = np.zeros(int(calls_codes.max()) + 1, dtype=np.int64)
+    first[calls_codes] = codes
+    calls = np.bincount(first, minlength=len(ns))
+    frame = _per_config(rows, p_it, p_op, calls, ns, [str(x) for x in uniq], "operator")
+    return frame.reindex(columns=list(OP_COLUMNS)), None
 
 
 def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.DataFrame:
     k = ctx.data.kernels()
+    sel = np.flatnonzero(its.kernel_iter >= 0)
+    codes, (p_it, p_name) = group_codes(its.kernel_iter[sel], k.name_id[sel].astype(np.int64))
+    calls = np.bincount(codes)
+    ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
+    uniq, p_code = np.unique(p_name, return_inverse=True)
+    lookup = ctx.data.kernel_names(uniq.astype(np.int64))
+    labels = [lookup.get(int(x), f"(unnamed kernel #{int(x)})") for x in uniq.tolist()]
     try:
         kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
-        cat_of_name = dict(zip(kc.name_ids.tolist(), [kc.categories[c] for c in kc.name_category], strict=True))
+        cat_of = dict(zip(kc.name_ids.tolist(), [kc.categories[c] for c in kc.name_category], strict=True))
     except (UsageError, Unavailable):
-        cat_of_name = {}
-    ids = np.unique(np.concatenate([its.items[r.iteration].kernels for r in rows])) if rows else np.empty(0, int)
-    lookup = ctx.data.kernel_names(np.unique(k.name_id[ids]).astype(np.int64)) if len(ids) else {}
-    per_iter = []
-    for r in rows:
-        ks = its.items[r.iteration].kernels
-        nid = k.name_id[ks]
-        u, inv = np.unique(nid, return_inverse=True)
-        calls = np.bincount(inv, minlength=len(u))
-        ns = np.bincount(inv, weights=k.dur[ks].astype(np.float64), minlength=len(u))
-        per_iter.append({lookup.get(int(n), f"(unnamed kernel #{int(n)})"): (int(c), int(v))
-                         for n, c, v in zip(u.tolist(), calls.tolist(), ns.tolist(), strict=True)})
-    names = {lookup.get(int(n), f"(unnamed kernel #{int(n)})"): int(n) for n in np.unique(k.name_id[ids]).tolist()}
-    extra = {name: {"category": cat_of_name.get(nid, "other")} for name, nid in names.items()}
-    return _per_config(rows, per_iter, "kernel", extra).reindex(columns=list(KERNEL_COLUMNS))
+        cat_of = {}
+    cats = [cat_of.get(int(x), "other") for x in uniq.tolist()]
+    frame = _per_config(rows, p_it, p_code, calls, ns, labels, "kernel", {"category": cats})
+    return frame.reindex(columns=list(KERNEL_COLUMNS))
 
 
 def _iteration_frame(rows: list[IterationRow]) -> pd.DataFrame:
@@ -436,8 +511,10 @@ def run(ctx: Context) -> Outcome:
     k = ctx.data.kernels()
     if len(k) == 0:
         return METRIC.skipped(NO_KERNELS)
-    its = find(ctx.data)
-    why = _skip_reason(ctx, its)
+    wl = ctx.result("workload")
+    workload = str(wl.data.get("kind")) if wl is not None else "unknown"
+    its = find(ctx.data, structure=workload in LLM_WORKLOADS)
+    why = _skip_reason(its, workload)
     if why is not None:
         return METRIC.skipped(why)
     assert its is not None

@@ -55,45 +55,6 @@ NAME_COLUMNS = ("name", "category", "comm", "calls", "ns", "steps_with", "calls_
                 "ns_per_step", "per_call_ns")
 
 
-def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int) -> np.ndarray:
-    """Per group: the length of the union of its intervals [start, end)."""
-    if len(group) == 0:
-        return np.zeros(ngroups, dtype=np.int64)
-    if len(start) < 2 or bool((start[1:] >= start[:-1]).all()):
-        order = np.argsort(group, kind="stable")  # rows in time order already: group them only
-    else:
-        order = np.lexsort((start, group))
-    g = group[order]
-    # (int64 already: astype would copy each kernel-sized column a second time)
-    s, e = start[order].astype(np.int64, copy=False), end[order].astype(np.int64, copy=False)
-    del order
-    lo = int(min(s.min(), e.min()))
-    span = int(max(s.max(), e.max())) - lo + 1
-    # Groups laid end to end on one axis (group * span): a running maximum never crosses
-    # from one group into the next, so one sweep merges every group at once. Built in
-    # place: one kernel-sized temporary, not three.
-    off = g.astype(np.int64, copy=True)
-    off *= span
-    off -= lo
-    s += off
-    e += off
-    del off
-    np.maximum.accumulate(e, out=e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    np.greater(s[1:], e[:-1], out=new[1:])
-    begins = np.flatnonzero(new)
-    del new
-    ends = np.empty_like(begins)
-    ends[:-1] = begins[1:] - 1
-    ends[-1] = len(s) - 1
-    lengths = e[ends]
-    del e, ends
-    lengths -= s[begins]
-    del s
-    return np.bincount(g[begins], weights=lengths, minlength=ngroups).astype(np.int64)
-
-
 def assign(data: TraceData, steps: pd.DataFrame) -> np.ndarray:
     """Per kernel: the row of `steps` (pid, start_ns, end_ns) whose window holds its launch
     call's start (its own start without a launch call), or -1; -1 for work queued before the
@@ -196,7 +157,7 @@ def run(ctx: Context) -> Outcome:
     dur = end - start
     kernel_ns = np.bincount(st, weights=dur, minlength=n).astype(np.int64)
     kernels = np.bincount(st, minlength=n).astype(np.int64)
-    busy = grouped_union(st, start, end, n)
+    busy = intervals.grouped_union(st, start, end, n)
     del start, end
     host = _host_ns(ctx.data, steps, kstep)
     host_reason = host if isinstance(host, str) else None

@@ -52,6 +52,7 @@ READERS: dict[str, tuple[str, ...]] = {
     # work queued before the capture (analysis/carried.py) and the serving iterations
     "carried": ("steps", "step_work", "serving"),
     "serving_iterations": ("steps", "serving"),
+    "serving_iterations:structure": ("serving",),
     # compute_sources / compute_count (FLOPs per call) and the peaks per device
     "compute_instances": ("compute_efficiency", "model_utilization"),
     "compute_view": ("compute_efficiency", "model_utilization"),

@@ -235,6 +235,20 @@ def test_first_token_sampler_is_merged_and_a_mark_without_work_is_not_counted(tm
     assert it["kernels"] == len(names) + 1 and it["gpu_end_ns"] == t2 + 4_000 and it["host_end_ns"] == t2 + 20_000
 
 
+def test_decode_mbu_from_the_weight_bytes_its_gemms_read(tmp_path: Path) -> None:
+    """Without a model config, decode MBU is the bytes of the weight matrices the decode GEMMs
+    read (their recorded shapes, bf16) over the decode GPU spans x the H100's 3,350 GB/s."""
+    plan = ss.Plan(BATCHES, marks="vllm", shapes=True)
+    s = serving(run(tmp_path, plan, "kineto"))
+    dec = next(p for p in s["phases"] if p["phase"] == "decode")
+    per_iteration = plan.layers * sum(2 * k * n for name, (k, n) in ss.WEIGHTS.items() if name != ss.HEAD)
+    per_iteration += 2 * ss.HIDDEN * ss.VOCAB
+    decodes = [b for b in BATCHES if b.phase == "decode"]
+    want = 100.0 * per_iteration * len(decodes) / (sum(ss.span(b, plan) for b in decodes) / 1e9 * 3350e9)
+    assert dec["utilization"]["mbu_pct"] == pytest.approx(want, abs=0.01)
+    assert dec["utilization"]["from"].startswith("the weight bytes the decode GEMMs read")
+
+
 def test_tensor_parallel_ranks_and_one_rank_captured(tmp_path: Path) -> None:
     plan = ss.Plan(BATCHES[:6], marks="vllm", tp=1, world_size=4)
     doc = run(tmp_path, plan, "kineto")

@@ -64,6 +64,10 @@ from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.operators_attr import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
+from nsys_llm_explainer.compute.cost import OpCost
+from nsys_llm_explainer.compute.count import compute_view
+from nsys_llm_explainer.compute.device_peaks import device_peaks
+from nsys_llm_explainer.compute.dtypes import size as dtype_size
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
@@ -281,25 +285,73 @@ def _p(values: list[int], q: int) -> int:
     return percentiles(np.array(values, dtype=np.int64), (q,))[q] if values else 0
 
 
-def _utilization(ctx: Context, phase: str, n: int) -> dict[str, Any] | None:
+def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np.ndarray | None,
+                 its: Iterations) -> dict[str, Any] | None:
+    """MFU/MBU of a phase: model_utilization's phase of the same name when the steps are these
+    iterations; else, for decode, MBU from the weight bytes its GEMMs read (operator shapes)."""
     mu = ctx.result("model_utilization")
     steps = ctx.result("steps")
-    if steps is None or steps.data.get("method") != "serving_iterations":
-        reason = "the steps are not these iterations, so model_utilization's phases do not match them"
-        return {"mfu_pct": None, "mbu_pct": None, "hfu_pct": None, "from": None, "missing": reason}
+    row = None
+    if mu is not None and steps is not None and steps.data.get("method") == "serving_iterations":
+        row = next((p for p in mu.data.get("phases", []) if p.get("phase") == phase), None)
+    if row is not None and (row.get("mfu_pct") is not None or row.get("mbu_pct") is not None):
+        return {"mfu_pct": row.get("mfu_pct"), "mbu_pct": row.get("mbu_pct"), "hfu_pct": row.get("hfu_pct"),
+                "from": "model_utilization", "missing": None}
+    hfu = row.get("hfu_pct") if row is not None else None
+    if phase == "decode" and weights is not None:
+        mbu = _weight_mbu(ctx, rows, weights)
+        if mbu is not None:
+            return {"mfu_pct": None, "mbu_pct": mbu, "hfu_pct": hfu,
+                    "from": "the weight bytes the decode GEMMs read (operator shapes; KV cache not counted: a lower "
+                            "bound)", "missing": None}
     if mu is None:
         why = getattr(ctx.results.get("model_utilization"), "reason", "model_utilization did not run")
-        return {"mfu_pct": None, "mbu_pct": None, "hfu_pct": None, "from": None, "missing": why}
-    row = next((p for p in mu.data.get("phases", []) if p.get("phase") == phase), None)
-    if row is None:
+    elif row is None:
+        why = "the steps are not these iterations, so model_utilization's phases do not match them"
+    else:
+        why = "; ".join(m for m in mu.data.get("missing", []) if m.startswith(("MFU", "MBU"))) or None
+    if phase == "decode" and weights is None and why:
+        why += "; without a model, MBU needs the GEMMs' operator shapes (record_shapes)"
+    return {"mfu_pct": None, "mbu_pct": None, "hfu_pct": hfu, "from": None, "missing": why}
+
+
+def _weight_bytes(ctx: Context, its: Iterations) -> np.ndarray | None:
+    """Per iteration: the bytes of the weight matrices its forward GEMMs read (each distinct
+    call's N x K operand in its storage dtype), from recorded operator shapes; None without them."""
+    view = compute_view(ctx.data)
+    if isinstance(view, str):
         return None
-    missing = [m for m in mu.data.get("missing", []) if m.startswith(("MFU", "MBU"))]
-    return {"mfu_pct": row.get("mfu_pct"), "mbu_pct": row.get("mbu_pct"), "hfu_pct": row.get("hfu_pct"),
-            "from": "model_utilization", "missing": "; ".join(missing) or None}
+    kc = view.counted.kernel_call
+    sel = np.flatnonzero((kc >= 0) & (its.kernel_iter >= 0))
+    if len(sel) == 0:
+        return None
+    per_key = np.zeros(len(view.inst.costs), dtype=np.float64)
+    for key, cost in enumerate(view.inst.costs):
+        if (isinstance(cost, OpCost) and cost.family == "gemm" and cost.direction == "forward"
+                and int(cost.extra.get("batch", 1)) == 1 and "n" in cost.extra):  # type: ignore[call-overload]
+            per_key[key] = float(int(cost.extra["n"]) * int(cost.extra["k"]) * dtype_size(cost.dtype))  # type: ignore[call-overload]
+    width = len(its.items)
+    pairs = np.unique(kc[sel].astype(np.int64) * width + its.kernel_iter[sel])
+    call, it = pairs // width, pairs % width
+    out = np.bincount(it, weights=per_key[view.call_key[call]], minlength=width)
+    return out if out.any() else None
+
+
+def _weight_mbu(ctx: Context, rows: list[IterationRow], weights: np.ndarray) -> float | None:
+    try:
+        dp = device_peaks(ctx)
+    except UsageError:
+        return None
+    bw = dp.bandwidth(rows[0].device) if rows else float("nan")
+    span = sum(r.gpu_span_ns for r in rows)
+    total = float(sum(weights[r.iteration] for r in rows))
+    if not np.isfinite(bw) or not span or not total:
+        return None
+    return round(100.0 * total / (span / 1e9 * bw), 2)
 
 
 def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph: np.ndarray,
-               its: Iterations) -> PhaseRow:
+               its: Iterations, weights: np.ndarray | None) -> PhaseRow:
     spans = [r.gpu_span_ns for r in rows]
     busy = [r.gpu_busy_ns for r in rows]
     periods = [r.period_ns for r in rows if r.period_ns is not None]
@@ -333,7 +385,7 @@ def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph:
         host_share_pct=round(100.0 * (gaps + idle) / (gaps + span_sum), 2) if gaps + span_sum else None,
         graph_iterations=sum(1 for r in rows if r.graph_replays), graph_kernel_pct=round(
             100.0 * in_graphs / kernels, 2) if kernels else 0.0,
-        utilization=_utilization(ctx, phase, len(rows)),
+        utilization=_utilization(ctx, phase, rows, weights, its),
     )
 
 
@@ -524,7 +576,9 @@ def run(ctx: Context) -> Outcome:
     graph = _graph_calls(ctx)
     kernel_graph = np.where(call >= 0, graph[np.maximum(call, 0)] if len(graph) else False, False)
     present = [p for p in PHASE_ORDER if any(r.phase == p for r in rows)]
-    phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], kernel_graph, its) for p in present)
+    weights = _weight_bytes(ctx, its) if "decode" in present else None
+    phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], kernel_graph, its, weights)
+                   for p in present)
     fits = tuple(_fit(p, [r for r in rows if r.phase == p]) for p in present)
     outer = {it.outer for it in its.items if it.outer}
     span_from = ("the kernels launched inside each iteration's mark" if its.from_marks

@@ -54,9 +54,9 @@ READERS: dict[str, tuple[str, ...]] = {
     "serving_iterations": ("steps", "serving"),
     "serving_iterations:structure": ("serving",),
     # compute_sources / compute_count (FLOPs per call) and the peaks per device
-    "compute_instances": ("compute_efficiency", "model_utilization"),
-    "compute_view": ("compute_efficiency", "model_utilization"),
-    "compute_peaks:": ("compute_efficiency", "model_utilization"),
+    "compute_instances": ("compute_efficiency", "model_utilization", "serving"),
+    "compute_view": ("compute_efficiency", "model_utilization", "serving"),
+    "compute_peaks:": ("compute_efficiency", "model_utilization", "serving"),
     "host_source_names:": ("idle_causes",),
     # the read-back calls (analysis/readbacks.find_blocking) and the calls that drain the queue
     "readbacks": ("host_patterns", "idle_causes"),

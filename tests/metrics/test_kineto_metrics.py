@@ -117,7 +117,7 @@ def test_report_json_validates_and_every_file_renders(trace):
     _, _, report = trace
     doc = json_writer.report_dict(report)
     assert errors(doc) == []
-    assert doc["schema_version"] == "3.0" and doc["trace"]["format"] == "kineto-json"
+    assert doc["schema_version"] == "3.1" and doc["trace"]["format"] == "kineto-json"
     files = build_files(report, (Format.MD, Format.JSON, Format.CSV, Format.HTML))
     assert "tables/operators.csv" in files and "tables/operator_kernels.csv" in files
     md = files["report.md"]

@@ -15,7 +15,7 @@ from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.summary import summarize
 
-SCHEMA_VERSION = "3.0"
+SCHEMA_VERSION = "3.1"
 EXTENSION = ".json"
 
 

@@ -388,3 +388,29 @@ def test_hf_qwen_forward_pass() -> None:
     assert it["numbers_from"] == "aten::embedding input [16, 559]"
     assert it["gpu_span_ns"] == pytest.approx(34.9e6, rel=0.05)
     assert s["carried_kernels"] == 436
+
+
+def test_per_configuration_p50_counts_iterations_without_the_item_as_zero() -> None:
+    """Three decode iterations of one configuration; an operator runs in one of them (1,000 ns,
+    2 calls), another in all three (10, 20, 30 ns): means over 3 iterations, nearest-rank p50
+    (the 2nd of 3 sorted values: 0 for the first, 20 for the second)."""
+    import numpy as np
+
+    from nsys_llm_explainer.metrics.serving import _per_config
+    from nsys_llm_explainer.results.serving import IterationRow
+
+    def row(i: int) -> IterationRow:
+        return IterationRow(i, 1, 0, f"it{i}", None, "decode", 4, 4, 100, None, None, None, None, None,
+                            0, 1, 0, 1, 1, 1, 1, 1, None, None, None, 0, None, {})
+
+    rows = [row(0), row(1), row(2)]
+    it = np.array([1, 0, 1, 2])
+    item = np.array([0, 1, 1, 1])
+    calls = np.array([2, 1, 1, 1])
+    ns = np.array([1_000, 10, 20, 30])
+    frame = _per_config(rows, it, item, calls, ns, ["rare", "common"], "operator").set_index("operator")
+    assert frame.loc["rare", "calls_per_iteration"] == round(2 / 3, 3)
+    assert frame.loc["rare", "ns_per_iteration_mean"] == round(1_000 / 3, 1)
+    assert frame.loc["rare", "ns_per_iteration_p50"] == 0
+    assert frame.loc["common", "ns_per_iteration_mean"] == 20.0 and frame.loc["common", "ns_per_iteration_p50"] == 20
+    assert (frame["iterations"] == 3).all() and (frame["phase"] == "decode").all()

@@ -94,8 +94,20 @@ def test_key_numbers_come_from_the_diagnosis(built):
                                        f"({names:,} name{'s' * (names != 1)}){md(over)}")
     else:
         assert "Kernel time" not in keys
+    serving = doc["metrics"]["serving"]
+    if serving["status"] == "ok":  # a serving capture speaks of iterations, not steps
+        split = ", ".join(f"{p['iterations']:,} {p['phase']}" for p in serving["phases"])
+        assert keys["Iterations"].startswith(f"{serving['iteration_count']:,} ({split}), from ")
+        for p in serving["phases"]:
+            row = keys[p["phase"].capitalize()]
+            if p["phase"] == "decode" and p["period_p50_ns"] is not None:
+                assert row.startswith(f"{dur(p['period_p50_ns'])} per output token (p50; p90 "
+                                      f"{dur(p['period_p90_ns'])}), GPU span {dur(p['gpu_span_p50_ns'])}")
+            else:
+                assert f"GPU span {'p50 ' if p['iterations'] > 1 else ''}{dur(p['gpu_span_p50_ns'])}" in row
     steps = doc["metrics"]["steps"]
-    phases = [p for p in steps.get("phases", []) if p["steps"]] if steps["status"] == "ok" else []
+    phases = ([p for p in steps.get("phases", []) if p["steps"]]
+              if steps["status"] == "ok" and serving["status"] != "ok" else [])
     for p in phases:
         row = keys["Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"]
         if p["steps"] == 1:

@@ -312,7 +312,10 @@ def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np
         why = "; ".join(m for m in mu.data.get("missing", []) if m.startswith(("MFU", "MBU"))) or None
     if phase == "decode" and weights is None and why:
         why += "; without a model, MBU needs the GEMMs' operator shapes (record_shapes)"
-    return {"mfu_pct": None, "mbu_pct": None, "hfu_pct": hfu, "from": None, "missing": why}
+    # The reason is model_utilization's own text: its code spans stay there (in this metric's
+    # data a backtick would read as one from the trace, and the writers escape those).
+    return {"mfu_pct": None, "mbu_pct": None, "hfu_pct": hfu, "from": None,
+            "missing": why.replace("`", "") if why else None}
 
 
 def _weight_bytes(ctx: Context, its: Iterations) -> np.ndarray | None:

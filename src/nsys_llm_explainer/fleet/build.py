@@ -16,7 +16,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.fleet import robust, runs, sweep
 from nsys_llm_explainer.fleet.inputs import TraceInput
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 @dataclass

@@ -137,7 +137,7 @@ def refused_clock(comp: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str
         "method": "refused",
         "refined_by_collectives": False,
         "trust_level": "none",
-        "trust": "none: not aligned (" + "; ".join(r.split(":", 1)[0] for r in comp["reasons"]) + ")",
+        "trust": "none: not aligned (" + "; ".join(dict.fromkeys(r.split(":", 1)[0] for r in comp["reasons"])) + ")",
         "zero_ns": 0,
         "domains": [
             {"trace_index": c["trace_index"], "ranks": c["ranks"], "origin_source": c["origin_source"],

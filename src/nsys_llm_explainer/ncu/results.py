@@ -33,7 +33,7 @@ from nsys_llm_explainer.ncu.files import resolve
 from nsys_llm_explainer.ncu.launches import Launch, join
 from nsys_llm_explainer.ncu.units import number
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 MAX_RULES = 5  # ncu's own rule results kept per launch (largest estimated speedup first)
 # Compute capability (major.minor) -> architecture family (gpu_specs.ARCH_FAMILIES).
 CC_ARCH = {

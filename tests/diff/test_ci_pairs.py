@@ -215,11 +215,26 @@ def test_a_gemm_that_changed_its_tile_is_one_renamed_row(pairs: Any) -> None:
     assert doc["gate"]["tripped"] is False
 
 
-def test_different_kernels_of_one_category_are_not_matched(pairs: Any) -> None:
-    """The renamed GEMM is matched; the norm it replaces by another norm is not, without an
-    operation in common (the generator puts each under its own operator)."""
-    doc = diff_of(pairs, "a100", "a100").doc
-    assert doc["kernels"]["counts"] == {"same": 3, "renamed": 0, "new": 0, "vanished": 0}
+def test_a_gemm_no_operator_launched_is_matched_by_its_tile_family(tmp_path: Path) -> None:
+    """A PyTorch profiler pair whose GEMMs no operator launched (the attention and norm have
+    theirs): the GEMMs fall back to the library family at another tile."""
+    docs = [report_dict(explain(dp.write(dp.loop_plan(6, 60_000, gemm_name=name, gemm_op=None),
+                                         tmp_path / f"g{i}", "kineto", A100)))
+            for i, name in enumerate((dp.GEMM, dp.GEMM_OTHER_TILE))]
+    out = compare(Side("a", "report", docs[0], "BASE"), Side("b", "report", docs[1], "NEW")).doc
+    row = next(r for r in out["kernels"]["rows"] if r["match"] == "renamed")
+    assert (row["base_name"], row["new_name"], row["matched_by"]) == (dp.GEMM, dp.GEMM_OTHER_TILE, "tile")
+    assert out["kernels"]["counts"] == {"same": 2, "renamed": 1, "new": 0, "vanished": 0}
+
+
+def test_another_kernel_of_the_same_category_is_not_the_same_operation(tmp_path: Path) -> None:
+    """An RMS norm replaced by a layer norm (both "norm"), under its own operator (PyTorch
+    profiler) or with no tile shape in its name (Nsight Systems): new and vanished, not renamed."""
+    for fmt in ("nsys", "kineto"):
+        docs = [report_dict(explain(dp.write(dp.loop_plan(6, 60_000, norm=norm), tmp_path / f"{fmt}{i}", fmt, A100)))
+                for i, norm in enumerate(((dp.NORM, "aten::rms_norm"), (dp.LAYER_NORM, "aten::layer_norm")))]
+        out = compare(Side("a", "report", docs[0], "BASE"), Side("b", "report", docs[1], "NEW")).doc
+        assert out["kernels"]["counts"] == {"same": 2, "renamed": 0, "new": 1, "vanished": 1}, fmt
 
 
 def test_carried_work_is_counted_apart_not_in_the_first_step(pairs: Any) -> None:

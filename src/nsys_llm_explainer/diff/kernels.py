@@ -132,15 +132,18 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = 
     lb, ln = lb[~lb["key"].isin(both)], ln[~ln["key"].isin(both)]
     operation: dict[str, str] = {}
     if sides is not None and len(lb) and len(ln):
-        sb, sn, how = operations.signatures(*sides, lb["name"].tolist(), ln["name"].tolist())
+        sb, sn, _ = operations.signatures(*sides, lb["name"].tolist(), ln["name"].tolist())
         shared = set(sb.values()) & set(sn.values())
         if shared:
-            text = {sig: f"\x00{operations.describe(sig, how)}" for sig in shared}
+            text = {sig: f"\x00{operations.describe(sig)}" for sig in shared}
+            how = {t: operations.how_matched(sig) for sig, t in text.items()}
             ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb.get(n), "")))  # type: ignore[arg-type]
             on = ln.assign(key=ln["name"].map(lambda n: text.get(sn.get(n), "")))  # type: ignore[arg-type]
             ob, on = ob[ob["key"] != ""], on[on["key"] != ""]
-            by_op = _groups(ob).index.intersection(_groups(on).index)
-            frames.append(_pairs(by_op, _groups(ob), _groups(on), how))
+            gb_op, gn_op = _groups(ob), _groups(on)
+            by_op = gb_op.index.intersection(gn_op.index)
+            pairs = _pairs(by_op, gb_op, gn_op, "operator")
+            frames.append(pairs.assign(matched_by=pairs["key"].map(how)))
             operation = {k: k[1:] for k in by_op}
             lb = lb[~lb["name"].isin(ob["name"])]
             ln = ln[~ln["name"].isin(on["name"])]

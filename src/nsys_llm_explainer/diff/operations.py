@@ -11,7 +11,8 @@ operation's signature:
   (the report's step_work names, else the built-in category table) and, where both reports
   count them (`metrics.compute_efficiency.kernels`), its FLOPs and bytes per call rounded to
   SIGNIFICANT digits: the operation's shapes;
-- without an operator on either side: the category and the name up to its first tile shape
+- without an operator (the report records none, or none launched the kernel): the category
+  and the name up to its first tile shape
   (digit groups joined by `x`: `nvjet_hsh_` in `nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NNT`):
   the same library kernel family, its type and precision, at another tile (the tile, the
   cluster shape and the raster order that come with it change together).
@@ -98,18 +99,22 @@ def signatures(base: Side, new: Side, names_b: list[str], names_n: list[str]) ->
             cat = cats[n]
             if cat == OTHER:
                 continue
-            if by_operator:
-                if n in ops:
-                    out[n] = (ops[n], cat, work.get(n, "?") if shapes else "")
-            elif (m := _TILE.search(n)) is not None and m.start() > 0:
+            if by_operator and n in ops:
+                out[n] = (ops[n], cat, work.get(n, "?") if shapes else "")
+            elif (m := _TILE.search(n)) is not None and m.start() > 0:  # no operator launched it
                 out[n] = (cat, n[: m.start()])
         return out
 
     return one(base, names_b, ob, wb), one(new, names_n, on, wn), "operator" if by_operator else "tile"
 
 
-def describe(sig: Signature, how: str) -> str:
-    if how == "operator":
+def how_matched(sig: Signature) -> str:
+    """"operator" (operator, category, shapes) or "tile" (category, library family)."""
+    return "operator" if len(sig) == 3 else "tile"
+
+
+def describe(sig: Signature, how: str = "") -> str:
+    if len(sig) == 3:
         shapes = f", {sig[2]} per call" if sig[2] and sig[2] != "?" else ""
         return f"{sig[0]} ({sig[1]}{shapes})"
     return f"{sig[0]} kernels {sig[1]}* at another tile"

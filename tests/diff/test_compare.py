@@ -31,12 +31,6 @@ def headline(doc, key):
     return next(r for r in doc["totals"] if r["id"] == key)
 
 
-def compared(doc, base_raw, new_raw):
-    """What a raw pair becomes on the diff's basis (per step, per second or total)."""
-    b = doc["basis"]
-    return base_raw / b["base_divisor"], new_raw / b["new_divisor"]
-
-
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory):
     """gemm sped up 50 -> 40 us and renamed <128,64,2> -> <256,64,3>; norm removed; triton added."""
@@ -53,9 +47,12 @@ def changed(tmp_path_factory):
     return diff(base, new).doc
 
 
-def test_windows_equal_so_no_per_second_scaling(changed):
+def test_both_have_steps_so_the_basis_is_per_step_with_the_windows_stated(changed):
     assert changed["base"]["window_ns"] == changed["new"]["window_ns"] == STEPS * PERIOD_NS
-    assert changed["basis"]["kind"] == "total"
+    assert changed["basis"] == {
+        "kind": "per_step", "base_window_ns": STEPS * PERIOD_NS, "new_window_ns": STEPS * PERIOD_NS,
+        "reason": "both captures have complete steps: kernels and categories are compared per step; "
+                  "whole-capture totals as measured (captured windows 400 µs vs 400 µs)"}
 
 
 def test_kernel_rows_exact(changed):
@@ -133,7 +130,7 @@ def test_gate_values(changed):
 def test_trace_diffed_with_itself_is_all_zero(tmp_path):
     t = workload(tmp_path / "t.sqlite")
     doc = diff(t, t).doc
-    assert doc["basis"]["base_divisor"] == doc["basis"]["new_divisor"]
+    assert doc["basis"]["base_window_ns"] == doc["basis"]["new_window_ns"]
     assert doc["comparability"]["comparable"] is True
     for row in doc["totals"]:
         assert row["status"] == "ok", row
@@ -149,7 +146,7 @@ def test_longer_capture_is_compared_per_complete_step(tmp_path):
     base = workload(tmp_path / "short.sqlite", steps=4)
     new = workload(tmp_path / "long.sqlite", steps=8)
     doc = diff(base, new, Options(step_range="step")).doc
-    assert doc["basis"]["kind"] == "per_second"  # whole-capture totals: per second, never per step
+    assert doc["basis"]["kind"] == "per_step"  # never per second of captured window
     assert (doc["in_step"]["base_steps"], doc["in_step"]["new_steps"]) == (4, 8)
     rows = {r["id"]: r for r in doc["in_step"]["rows"]}
     assert rows["kernel_time"]["base_median"] == rows["kernel_time"]["new_median"] == 50_000 + NORM_NS + ELEMENTWISE_NS
@@ -162,29 +159,39 @@ def test_longer_capture_is_compared_per_complete_step(tmp_path):
     (p,) = doc["steps"]["phases"]
     assert (p["base_count"], p["new_count"], p["p50_delta_pct"]) == (4, 8, 0.0)
     assert p["noise"]["verdict"] == "within the noise"
+    # launches and GPU busy gate per step; the whole-capture totals stay as measured (2x)
+    gv = doc["gate_values"]
+    assert (gv["launches_pct"]["value"], gv["launches_pct"]["basis"]) == (0.0, "per_step")
+    assert (gv["gpu_busy_pct"]["value"], gv["gpu_busy_pct"]["basis"]) == (0.0, "per_step")
+    assert (gv["launch_calls_pct"]["value"], gv["launch_calls_pct"]["basis"]) == (100.0, "whole_capture")
+    launches = headline(doc, "launches")
+    assert (launches["base"], launches["new"], launches["delta_pct"]) == (3 * 4, 3 * 8, 100.0)
 
 
-def test_longer_capture_window_without_steps_is_compared_per_second(tmp_path):
-    def side(path, role):  # a report written without the steps metric
+def test_longer_capture_without_steps_compares_kernels_per_call_and_totals_as_measured(tmp_path):
+    def side(path, role):  # a report of captures without steps
         doc = report_dict(explain(path))
         doc["metrics"].pop("steps", None)
+        doc["metrics"].pop("step_work", None)
         return Side(str(path), "report", doc, role)
 
     base = side(workload(tmp_path / "short.sqlite", steps=4), "BASE")
     new = side(workload(tmp_path / "long.sqlite", steps=8), "NEW")
     doc = compare(base, new).doc
     assert (doc["base"]["window_ns"], doc["new"]["window_ns"]) == (4 * PERIOD_NS, 8 * PERIOD_NS)
-    assert doc["basis"]["kind"] == "per_second"
-    assert (doc["basis"]["base_divisor"], doc["basis"]["new_divisor"]) == (
-        4 * PERIOD_NS / 1e9,
-        8 * PERIOD_NS / 1e9,
-    )
+    assert doc["basis"]["kind"] == "per_call"
     assert doc["basis"]["reason"] == (
-        "captured windows 400 µs vs 800 µs differ by 100%: totals are per second of captured window"
+        "a capture has no complete steps: kernels are compared per call and counts as counts; whole-capture "
+        "totals as measured (captured windows 400 µs vs 800 µs)"
     )
-    for key in ("kernel_time", "launches", "sync_time"):
-        assert headline(doc, key)["delta_pct"] == pytest.approx(0.0, abs=1e-9), key
-    assert all(r["delta_pct"] == pytest.approx(0.0, abs=1e-9) for r in doc["kernels"]["rows"])
+    for key in ("kernel_time", "launches", "sync_time"):  # twice the work, as measured
+        assert headline(doc, key)["delta_pct"] == pytest.approx(100.0), key
+    assert doc["kernels"]["source"] == "totals"
+    for r in doc["kernels"]["rows"]:  # each kernel's median per call did not move
+        assert r["per_call_stat"] == "median" and r["per_call_pct"] == 0.0, r
+        assert r["new_calls"] == 2 * r["base_calls"] and r["delta_pct"] == pytest.approx(100.0)
+    gemm = next(r for r in doc["kernels"]["rows"] if r["base_name"] == GEMM_BASE)
+    assert gemm["base_per_call_ns"] == gemm["new_per_call_ns"] == 50_000
 
 
 def test_two_export_versions_of_the_same_workload_compare_equal(tmp_path):
@@ -204,8 +211,8 @@ def test_category_deltas_from_the_categories_metric(changed):
     rows = {r["category"]: r for r in cats["rows"]}
     assert (rows["gemm"]["base_ns"], rows["gemm"]["new_ns"]) == (STEPS * 50_000, STEPS * 40_000)
     assert (rows["norm"]["base_ns"], rows["norm"]["new_ns"]) == (STEPS * NORM_NS, 0)
-    b, n = compared(changed, STEPS * 50_000, STEPS * 40_000)
-    assert rows["gemm"]["delta_ns"] == pytest.approx(n - b)
+    assert rows["gemm"]["delta_ns"] == STEPS * (40_000 - 50_000)  # as measured, never scaled
+    assert (rows["gemm"]["base_kernels"], rows["gemm"]["new_kernels"]) == (STEPS, STEPS)
     assert sum(r["new_ns"] for r in cats["rows"]) == STEPS * (40_000 + EXTRA_NS + ELEMENTWISE_NS)
 
 

@@ -44,13 +44,13 @@ def test_totals_are_never_divided_by_steps_and_old_reports_check_noise_by_iqr(do
     base = side(doc, steps={"phases": [phase("decode", 4, 100_000, 120_000, 95_000, 105_000)]})
     new = side(doc, "NEW", steps={"phases": [phase("decode", 4, 103_000, 150_000)]})
     out = compare(base, new).doc
-    assert out["basis"]["kind"] == "total" and out["basis"]["base_divisor"] == 1.0
+    assert out["basis"]["kind"] == "per_call"
     (p,) = out["steps"]["phases"]
     assert (p["p50_delta_pct"], p["p90_delta_pct"]) == (3.0, 25.0)
     assert p["noise"]["base_iqr_ns"] == 10_000 and p["noise"]["median_change_ns"] == 3_000
     assert p["noise"]["exceeds_spread"] is False and p["noise"]["verdict"].startswith("within")
     kt = next(r for r in out["totals"] if r["id"] == "kernel_time")
-    assert kt["base_compared"] == kt["base"]
+    assert kt["base"] == kt["new"] == doc["metrics"]["top_kernels"]["total_kernel_ns"]
     assert out["in_step"]["status"] == "not_compared"
     assert out["in_step"]["reason"] == "the BASE report has no step_work metric"
     assert out["gate_values"]["kernel_time_pct"]["value"] is None

@@ -83,7 +83,7 @@ def test_arrivals_that_are_noise_name_no_rank(tmp_path: Path, ranks: int) -> Non
     assert b["p_value"] > blame.LEVEL / ranks and b["stands_out"] is False
     assert coll["culprit"] is None and run["headline"]["rank"] is None
     md = files(result)["fleet.md"].splitlines()[2]
-    assert md.startswith(f"**No rank stands out as making the others wait**: rank {top} ")
+    assert md.startswith(f"Clock trust: high. **No rank stands out as making the others wait**: rank {top} ")
     assert f"but binomial p = {b['p_value']:.2g} against chance" in md
 
 
@@ -146,7 +146,7 @@ def test_fleet_json_matches_its_schema_and_md_leads_with_the_verdict(planted: An
     md = out["fleet.md"].splitlines()
     assert md[0] == "# nsys-llm-explain fleet"
     s = truth["straggler"]
-    assert md[2].startswith(f"**rank {s} (report\\_{s}.sqlite) makes the others wait**")
+    assert md[2].startswith(f"Clock trust: high. **rank {s} (report\\_{s}.sqlite) makes the others wait**")
     html = out["fleet.html"]
     assert "Content-Security-Policy" in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert html.count('stroke="#dc2626"') == 1  # the straggler row is outlined, once

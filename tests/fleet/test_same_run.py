@@ -68,9 +68,13 @@ def test_forced_alignment_is_low_trust_and_blames_nobody(two_captures: Path) -> 
     run = run_fleet([two_captures], force=True).doc["runs"][0]
     assert run["comparability"]["forced"] is True
     assert run["clock"]["trust"].startswith("low (forced with --force-align): the captures never overlapped")
-    assert run["collectives"]["status"] == "error"
-    assert "cannot be true" in run["collectives"]["reason"] and "would wait" in run["collectives"]["reason"]
+    assert run["clock"]["trust_level"] == run["headline"]["trust"] == "low"
+    # at low trust no rank is named: neither who arrives last nor a straggler
+    for part in ("collectives", "stragglers"):
+        assert run[part]["status"] == "skipped"
+        assert run[part]["reason"].startswith("no rank is named at low clock trust (low (forced with --force-align)")
     assert run["headline"]["rank"] is None and run["headline"]["wait_caused_ns"] is None
+    assert run["headline"]["stragglers"] == []
 
 
 def test_cli_refuses_and_documents_the_flag(two_captures: Path, tmp_path: Path, capsys: Any) -> None:

@@ -20,7 +20,8 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 internal error (please report it); 2 usage error; "
     "3 input missing, unreadable or not a trace this tool reads (an Nsight Systems SQLite export "
     "or a PyTorch profiler JSON trace); "
-    "4 output cannot be written; 5 a --fail-on condition tripped, or none could be evaluated (diff)."
+    "4 output cannot be written; 5 a --fail-on condition tripped, none could be evaluated, or the two "
+    "captures are not comparable (diff: a gate never passes on them without --allow-incomparable)."
 )
 # The report's own: --ncu results are inputs too.
 EXPLAIN_EXIT_CODES_HELP = (

@@ -67,9 +67,17 @@ def diff_command(
             help=f"Exit {int(ExitCode.GATE)} when METRIC OP NUMBER holds, e.g. step_time_pct>5, or "
             f"on '{gate.INCOMPARABLE}' when the captures cannot be compared (repeatable or "
             f"comma-separated). Metrics: {', '.join(m for m in gate.GATE_METRICS if m != gate.INCOMPARABLE)}. "
-            "A gate none of whose conditions could be evaluated fails.",
+            "A gate none of whose conditions could be evaluated fails, and so does any gate on captures that "
+            "are not comparable (different GPUs, jobs, programs or step definitions).",
         ),
     ] = None,
+    allow_incomparable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomparable",
+            help="Evaluate the --fail-on conditions on captures that are not comparable, instead of failing.",
+        ),
+    ] = False,
     allow_unevaluated: Annotated[
         bool,
         typer.Option(
@@ -118,7 +126,7 @@ def diff_command(
             step_range=step_range,
             phase_map=PhaseMap.load(phase_map) if phase_map is not None else PhaseMap(),
         )
-        result = diff(base, new, options, conditions, allow_unevaluated)
+        result = diff(base, new, options, conditions, allow_unevaluated, allow_incomparable)
         files = diff_render.files(result, top_n)
         output.write(out, files, force=force)
         _append_summary(files[diff_render.MD_NAME])

@@ -20,10 +20,11 @@ def diff(
     options: Options | None = None,
     conditions: tuple[Condition, ...] = (),
     allow_unevaluated: bool = False,
+    allow_incomparable: bool = False,
 ) -> Diff:
     options = options or Options()
     sides = load_side(Path(base), options, "BASE"), load_side(Path(new), options, "NEW")
-    return compare(*sides, conditions, allow_unevaluated)
+    return compare(*sides, conditions, allow_unevaluated, allow_incomparable)
 
 
 __all__ = ["Diff", "Side", "compare", "diff", "load_side"]

@@ -1,11 +1,20 @@
-"""What whole-capture totals are compared on: per second of captured window, or as they are.
+"""How two captures are compared: per step, per call, and whole-capture totals as measured.
 
-Totals of two captures only compare when both cover the same work. When the captured
-windows differ by more than WINDOW_TOLERANCE, totals are divided by the window length in
-seconds; otherwise they are compared as they are. They are never divided by a step count:
-a capture's totals hold the partial steps its edges cut and the work between steps, so
-totals per step differ between two captures of the same steps. Per-step figures come from
-the work inside complete steps (in_step.py). diff.md says which basis was used.
+Nothing is divided by the captured window. A capture's window holds whatever ran around the
+work (a one-shot test is mostly idle, a window cut from a loop starts and ends mid-step), so
+"per second of captured window" moves with the window, not with the program: on a one-shot
+capture whose GEMMs got faster, the window shrinks and every unchanged count reads as a rise.
+The rule:
+
+- `per_step`: both reports have the work inside complete steps (metrics.step_work): every
+  per-step figure, kernel and category comes from it (in_step.py);
+- `per_call`: otherwise each kernel is compared per call (its median duration), and counts as
+  counts;
+- whole-capture totals (totals.py) are always shown as measured, each side's window beside
+  them, and are never divided by a step count either (a capture's totals hold the partial
+  steps its edges cut and the work between steps).
+
+diff.md says which basis was used.
 """
 
 from __future__ import annotations
@@ -16,33 +25,17 @@ from dataclasses import dataclass
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.load import Side
 
-WINDOW_TOLERANCE = 0.05  # windows within 5% of each other count as the same length
-
 
 @dataclass(frozen=True)
 class Basis:
-    kind: str  # "per_second" or "total"
-    base_divisor: float
-    new_divisor: float
+    kind: str  # "per_step" or "per_call"
+    base_window_ns: int | None
+    new_window_ns: int | None
     reason: str
 
-    @property
-    def suffix(self) -> str:
-        return {"per_second": " per second", "total": ""}[self.kind]
-
-    def base(self, value: float) -> float:
-        return value / self.base_divisor
-
-    def new(self, value: float) -> float:
-        return value / self.new_divisor
-
     def to_json(self) -> dict[str, object]:
-        return {
-            "kind": self.kind,
-            "base_divisor": self.base_divisor,
-            "new_divisor": self.new_divisor,
-            "reason": self.reason,
-        }
+        return {"kind": self.kind, "base_window_ns": self.base_window_ns,
+                "new_window_ns": self.new_window_ns, "reason": self.reason}
 
 
 def window_ns(side: Side) -> int | None:
@@ -53,25 +46,15 @@ def window_ns(side: Side) -> int | None:
     return None
 
 
-def choose(base: Side, new: Side) -> Basis:
+def choose(base: Side, new: Side, steps: bool) -> Basis:
+    """`steps`: both reports have the work inside their complete steps."""
     wb, wn = window_ns(base), window_ns(new)
-    if wb is None or wn is None:
-        return Basis("total", 1.0, 1.0, "a captured window is unknown: totals compared as they are")
-    spread = abs(wn - wb) / wb
-    windows = f"captured windows {fmt.dur(wb)} vs {fmt.dur(wn)}"
-    if spread <= WINDOW_TOLERANCE:
-        return Basis(
-            "total",
-            1.0,
-            1.0,
-            f"{windows} (within {WINDOW_TOLERANCE:.0%}): totals compared as they are",
-        )
-    return Basis(
-        "per_second",
-        wb / 1e9,
-        wn / 1e9,
-        f"{windows} differ by {spread:.0%}: totals are per second of captured window",
-    )
+    windows = f"captured windows {fmt.dur(wb) if wb else 'unknown'} vs {fmt.dur(wn) if wn else 'unknown'}"
+    if steps:
+        return Basis("per_step", wb, wn, f"both captures have complete steps: kernels and categories are "
+                     f"compared per step; whole-capture totals as measured ({windows})")
+    return Basis("per_call", wb, wn, f"a capture has no complete steps: kernels are compared per call and "
+                 f"counts as counts; whole-capture totals as measured ({windows})")
 
 
 def rel_pct(base: float, new: float) -> float:

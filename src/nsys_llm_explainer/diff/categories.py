@@ -1,20 +1,23 @@
-"""Per-category kernel time deltas, from report.json `metrics.categories`.
+"""Per-category kernel time of each whole capture as measured, from report.json
+`metrics.categories` (never divided by the captured window: basis.py), with the kernel counts
+where the report has them. Per-step category changes come from in_step.py.
 
 The global breakdown is read from the first of TABLE_KEYS holding either a list of
-{category, total_ns} rows or an object {category: ns | {total_ns: ...}}; a few key
-spellings are accepted so reports from nearby versions still compare.
+{category, total_ns[, kernel_count]} rows or an object {category: ns | {total_ns: ...}}; a few
+key spellings are accepted so reports from nearby versions still compare.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.diff.basis import Basis, json_pct, rel_pct
+from nsys_llm_explainer.diff.basis import json_pct, rel_pct
 from nsys_llm_explainer.diff.load import Side
 
 TABLE_KEYS = ("global", "categories", "by_category", "totals")
 NAME_KEYS = ("category", "name")
 NS_KEYS = ("total_ns", "kernel_ns", "time_ns", "ns")
+COUNT_KEYS = ("kernel_count", "calls", "count")
 
 
 def _ns(value: Any) -> float | None:
@@ -64,23 +67,38 @@ def read(side: Side) -> dict[str, float] | str:
     return f"{side.role}: metrics.categories has no global table of kernel time per category"
 
 
-def compare(base: Side, new: Side, basis: Basis) -> dict[str, Any]:
+def counts(side: Side) -> dict[str, int]:
+    """category -> kernel count, where the global table has them."""
+    m = side.metric("categories") or {}
+    rows: list[Any] = next((m[k] for k in TABLE_KEYS if isinstance(m.get(k), list)), [])
+    out: dict[str, int] = {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("category"), str):
+            continue
+        n = next((row[k] for k in COUNT_KEYS if isinstance(row.get(k), int) and not isinstance(row.get(k), bool)),
+                 None)
+        if n is not None:
+            out[row["category"]] = out.get(row["category"], 0) + n
+    return out
+
+
+def compare(base: Side, new: Side) -> dict[str, Any]:
     tb, tn = read(base), read(new)
     if isinstance(tb, str) or isinstance(tn, str):
         return {"status": "not_compared", "reason": tb if isinstance(tb, str) else tn, "rows": []}
+    cb, cn = counts(base), counts(new)
     rows: list[dict[str, Any]] = []
     for cat in sorted(set(tb) | set(tn)):
         b, n = tb.get(cat, 0.0), tn.get(cat, 0.0)
-        bc, nc = basis.base(b), basis.new(n)
         rows.append(
             {
                 "category": cat,
                 "base_ns": b,
                 "new_ns": n,
-                "base_compared_ns": round(bc, 3),
-                "new_compared_ns": round(nc, 3),
-                "delta_ns": round(nc - bc, 3),
-                "delta_pct": json_pct(rel_pct(bc, nc)),
+                "delta_ns": round(n - b, 3),
+                "delta_pct": json_pct(rel_pct(b, n)),
+                "base_kernels": cb.get(cat, 0) if cb else None,
+                "new_kernels": cn.get(cat, 0) if cn else None,
             }
         )
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["category"]))

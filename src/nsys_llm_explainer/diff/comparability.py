@@ -3,11 +3,12 @@
 Each check reads both report.json documents and gives `same`, `differs` or `unknown` (a side
 does not record it). A check that differs is blocking when a change it causes would read as
 a change of the program (the hardware, the job's shape, the program itself, the unit a step
-stands for); the others are cautions:
+stands for); the others are cautions. What cannot be checked is said, never taken as the
+same: GPU models that a capture does not record make the check `unknown`, with a caution.
 
 | check | blocking when |
 |---|---|
-| gpus: GPU models and count of devices that ran kernels | the models or the count differ |
+| gpus: GPU models and count of devices that ran kernels | the models or the count differ (unknown models: caution) |
 | world: world size and rank (distributedInfo; NCCL ranks in nsys) | world sizes differ (another rank: caution) |
 | versions: trace format, profiler/exporter versions | never (caution) |
 | kernels: kernel time whose kernel names occur on both sides | under MIN_OVERLAP of either side's kernel time |
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.load import Side
@@ -45,10 +48,16 @@ class Check:
     verdict: str  # "same", "differs" or "unknown"
     blocking: bool
     detail: str
+    caution: bool = False  # an unknown worth a caution (what it does not know matters)
+
+    @property
+    def cautious(self) -> bool:
+        return not self.blocking and (self.verdict == "differs" or (self.verdict == "unknown" and self.caution))
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "base": self.base, "new": self.new,
-                "verdict": self.verdict, "blocking": self.blocking, "detail": self.detail}
+                "verdict": self.verdict, "blocking": self.blocking, "caution": self.cautious,
+                "detail": self.detail}
 
 
 @dataclass
@@ -62,7 +71,7 @@ class Comparability:
 
     @property
     def cautions(self) -> list[str]:
-        return [c.detail for c in self.checks if c.verdict == "differs" and not c.blocking]
+        return [c.detail for c in self.checks if c.cautious]
 
     @property
     def comparable(self) -> bool:
@@ -113,10 +122,14 @@ def _gpus(base: Side, new: Side) -> Check:
                      "the GPUs of one side are unknown (no kernels)")
     known = "unknown model" not in b and "unknown model" not in n
     same_models = sorted(set(b)) == sorted(set(n))
-    if len(b) == len(n) and (same_models or not known):
-        verdict = "same" if same_models else "unknown"
-        detail = f"{gpu_text(b)} on both sides" if same_models else "GPU models are not recorded on one side"
-        return Check("gpus", label, gpu_text(b), gpu_text(n), verdict, False, detail)
+    if len(b) == len(n) and not known:
+        which = ("neither capture records" if all(m == "unknown model" for m in b + n)
+                 else "a capture does not record")
+        return Check("gpus", label, gpu_text(b), gpu_text(n), "unknown", False,
+                     f"{which} its GPU model: whether both ran on the same GPU cannot be checked "
+                     f"({len(b)} GPU{'s' if len(b) != 1 else ''} on each side)", caution=True)
+    if len(b) == len(n) and same_models:
+        return Check("gpus", label, gpu_text(b), gpu_text(n), "same", False, f"{gpu_text(b)} on both sides")
     what = []
     if known and not same_models:
         what.append("different GPU models")
@@ -211,7 +224,10 @@ def step_definition(side: Side) -> tuple[str | None, float | None]:
     st = side.metric("steps")
     method = (st or {}).get("method")
     if sw and sw.get("steps"):
-        return sw.get("steps_method") or method, sw["kernels"] / sw["steps"]
+        # the statistic the per-step table shows: the median over the steps
+        per = (sw.get("per_step") or {}).get("kernels")
+        mid = float(np.median(per)) if isinstance(per, list) and per else sw["kernels"] / sw["steps"]
+        return sw.get("steps_method") or method, mid
     if st:
         phases = [p for p in st.get("phases", []) if isinstance(p, dict)]
         n = sum(int(p.get("steps", 0)) for p in phases)

@@ -3,8 +3,9 @@
 Order of reasoning: first whether the captures can be compared (comparability.py), then the
 per-step changes from the work inside complete steps with their intervals (in_step.py), the
 headline that leads with the largest change beyond the noise (lead.py), then the per-phase
-step times, kernels, categories, the critical path's composition (critical_path.py),
-findings and whole-capture totals.
+step times, kernels (per step, else per call), categories, the critical path's composition
+(critical_path.py), findings and whole-capture totals as measured (basis.py: nothing is
+divided by the captured window). A gate never passes on captures that are not comparable.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.render.json_writer import plain
 from nsys_llm_explainer.trace.formats import source_text
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "3.0"
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,21 @@ def _side_info(side: Side, steps_found: dict[str, steps.PhaseSteps] | str) -> di
         "window_ns": window_ns(side),
         "steps": steps.total_steps(steps_found),
         "complete_steps": comparability.complete_steps(side),
+        "carried": carried(side),
         "steps_method": method,
         "kernels_per_step": None if per_step is None else round(per_step, 2),
         "devices": [g.get("device_id") for g in t.get("gpus", []) if isinstance(g, dict)],
         "gpus": comparability.used_gpus(side),
         "world": comparability.world(side),
     }
+
+
+def carried(side: Side) -> dict[str, Any] | None:
+    """Work queued before the capture (metrics.steps.carried): in no step, counted apart."""
+    c = (side.metric("steps") or {}).get("carried")
+    if not isinstance(c, dict) or not isinstance(c.get("kernels"), int):
+        return None
+    return {"kernels": c["kernels"], "kernel_ns": c.get("kernel_ns"), "busy_ns": c.get("busy_ns")}
 
 
 def _max_change(rows: list[dict[str, Any]], key: str) -> gate.GateValue:
@@ -77,10 +87,17 @@ def _step_value(rows: list[dict[str, Any]], row_id: str, reason: str | None) -> 
     return float(r["change_pct"]), None
 
 
+PER_STEP_GATES = frozenset({"step_time_pct", "kernel_time_pct", "host_time_pct"})
+WHOLE_CAPTURE_GATES = frozenset({"gpu_busy_pct", "gpu_idle_pct", "launches_pct", "launch_calls_pct",
+                                 "sync_time_pct", "nvtx_coverage_pp"})
+
+
 def _gate_values(
     head: dict[str, float | str], st: dict[str, Any], kern: dict[str, Any], found: dict[str, Any],
     step_rows: list[dict[str, Any]], in_step_reason: str | None, comp: comparability.Comparability,
+    per_step: set[str],
 ) -> dict[str, gate.GateValue]:
+    """Every gate value; `per_step` receives the whole-capture ones computed per step instead."""
     def num(key: str) -> gate.GateValue:
         v = head[key]
         return (None, v) if isinstance(v, str) else (v, None)
@@ -88,6 +105,12 @@ def _gate_values(
     out: dict[str, gate.GateValue] = {
         f"{k}_pct": num(k) for k in ("gpu_busy", "gpu_idle", "launches", "launch_calls", "sync_time")
     }
+    if in_step_reason is None:  # both have complete steps: these two per step where computed
+        for key, row_id in (("gpu_busy_pct", "gpu_busy"), ("launches_pct", "kernels")):
+            value = _step_value(step_rows, row_id, None)
+            if value[0] is not None:
+                out[key] = value
+                per_step.add(key)
     out[gate.INCOMPARABLE] = (0.0 if comp.comparable else 1.0, None)
     out["step_time_pct"] = _step_value(step_rows, "step_time", in_step_reason)
     out["kernel_time_pct"] = _step_value(step_rows, "kernel_time", in_step_reason)
@@ -106,6 +129,16 @@ def _gate_values(
     out["new_findings"] = (float(len(found["appeared"])), None)
     out["new_high_findings"] = (float(len(found["new_high"])), None)
     return out
+
+
+def _gate_basis(key: str, stepped: set[str]) -> str:
+    """What a gate value is computed on: per complete step, the whole capture as measured, the
+    step latency per phase, or a count."""
+    if key in PER_STEP_GATES or key in stepped:
+        return "per_step"
+    if key in WHOLE_CAPTURE_GATES:
+        return "whole_capture"
+    return "per_phase" if key.startswith("step_p") else "count"
 
 
 def _warnings(base: Side, new: Side, kern: dict[str, Any]) -> list[str]:
@@ -143,11 +176,16 @@ def _work(side: Side) -> in_step.Work | str:
         return f"{side.role}: metrics.step_work lacks fields the per-step comparison reads ({exc})"
 
 
-def _in_step(wb: in_step.Work | str, wn: in_step.Work | str) -> dict[str, Any]:
+def _in_step(wb: in_step.Work | str, wn: in_step.Work | str, base: Side, new: Side) -> dict[str, Any]:
     if isinstance(wb, str) or isinstance(wn, str):
         reason = wb if isinstance(wb, str) else str(wn)
         return {"status": "not_compared", "reason": reason, "rows": [], "categories": []}
+    cb, cn = carried(base), carried(new)
     return {"status": "ok", "reason": None, **in_step.summary(wb, wn),
+            "base_carried_kernels": cb["kernels"] if cb else None,
+            "base_carried_ns": cb["kernel_ns"] if cb else None,
+            "new_carried_kernels": cn["kernels"] if cn else None,
+            "new_carried_ns": cn["kernel_ns"] if cn else None,
             "rows": in_step.step_rows(wb, wn), "categories": in_step.category_rows(wb, wn)}
 
 
@@ -161,24 +199,24 @@ def _labels(kern: dict[str, Any]) -> Labels:
 
 
 def compare(
-    base: Side, new: Side, conditions: tuple[gate.Condition, ...] = (), allow_unevaluated: bool = False
+    base: Side, new: Side, conditions: tuple[gate.Condition, ...] = (), allow_unevaluated: bool = False,
+    allow_incomparable: bool = False,
 ) -> Diff:
     sb, sn = steps.read(base), steps.read(new)
     wb, wn = _work(base), _work(new)
-    basis = choose(base, new)
-    total_rows, total_changes = totals_mod.totals(base, new, basis)
-    kern = _guarded(
-        "kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, basis, wb, wn
-    )
+    basis = choose(base, new, isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work))
+    total_rows, total_changes = totals_mod.totals(base, new)
+    kern = _guarded("kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, wb, wn)
     comp = comparability.check(base, new, kern)
     gpus = comp.check("gpus")
     hardware = f"from {gpus.base} to {gpus.new}" if gpus is not None and comp.hardware_changed else None
     st = steps.compare(base, new, sb, sn, wb, wn)
-    per_step = _in_step(wb, wn)
+    per_step = _in_step(wb, wn, base, new)
     found = findings.compare(base, new, hardware)
     head = lead.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
                       _labels(kern), per_step["reason"], hardware)
-    values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp)
+    stepped: set[str] = set()
+    values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp, stepped)
     frame = kern.pop("frame")
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -190,17 +228,18 @@ def compare(
         "in_step": per_step,
         "steps": st,
         "kernels": kern,
-        "categories": _guarded("category", {"rows": []}, categories.compare, base, new, basis),
+        "categories": _guarded("category", {"rows": []}, categories.compare, base, new),
         "critical_path": _guarded("critical path", {"rows": [], "categories": []}, critical_path.compare,
                                   base, new),
         "findings": found,
         "basis": basis.to_json(),
         "totals": total_rows,
-        "devices": _guarded("GPU", {"rows": []}, totals_mod.devices, base, new, basis),
+        "devices": _guarded("GPU", {"rows": []}, totals_mod.devices, base, new),
         "gate_values": {
-            k: {"value": gate.json_number(v), "reason": why} for k, (v, why) in values.items()
+            k: {"value": gate.json_number(v), "reason": why, "basis": _gate_basis(k, stepped)}
+            for k, (v, why) in values.items()
         },
-        "gate": gate.evaluate(conditions, values, allow_unevaluated),
+        "gate": gate.evaluate(conditions, values, allow_unevaluated, tuple(comp.reasons), allow_incomparable),
         "warnings": _warnings(base, new, kern),
     }
     return Diff(plain(doc), frame)

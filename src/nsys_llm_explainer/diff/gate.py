@@ -3,12 +3,15 @@ and the bare condition `incomparable` (the captures cannot be compared: diff.jso
 comparability.comparable is false).
 
 Values ending in `_pct` are relative changes in percent: per complete step for the step,
-kernel and host time (the Hodges-Lehmann estimate of diff.json `in_step`), on the comparison
-basis of the whole-capture totals for the others; `_pp` values are changes in percentage
-points; the others are counts.
+kernel and host time, and for launches and GPU busy time when both captures have complete
+steps (the Hodges-Lehmann estimates of diff.json `in_step`); whole-capture totals as measured
+otherwise (never scaled per second of captured window); `_pp` values are changes in
+percentage points; the others are counts.
 
-A gate none of whose conditions could be evaluated fails (it checked nothing), unless
-allow_unevaluated is set (--allow-unevaluated).
+A gate never passes on captures the diff calls not comparable: any gate on such a pair fails
+(its conditions are still evaluated and listed), unless allow_incomparable is set
+(--allow-incomparable). A gate none of whose conditions could be evaluated fails (it checked
+nothing), unless allow_unevaluated is set (--allow-unevaluated).
 """
 
 from __future__ import annotations
@@ -31,11 +34,14 @@ GATE_METRICS: dict[str, str] = {
     "step_p90_pct": "largest change of p90 step latency over the phases compared (%)",
     "kernel_time_pct": "change of kernel time per complete step, from the kernels inside steps (%)",
     "host_time_pct": "change of host time outside CUDA calls per complete step (%)",
-    "gpu_busy_pct": "change of GPU busy time, all devices, whole capture (%)",
-    "gpu_idle_pct": "change of GPU idle time, all devices, whole capture (%)",
-    "launches_pct": "change of the number of kernels launched, whole capture (%)",
-    "launch_calls_pct": "change of the number of launch API calls, graph launches included, whole capture (%)",
-    "sync_time_pct": "change of blocking synchronization time, whole capture (%)",
+    "gpu_busy_pct": "change of GPU busy time: per complete step when both captures have steps, else all devices, "
+    "whole capture as measured (%)",
+    "gpu_idle_pct": "change of GPU idle time, all devices, whole capture as measured (%)",
+    "launches_pct": "change of the number of kernels launched: per complete step when both captures have steps, "
+    "else whole capture as measured (%)",
+    "launch_calls_pct": "change of the number of launch API calls, graph launches included, whole capture as "
+    "measured (%)",
+    "sync_time_pct": "change of blocking synchronization time, whole capture as measured (%)",
     "nvtx_coverage_pp": "change of NVTX coverage of kernel time (percentage points)",
     "new_findings": "rule ids that fire on NEW but not on BASE",
     "new_high_findings": "rule ids with a high-severity finding on NEW but not on BASE",
@@ -96,10 +102,13 @@ def parse(values: Iterable[str] | None) -> tuple[Condition, ...]:
 
 
 def evaluate(
-    conditions: tuple[Condition, ...], values: dict[str, GateValue], allow_unevaluated: bool = False
+    conditions: tuple[Condition, ...], values: dict[str, GateValue], allow_unevaluated: bool = False,
+    incomparable: tuple[str, ...] = (), allow_incomparable: bool = False,
 ) -> dict[str, Any]:
     """diff.json `gate`: each condition tripped, passed or not evaluated (value unknown); the
-    gate trips when a condition does, or when none could be evaluated (unless allowed)."""
+    gate trips when a condition does, when none could be evaluated (unless allowed), or, when
+    there is any condition, when the captures are not comparable (`incomparable`: the reasons;
+    unless allowed): a gate must not pass on a pair the diff itself calls not comparable."""
     results = []
     for c in conditions:
         value, why = values.get(c.metric, (None, "the value is unknown"))
@@ -119,11 +128,16 @@ def evaluate(
             }
         )
     none = bool(results) and all(r["status"] == "not_evaluated" for r in results)
+    refused = bool(results) and bool(incomparable) and not allow_incomparable
     return {
         "conditions": results,
         "allow_unevaluated": allow_unevaluated,
         "unevaluated": none,
-        "tripped": any(r["status"] == "tripped" for r in results) or (none and not allow_unevaluated),
+        "allow_incomparable": allow_incomparable,
+        "incomparable": refused,
+        "incomparable_reasons": list(incomparable) if results else [],
+        "tripped": (any(r["status"] == "tripped" for r in results) or (none and not allow_unevaluated)
+                    or refused),
     }
 
 

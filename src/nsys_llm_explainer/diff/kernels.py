@@ -1,16 +1,24 @@
-"""Per-kernel deltas: match kernels by name across the two reports.
+"""Per-kernel deltas: match kernels across the two reports, by name, then by operation.
 
-Matching runs in two passes so identical names never merge with their neighbours:
-exact names present on both sides match first; the remaining names on each side are
-grouped by their normalized form (names.normalize) and a group found on both sides is a
-"renamed" match (a template instance or numeric suffix changed). What is left is "new"
-or "vanished". Kernels are summed over devices.
+Matching runs in three passes so identical names never merge with their neighbours:
+exact names present on both sides match first (`matched_by: name`); the remaining names on
+each side are grouped by their normalized form (names.normalize) and a group found on both
+sides is a "renamed" match (`normalized_name`: a template instance or numeric suffix
+changed); the names still left are grouped by the operation they implement
+(operations.py: the operator, its shapes and the category, or the same library kernel at
+another tile) and a group found on both sides is "renamed" too (`operator` or `tile`). What
+is left is "new" or "vanished". Kernels are summed over devices.
 
 When both reports have the work inside their complete steps (metrics.step_work), every
 figure is per complete step from that work (`source: in_step`): calls and time per step,
 time per call, and the Hodges-Lehmann changes of time per step and per call with their
-intervals (in_step.py). Otherwise whole-capture totals are compared on the diff's basis
-(`source: totals`). Rows are sorted by the absolute change of compared time.
+intervals (in_step.py); the per-call figures shown beside the change are the medians it is
+about (`per_call_stat: median`), the mean (time / calls) only where report.json keeps no
+series for the name. Otherwise (`source: totals`) each kernel is compared per call, on its
+median duration (metrics.top_kernels p50_ns; over several devices or names, the
+calls-weighted median of theirs), and its calls and time as measured over the whole
+capture, never divided by the captured window. Rows are sorted by the absolute change of
+compared time.
 """
 
 from __future__ import annotations
@@ -20,8 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.diff import in_step
-from nsys_llm_explainer.diff.basis import Basis
+from nsys_llm_explainer.diff import in_step, operations, peaks
 from nsys_llm_explainer.diff.load import Side
 from nsys_llm_explainer.diff.names import normalize
 
@@ -49,7 +56,15 @@ COLUMNS = (
     "time_delta_ns",
     "beyond_noise",
     "category",
+    "matched_by",
+    "operation",
+    "per_call_stat",
+    "base_peak_pct",
+    "base_peak_of",
+    "new_peak_pct",
+    "new_peak_of",
 )
+BASE_COLUMNS = COLUMNS[:8] + ("matched_by", "operation")
 NAME_SEP = " | "  # joins several names of one renamed group in the CSV
 
 
@@ -76,8 +91,25 @@ def _groups(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def match(fb: pd.DataFrame, fn: pd.DataFrame) -> pd.DataFrame:
-    """One row per matched kernel (or group), new kernel or vanished kernel; raw figures."""
+def _pairs(key: pd.Index, gb: pd.DataFrame, gn: pd.DataFrame, how: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "key": key,
+            "match": "renamed",
+            "base_name": gb.loc[key, "name"].to_numpy(),
+            "new_name": gn.loc[key, "name"].to_numpy(),
+            "base_calls": gb.loc[key, "calls"].to_numpy(),
+            "new_calls": gn.loc[key, "calls"].to_numpy(),
+            "base_total_ns": gb.loc[key, "total_ns"].to_numpy(),
+            "new_total_ns": gn.loc[key, "total_ns"].to_numpy(),
+            "matched_by": how,
+        }
+    )
+
+
+def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = None) -> pd.DataFrame:
+    """One row per matched kernel (or group), new kernel or vanished kernel; raw figures.
+    `sides`: the two reports, for matching what names leave by operation (operations.py)."""
     same = fb.merge(fn, on="name", suffixes=("_b", "_n"))
     same = pd.DataFrame(
         {
@@ -89,33 +121,45 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame) -> pd.DataFrame:
             "new_calls": same["calls_n"],
             "base_total_ns": same["total_ns_b"],
             "new_total_ns": same["total_ns_n"],
+            "matched_by": "name",
         }
     )
     lb = fb[~fb["name"].isin(fn["name"])].assign(key=lambda d: d["name"].map(normalize))
     ln = fn[~fn["name"].isin(fb["name"])].assign(key=lambda d: d["name"].map(normalize))
     gb, gn = _groups(lb), _groups(ln)
     both = gb.index.intersection(gn.index)
-    renamed = pd.DataFrame(
-        {
-            "key": both,
-            "match": "renamed",
-            "base_name": gb.loc[both, "name"].to_numpy(),
-            "new_name": gn.loc[both, "name"].to_numpy(),
-            "base_calls": gb.loc[both, "calls"].to_numpy(),
-            "new_calls": gn.loc[both, "calls"].to_numpy(),
-            "base_total_ns": gb.loc[both, "total_ns"].to_numpy(),
-            "new_total_ns": gn.loc[both, "total_ns"].to_numpy(),
-        }
-    )
-    vanished = _side_frame(lb[~lb["key"].isin(both)], "base").assign(match="vanished")
-    added = _side_frame(ln[~ln["key"].isin(both)], "new").assign(match="new")
-    frames = [f for f in (same, renamed, vanished, added) if len(f)]
+    frames = [same, _pairs(both, gb, gn, "normalized_name")]
+    lb, ln = lb[~lb["key"].isin(both)], ln[~ln["key"].isin(both)]
+    operation: dict[str, str] = {}
+    if sides is not None and len(lb) and len(ln):
+        sb, sn, _ = operations.signatures(*sides, lb["name"].tolist(), ln["name"].tolist())
+        shared = set(sb.values()) & set(sn.values())
+        if shared:
+            text = {sig: f"\x00{operations.describe(sig)}" for sig in shared}
+            how = {t: operations.how_matched(sig) for sig, t in text.items()}
+            ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb.get(n), "")))  # type: ignore[arg-type]
+            on = ln.assign(key=ln["name"].map(lambda n: text.get(sn.get(n), "")))  # type: ignore[arg-type]
+            ob, on = ob[ob["key"] != ""], on[on["key"] != ""]
+            gb_op, gn_op = _groups(ob), _groups(on)
+            by_op = gb_op.index.intersection(gn_op.index)
+            pairs = _pairs(by_op, gb_op, gn_op, "operator")
+            frames.append(pairs.assign(matched_by=pairs["key"].map(how)))
+            operation = {k: k[1:] for k in by_op}
+            lb = lb[~lb["name"].isin(ob["name"])]
+            ln = ln[~ln["name"].isin(on["name"])]
+    vanished = _side_frame(lb, "base").assign(match="vanished", matched_by=None)
+    added = _side_frame(ln, "new").assign(match="new", matched_by=None)
+    frames += [vanished, added]
+    frames = [f for f in frames if len(f)]
     out = (
-        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS[:8]))
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(BASE_COLUMNS))
     )
+    out["operation"] = out["key"].map(operation) if operation else None
+    if operation:  # the group's key: its operation, readable
+        out["key"] = out["key"].map(lambda k: operation.get(k, k))
     for col in ("base_calls", "new_calls", "base_total_ns", "new_total_ns"):
         out[col] = pd.to_numeric(out[col]).fillna(0).astype(np.int64)
-    return out
+    return out.loc[:, list(BASE_COLUMNS)]
 
 
 def _frame(w: in_step.Work) -> pd.DataFrame:
@@ -123,19 +167,30 @@ def _frame(w: in_step.Work) -> pd.DataFrame:
     return _per_name({"kernels": [{"name": n, "calls": c, "total_ns": t} for n, c, t in rows]})
 
 
+CHANGE_COLUMNS = COLUMNS[12:23]  # base_per_call_ns .. category
+NO_CHANGE = {"change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": None, "beyond_noise": False,
+             "base_median": None, "new_median": None}
+
+
 def _with_changes(rows: pd.DataFrame, wb: in_step.Work, wn: in_step.Work) -> pd.DataFrame:
-    """Per-call and per-step-time changes (Hodges-Lehmann, with intervals) of matched rows."""
-    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS[12:]}
+    """Per-call and per-step-time changes (Hodges-Lehmann, with intervals) of matched rows;
+    the per-call figures beside them are the medians the change is about."""
+    cols: dict[str, list[Any]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
     for r in rows.itertuples(index=False):
         bc, nc = int(r.base_calls), int(r.new_calls)
-        cols["base_per_call_ns"].append(round(r.base_total_ns / bc, 1) if bc else None)
-        cols["new_per_call_ns"].append(round(r.new_total_ns / nc, 1) if nc else None)
         if r.match in ("same", "renamed"):
             ch = in_step.kernel_changes(wb, wn, r.base_name, r.new_name, NAME_SEP)
             pc, tm = ch["per_call"], ch["time"]
         else:
-            pc = tm = {"change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": None,
-                       "beyond_noise": False}
+            pc = tm = NO_CHANGE
+        if pc["base_median"] is not None:
+            cols["base_per_call_ns"].append(round(pc["base_median"], 1))
+            cols["new_per_call_ns"].append(round(pc["new_median"], 1))
+            cols["per_call_stat"].append("median")
+        else:
+            cols["base_per_call_ns"].append(round(r.base_total_ns / bc, 1) if bc else None)
+            cols["new_per_call_ns"].append(round(r.new_total_ns / nc, 1) if nc else None)
+            cols["per_call_stat"].append("mean")
         cols["per_call_pct"].append(pc["change_pct"])
         cols["per_call_low_pct"].append(pc["low_pct"])
         cols["per_call_high_pct"].append(pc["high_pct"])
@@ -149,7 +204,66 @@ def _with_changes(rows: pd.DataFrame, wb: in_step.Work, wn: in_step.Work) -> pd.
     return rows.assign(**cols)
 
 
-def compare(base: Side, new: Side, basis: Basis, wb: in_step.Work | str | None = None,
+def weighted_median(pairs: list[tuple[float, float]]) -> float | None:
+    """The median of values given as (value, weight) pairs: the smallest value at or past half
+    the total weight (the lower median, as numpy's on an even count of equal weights averages)."""
+    pairs = sorted(p for p in pairs if p[1] > 0)
+    total = sum(w for _, w in pairs)
+    if not total:
+        return None
+    run = 0.0
+    for i, (v, w) in enumerate(pairs):
+        run += w
+        if run > total / 2:
+            return v
+        if run == total / 2:
+            return (v + pairs[i + 1][0]) / 2 if i + 1 < len(pairs) else v
+    return pairs[-1][0]
+
+
+def _p50s(m: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """name -> [(median duration, calls)] per device (metrics.top_kernels)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for k in m.get("kernels", []):
+        if isinstance(k, dict) and isinstance(k.get("p50_ns"), int | float) and k.get("calls"):
+            out.setdefault(str(k["name"]), []).append((float(k["p50_ns"]), float(k["calls"])))
+    return out
+
+
+def _per_call(rows: pd.DataFrame, mb: dict[str, Any], mn: dict[str, Any]) -> pd.DataFrame:
+    """Without steps: each row's median duration per call on both sides and its change."""
+    pb, pn = _p50s(mb), _p50s(mn)
+
+    def median(table: dict[str, list[tuple[float, float]]], names: Any) -> float | None:
+        if not isinstance(names, str) or not names:
+            return None
+        return weighted_median([p for n in names.split(NAME_SEP) for p in table.get(n, [])])
+
+    cols: dict[str, list[Any]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
+    for r in rows.itertuples(index=False):
+        b, n = median(pb, r.base_name), median(pn, r.new_name)
+        cols["base_per_call_ns"].append(None if b is None else round(b, 1))
+        cols["new_per_call_ns"].append(None if n is None else round(n, 1))
+        cols["per_call_stat"].append("median")
+        pct = round(100.0 * (n - b) / b, 4) if b and n is not None and r.match in ("same", "renamed") else None
+        cols["per_call_pct"].append(pct)
+        for c in ("per_call_low_pct", "per_call_high_pct", "time_pct", "time_low_pct", "time_high_pct",
+                  "time_delta_ns"):
+            cols[c].append(None)
+        cols["beyond_noise"].append(False)
+        cols["category"].append(None)
+    return rows.assign(**cols)
+
+
+def _peaks(rows: pd.DataFrame, base: Side, new: Side) -> pd.DataFrame:
+    tb, tn = peaks.of_side(base), peaks.of_side(new)
+    b = [peaks.of_names(tb, x, NAME_SEP) for x in rows["base_name"].tolist()]
+    n = [peaks.of_names(tn, x, NAME_SEP) for x in rows["new_name"].tolist()]
+    return rows.assign(base_peak_pct=[x["pct"] for x in b], base_peak_of=[x["of"] for x in b],
+                       new_peak_pct=[x["pct"] for x in n], new_peak_of=[x["of"] for x in n])
+
+
+def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
             wn: in_step.Work | str | None = None) -> dict[str, Any]:
     """diff.json `kernels`, plus the rows as a frame for tables/diff_kernels.csv."""
     mb, mn = base.metric("top_kernels"), new.metric("top_kernels")
@@ -159,11 +273,11 @@ def compare(base: Side, new: Side, basis: Basis, wb: in_step.Work | str | None =
     steps = isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
     if steps:
         assert isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
-        rows = match(_frame(wb), _frame(wn))
+        rows = match(_frame(wb), _frame(wn), (base, new))
         db, dn = float(wb.steps), float(wn.steps)
     else:
-        rows = match(_per_name(mb), _per_name(mn))
-        db, dn = basis.base_divisor, basis.new_divisor
+        rows = match(_per_name(mb), _per_name(mn), (base, new))
+        db = dn = 1.0
     rows["base_compared_ns"] = (rows["base_total_ns"] / db).round(3)
     rows["new_compared_ns"] = (rows["new_total_ns"] / dn).round(3)
     bc, nc = rows["base_total_ns"] / db, rows["new_total_ns"] / dn
@@ -171,10 +285,8 @@ def compare(base: Side, new: Side, basis: Basis, wb: in_step.Work | str | None =
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(bc > 0, 100.0 * (nc - bc) / bc, np.nan)
     rows["delta_pct"] = np.round(pct, 4)
-    if steps:
-        rows = _with_changes(rows, wb, wn)  # type: ignore[arg-type]
-    else:
-        rows = rows.assign(**{c: None for c in COLUMNS[12:]}).assign(beyond_noise=False)
+    rows = _with_changes(rows, wb, wn) if steps else _per_call(rows, mb, mn)  # type: ignore[arg-type]
+    rows = _peaks(rows, base, new)
     rows = (
         rows.assign(_abs=rows["delta_ns"].abs())
         .sort_values(
@@ -196,6 +308,7 @@ def compare(base: Side, new: Side, basis: Basis, wb: in_step.Work | str | None =
         "source": "in_step" if steps else "totals",
         "name_modes": list(modes),
         "counts": counts,
+        "by_operation": int((rows["matched_by"].isin(("operator", "tile"))).sum()),
         "rows": records,
         "frame": rows,
     }

@@ -158,8 +158,9 @@ def _summary(doc: dict[str, Any]) -> str:
 
 
 def verdict(diff: Diff) -> str:
-    """One line: FAIL with the tripped conditions (or a gate that checked nothing), PASS, or
-    DIFF when no gate was given; then the headline."""
+    """One line: FAIL with the tripped conditions (or a gate on captures that are not
+    comparable, or one that checked nothing), PASS, or DIFF when no gate was given; then the
+    headline."""
     doc = diff.doc
     summary = _summary(doc)
     gate = doc["gate"]
@@ -167,9 +168,13 @@ def verdict(diff: Diff) -> str:
     tripped = [c for c in conds if c["status"] == "tripped"]
     unknown = [c["expression"] for c in conds if c["status"] == "not_evaluated"]
     tail = f"; not evaluated: {', '.join(unknown)}" if unknown else ""
+    why = ", ".join(f"{c['expression']} (value {gate_value(c['value'])})" for c in tripped)
+    refused = ("not comparable, so no gate passes (--allow-incomparable evaluates its conditions anyway)"
+               if gate.get("incomparable") and any(c["metric"] != "incomparable" for c in conds) else "")
     if tripped:
-        why = ", ".join(f"{c['expression']} (value {gate_value(c['value'])})" for c in tripped)
-        return f"FAIL: {why}; {summary}{tail}"
+        return f"FAIL: {why}{'; ' + refused if refused else ''}; {summary}{tail}"
+    if refused:
+        return f"FAIL: {refused}; {summary}{tail}"
     if gate.get("unevaluated"):
         if gate.get("tripped"):
             return (f"FAIL: none of the {len(conds)} --fail-on conditions could be evaluated "
@@ -177,7 +182,9 @@ def verdict(diff: Diff) -> str:
         return f"PASS: no condition could be evaluated (--allow-unevaluated); {summary}{tail}"
     if conds:
         checked = f"{len(conds) - len(unknown)} of {len(conds)} conditions checked"
-        return f"PASS: {checked}, none tripped; {summary}{tail}"
+        allowed = " on captures that are not comparable (--allow-incomparable)" if gate.get(
+            "incomparable_reasons") else ""
+        return f"PASS: {checked}, none tripped{allowed}; {summary}{tail}"
     return f"DIFF: {summary} (no --fail-on given)"
 
 

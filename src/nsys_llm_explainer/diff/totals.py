@@ -1,19 +1,20 @@
-"""Whole-capture totals from report.json, each on the comparison basis (per second of captured
-window, or as they are). Per-step figures never come from here: they come from the work inside
-complete steps (in_step.py), since whole-capture totals hold the partial steps at the capture
-edges and the work between steps."""
+"""Whole-capture totals from report.json, as measured: never divided by the captured window nor
+by a step count (basis.py says why); diff.md states each side's window beside them. Per-step
+figures never come from here: they come from the work inside complete steps (in_step.py),
+since whole-capture totals hold the partial steps at the capture edges and the work between
+steps."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from nsys_llm_explainer.diff.basis import Basis, json_pct, rel_pct
+from nsys_llm_explainer.diff.basis import json_pct, rel_pct
 from nsys_llm_explainer.diff.load import Side
 
 Getter = Callable[[dict[str, Any]], float]
 
-# (id, label, metric, getter, unit); "ns" and "count" are divided by the basis, "fraction" is not.
+# (id, label, metric, getter, unit); a "fraction" changes in percentage points.
 HEADLINE: tuple[tuple[str, str, str, Getter, str], ...] = (
     ("kernel_time", "Total kernel time", "top_kernels", lambda m: m["total_kernel_ns"], "ns"),
     ("launches", "Kernels launched", "top_kernels", lambda m: m["kernel_count"], "count"),
@@ -57,24 +58,18 @@ def _value(side: Side, metric_id: str, getter: Getter) -> float | str:
     return v  # ints stay ints so raw totals in diff.json are exact
 
 
-def delta_row(
-    key: str, label: str, unit: str, b: float, n: float, basis: Basis | None
-) -> dict[str, Any]:
-    """Raw values plus the compared (normalized) values and their change."""
-    bc, nc = (basis.base(b), basis.new(n)) if basis is not None else (b, n)
+def delta_row(key: str, label: str, unit: str, b: float, n: float) -> dict[str, Any]:
+    """Both values as measured and their change."""
     return {
         "id": key,
         "label": label,
         "unit": unit,
         "status": "ok",
         "reason": None,
-        "normalized": basis is not None and basis.kind != "total",
         "base": b,
         "new": n,
-        "base_compared": round(bc, 3),
-        "new_compared": round(nc, 3),
-        "delta": round(nc - bc, 6),
-        "delta_pct": json_pct(rel_pct(bc, nc)),
+        "delta": round(n - b, 6),
+        "delta_pct": json_pct(rel_pct(b, n)),
     }
 
 
@@ -85,19 +80,14 @@ def missing_row(key: str, label: str, unit: str, reason: str) -> dict[str, Any]:
         "unit": unit,
         "status": "not_compared",
         "reason": reason,
-        "normalized": False,
         "base": None,
         "new": None,
-        "base_compared": None,
-        "new_compared": None,
         "delta": None,
         "delta_pct": None,
     }
 
 
-def totals(
-    base: Side, new: Side, basis: Basis
-) -> tuple[list[dict[str, Any]], dict[str, float | str]]:
+def totals(base: Side, new: Side) -> tuple[list[dict[str, Any]], dict[str, float | str]]:
     """Rows for diff.json `totals`, and relative change (or the reason) by row id for gates."""
     rows: list[dict[str, Any]] = []
     changes: dict[str, float | str] = {}
@@ -108,16 +98,13 @@ def totals(
             rows.append(missing_row(key, label, unit, reason))
             changes[key] = reason
             continue
-        row = delta_row(key, label, unit, b, n, basis if unit != "fraction" else None)
-        rows.append(row)
-        changes[key] = (
-            100.0 * (n - b) if unit == "fraction" else rel_pct(basis.base(b), basis.new(n))
-        )
+        rows.append(delta_row(key, label, unit, b, n))
+        changes[key] = 100.0 * (n - b) if unit == "fraction" else rel_pct(b, n)
     return rows, changes
 
 
-def devices(base: Side, new: Side, basis: Basis) -> dict[str, Any]:
-    """diff.json `devices`: busy and idle per GPU; idle % changes in percentage points."""
+def devices(base: Side, new: Side) -> dict[str, Any]:
+    """diff.json `devices`: busy and idle per GPU as measured; idle % changes in percentage points."""
     mb, mn = base.metric("gpu_idle"), new.metric("gpu_idle")
     if mb is None or mn is None:
         return {
@@ -139,9 +126,7 @@ def devices(base: Side, new: Side, basis: Basis) -> dict[str, Any]:
             row[f"{side}_idle_ns"] = d["idle_ns"] if d else None
             row[f"{side}_idle_pct"] = d["idle_pct"] if d else None
         if b and n:
-            row["busy_delta_pct"] = json_pct(
-                rel_pct(basis.base(b["busy_ns"]), basis.new(n["busy_ns"]))
-            )
+            row["busy_delta_pct"] = json_pct(rel_pct(b["busy_ns"], n["busy_ns"]))
             row["idle_pct_delta_pp"] = round(n["idle_pct"] - b["idle_pct"], 4)
         else:
             row["busy_delta_pct"] = row["idle_pct_delta_pp"] = None

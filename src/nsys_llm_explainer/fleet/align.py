@@ -171,10 +171,12 @@ def align(ranks: list[dict[str, Any]]) -> Clock:
     offs = {d: base[d] + fix[d][0] for d in domains}
     zero = min(r["window_start_ns"] + offs[r["trace_index"]] for r in ranks)
     refined = [c for c in corrections.values() if c is not None]
+    trust = _trust(method, refined, len(domains))
     doc = {
         "method": method,
         "refined_by_collectives": bool(refined),
-        "trust": _trust(method, refined, len(domains)) + (
+        "trust_level": trust.split(":", 1)[0],
+        "trust": trust + (
             f"; a correction by collective end times of up to {max(abs(v) for v in rejected.values()) / 1e9:,.3f} s "
             "was not applied: no host clock is that far off, so the collectives matched are not the same ones"
             if rejected else ""),

@@ -16,7 +16,7 @@ from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.fleet import robust, runs, sweep
 from nsys_llm_explainer.fleet.inputs import TraceInput
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 
 @dataclass
@@ -36,6 +36,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
     labels = list(by_label)
     built: list[runs.Run] = []
     sweep_rows = []
+    sweep_members: list[tuple[str, list[dict[str, Any]]]] = []
     for li in sweep.order(labels):
         label = labels[li]
         members = [(i, inputs[i].path, s) for i in by_label[label] if results[i]["ok"]
@@ -45,6 +46,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         run = runs.build(label, inputs[by_label[label][0]].labels, members, k, force_align)
         built.append(run)
         sweep_rows.append(sweep.row(run.doc, [m[2] for m in members]))
+        sweep_members.append((label, [m[2] for m in members]))
     traces = [
         {"path": t.path, "label": t.label, "format": r.get("format"), "ok": bool(r["ok"]),
          "error": r["error"], "ranks": len(r["ranks"]), "warnings": int(r.get("warnings", 0))}
@@ -75,7 +77,8 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
                    "skipped": list(skipped or []), "duplicates": [dict(d) for d in duplicates or []]},
         "traces": traces,
         "runs": [r.doc for r in built],
-        "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None}
+        "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None,
+                  "check": sweep.check(sweep_members)}
         if len(built) > 1 else None,
     }
     doc["verdict"] = verdict_line(doc)

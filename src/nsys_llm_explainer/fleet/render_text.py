@@ -24,10 +24,10 @@ def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
     comp = run.get("comparability") or {}
     if comp.get("refused"):
         return (f"**Not aligned, not compared**: {md('; '.join(comp['reasons']))}. The ranks are listed on "
-                "their own clocks; no rank is named (--force-align compares them anyway).")
-    prefix = ""
+                "their own clocks; no rank is named (--force-align compares them anyway). Clock trust: none.")
+    prefix = f"Clock trust: {run['clock'].get('trust_level') or 'unknown'}. "
     if comp.get("forced"):
-        prefix = f"**Forced alignment (--force-align), low trust**: {md('; '.join(comp['reasons']))}. "
+        prefix += f"**Forced alignment (--force-align), low trust**: {md('; '.join(comp['reasons']))}. "
     return prefix + _aligned_verdict(run, md)
 
 
@@ -35,6 +35,11 @@ def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
     h = run["headline"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
+    if run["clock"].get("trust_level") == "low":
+        text = (f"**No rank is named**: the clocks are low trust ({md(run['clock']['trust'])}), so neither who "
+                "arrives last nor who lags behind is known.")
+        caution = "; ".join((run.get("comparability") or {}).get("cautions") or [])
+        return text + (f" Caution: {md(caution)}." if caution else "")
     if coll.get("status") == "error":
         text = f"**No rank is blamed for collective wait**: {md(coll['reason'])}."
     elif h["wait_caused_ns"]:
@@ -93,7 +98,9 @@ def verdict(doc: dict[str, Any], plain: bool = False) -> str:
     if len(runs) == 1:
         text = _run_verdict(runs[0], plain)
     else:
-        text = f"Sweep of {len(runs)} runs; per run: " + " ".join(
+        check = (doc.get("sweep") or {}).get("check") or {}
+        how = (check["text"] if plain else md(check["text"])) if check else "compared as runs"
+        text = f"Sweep of {len(runs)} runs, {how}; per run: " + " ".join(
             f"[{r['label'] if plain else md(r['label'])}] {_run_verdict(r, plain)}" for r in runs)
     return text.replace("**", "") if plain else text
 
@@ -208,6 +215,11 @@ def _captures(run: dict[str, Any]) -> list[str]:
     text = overlap_text(run)
     if text:
         out += ["", text]
+    rows = comp.get("evidence") or []
+    if rows:
+        out += ["", "One program (from the traces' contents):", ""]
+        out += [f"- {r['id'].replace('_', ' ')}: {r['verdict']}{' (blocking)' if r['blocking'] else ''}: "
+                f"{md(r['detail'])}" for r in rows]
     for line in comp.get("cautions") or []:
         out += ["", f"Caution: {md(line)}."]
     return out

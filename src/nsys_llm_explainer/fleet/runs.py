@@ -111,7 +111,7 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         name = _name(path, s["pid"], len(paths) > 1, pids_per_trace[path] > 1, common)
         ranks.append({**s, "trace_index": ti})
         rows.append(_row(i, name, path, s))
-    comp = same_run.check(ranks, {ti: p for ti, p, _ in members}, force_align)
+    comp = same_run.check(ranks, {ti: p for ti, p, _ in members}, force_align, [r["name"] for r in rows])
     tables: dict[str, pd.DataFrame] = {}
     if comp["refused"]:
         doc: dict[str, Any] = {"label": label, "labels": dict(labels), "comparability": comp,
@@ -124,8 +124,15 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
     if comp["forced"]:
         clock.doc["trust"] = (same_run.FORCED_TRUST + "; ".join(comp["reasons"])
                               + "; the clocks on their own: " + clock.doc["trust"])
+        clock.doc["trust_level"] = "low"
     doc = {"label": label, "labels": dict(labels), "comparability": comp, "clock": clock.doc}
-    if any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
+    low = clock.doc["trust_level"] == "low"
+    coll: dict[str, Any]
+    strag: dict[str, Any]
+    if low:  # no rank is named on clocks that are not known to agree
+        why = {"status": "skipped", "reason": f"no rank is named at low clock trust ({clock.doc['trust']})"}
+        coll, strag = why, why
+    elif any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
         coll, table = collectives.analyze(ranks, clock.offsets, k)
         impossible = same_run.implausible_waits(coll, ranks)
         if impossible:
@@ -138,11 +145,12 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
                            wait_suffered_ns=pr["wait_suffered_ns"])
             tables["collectives"] = table
     else:
-        why = "a single rank" if len(ranks) < 2 else "no rank ran communication kernels"
-        coll = {"status": "skipped", "reason": why}
-    strag = stragglers.find(rows, ranks, k)
-    for s in strag.get("stragglers", []):
-        rows[s["rank"]]["straggler"] = True
+        why_not = "a single rank" if len(ranks) < 2 else "no rank ran communication kernels"
+        coll = {"status": "skipped", "reason": why_not}
+    if not low:
+        strag = stragglers.find(rows, ranks, k)
+    for found in strag.get("stragglers", []):
+        rows[found["rank"]]["straggler"] = True
     imb, mix = imbalance.analyze(rows, ranks)
     tables["kernel_mix"] = mix
     doc.update(ranks=rows, collectives=coll, stragglers=strag, imbalance=imb)
@@ -159,7 +167,7 @@ def headline(doc: dict[str, Any]) -> dict[str, Any]:
     culprit = coll.get("culprit") if coll.get("status") == "ok" else None
     out: dict[str, Any] = {"rank": None, "name": None, "arrived_last_pct": None, "wait_caused_ns": None,
                            "share_of_wait_pct": None, "wait_pct_of_others_gpu_time": None,
-                           "stragglers": straggler_ranks}
+                           "stragglers": straggler_ranks, "trust": doc["clock"].get("trust_level")}
     if culprit is not None:
         r = culprit["rank"]
         others = sum(x["kernel_ns"] for x in rows if x["rank"] != r)

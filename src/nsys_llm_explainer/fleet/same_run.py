@@ -11,6 +11,10 @@ are aligned and their ranks compared.
   different jobs; two traces that both record the same rank of the same world are two captures
   of one rank, not two ranks.
 - GPUs: different GPU models among the ranks are a caution (a mixed cluster, or another job).
+- Program: the traces' contents say whether the ranks run one program (evidence.py: kernel
+  names in common, the same collectives in the same numbers, the world size); captures of
+  different programs are refused like captures that never overlapped. This is the only
+  check of a set whose captures record no clock origin.
 
 A run that fails a check is refused: its ranks are listed but not aligned or compared, unless
 the user forces it (--force-align). A forced alignment has low trust whatever the clocks say.
@@ -22,6 +26,7 @@ import datetime as dt
 from typing import Any
 
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.fleet import evidence
 
 CLOCK_SLACK_NS = 100_000_000  # 0.1 s: far beyond NTP-synchronized host clocks
 
@@ -69,8 +74,9 @@ def captures(ranks: list[dict[str, Any]], paths: dict[int, str]) -> list[dict[st
     return out
 
 
-def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = False) -> dict[str, Any]:
-    """fleet.json run `comparability`."""
+def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = False,
+          names: list[str] | None = None) -> dict[str, Any]:
+    """fleet.json run `comparability` (names: each rank's name, for the evidence's words)."""
     caps = captures(ranks, paths)
     reasons: list[str] = []
     cautions: list[str] = []
@@ -109,6 +115,9 @@ def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = Fals
     models = sorted({g for c in caps for g in c["gpus"] if g != "unknown model"})
     if len(models) > 1:
         cautions.append(f"the ranks ran on different GPU models ({', '.join(models)})")
+    rows = evidence.check(ranks, names or [f"rank {i}" for i in range(len(ranks))])
+    reasons += [r["detail"] for r in rows if r["blocking"]]
+    cautions += [r["detail"] for r in rows if r["verdict"] == "differs" and not r["blocking"]]
     refused = bool(reasons) and not force
     return {
         "comparable": not reasons,
@@ -117,6 +126,7 @@ def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = Fals
         "reasons": reasons,
         "cautions": cautions,
         "overlap_ns": overlap,
+        "evidence": rows,
         "captures": caps,
     }
 
@@ -126,7 +136,8 @@ def refused_clock(comp: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str
     return {
         "method": "refused",
         "refined_by_collectives": False,
-        "trust": "none: not aligned (" + "; ".join(r.split(":", 1)[0] for r in comp["reasons"]) + ")",
+        "trust_level": "none",
+        "trust": "none: not aligned (" + "; ".join(dict.fromkeys(r.split(":", 1)[0] for r in comp["reasons"])) + ")",
         "zero_ns": 0,
         "domains": [
             {"trace_index": c["trace_index"], "ranks": c["ranks"], "origin_source": c["origin_source"],

@@ -5,6 +5,12 @@ Per run: ranks, step time p50 (median over its ranks of their step p50), steps p
 GPU busy (mean over ranks), compute per step (median over ranks), the wait caused by the rank
 that causes the most (whether or not it stands out from chance: blame.py), and the most
 common verdict.
+
+Runs of a sweep (other batch sizes or settings of one model) are compared as runs, never
+aligned as ranks of one job; what makes them comparable is the same model on the same GPU,
+and `check` states it: the GPU models each run used, and, since captures do not record the
+model, the kernel names each run shares with the first (the share of its kernel time in
+names the other ran too; under evidence.MIN_NAME_SHARE either way: not the same program).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer import fmt
+from nsys_llm_explainer.fleet.evidence import MIN_NAME_SHARE
 from nsys_llm_explainer.fleet.inputs import natural_key
 
 COLUMNS = ("label", "ranks", "step_p50_ns", "steps_per_s", "gpu_busy_pct", "compute_per_step_ns",
@@ -72,3 +80,50 @@ def row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, 
 
 def table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _names(summaries: list[dict[str, Any]]) -> tuple[dict[str, int], int]:
+    by: dict[str, int] = {}
+    other = 0
+    for r in summaries:
+        for k in r["names"]["kernels"]:
+            by[k["name"]] = by.get(k["name"], 0) + int(k["ns"])
+        other += int(r["names"].get("other_ns") or 0)
+    return by, sum(by.values()) + other
+
+
+def check(runs: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """fleet.json sweep `check`: the same GPU models and the same program (kernel names) in
+    every run, stated (runs: label and the rank summaries of each)."""
+    gpus = {label: sorted({g for r in ranks for g in r.get("gpus") or []}) for label, ranks in runs}
+    known = [g for g in gpus.values() if g and "unknown model" not in g]
+    if len(known) < len(gpus):
+        gpu = {"verdict": "unknown", "detail": "not every run records its GPU model"}
+    elif len({tuple(g) for g in known}) == 1:
+        gpu = {"verdict": "same", "detail": f"every run ran on {', '.join(known[0])}"}
+    else:
+        gpu = {"verdict": "differs", "detail": "the runs ran on different GPUs (" + "; ".join(
+            f"{label}: {', '.join(g) or 'unknown'}" for label, g in gpus.items()) + ")"}
+    ref, ref_total = _names(runs[0][1])
+    low: tuple[float, str] | None = None
+    for label, ranks in runs[1:]:
+        mine, total = _names(ranks)
+        if not total or not ref_total:
+            continue
+        share = min(sum(ns for n, ns in mine.items() if n in ref) / total,
+                    sum(ns for n, ns in ref.items() if n in mine) / ref_total)
+        if low is None or share < low[0]:
+            low = (share, label)
+    if low is None:
+        model = {"verdict": "unknown", "detail": "the model is not recorded and a run ran no kernel"}
+    elif low[0] < MIN_NAME_SHARE:
+        model = {"verdict": "differs", "detail": f"the model is not recorded, and run {low[1]} shares kernel names "
+                 f"holding only {fmt.pct(100 * low[0])} of the kernel time with run {runs[0][0]}: not the same "
+                 "program"}
+    else:
+        model = {"verdict": "same", "detail": f"the model is not recorded; the runs share kernel names holding at "
+                 f"least {fmt.pct(100 * low[0])} of their kernel time (the same program)"}
+    ok = gpu["verdict"] != "differs" and model["verdict"] != "differs"
+    head = ("compared as runs of one model on one GPU" if ok and gpu["verdict"] == "same" else
+            "compared as runs" if ok else "not runs of one model on one GPU: compare them with care")
+    return {"comparable": ok, "gpu": gpu, "model": model, "text": f"{head} ({gpu['detail']}; {model['detail']})"}

@@ -1,9 +1,16 @@
 """ncu: Nsight Compute results (--ncu) joined to the trace's kernels.
 
 Runs only when --ncu names results (Options.extra["ncu"]); absent from the report otherwise.
-Reads them with ncu/ (each launch's figures, class and roofline point), matches each
-launch to a kernel of the trace by name (kernels/match.py: mangled, demangled,
-short), and per matched kernel puts the trace's time beside ncu's measurement:
+Reads them with ncu/ (each launch's figures, class and roofline point) and matches each
+launch to a kernel of the trace: by name (kernels/match.py: mangled, demangled, short), then
+by launch shape, the grid and block the trace ran that kernel with (TraceData.kernel_dims:
+the export's Grid Size and Block Size, else its launch__grid_size and launch__block_size
+against their products), then by duration: ncu's within DURATION_FACTOR either way of the
+trace's median call of that name and shape. A launch that fails a test is listed as
+unmatched with the reason, never attached: a name alone can land one program's results on
+another's trace. Where the trace or the export does not record the grid and block, the
+match says so (`match_detail`). Per matched kernel the trace's time is put beside ncu's
+measurement:
 
 - class, distance from the roof (`pct_of_roof`: the busier of SM and memory throughput,
   duration-weighted over the kernel's matched launches) and limiter (of its longest launch);
@@ -20,6 +27,8 @@ model and the export's compute capability agrees with its architecture.
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 from typing import Any
 
@@ -37,6 +46,8 @@ from nsys_llm_explainer.trace.data import Unavailable
 
 OPTION = "ncu"  # Options.extra key: the --ncu paths
 RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
+DURATION_FACTOR = 2.0  # a launch matches only calls whose median is within 2x of its duration
+SHOWN_SHAPES = 3
 KERNEL_COLUMNS = (
     "name", "calls", "total_ns", "p50_ns", "pct_of_kernel_time", "matched_by", "ncu_kernel", "ncu_launches",
     "class", "pct_of_roof", "stake_ns", "limiter", "ncu_p50_ns", "duration_ratio", "ratio_far",
@@ -122,6 +133,82 @@ def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dic
     return kernels, stats, int(k.dur.sum())
 
 
+Dims = tuple[int, int, int]
+
+
+def _dims(text: Any) -> Dims | None:
+    """`(256, 1, 1)` -> (256, 1, 1)."""
+    nums = [int(x) for x in re.findall(r"\d+", str(text or ""))]
+    return (nums[0], nums[1], nums[2]) if len(nums) == 3 else None
+
+
+def _shape_text(grid: Dims, block: Dims) -> str:
+    return f"grid ({grid[0]}, {grid[1]}, {grid[2]}) and block ({block[0]}, {block[1]}, {block[2]})"
+
+
+class Shapes:
+    """The grid and block each kernel of the trace ran with, and its durations per shape."""
+
+    def __init__(self, ctx: Context) -> None:
+        try:
+            self.cols: Any = ctx.data.kernel_dims()
+            self.reason: str | None = None
+        except Unavailable as exc:
+            self.cols, self.reason = None, exc.reason
+        self._by: dict[int, dict[tuple[Dims, Dims], np.ndarray]] = {}
+
+    def of(self, key: int) -> dict[tuple[Dims, Dims], np.ndarray]:
+        if key not in self._by:
+            c = self.cols
+            rows = np.flatnonzero(c.name_id == key)
+            g = np.stack([c.grid_x[rows], c.grid_y[rows], c.grid_z[rows]], axis=1)
+            b = np.stack([c.block_x[rows], c.block_y[rows], c.block_z[rows]], axis=1)
+            ok = (g >= 0).all(axis=1) & (b >= 0).all(axis=1)
+            out: dict[tuple[Dims, Dims], list[int]] = {}
+            for gi, bi, d in zip(g[ok].tolist(), b[ok].tolist(), c.dur[rows][ok].tolist(), strict=True):
+                out.setdefault((tuple(gi), tuple(bi)), []).append(int(d))  # type: ignore[arg-type]
+            self._by[key] = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+        return self._by[key]
+
+
+def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -> tuple[str | None, str]:
+    """(why the launch does not match the trace's kernel `key`, or None; what was compared)."""
+    compared = ["name"]
+    durations: np.ndarray | None = None
+    grid, block = _dims(d.get("grid")), _dims(d.get("block"))
+    if shapes.cols is None:
+        compared.append(f"not grid and block ({shapes.reason})")
+    elif grid is None and (d.get("grid_size") is None or d.get("block_size") is None):
+        compared.append("not grid and block (the export records neither)")
+    else:
+        groups = shapes.of(key)
+        if grid is not None and block is not None:
+            hits = [v for (g, b), v in groups.items() if g == grid and b == block]
+            want = _shape_text(grid, block)
+        else:
+            gs, bs = int(d["grid_size"]), int(d["block_size"])
+            hits = [v for (g, b), v in groups.items() if math.prod(g) == gs and math.prod(b) == bs]
+            want = f"{gs:,} blocks of {bs:,} threads"
+        if not hits:
+            ran = "; ".join(_shape_text(g, b) for g, b in sorted(groups)[:SHOWN_SHAPES]) or "none recorded"
+            more = f" and {len(groups) - SHOWN_SHAPES} more" if len(groups) > SHOWN_SHAPES else ""
+            return f"the trace ran this kernel with other launch shapes, not {want} (it ran {ran}{more})", ""
+        durations = np.concatenate(hits)
+        compared.append("grid and block")
+    ncu_ns = d.get("duration_ns")
+    ref = float(np.median(durations)) if durations is not None else float(stats["p50_ns"])
+    if not ncu_ns or not ref:
+        compared.append("not duration (not measured)")
+        return None, ", ".join(compared)
+    ratio = float(ncu_ns) / ref
+    if not 1.0 / DURATION_FACTOR <= ratio <= DURATION_FACTOR:
+        shape = " with this grid and block" if durations is not None else ""
+        return (f"its duration, {float(ncu_ns) / 1000:,.1f} us, is {ratio:.2f}x the trace's median call{shape} "
+                f"({ref / 1000:,.1f} us): not the same work"), ""
+    compared.append(f"duration ({ratio:.2f}x the trace's median call)")
+    return None, ", ".join(compared)
+
+
 def run(ctx: Context) -> Outcome:
     from nsys_llm_explainer import TOOL_NAME, __version__
     from nsys_llm_explainer.ncu import assess, document, load
@@ -141,11 +228,14 @@ def run(ctx: Context) -> Outcome:
     groups: dict[int, list[dict[str, Any]]] = {}
     how: dict[int, str] = {}
     unmatched, by = [], {"mangled": 0, "demangled": 0, "short": 0}
+    shapes = Shapes(ctx)
     for d in launches:
         m = matcher.match(d["kernel"])
-        d["matched_kernel"], d["matched_by"] = (names[m.key], m.how) if m.key is not None else (None, None)
-        if m.key is None:
-            unmatched.append({"index": d["index"], "kernel": d["kernel"], "reason": m.reason})
+        why, detail = (m.reason, "") if m.key is None else _check(d, int(m.key), stats[int(m.key)], shapes)  # type: ignore[call-overload]
+        d["matched_kernel"], d["matched_by"] = (names[m.key], m.how) if why is None else (None, None)
+        d["match_detail"] = detail or None
+        if why is not None:
+            unmatched.append({"index": d["index"], "kernel": d["kernel"], "reason": why})
             continue
         by[str(m.how)] += 1
         groups.setdefault(int(m.key), []).append(d)  # type: ignore[call-overload]
@@ -156,7 +246,8 @@ def run(ctx: Context) -> Outcome:
         **{k: v for k, v in doc.items() if k not in ("schema_version", "tool", "notes", "launches")},
         "ratio_far": RATIO_FAR,
         "match": {"launches": len(launches), "matched": len(launches) - len(unmatched), "by": by,
-                  "kernels": len(rows), "unmatched": unmatched},
+                  "kernels": len(rows), "unmatched": unmatched, "duration_factor": DURATION_FACTOR,
+                  "shapes": "compared" if shapes.cols is not None else f"not compared: {shapes.reason}"},
         "total_kernel_ns": total_kernel_ns,
         "kernels": rows,
         "launches": launches,

@@ -10,8 +10,12 @@ The rule is ncu's own (its SOLBottleneck rule), with BUSY_PCT = 60:
 - latency-bound: both < 60: neither unit is kept busy, the warps wait (on memory latency,
   on dependencies, or there are too few of them); the limiter names the evidence.
 
-A launch without both figures gets no class, with the reason. Its distance from the roof,
-`pct_of_roof`, is the larger of the two: how close the busiest unit came to its peak.
+The compute side is the busier of the SM throughput and the tensor-pipe utilisation, where
+the export has it: a GEMM's work is on the tensor pipe, which SM throughput can understate,
+so a GEMM whose tensor pipe is busy is compute-bound by it (the limiter says "tensor pipe at
+85% of peak"). A launch without both figures gets no class, with the reason. Its distance
+from the roof, `pct_of_roof`, is the larger of the two: how close the busiest unit came to
+its peak.
 
 The limiter in words: the busy unit ("DRAM at 85% of peak"), or for latency-bound launches
 the counters that explain the wait, in this order: a grid smaller than one wave of the GPU
@@ -28,7 +32,10 @@ work counted in instructions only (more than TENSOR_FLOPS_PER_INST each could ex
 a kernel whose name says tensor-core work (TENSOR_NAME) with no tensor counter at all.
 Peaks come from the roofline chart section when the export has it (FP32, FP64, FP16 on
 the CUDA cores, DRAM), else from the GPU peak table (gpu_specs: tensor peaks, FP32, memory
-bandwidth) when the GPU is known; else there is no roof, with the reason.
+bandwidth) when the GPU is known; else there is no roof, with the reason. The roofline's
+intensity counts DRAM bytes only: for a launch whose data stays in L2 (L2 hit rate at least
+L2_RESIDENT_HIT_PCT, or L2 traffic at least L2_TRAFFIC_RATIO x its DRAM bytes) it overstates
+what the memory system delivered, and the point is flagged (`dram_only`, with the note).
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ TENSOR_FLOPS_PER_INST = 512  # the fewest FLOPs one warp-wide tensor instruction
 # Kernel names that say tensor-core work (GEMM, MMA, attention libraries).
 TENSOR_NAME = re.compile(r"gemm|mma|tensorop|xmma|nvjet|flash|fmha|attention|s16816|s1688|s161616", re.IGNORECASE)
 CLASSES = ("compute-bound", "memory-bound", "latency-bound", "balanced")
+L2_RESIDENT_HIT_PCT = 80.0
+L2_TRAFFIC_RATIO = 4.0
 
 
 @dataclass(frozen=True)
@@ -135,22 +144,30 @@ def _latency_causes(f: Figures) -> list[str]:
     return causes
 
 
+def _compute(f: Figures) -> tuple[float | None, str]:
+    """The compute side: the busier of SM throughput and tensor-pipe utilisation, and its name."""
+    sm, tensor = f.sm_pct, f.tensor_pct
+    if tensor is not None and (sm is None or tensor > sm):
+        return tensor, "tensor pipe"
+    return sm, "SM"
+
+
 def classify(f: Figures) -> Verdict:
     limit = occupancy_limit(f)
-    sm, mem = f.sm_pct, f.memory_pct
+    (sm, unit), mem = _compute(f), f.memory_pct
     if sm is None or mem is None:
         missing = [f.missing.get(k) for k, v in (("sm_pct", sm), ("memory_pct", mem)) if v is None]
         reason = "; ".join(m for m in missing if m) or "no throughput figures"
         return Verdict(None, None, None, reason, limit)
     top = max(sm, mem)
     if sm >= BUSY_PCT and mem >= BUSY_PCT:
-        return Verdict("balanced", top, f"SM at {sm:.0f}% and memory at {mem:.0f}% of peak", None, limit)
+        return Verdict("balanced", top, f"{unit} at {sm:.0f}% and memory at {mem:.0f}% of peak", None, limit)
     if sm >= BUSY_PCT:
-        return Verdict("compute-bound", top, f"SM at {sm:.0f}% of peak", None, limit)
+        return Verdict("compute-bound", top, f"{unit} at {sm:.0f}% of peak", None, limit)
     if mem >= BUSY_PCT:
         return Verdict("memory-bound", top, _memory_unit(f), None, limit)
     causes = _latency_causes(f)
-    head = f"SM {sm:.0f}%, memory {mem:.0f}% of peak"
+    head = f"{unit} {sm:.0f}%, memory {mem:.0f}% of peak"
     tail = "; ".join(causes) if causes else "no occupancy, grid or stall counter in the export explains the wait"
     return Verdict("latency-bound", top, f"{head}: {tail}", None, limit, tuple(causes))
 
@@ -169,6 +186,8 @@ class RooflinePoint:
     bound: str | None  # "compute" or "memory" (intensity beyond the ridge point or not)
     basis: str  # where the peaks come from
     reason: str | None  # why there is no roof
+    dram_only: bool = False  # its data stays in L2: a DRAM-only intensity overstates it
+    note: str | None = None
 
 
 def _dominant(f: Figures) -> tuple[str, bool, float] | None:
@@ -243,8 +262,22 @@ def roofline(
         reason = "no DRAM byte count or bandwidth peak: the roof is the compute peak alone"
     if roof:
         pct = 100.0 * achieved / roof
+    resident = l2_resident(f)
     return RooflinePoint(prec, tensor, ops, intensity, achieved, peak, bandwidth, roof, pct, bound,
-                         ", ".join(basis) or "none", reason), None
+                         ", ".join(basis) or "none", reason, resident is not None, resident), None
+
+
+def l2_resident(f: Figures) -> str | None:
+    """Why the launch's data stays in L2 (its DRAM-only intensity overstates it), or None."""
+    why = []
+    if f.l2_hit_pct is not None and f.l2_hit_pct >= L2_RESIDENT_HIT_PCT:
+        why.append(f"L2 hit rate {f.l2_hit_pct:.0f}%")
+    if f.l2_bytes and f.dram_bytes is not None and f.l2_bytes >= L2_TRAFFIC_RATIO * max(f.dram_bytes, 1.0):
+        why.append(f"L2 traffic {f.l2_bytes / max(f.dram_bytes, 1.0):,.0f}x its DRAM bytes")
+    if not why:
+        return None
+    return (f"DRAM-only arithmetic intensity: its data stays in L2 ({', '.join(why)}), so FLOPs per DRAM byte "
+            "overstate what the memory system had to deliver; the L2 bandwidth, not DRAM's, is its memory roof")
 
 
 __all__ = [

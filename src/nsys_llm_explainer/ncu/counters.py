@@ -17,6 +17,14 @@ achieved rates (operations per cycle x SM frequency x duration). Tensor-pipe wor
 two, like FLOPs) and `sm__inst_executed_pipe_tensor*.sum` (instructions, which have no
 fixed FLOP count). Half-precision instructions are counted per instruction, as ncu counts
 them (a packed HFMA2 counts once).
+
+DRAM bytes: `dram__bytes.sum`, else `dram__bytes_read.sum` + `dram__bytes_write.sum`, else the
+newer `dram__bytes_op_read.sum` + `dram__bytes_op_write.sum` (the only ones some exports of
+consumer Blackwell GPUs hold). Tensor-pipe utilisation: the busiest of the tensor pipes'
+`sm__pipe_tensor*_cycles_active` and `sm__inst_executed_pipe_tensor*` as a percentage of peak
+(classify.py uses it for the compute side). Where the data stays: the L2 hit rate
+(`lts__t_sector_hit_rate.pct`, Memory Workload Analysis `L2 Hit Rate`) and the L2 traffic
+(`lts__t_bytes.sum`).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ SOL = ("GPU Speed Of Light Throughput", "GPU Speed Of Light", "SpeedOfLight")
 ROOFLINE = "Roofline"  # the roofline chart sections' names contain it
 _TENSOR_OPS = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+)_dst_([a-z0-9]+)\.sum$")
 _TENSOR_INST = re.compile(r"^sm__inst_executed_pipe_tensor[a-z0-9_]*\.sum$")
+_TENSOR_PCT = re.compile(r"^sm__(?:pipe_tensor[a-z0-9_]*_cycles_active|inst_executed_pipe_tensor[a-z0-9_]*)"
+                         r"\.avg\.pct_of_peak_sustained_(?:active|elapsed)$")
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_([a-z0-9_]+)_per_issue_active\.ratio$")
 STALL_IGNORED = frozenset({"selected", "not_selected"})  # issuing, not waiting
 _BASE_UNIT = {  # ncu's base unit of metric ids, for a raw page without its units row
@@ -40,6 +50,9 @@ _BASE_UNIT = {  # ncu's base unit of metric ids, for a raw page without its unit
     "dram__bytes": "byte",
     "dram__bytes_read": "byte",
     "dram__bytes_write": "byte",
+    "dram__bytes_op_read": "byte",
+    "dram__bytes_op_write": "byte",
+    "lts__t_bytes": "byte",
 }
 SRC_DTYPE = {  # tensor source type -> peak class (gpu_specs.DTYPE_CLASSES)
     "fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "fp64": "fp64", "fp8": "fp8", "e4m3": "fp8",
@@ -81,6 +94,9 @@ class Figures:
     tensor_ops: dict[str, float]  # "bf16->fp32" -> operations on the tensor path
     tensor_instructions: float | None
     peaks: Peaks | None
+    tensor_pct: float | None = None  # the busiest tensor pipe, % of peak
+    l2_hit_pct: float | None = None
+    l2_bytes: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
 
@@ -213,14 +229,30 @@ def _dram_bytes(r: _Reader) -> float | None:
     b = r.first("dram_bytes", [("dram__bytes.sum", "byte")])
     if b is not None:
         return b
-    rd, wr = r.metric("dram__bytes_read.sum", "byte"), r.metric("dram__bytes_write.sum", "byte")
-    if rd is not None and wr is not None:
-        r.sources["dram_bytes"] = "dram__bytes_read.sum + dram__bytes_write.sum"
-        return rd + wr
+    for rd_id, wr_id in (("dram__bytes_read.sum", "dram__bytes_write.sum"),
+                         ("dram__bytes_op_read.sum", "dram__bytes_op_write.sum")):
+        rd, wr = r.metric(rd_id, "byte"), r.metric(wr_id, "byte")
+        if rd is not None and wr is not None:
+            r.sources["dram_bytes"] = f"{rd_id} + {wr_id}"
+            return rd + wr
     r.missing["dram_bytes"] = (
-        "the export holds no dram__bytes.sum (nor both dram__bytes_read.sum and dram__bytes_write.sum)"
+        "the export holds no dram__bytes.sum (nor both dram__bytes_read.sum and dram__bytes_write.sum, nor both "
+        "dram__bytes_op_read.sum and dram__bytes_op_write.sum)"
     )
     return None
+
+
+def _tensor_pct(r: _Reader) -> float | None:
+    best: tuple[float, str] | None = None
+    for key in r.launch.values:
+        if not (key[0] or key[1]) and _TENSOR_PCT.match(key[2]):
+            x = r.metric(key[2], "%")
+            if x is not None and (best is None or x > best[0]):
+                best = (x, key[2])
+    if best is None:
+        return None
+    r.sources["tensor_pct"] = best[1]
+    return best[0]
 
 
 def _flops(r: _Reader, duration_ns: float | None, sm_hz: float | None) -> dict[str, float]:
@@ -427,6 +459,10 @@ def figures(launch: Launch) -> Figures:
         tensor_ops=tensor_ops,
         tensor_instructions=tensor_inst,
         peaks=_peaks(r),
+        tensor_pct=_tensor_pct(r),
+        l2_hit_pct=r.first("l2_hit_pct", [("lts__t_sector_hit_rate.pct", "%")], ["L2 Hit Rate"], "%",
+                           _in("Memory Workload")),
+        l2_bytes=r.first("l2_bytes", [("lts__t_bytes.sum", "byte")]),
         sources=r.sources,
         missing=r.missing,
     )

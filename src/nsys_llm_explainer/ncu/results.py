@@ -4,12 +4,17 @@ point, and the document ncu.json holds (schema/ncu.schema.json).
 `load(paths)` reads and joins the files (cached per process by the files' identity, so
 the command line's check and the report's metric read them once); `assess(loaded, gpu)`
 adds the class and the roofline point, with peaks from the export or from the peak table
-for the GPU the export names, or else the GPU the caller names (the trace's, or --gpu)
-when the export's compute capability does not contradict it.
+for the GPU the export names (`device__attribute_display_name`, else a Device Name column),
+or else the GPU the caller names (the trace's, or --gpu) when the export's compute
+capability does not contradict it. A launch whose export holds its DRAM bytes but no
+throughput percentages (a `--metrics` export) gets its DRAM throughput from those bytes over
+its duration against the GPU's peak bandwidth, and that lower bound as its memory
+throughput, so it can be classified.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections import Counter
@@ -28,7 +33,7 @@ from nsys_llm_explainer.ncu.files import resolve
 from nsys_llm_explainer.ncu.launches import Launch, join
 from nsys_llm_explainer.ncu.units import number
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 MAX_RULES = 5  # ncu's own rule results kept per launch (largest estimated speedup first)
 # Compute capability (major.minor) -> architecture family (gpu_specs.ARCH_FAMILIES).
 CC_ARCH = {
@@ -148,12 +153,36 @@ def gpu_for(
     return spec, f"{hint[0]} ({hint[1]})"
 
 
+def with_dram_pct(f: Figures, spec: GpuSpec | None, basis: str) -> Figures:
+    """DRAM throughput from the bytes, where the export gives no percentage: achieved
+    bandwidth over the peak (the roofline section's, else the peak table's); the memory
+    throughput, when missing too, is then that lower bound."""
+    if f.dram_pct is not None or not f.dram_bandwidth:
+        return f
+    peak = f.peaks.dram_bandwidth if f.peaks is not None and f.peaks.dram_bandwidth else (
+        spec.hbm_gbps * 1e9 if spec is not None and spec.hbm_gbps else None)
+    if not peak:
+        return f
+    where = "the roofline section's DRAM peak" if f.peaks is not None and f.peaks.dram_bandwidth else \
+        f"the peak table's bandwidth ({basis or (spec.model if spec else '')})"
+    pct = 100.0 * f.dram_bandwidth / peak
+    sources = {**f.sources, "dram_pct": f"DRAM bytes / duration over {where}"}
+    missing = dict(f.missing)
+    memory = f.memory_pct
+    if memory is None:
+        memory = pct
+        sources["memory_pct"] = "DRAM throughput from its bytes (a lower bound: L2 and L1 not measured)"
+        missing.pop("memory_pct", None)
+    return dataclasses.replace(f, dram_pct=pct, memory_pct=memory, sources=sources, missing=missing)
+
+
 def assess(loaded: Loaded, gpu: tuple[str, str] | None = None, table: dict[str, GpuSpec] | None = None) -> Results:
     """Class and roofline point of every launch. `gpu`: (device name, where it comes from) for
     exports that do not name their GPU; `table`: the peak table (default: built-in)."""
     out = []
     for launch, fig in zip(loaded.launches, loaded.figures, strict=True):
         spec, basis = gpu_for(launch, gpu, table)
+        fig = with_dram_pct(fig, spec, basis or "")
         point, why = cls.roofline(fig, spec, basis or "", launch.kernel)
         out.append(Measured(launch, fig, cls.classify(fig), point, why, basis))
     return Results(loaded.files, tuple(out), loaded.notes)
@@ -191,6 +220,8 @@ def _point(p: cls.RooflinePoint | None) -> dict[str, Any] | None:
         "bound": p.bound,
         "peaks_basis": p.basis,
         "reason": p.reason,
+        "dram_only": p.dram_only,
+        "note": p.note,
     }
 
 
@@ -225,6 +256,9 @@ def launch_doc(index: int, m: Measured) -> dict[str, Any]:
         "l1_pct": _r(f.l1_pct),
         "dram_bytes": _r(f.dram_bytes, 0),
         "dram_gbps": _r(f.dram_bandwidth / 1e9 if f.dram_bandwidth is not None else None, 3),
+        "tensor_pipe_pct": _r(f.tensor_pct),
+        "l2_hit_pct": _r(f.l2_hit_pct),
+        "l2_bytes": _r(f.l2_bytes, 0),
         "achieved_occupancy_pct": _r(f.achieved_occupancy_pct),
         "theoretical_occupancy_pct": _r(f.theoretical_occupancy_pct),
         "occupancy_limit": v.occupancy_limit,
@@ -257,7 +291,8 @@ LAUNCH_COLUMNS = (
     "theoretical_occupancy_pct", "occupancy_limit", "registers_per_thread", "block_size", "grid_size",
     "shared_mem_per_block", "waves_per_sm", "flops_fp64", "flops_fp32", "flops_fp16", "tensor_ops",
     "tensor_instructions", "class", "pct_of_roof", "limiter", "roofline_precision", "flop_per_byte",
-    "achieved_tflops", "roof_tflops", "roofline_pct_of_roof", "matched_kernel", "matched_by", "files",
+    "achieved_tflops", "roof_tflops", "roofline_pct_of_roof", "tensor_pipe_pct", "l2_hit_pct", "dram_only",
+    "matched_kernel", "matched_by", "files",
 )
 
 
@@ -274,7 +309,8 @@ def launch_rows(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "tensor_ops": "; ".join(f"{k} {v:.0f}" for k, v in d["tensor_ops"].items()) or None,
             "roofline_precision": point.get("precision"), "flop_per_byte": point.get("flop_per_byte"),
             "achieved_tflops": point.get("achieved_tflops"), "roof_tflops": point.get("roof_tflops"),
-            "roofline_pct_of_roof": point.get("pct_of_roof"), "files": "; ".join(d["files"]),
+            "roofline_pct_of_roof": point.get("pct_of_roof"), "dram_only": point.get("dram_only"),
+            "files": "; ".join(d["files"]),
         })
         rows.append(row)
     return rows

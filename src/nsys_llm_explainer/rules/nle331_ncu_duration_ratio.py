@@ -16,7 +16,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     metrics/ncu_results.py). ncu replays one kernel at a time with the caches flushed and
     the clocks locked to base, and may have profiled a launch of another size (a warm-up
     call, a different batch): its class and limiter then describe that launch, not the time
-    the trace measured. A note (info) listing those kernels.
+    the trace measured. A launch is matched only within 2x of the trace's calls of its name
+    and launch shape (NLE332 lists the others), so this fires where the kernel's calls of
+    that shape differ from its calls overall. A note (info) listing those kernels.
 
     Example:
 

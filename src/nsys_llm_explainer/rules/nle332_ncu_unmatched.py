@@ -13,13 +13,17 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Reads the ncu metric's match (--ncu): launches whose kernel name matched no trace
     kernel by mangled name, demangled name or (where one side has only that) function name,
-    or whose function name several trace kernels share. Their figures are in ncu.csv but
-    join no trace time. A note (info).
+    or whose function name several trace kernels share; whose grid and block the trace never
+    ran that kernel with; or whose duration is more than 2x off the trace's median call of
+    that name and shape (DURATION_FACTOR in metrics/ncu_results.py): results of another
+    program or another size of work. Their figures are in ncu.csv but join no trace time and
+    give no trace kernel a class. A note (info).
 
     Example:
 
         NLE332 info: 2 of 12 Nsight Compute launches match no kernel of the trace
         - Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128…>: no kernel of the trace has this name
+        - fmha_fwd_loop_kernel: its duration, 7.8 us, is 2.60x the trace's median call (3.0 us): not the same work
     """
     res = view.metric("ncu")
     if res is None:

@@ -39,6 +39,9 @@ Only some formats have these (the base class raises Unavailable):
   their leaf frame (Nsight Systems COMPOSITE_EVENTS / SAMPLING_CALLCHAINS)
 - program_output(): the tail of the program's captured stdout and stderr (Nsight Systems
   ProcessStreams); cuda_trace_requested(): whether the capture asked for CUDA tracing
+- kernel_dims(): name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, dur: one row
+  per kernel record as written (not aligned with kernels(): read on demand, for matching
+  Nsight Compute results to the trace's launches)
 """
 
 from __future__ import annotations
@@ -220,6 +223,9 @@ class TraceData:
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
         raise Unavailable("this trace format has no kernel names")
+
+    def kernel_dims(self) -> Columns:
+        raise Unavailable(f"an {self.format_name} does not record kernels' grid and block sizes")
 
     def runtime(self) -> Columns:
         raise Unavailable("this trace format has no CUDA API records")

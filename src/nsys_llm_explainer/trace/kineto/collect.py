@@ -56,8 +56,9 @@ class Table:
     ext: array = field(default_factory=_i64)  # External id
     device: array = field(default_factory=_i64)
     stream: array = field(default_factory=_i64)
-    bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written
-    extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
+    bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written;
+    # kernels: their grid, packed (pack_dims)
+    extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync), block (kernel)
     concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
     # cuda_sync only: the stream a "Stream Wait Event" waits on and the correlation id of
     # the event's record call (wait_on_stream, wait_on_cuda_event_record_corr_id); -1: none
@@ -79,6 +80,21 @@ class Interner(dict[Any, int]):
 
     def values_list(self) -> list[Any]:
         return list(self)
+
+
+def pack_dims(value: Any) -> int:
+    """A kernel's grid or block ([x, y, z] in its args) as one int: x + y << 31 + z << 47
+    (CUDA allows x < 2^31, y and z < 2^16); -1 when not written as three such ints."""
+    if type(value) is list and len(value) == 3:
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and 0 <= x < 1 << 31 and 0 <= y < 1 << 16 \
+                and 0 <= z < 1 << 16:
+            return x | y << 31 | z << 47
+    return NONE
+
+
+def unpack_dims(packed: int) -> tuple[int, int, int] | None:
+    return None if packed < 0 else (packed & ((1 << 31) - 1), packed >> 31 & 0xFFFF, packed >> 47 & 0xFFFF)
 
 
 def _int(value: Any) -> int:
@@ -157,6 +173,7 @@ class Collector:
         py_ids, py_parents = c.python_ids, c.python_parents
         shape_values, thread_proc = c.shape_values, c.thread_proc
         gpu_kinds = GPU_KINDS
+        pack = pack_dims
         to_ns = us_to_ns
         name_of = names.get  # an interned name's id (names.id for a new one)
         # (pid, tid) as written -> (proc id, thread id): one lookup per event.
@@ -233,7 +250,10 @@ class Collector:
                     t.device.append(dev if type(dev) is int else _int(pid if dev is None else dev))
                     stream = args.get("stream")
                     t.stream.append(stream if type(stream) is int else _int(tid if stream is None else stream))
-                    if kind == MEMCPY or kind == MEMSET:
+                    if kind == KERNEL:
+                        t.bytes.append(pack(args.get("grid")))
+                        t.extra.append(pack(args.get("block")))
+                    elif kind == MEMCPY or kind == MEMSET:
                         size = args.get("bytes", NONE)
                         t.bytes.append(size if type(size) is int else _int(size))
                     elif kind == SYNC:

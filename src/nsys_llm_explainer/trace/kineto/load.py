@@ -207,6 +207,26 @@ class KinetoTraceData(TraceData):
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         return self._check("kernel", cols)
 
+    def kernel_dims(self) -> Columns:
+        return self.cached("kernel_dims", self._load_kernel_dims)
+
+    def _load_kernel_dims(self) -> Columns:
+        """Grid and block of every kernel event (its args' grid and block; -1 where not written)."""
+        t = self.c.tables[kc.KERNEL]
+        n = len(t)
+        if len(t.bytes) != n or len(t.extra) != n or not n:
+            raise Unavailable("the trace's kernel events record no grid and block sizes")
+        grid, block = _arr(t.bytes), _arr(t.extra)
+        if not ((grid >= 0) & (block >= 0)).any():
+            raise Unavailable("the trace's kernel events record no grid and block sizes")
+        cols: dict[str, np.ndarray] = {"name_id": _arr(t.name)}
+        for prefix, packed in (("grid", grid), ("block", block)):
+            ok = packed >= 0
+            for axis, shift, mask in (("x", 0, (1 << 31) - 1), ("y", 31, 0xFFFF), ("z", 47, 0xFFFF)):
+                cols[f"{prefix}_{axis}"] = np.where(ok, (packed >> shift) & mask, -1)
+        cols["dur"] = _arr(t.dur)
+        return Columns("kernel", cols)
+
     def _graph_nodes(self, corr: np.ndarray) -> np.ndarray:
         """Per kernel: 1 when its correlation id is a graph launch's (Kineto records every
         node kernel of a graph launch under the launch's id), else 0. The trace has no

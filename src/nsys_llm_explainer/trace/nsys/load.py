@@ -278,6 +278,26 @@ class NsysTraceData(TraceData):
                 kept[key] = _unless_unused(kept[key])
         return Columns(table, kept, derived=("dur",))
 
+    def kernel_dims(self) -> Columns:
+        return self.cached("kernel_dims", self._load_kernel_dims)
+
+    def _load_kernel_dims(self) -> Columns:
+        """Grid and block of every kernel record (rows with a valid interval), by name id."""
+        table = self._require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
+        have = self.schema.tables[table]
+        dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+        if not all(c in have for c in dims):
+            raise Unavailable(f"{table} records no grid and block sizes")
+        name_col = KERNEL_NAME_COLUMNS.get(self.kernel_name_mode, "demangledName")
+        select = {"name_id": _first_int(name_col, *KERNEL_NAME_COLUMNS.values(), have=have),
+                  **{f"{c[:-1].lower()}_{c[-1].lower()}": int_or(c) for c in dims}, "dur": '"end" - "start"'}
+        sql = (f"SELECT {', '.join(select.values())} FROM {quote_ident(table)} WHERE {is_int('start')} AND "
+               f'{is_int("end")} AND "start" >= 0 AND "end" >= "start" AND "end" < {MAX_TIMESTAMP}')
+        with self.sql:
+            total = self.row_counts.setdefault(table, count_rows(self.conn, table))
+            cols = fetch_ints(self.conn, sql, tuple(select), total, label=table)
+        return Columns(table, cols)
+
     def kernel_pid_note(self, pids: np.ndarray) -> str | None:
         self.kernels()
         return ids.implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))

@@ -78,7 +78,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         "traces": traces,
         "runs": [r.doc for r in built],
         "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None,
-                  "check": sweep.check(sweep_members)}
+                  "check": sweep.check(sweep_members), "fits": sweep.fits(sweep_members)}
         if len(built) > 1 else None,
     }
     doc["verdict"] = verdict_line(doc)

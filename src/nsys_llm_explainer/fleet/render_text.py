@@ -297,6 +297,15 @@ def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
     return out
 
 
+def _fit_text(fit: dict[str, Any]) -> str:
+    head = f"{fit['phase']} ({fit['iterations']:,} iterations of {fit['runs']} run{'s' * (fit['runs'] != 1)})"
+    if not fit["terms"]:
+        return f"{head}: no fit, {md(fit['reason'])}"
+    terms = ", ".join(f"{name.removesuffix('_ns').replace('_', ' ')} {value:,.1f} ns"
+                      for name, value in fit["terms"].items())
+    return f"{head}: {terms} (RMS error {fmt.dur(fit['rmse_ns'])}, at most {fmt.pct(fit['max_error_pct'])})"
+
+
 def markdown(doc: dict[str, Any], plots: list[tuple[str, str]]) -> str:
     out = [HEADING, "", verdict(doc)]
     for line in input_notes(doc):
@@ -312,6 +321,10 @@ def markdown(doc: dict[str, Any], plots: list[tuple[str, str]]) -> str:
                        f"{fmt.dur(r['wait_caused_ns'])} | {md(r['verdict'])} |")
         for title, path in plots:
             out += ["", f"![{md(title)}]({path})"]
+        fits = doc["sweep"].get("fits") or []
+        if fits:
+            out += ["", "Serving latency model across the runs (GPU span per iteration): " + "; ".join(
+                _fit_text(f) for f in fits) + "."]
     for run in doc["runs"]:
         out += _run_section(run, len(doc["runs"]) > 1)
     failed = [t for t in doc["traces"] if not t["ok"]]

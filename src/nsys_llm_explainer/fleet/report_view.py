@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.model import MetricResult
+from nsys_llm_explainer.model import MetricResult, typed_result
 from nsys_llm_explainer.render import json_writer
+from nsys_llm_explainer.results.serving import Serving
 
 NA = "n/a"
 
@@ -36,6 +38,27 @@ def steps_frame(report: Any) -> pd.DataFrame | None:
         if table.name == "steps":
             return table.rows()
     return None
+
+
+SERVING_FIELDS = ("sequences", "tokens", "kv_tokens", "gpu_span_ns")
+PHASE_CODES = {"prefill": 0, "decode": 1, "mixed": 2}
+
+
+def serving_points(report: Any) -> dict[int, dict[str, np.ndarray]]:
+    """Per process: its serving iterations as columns (phase code, sequences, tokens,
+    kv_tokens, gpu_span_ns; -1 where unknown) for the sweep's latency fits."""
+    metrics = getattr(report, "metrics", {})
+    s = typed_result(metrics, Serving) if isinstance(metrics, dict) else None
+    if s is None:
+        return {}
+    out: dict[int, dict[str, np.ndarray]] = {}
+    for pid in sorted({it.pid for it in s.iterations}):
+        its = [it for it in s.iterations if it.pid == pid and it.phase in PHASE_CODES]
+        cols = {"phase": np.array([PHASE_CODES[str(it.phase)] for it in its], dtype=np.int64)}
+        for f in SERVING_FIELDS:
+            cols[f] = np.array([-1 if getattr(it, f) is None else getattr(it, f) for it in its], dtype=np.int64)
+        out[pid] = cols
+    return out
 
 
 def skipped_reason(doc: dict[str, Any], metric_id: str) -> str | None:

@@ -16,6 +16,7 @@ names the other ran too; under evidence.MIN_NAME_SHARE either way: not the same 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,9 @@ import pandas as pd
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.fleet.evidence import MIN_NAME_SHARE
 from nsys_llm_explainer.fleet.inputs import natural_key
+from nsys_llm_explainer.results.serving import LatencyFit
+
+PHASES = ("prefill", "decode", "mixed")  # fleet/report_view.PHASE_CODES order
 
 COLUMNS = ("label", "ranks", "step_p50_ns", "steps_per_s", "gpu_busy_pct", "compute_per_step_ns",
            "exposed_comm_pct", "wait_caused_ns", "stragglers", "verdict")
@@ -76,6 +80,39 @@ def row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, 
         "stragglers": len(doc["headline"]["stragglers"]),
         "verdict": sorted(verdicts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if verdicts else "n/a",
     }
+
+
+@dataclass(frozen=True)
+class _Point:
+    sequences: int | None
+    tokens: int | None
+    kv_tokens: int | None
+    gpu_span_ns: int
+
+
+def fits(members: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """The serving latency model across the sweep's runs: per phase, every run's iterations
+    (each rank's) pooled into one fit (LatencyFit.of: prefill against tokens, decode against
+    sequences and KV tokens); [] when no run has serving iterations."""
+    pooled: dict[str, list[_Point]] = {}
+    runs: dict[str, set[str]] = {}
+    for label, ranks in members:
+        for rank in ranks:
+            cols = rank.get("serving")
+            if not cols:
+                continue
+            for i, code in enumerate(cols["phase"].tolist()):
+                phase = PHASES[code]
+                vals = [int(cols[f][i]) for f in ("sequences", "tokens", "kv_tokens")]
+                pooled.setdefault(phase, []).append(
+                    _Point(*(None if v < 0 else v for v in vals), int(cols["gpu_span_ns"][i])))
+                runs.setdefault(phase, set()).add(label)
+    out = []
+    for phase in PHASES:
+        if phase in pooled:
+            fit = LatencyFit.of(phase, pooled[phase])
+            out.append({**asdict(fit), "runs": len(runs[phase])})
+    return out
 
 
 def table(rows: list[dict[str, Any]]) -> pd.DataFrame:

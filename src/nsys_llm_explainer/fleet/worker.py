@@ -74,7 +74,9 @@ def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
         ranks = extract.ranks(
             data, report_view.steps_frame(report), report_view.skipped_reason(doc, "steps")
         )
+        points = report_view.serving_points(report)
         for r in ranks:
+            r["serving"] = points.get(r["pid"])
             r["idle_causes"] = report_view.idle_for(doc, r["pid"])
             r["diagnosis"] = report_view.verdict_for(doc, r["pid"])
             r["world"] = report_view.world(doc)

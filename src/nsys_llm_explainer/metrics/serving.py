@@ -392,40 +392,6 @@ def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph:
     )
 
 
-def _fit(phase: str, rows: list[IterationRow]) -> LatencyFit:
-    if phase == "prefill":
-        names, pick = ["intercept_ns", "ns_per_token"], lambda r: (r.tokens,)
-    elif phase == "decode":
-        with_kv = all(r.kv_tokens is not None for r in rows)
-        names = ["intercept_ns", "ns_per_sequence"] + (["ns_per_kv_token"] if with_kv else [])
-        pick = (lambda r: (r.sequences, r.kv_tokens)) if with_kv else (lambda r: (r.sequences,))
-    else:
-        return LatencyFit(phase, "gpu_span_ns", None, len(rows), 0, None, None,
-                          "mixed batches are not fitted: each holds two kinds of work")
-    xs = [pick(r) for r in rows]
-    known = [(x, r.gpu_span_ns) for x, r in zip(xs, rows, strict=True) if all(v is not None for v in x)]
-    configs = len({x for x, _ in known})
-    if not known:
-        what = "new tokens" if phase == "prefill" else "sequences"
-        return LatencyFit(phase, "gpu_span_ns", None, len(rows), 0, None, None,
-                          f"no iteration states its {what}: there is nothing to fit the GPU span against")
-    if len(known) < len(names) + 1 or configs < len(names):
-        what = "tokens" if phase == "prefill" else "sequences and KV tokens"
-        return LatencyFit(phase, "gpu_span_ns", None, len(rows), configs, None, None,
-                          f"{configs} distinct configuration{'s' * (configs != 1)} of {what} among {len(known)} "
-                          f"iteration{'s' * (len(known) != 1)} with known numbers: a fit of {len(names)} terms "
-                          "needs more")
-    a = np.array([[1.0, *map(float, x)] for x, _ in known])
-    y = np.array([float(v) for _, v in known])
-    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-    pred = a @ coef
-    err = pred - y
-    rel = np.abs(err) / np.maximum(y, 1.0)
-    return LatencyFit(phase, "gpu_span_ns", {n: round(float(c), 3) for n, c in zip(names, coef, strict=True)},
-                      len(rows), configs, round(float(np.sqrt(np.mean(err ** 2))), 1),
-                      round(100.0 * float(rel.max()), 2))
-
-
 def _overhead(ctx: Context) -> tuple[str, ...]:
     """Profiler options that inflate host time, as the capture records them."""
     settings = {s["name"]: s["value"] for s in ctx.data.capture_info([]).get("settings", [])}
@@ -582,7 +548,7 @@ def run(ctx: Context) -> Outcome:
     weights = _weight_bytes(ctx, its) if "decode" in present else None
     phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], kernel_graph, its, weights)
                    for p in present)
-    fits = tuple(_fit(p, [r for r in rows if r.phase == p]) for p in present)
+    fits = tuple(LatencyFit.of(p, [r for r in rows if r.phase == p]) for p in present)
     outer = {it.outer for it in its.items if it.outer}
     span_from = ("the kernels launched inside each iteration's mark" if its.from_marks
                  else "the kernels of each pass")

@@ -3,10 +3,26 @@ report.json `metrics.serving` is Serving.to_json(); schema/metrics/serving.json 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
 
 CATEGORY_GROUPS = ("gemm", "attention", "moe", "communication", "norm_elementwise", "sampling", "other")
+
+
+class FitPoint(Protocol):
+    """What a latency fit reads of an iteration (IterationRow, or a run's iteration in fleet)."""
+
+    @property
+    def sequences(self) -> int | None: ...
+    @property
+    def tokens(self) -> int | None: ...
+    @property
+    def kv_tokens(self) -> int | None: ...
+    @property
+    def gpu_span_ns(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,46 @@ class LatencyFit:
     rmse_ns: float | None
     max_error_pct: float | None
     reason: str | None = None  # why no fit was made
+
+    @classmethod
+    def of(cls, phase: str, rows: Sequence[FitPoint]) -> LatencyFit:
+        """The phase's GPU span fitted by least squares: prefill against its new tokens, decode
+        against its sequences and KV tokens (docs/metrics/serving.md), or why no fit was made."""
+        if phase == "prefill":
+            names, pick = ["intercept_ns", "ns_per_token"], lambda r: (r.tokens,)
+        elif phase == "decode":
+            with_kv = all(r.kv_tokens is not None for r in rows)
+            names = ["intercept_ns", "ns_per_sequence"] + (["ns_per_kv_token"] if with_kv else [])
+            pick = (lambda r: (r.sequences, r.kv_tokens)) if with_kv else (lambda r: (r.sequences,))
+        else:
+            return cls(phase, "gpu_span_ns", None, len(rows), 0, None, None,
+                       "mixed batches are not fitted: each holds two kinds of work")
+        xs = [pick(r) for r in rows]
+        known = [(x, r.gpu_span_ns) for x, r in zip(xs, rows, strict=True) if all(v is not None for v in x)]
+        configs = len({x for x, _ in known})
+        if not known:
+            what = "new tokens" if phase == "prefill" else "sequences"
+            return cls(phase, "gpu_span_ns", None, len(rows), 0, None, None,
+                       f"no iteration states its {what}: there is nothing to fit the GPU span against")
+        if len(known) < len(names) + 1 or configs < len(names):
+            what = "tokens" if phase == "prefill" else "sequences and KV tokens"
+            return cls(phase, "gpu_span_ns", None, len(rows), configs, None, None,
+                       f"{configs} distinct configuration{'s' * (configs != 1)} of {what} among {len(known)} "
+                       f"iteration{'s' * (len(known) != 1)} with known numbers: a fit of {len(names)} terms "
+                       "needs more")
+        a = np.array([[1.0, *map(float, x)] for x, _ in known])
+        y = np.array([float(v) for _, v in known])
+        if np.linalg.matrix_rank(a) < len(names):
+            what = "tokens" if phase == "prefill" else "sequences and KV tokens"
+            return cls(phase, "gpu_span_ns", None, len(rows), configs, None, None,
+                       f"the {what} of its {configs} configurations do not vary independently: a fit of "
+                       f"{len(names)} terms cannot tell them apart")
+        coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+        pred = a @ coef
+        err = pred - y
+        rel = np.abs(err) / np.maximum(y, 1.0)
+        return cls(phase, "gpu_span_ns", {n: round(float(c), 3) for n, c in zip(names, coef, strict=True)},
+                   len(rows), configs, round(float(np.sqrt(np.mean(err ** 2))), 1), round(100.0 * float(rel.max()), 2))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from nsys_llm_explainer.model import (
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import ALL_FORMATS
 from nsys_llm_explainer.rules.engine import apply_rules
-from nsys_llm_explainer.runtime import alloc, offload, runner
+from nsys_llm_explainer.runtime import alloc, runner
 from nsys_llm_explainer.runtime.cpus import default_jobs
 from nsys_llm_explainer.trace import deadline, sources
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -189,8 +189,6 @@ def explain(
         metrics = [m for m in REGISTRY if m.wanted(options)]
         rows = data.kernel_rows_estimate()
         how = runner.plan(rows, jobs)
-        if offload.wanted(data, jobs, how.threads, options.timeout_s, rows):
-            how = dataclasses.replace(how, offload=True)
         data.threads = how.threads  # per-device parts of a metric may share its threads
         results = runner.run_metrics(in_run_order(metrics), ctx, run_metric, how)
         ctx.results.update({m.id: results[m.id] for m in metrics})  # in report order

@@ -130,9 +130,6 @@ class TraceData:
 
     format_name = "trace"  # what report sections say fed them ("Nsight Systems SQLite", ...)
     format_id = "trace"  # report.json trace.format ("nsys-sqlite", "kineto-json")
-    # Holds nothing a forked copy of the process cannot use as it is (no database connection):
-    # a metric's build may run in a fork (runtime/offload.py).
-    forkable = False
 
     def __init__(self, schema: Schema, kernel_name: str = "demangled") -> None:
         self.schema = schema

@@ -71,7 +71,6 @@ class KinetoTraceData(TraceData):
 
     format_name = "PyTorch profiler trace (Kineto JSON)"
     format_id = FORMAT_ID
-    forkable = True  # columns in memory, read from the file once
 
     def __init__(self, collected: kc.Collected, top: dict[str, Any], kernel_name: str = "demangled") -> None:
         schema = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None,

@@ -23,7 +23,7 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import md_html, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.shared import Shared, shared_for
@@ -171,6 +171,7 @@ def render(
         .get_template(ROOT)
         .render(
             report=doc,
+            kineto=report.trace.format is TraceFormat.KINETO,
             diagnosis=doc["diagnosis"],
             key_numbers=overview.key_numbers(doc),
             device_table=overview.device_table(devices),

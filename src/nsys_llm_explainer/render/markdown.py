@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import MD_LAYOUTS, escape, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.shared import Shared, shared_for
@@ -144,11 +144,6 @@ def prepare(mode: str | None) -> None:
     templates.warm(env, names)
 
 
-def _source(doc: dict[str, Any]) -> str:
-    kineto = doc["trace"].get("format") == "kineto-json"
-    return "PyTorch profiler trace (Kineto JSON)" if kineto else "Nsight Systems SQLite export"
-
-
 def render(
     report: Report,
     plots: Sequence[tuple[str, str]] = (),
@@ -196,7 +191,7 @@ def render(
                        "sections": [views[m] for m in ids]})
     return env.get_template(LAYOUTS[mode]).render(
         report=doc,
-        source=_source(doc),
+        source=report.trace.format.label,
         key_numbers=overview.key_numbers(doc),
         device_table=overview.device_table(doc["diagnosis"].get("devices") or []),
         top_findings=top,
@@ -207,7 +202,7 @@ def render(
         groups=groups,
         sections=[views[s.metric_id] for s in built],
         plots=list(plots),
-        kineto=doc["trace"].get("format") == "kineto-json",
+        kineto=report.trace.format is TraceFormat.KINETO,
         kernel_labels=labels,
         tainted=shared.tainted,
     )

@@ -269,18 +269,6 @@ def start(path: Path) -> bool:
     return True
 
 
-def start_if_kineto(path: Path) -> bool:
-    """start(path) when it names a PyTorch profiler trace."""
-    from nsys_llm_explainer.trace.sniff import KINETO, sniff
-
-    try:
-        if sniff(path) != KINETO:
-            return False
-    except (OSError, ValueError):
-        return False
-    return start(path)
-
-
 def take(path: Path) -> Events | None:
     """The prefetched events of `path`; None when there are none (read it here)."""
     global _pending

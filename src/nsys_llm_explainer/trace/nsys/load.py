@@ -101,9 +101,6 @@ class SerialHandler:
 class NsysTraceData(TraceData):
     """Lazily loaded, cached columns of one opened Nsight Systems export."""
 
-    format_name = "Nsight Systems SQLite export"
-    format_id = "nsys-sqlite"
-
     def __init__(
         self,
         conn: sqlite3.Connection,

@@ -12,7 +12,6 @@ import numpy as np
 
 from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
-from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.summary import summarize
 
 SCHEMA_VERSION = "3.0"
@@ -85,8 +84,9 @@ def report_dict(report: Report) -> dict[str, Any]:
     return plain(out)  # type: ignore[no-any-return]
 
 
-def render(report: Report, shared: Shared | None = None) -> str:
-    return dumps(shared_for(report, shared).document)
+def render(report: Report) -> str:
+    """report.json's text (the writers take the document Shared.document holds: dumps)."""
+    return dumps(report_dict(report))
 
 
 def dumps(doc: dict[str, Any]) -> str:

@@ -464,7 +464,7 @@ class KinetoTraceData(TraceData):
         return self.info
 
     def format_limitations(self) -> list[str]:
-        return metadata.limitations(self)
+        return metadata.limitations(self.c, self.kernel_rows_estimate())
 
     def distributed(self) -> dict[str, Any] | None:
         return metadata.distributed(self.top)

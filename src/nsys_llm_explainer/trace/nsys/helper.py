@@ -21,13 +21,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.nsys import wire
+from nsys_llm_explainer.trace.nsys.export import Loaded
 from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
 from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE
 
@@ -48,16 +48,6 @@ _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from nsys_llm_explainer.trace.nsys.helper_main import main; main()"
 )
-
-
-@dataclass
-class Loaded:
-    """What loading one key produced in the helper, to be merged into TraceData."""
-
-    entries: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    row_counts: dict[str, int] = field(default_factory=dict)
-    missing: list[int] = field(default_factory=list)
 
 
 class LoadHelper:

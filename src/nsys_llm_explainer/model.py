@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class Severity(StrEnum):
-    """How much GPU time is at stake (see rules/severity.py); INFO: none, a note about the
+    """How much GPU time is at stake (see rules/impact.py); INFO: none, a note about the
     capture or the data."""
 
     HIGH = "high"

@@ -154,7 +154,7 @@ class LoadHelper:
 
 def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[LoadHelper]:
     """Helpers for the big tables when they can pay off: jobs > 1, an interpreter to run
-    them, a connection opened by trace/open.py, and at least HELPER_MIN_ROWS rows to read."""
+    them, a connection opened by trace/nsys/open.py, and at least HELPER_MIN_ROWS rows to read."""
     min_rows = HELPER_MIN_ROWS
     uri = getattr(conn, "uri", "")
     if jobs < 2 or not sys.executable or not uri:

@@ -52,14 +52,6 @@ def _no_prefetch() -> None:
     os.environ[prefetch.OFF_VAR] = "1"
 
 
-def _no_offload() -> None:
-    import os
-
-    from nsys_llm_explainer.runtime import offload
-
-    os.environ[offload.OFF_VAR] = "1"
-
-
 def _no_threads() -> None:
     from nsys_llm_explainer.runtime import runner
 
@@ -91,7 +83,6 @@ SWITCHES: dict[str, Callable[[], None]] = {
     "helper": _no_helper,
     "adbc": _no_adbc,
     "prefetch": _no_prefetch,
-    "offload": _no_offload,
     "threads": _no_threads,
     "mallopt": _no_mallopt,
     "trim": _no_trim,
@@ -106,7 +97,6 @@ def available() -> dict[str, Callable[[], None]]:
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
              "adbc": ("nsys_llm_explainer.trace.nsys.arrow", "OFF_VAR"),
              "prefetch": ("nsys_llm_explainer.trace.kineto.prefetch", "OFF_VAR"),
-             "offload": ("nsys_llm_explainer.runtime.offload", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
              "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
              "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),

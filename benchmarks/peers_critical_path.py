@@ -37,7 +37,7 @@ from nsys_llm_explainer.metrics import Context  # noqa: E402
 from nsys_llm_explainer.metrics import critical_path, steps  # noqa: E402
 from nsys_llm_explainer.model import Skipped  # noqa: E402
 from nsys_llm_explainer.options import Options  # noqa: E402
-from nsys_llm_explainer.trace import sources  # noqa: E402
+from nsys_llm_explainer.trace import formats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces" / "kineto"
@@ -51,7 +51,7 @@ CLASSES = ("cpu_bound", "gpu_compute_bound", "gpu_communication_bound", "gpu_ker
 
 
 def _ours(path: Path, whole: bool) -> dict[str, Any]:
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         ctx = Context(data.schema, data, Options())
         ctx.results["steps"] = Skipped("steps", "whole trace") if whole else steps.METRIC.run(ctx)

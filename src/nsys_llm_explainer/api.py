@@ -28,14 +28,15 @@ from nsys_llm_explainer.model import (
     ProcessInfo,
     Schema,
     Skipped,
+    TraceFormat,
     TraceInfo,
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import ALL_FORMATS
 from nsys_llm_explainer.rules.engine import apply_rules
-from nsys_llm_explainer.runtime import alloc, offload, runner
+from nsys_llm_explainer.runtime import alloc, runner
 from nsys_llm_explainer.runtime.cpus import default_jobs
-from nsys_llm_explainer.trace import deadline, sources
+from nsys_llm_explainer.trace import deadline, formats
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.fetch import Progress
 
@@ -111,8 +112,8 @@ def _trace_info(
         window_start_ns=min(starts) if starts else None,
         window_end_ns=max(ends) if ends else None,
         tables=tables,
-        format=data.format_id,
-        kineto=data.format_details(),
+        format=data.format,
+        format_details=data.format_details(),
         distributed=data.distributed(),
     )
 
@@ -144,7 +145,7 @@ def _limitations(
                 f"The captured window is {window} time units long: timestamps may not be nanoseconds."
             )
     if not any(g.name for g in info.gpus):
-        where = "TARGET_INFO_GPU rows" if info.format == "nsys-sqlite" else "deviceProperties"
+        where = "TARGET_INFO_GPU rows" if info.format is TraceFormat.NSYS else "deviceProperties"
         out.append(f"No {where}: GPU models are unknown.")
     # Metrics skipped for the same reason share one line (a trace without kernels skips most).
     skipped: dict[str, list[str]] = {}
@@ -162,7 +163,7 @@ def _limitations(
         line if isinstance(line, str) else f"{', '.join(line)}: not measured, because {reason_of[id(line)]}."
         for line in lines
     )
-    if schema.nsys_version is None and info.format == "nsys-sqlite":
+    if schema.nsys_version is None and info.format is TraceFormat.NSYS:
         out.append("The nsys version is unknown (no export metadata).")
     return out
 
@@ -182,15 +183,13 @@ def explain(
     path = Path(path)
     options = options or Options()
     jobs = default_jobs() if jobs is None else jobs
-    data = sources.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
+    data = formats.open_trace(path, kernel_name=options.kernel_name, progress=progress, jobs=jobs)
     schema = data.schema
     try:
         ctx = Context(schema, data, options)
         metrics = [m for m in REGISTRY if m.wanted(options)]
         rows = data.kernel_rows_estimate()
         how = runner.plan(rows, jobs)
-        if offload.wanted(data, jobs, how.threads, options.timeout_s, rows):
-            how = dataclasses.replace(how, offload=True)
         data.threads = how.threads  # per-device parts of a metric may share its threads
         results = runner.run_metrics(in_run_order(metrics), ctx, run_metric, how)
         ctx.results.update({m.id: results[m.id] for m in metrics})  # in report order

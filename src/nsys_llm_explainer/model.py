@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Severity(StrEnum):
-    """How much GPU time is at stake (see rules/severity.py); INFO: none, a note about the
+    """How much GPU time is at stake (see rules/impact.py); INFO: none, a note about the
     capture or the data."""
 
     HIGH = "high"
@@ -84,6 +85,36 @@ class IdleCause(StrEnum):
     DEVICE_WAIT = "device_wait"
 
 
+class TraceFormat(StrEnum):
+    """A trace format this tool reads, by its id in report.json (trace.format). How each is
+    recognized, opened, described and captured better is trace/formats.py's registry."""
+
+    NSYS = "nsys-sqlite"
+    KINETO = "kineto-json"
+
+    @property
+    def label(self) -> str:
+        """What the report calls it."""
+        return _FORMAT_LABELS[self]
+
+    @property
+    def word(self) -> str:
+        """Its one-word name ("nsys", "kineto"): fleet.json's traces[].format."""
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: Any) -> TraceFormat | None:
+        """The format a report.json's trace.format names; None for none of them."""
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            return None
+
+
+_FORMAT_LABELS = {TraceFormat.NSYS: "Nsight Systems SQLite export",
+                  TraceFormat.KINETO: "PyTorch profiler trace (Kineto JSON)"}
+
+
 @dataclass(frozen=True)
 class Schema:
     """What the schema probe found in the export. Only real tables (not views) count."""
@@ -94,7 +125,7 @@ class Schema:
     nsys_version: str | None
     export_schema_version: str | None
     warnings: tuple[str, ...] = ()
-    format_id: str = "nsys-sqlite"  # the trace format (trace/formats.py): rules pick capture advice by it
+    format: TraceFormat = TraceFormat.NSYS  # rules pick capture advice by it (trace/formats.py)
 
     def has(self, table: str | None, *columns: str) -> bool:
         if table is None or table not in self.tables:
@@ -115,6 +146,10 @@ class Table:
 
     def rows(self) -> pd.DataFrame:
         if self.frame is None:
+            # Here, not at the top: the command line reads TraceFormat to sniff a trace and
+            # start its prefetch before pandas and the analysis are imported.
+            import pandas as pd
+
             return pd.DataFrame({c: pd.Series(dtype="object") for c in self.columns})
         return self.frame.loc[:, list(self.columns)]
 
@@ -283,8 +318,10 @@ class TraceInfo:
     window_start_ns: int | None
     window_end_ns: int | None
     tables: dict[str, int]  # core tables found -> row count
-    format: str = "nsys-sqlite"  # which source read the file: "nsys-sqlite" or "kineto-json"
-    kineto: dict[str, Any] | None = None  # a Kineto trace's version fields (schemaVersion ...)
+    format: TraceFormat = TraceFormat.NSYS  # which source read the file
+    # The format's own version fields (a PyTorch profiler trace's schemaVersion ...); report.json
+    # calls them trace.kineto (render/json_writer.py).
+    format_details: dict[str, Any] | None = None
     distributed: dict[str, Any] | None = None  # rank, world_size, backend when recorded
 
 

@@ -10,7 +10,7 @@ import pytest
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace.sources import open_trace
+from nsys_llm_explainer.trace.formats import open_trace
 from tests.conftest import SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
 

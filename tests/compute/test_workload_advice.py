@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_llm_explainer.compute.advice import hfu_missing, model_inputs, shapes_missing
+from nsys_llm_explainer.model import TraceFormat
 from tests.conftest import SHARED_TRACES, analyze, ok, skipped
 from tests.fixtures.builder import TraceBuilder
 
@@ -50,17 +51,18 @@ def test_plain_cuda_gets_no_pytorch_or_llm_advice(build) -> None:
 @pytest.mark.parametrize(
     "workload, fmt, capture, model",
     [
-        ("llm_inference", "nsys-sqlite", "nsys profile --pytorch=autograd-shapes-nvtx", "a Hugging Face config.json"),
-        ("pytorch_training", "nsys-sqlite", "emit_nvtx(record_shapes=True)", "FLOPs per token or sample"),
-        ("generic_cuda", "kineto-json", "torch.profiler.profile(record_shapes=True)", "FLOPs per token or sample"),
-        ("tensorrt_inference", "nsys-sqlite", "a TensorRT engine's trace carries no operator shapes",
+        ("llm_inference", TraceFormat.NSYS, "nsys profile --pytorch=autograd-shapes-nvtx",
+         "a Hugging Face config.json"),
+        ("pytorch_training", TraceFormat.NSYS, "emit_nvtx(record_shapes=True)", "FLOPs per token or sample"),
+        ("generic_cuda", TraceFormat.KINETO, "torch.profiler.profile(record_shapes=True)", "FLOPs per token or sample"),
+        ("tensorrt_inference", TraceFormat.NSYS, "a TensorRT engine's trace carries no operator shapes",
          "--model-flops-per-token F with --tokens-per-step 1"),
     ],
 )
 def test_advice_per_workload_and_format(workload, fmt, capture, model) -> None:
     assert capture in shapes_missing("no shapes", workload, fmt)
     assert model in model_inputs(workload, fmt)
-    framework = workload.startswith(("llm", "pytorch")) or fmt == "kineto-json"
+    framework = workload.startswith(("llm", "pytorch")) or fmt is TraceFormat.KINETO
     assert ("record_shapes=True" in hfu_missing(workload, fmt)) == framework
 
 

@@ -17,7 +17,7 @@ from nsys_llm_explainer.analysis.capture_messages import kind_of
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.metrics.capture import COMPILE_RANGE
 from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.trace.sources import open_trace
+from nsys_llm_explainer.trace.formats import open_trace
 from tests.conftest import NSYS_TRACES, require_nsys_traces
 from tests.fixtures import planted
 from tests.fixtures.builder import TraceBuilder

@@ -13,13 +13,13 @@ from benchmarks import planted_pairs as pp
 from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 
 STEPS = 14
 
 
 def _run(path: Path, change: str) -> tuple[dict, dict]:
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         given = (change,) if change.startswith("kernel:") else ()
         ctx = Context(data.schema, data, Options(step_range=pp.STEP_RANGE, what_if=given))

@@ -12,7 +12,7 @@ import pytest
 from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 from tests.conftest import SHARED_TRACES
 
 TRACES = ("nsys/nsysai_h100_2gpu_1s.sqlite", "nsys/pipit_cloverleaf.sqlite", "nsys/pipit_saxpy_mpi.sqlite",
@@ -23,7 +23,7 @@ TRACES = ("nsys/nsysai_h100_2gpu_1s.sqlite", "nsys/pipit_cloverleaf.sqlite", "ns
 def _metrics(path: Path) -> tuple[dict, dict, tuple[str, ...], object]:
     if not path.exists():
         pytest.skip(f"shared trace not found: {path}")
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         ctx = Context(data.schema, data, Options())
         for metric in (steps.METRIC, critical_path.METRIC, what_if.METRIC):

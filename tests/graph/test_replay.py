@@ -15,7 +15,7 @@ from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph.build import Graph
 from nsys_llm_explainer.graph.replay import Params, replay
 from nsys_llm_explainer.graph.scan import NEG, chain_ends
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 from tests.fixtures.builder import TraceBuilder
 
 US = 1_000
@@ -109,7 +109,7 @@ def _labels(g: Graph) -> ch.TaskLabels:
 
 
 def test_replay_matches_the_reference_and_each_change_applies(tmp_path: Path) -> None:
-    data = sources.open_trace(_trace(tmp_path), jobs=1)
+    data = formats.open_trace(_trace(tmp_path), jobs=1)
     try:
         res = A.analyze(data, None, _labels, [ch.parse("kernel:gemm=2x")],
                         capture=[(100, int(data.runtime().start.min()), int(data.kernels().end.max()))])
@@ -153,7 +153,7 @@ def test_peer_waits_pair_runs_across_ranks(tmp_path: Path) -> None:
     b.kernel(990 * US, 999 * US, pid=100, name=ar.replace("AllReduce", "AllGather"))  # one rank only
     path = tmp_path / "peers.sqlite"
     b.write(path)
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         k = data.kernels()
         names = data.kernel_names(k.name_id)
@@ -198,7 +198,7 @@ def _two_streams(tmp_path: Path, record: bool, types: bool) -> Path:
 
 @pytest.mark.parametrize(("record", "types"), [(True, False), (False, True), (False, False)])
 def test_cross_stream_edges(tmp_path: Path, record: bool, types: bool) -> None:
-    data = sources.open_trace(_two_streams(tmp_path, record, types), jobs=1)
+    data = formats.open_trace(_two_streams(tmp_path, record, types), jobs=1)
     try:
         res = A.analyze(data, None, _labels, capture=[(100, 0, 330 * US)])
         g, c = res.graph, res.graph.counts

@@ -174,7 +174,7 @@ def test_gpu_work_rows_and_the_kernels_own_arrays(build):
     """Kernels first, then device-local copies and memsets of compute devices (source, row in
     their table); with kernels alone the columns are the kernels' own arrays, not copies."""
     from nsys_llm_explainer.metrics.gpu_idle import DEVICE_COPY, KERNEL, MEMSET, gpu_work
-    from nsys_llm_explainer.trace import sources
+    from nsys_llm_explainer.trace import formats
 
     b = TraceBuilder("2024.6")
     b.kernel(0, 10_000, device=0, name="k")
@@ -183,7 +183,7 @@ def test_gpu_work_rows_and_the_kernels_own_arrays(build):
     b.memcpy(60_000, 70_000, bytes=1 << 20, copy_kind=8, device=1)
     b.memset(10_000, 20_000, bytes=64, device=0)
     b.memset(200_000, 300_000, bytes=64, device=3)  # no kernel ran there
-    data = sources.open_trace(build(b), jobs=1)
+    data = formats.open_trace(build(b), jobs=1)
     try:
         w = gpu_work(data)
         got = list(zip(w.start.tolist(), w.device.tolist(), w.source.tolist(), w.row.tolist(), strict=True))
@@ -193,7 +193,7 @@ def test_gpu_work_rows_and_the_kernels_own_arrays(build):
         data.close()
     only = TraceBuilder("2024.6")
     only.kernel(0, 10, name="k")
-    data = sources.open_trace(build(only), jobs=1)
+    data = formats.open_trace(build(only), jobs=1)
     try:
         w, k = gpu_work(data), data.kernels()
         assert w.start is k.start and w.device is k.device and w.source.tolist() == [KERNEL]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from nsys_llm_explainer.cli.report_files import build_files
+from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.render import Format, json_writer
 from nsys_llm_explainer.schema import errors
 from tests import kineto_reference as ref
@@ -36,10 +37,10 @@ def test_kernel_totals_match_the_raw_json(trace):
 def test_trace_facts(trace):
     _, _, report = trace
     t = report.trace
-    assert t.format == "kineto-json"
+    assert t.format is TraceFormat.KINETO
     assert t.nsys_version is None
     assert t.distributed == {"rank": 0, "world_size": 2, "backend": "nccl"}
-    assert t.kineto == {"schemaVersion": 1, "cuda_runtime_version": 12040, "cupti_version": 22}
+    assert t.format_details == {"schemaVersion": 1, "cuda_runtime_version": 12040, "cupti_version": 22}
     assert [(g.device_id, g.name, g.sm_count) for g in t.gpus] == [
         (0, "NVIDIA H100 80GB HBM3", 132), (1, "NVIDIA H100 80GB HBM3", 132)]
     assert t.window_start_ns == 1_700_000_000_000_000_500
@@ -137,7 +138,7 @@ def test_operators_skipped_on_nsys_exports(tmp_path):
     path = b.write(tmp_path / "t.sqlite")
     report = analyze(path)
     assert "only in PyTorch profiler traces" in skipped(report, "operators")
-    assert report.trace.format == "nsys-sqlite" and report.trace.kineto is None
+    assert report.trace.format is TraceFormat.NSYS and report.trace.format_details is None
     assert errors(json_writer.report_dict(report)) == []
 
 

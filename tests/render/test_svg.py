@@ -296,14 +296,14 @@ def test_per_process_bars():
 
 
 def test_missing_metrics_give_reasons_not_empty_plots():
-    plots, missing = build_plots(make_report({}))
+    plots, missing = build_plots(plot_input({}))
     assert plots == [] and {m.title for m in missing} == {s.title for s in PLOTS}
     assert all("did not run" in m.reason for m in missing)
 
 
 def test_a_failing_builder_loses_only_its_plot():
     bad = {"top_kernels": {"kernels": [{"nonsense": 1}], "devices": [0], "total_kernel_ns": 1}}
-    plots, missing = build_plots(make_report({"timeline": timeline_data(10), **bad}))
+    plots, missing = build_plots(plot_input({"timeline": timeline_data(10), **bad}))
     assert [p.id for p in plots] == ["timeline"]
     assert any("could not be drawn" in m.reason for m in missing)
 

@@ -18,14 +18,16 @@ from jinja2 import meta, nodes
 
 from nsys_llm_explainer.diff import page as diff_page
 from nsys_llm_explainer.diff import render as diff_render
-from nsys_llm_explainer.render import Format, files, html, markdown, templates
+from nsys_llm_explainer.render import Format, files, html, templates
 from nsys_llm_explainer.render import ncu as ncu_render
+from nsys_llm_explainer.render.md_env import environment as md_environment
+from nsys_llm_explainer.render.md_env import report_environment
 
 
 def family_environments() -> dict[str, jinja2.Environment]:
     """Each family's environment, as the writers make it."""
     return {
-        templates.REPORT_MD.name: markdown.report_environment(),
+        templates.REPORT_MD.name: report_environment(),
         templates.REPORT_HTML.name: html.environment(),
         templates.DIFF_MD.name: diff_render.environment(),
         templates.DIFF_HTML.name: diff_page.environment(),
@@ -99,8 +101,8 @@ def test_families_cache_in_separate_folders(tmp_path: Path, monkeypatch: pytest.
         folders.add(cache.folder)  # type: ignore[attr-defined]
     assert len(folders) == len(templates.FAMILIES)
     # One more filter is another environment: code compiled with it is never loaded without it.
-    plus = markdown.environment(templates.REPORT_MD, {"extra": str})
-    assert templates.settings_tag(plus) != templates.settings_tag(markdown.report_environment())
+    plus = md_environment(templates.REPORT_MD, {"extra": str})
+    assert templates.settings_tag(plus) != templates.settings_tag(report_environment())
 
 
 def _loaded(env: jinja2.Environment) -> set[str]:
@@ -116,14 +118,14 @@ def test_prepare_compiles_only_what_the_run_renders(
     formats: tuple[Format, ...], md: str, md_root: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(templates.NO_CACHE_ENV, "1")
-    markdown.report_environment.cache_clear()
+    report_environment.cache_clear()
     html.environment.cache_clear()
     try:
         files.prepare(formats, md)
-        md_env, html_env = markdown.report_environment(), html.environment()
+        md_env, html_env = report_environment(), html.environment()
         md_loaded, html_loaded = _loaded(md_env), _loaded(html_env)
     finally:
-        markdown.report_environment.cache_clear()
+        report_environment.cache_clear()
         html.environment.cache_clear()
     sections = {n for n in templates.names(md_env) if n.startswith("metrics/")}
     if md_root is not None:

@@ -15,7 +15,7 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import MetricResult, Report, Skipped, TraceInfo
-from nsys_llm_explainer.render import ALL_FORMATS, Format, csv_writer, json_writer, markdown, rich
+from nsys_llm_explainer.render import ALL_FORMATS, Format, csv_writer, escape, json_writer, markdown, rich
 from nsys_llm_explainer.render.shared import Shared
 from nsys_llm_explainer.render.writers import WRITERS
 from nsys_llm_explainer.schema import errors
@@ -106,7 +106,7 @@ def test_markdown_sections(report: Report) -> None:
     assert "## Findings" in text and "## Coverage and limitations" in text
     assert RENDER_FAILED not in text, "a metric template failed on this report"
     for metric in shown(report):
-        assert f"## {markdown.escape.md(metric.title)}" in text, metric.id
+        assert f"## {escape.md(metric.title)}" in text, metric.id
         outcome = report.metrics[metric.id]
         if isinstance(outcome, Skipped):
             assert f"_Not measured, because {rich.md(outcome.reason)}._" in text, (

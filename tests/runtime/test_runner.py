@@ -180,16 +180,16 @@ def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_explain_drops_every_cached_table_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nsys_llm_explainer import api
-    from nsys_llm_explainer.trace import sources
+    from nsys_llm_explainer.trace import formats
 
     opened: list[TraceData] = []
-    real = sources.open_trace
+    real = formats.open_trace
 
     def keep(*a: object, **k: object) -> TraceData:
         opened.append(real(*a, **k))  # type: ignore[arg-type]
         return opened[-1]
 
-    monkeypatch.setattr(api.sources, "open_trace", keep)
+    monkeypatch.setattr(api.formats, "open_trace", keep)
     report = explain(h.good(tmp_path), Options(), jobs=1)
     assert report.ok("top_kernels") is not None
     assert len(opened) == 1 and opened[0]._cache == {}

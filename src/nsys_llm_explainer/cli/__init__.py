@@ -127,14 +127,12 @@ BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"
 
 
 def main() -> None:
-    from nsys_llm_explainer.runtime import offload
     from nsys_llm_explainer.runtime.alloc import tune_allocator, tune_gc
 
     for var in BLAS_THREAD_VARS:
         os.environ.setdefault(var, "1")
     tune_allocator()  # before any large array exists; see runtime/alloc.py
     tune_gc()
-    offload.allow()
     code, invoked = _run(None)
     if invoked in TEARDOWN_COMMANDS:
         sys.exit(code)

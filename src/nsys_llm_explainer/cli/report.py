@@ -215,9 +215,9 @@ def report(
     Example: nsys-llm-explain run1.sqlite --out artifacts/run1/"""
     with user_facing_errors("report"):
         if print_schema:
-            from nsys_llm_explainer.cli.report_files import schema_text
+            from nsys_llm_explainer.trace.formats import describe
 
-            typer.echo(schema_text(trace))
+            typer.echo(describe(trace))
             return
         if out is None:
             raise UsageError("--out DIR is required (where report.md, report.json and tables/ go)")
@@ -256,23 +256,23 @@ def report(
             report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md.value)
         finally:
             if prefetching:
-                from nsys_llm_explainer.trace.kineto import prefetch
+                from nsys_llm_explainer.trace.formats import cancel_prefetch
 
-                prefetch.cancel()
+                cancel_prefetch()
         if not quiet:
             for line in summary_lines(report, out):
                 typer.echo(line)
 
 
 def _prefetch(trace: Path, jobs: int | None) -> bool:
-    """Read a PyTorch profiler trace in a helper process while the analysis is imported
-    (trace/kineto/prefetch.py), when more than one process may run."""
+    """Read the trace in a helper process while the analysis is imported, where its format
+    has one (trace/formats.py: PyTorch profiler traces), when more than one process may run."""
     from nsys_llm_explainer.runtime.cpus import default_jobs
-    from nsys_llm_explainer.trace.kineto import prefetch
+    from nsys_llm_explainer.trace.formats import prefetch
 
     if (jobs if jobs is not None else default_jobs()) < 2:
         return False
-    return prefetch.start_if_kineto(trace)
+    return prefetch(trace)
 
 
 def _options(**kw: Any) -> Options:

@@ -10,12 +10,8 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import Format
 from nsys_llm_explainer.render.files import build as build_files
 from nsys_llm_explainer.runtime.progress import make_progress
-from nsys_llm_explainer.trace import sources
-from nsys_llm_explainer.trace.nsys.load import NsysTraceData
-from nsys_llm_explainer.trace.nsys.probe import describe
-from nsys_llm_explainer.trace.nsys.source import open_export
 
-__all__ = ["build_files", "schema_text", "summary_lines", "write_report"]
+__all__ = ["build_files", "summary_lines", "write_report"]
 
 
 def write_report(
@@ -52,14 +48,3 @@ def summary_lines(report: Report, out: Path) -> list[str]:
         lines.append(f"  {len(report.warnings)} warning(s), see report.md")
     return lines
 
-
-def schema_text(trace: Path) -> str:
-    if sources.sniff(trace) == sources.KINETO:  # a PyTorch profiler trace: its event categories
-        data = sources.open_trace(trace)
-        counts = data.table_counts()
-        return "\n".join([f"{trace}: {data.format_name}", *(f"  {c}: {n} events" for c, n in counts.items())])
-    conn, schema = open_export(trace)
-    try:
-        return describe(schema, NsysTraceData(conn, schema).table_counts())
-    finally:
-        conn.close()

@@ -13,15 +13,15 @@ Hugging Face configs or PyTorch's NVTX options.
 from __future__ import annotations
 
 from nsys_llm_explainer.compute.sources import KINETO_CAPTURE, NVTX_CAPTURE
+from nsys_llm_explainer.model import TraceFormat
 
 LLM_KINDS = frozenset({"llm_inference", "llm_training"})
 PYTORCH_KINDS = LLM_KINDS | {"pytorch_training", "pytorch_inference"}
-KINETO_FORMAT = "kineto-json"
 
 
-def framework(workload: str, trace_format: str) -> bool:
+def framework(workload: str, trace_format: TraceFormat) -> bool:
     """Whether the trace comes from PyTorch (whose operators can carry shapes)."""
-    return workload in PYTORCH_KINDS or trace_format == KINETO_FORMAT
+    return workload in PYTORCH_KINDS or trace_format is TraceFormat.KINETO
 
 
 def _not_framework(workload: str) -> str:
@@ -30,10 +30,10 @@ def _not_framework(workload: str) -> str:
     return "a CUDA program outside PyTorch records no operator shapes in its trace"
 
 
-def shapes_missing(reason: str, workload: str, trace_format: str) -> str:
+def shapes_missing(reason: str, workload: str, trace_format: TraceFormat) -> str:
     """Why operator FLOPs and bytes are missing (`reason`, from compute_sources), with what
     to do about it for this workload."""
-    if trace_format == KINETO_FORMAT:
+    if trace_format is TraceFormat.KINETO:
         return f"{reason}: {KINETO_CAPTURE}"
     if framework(workload, trace_format):
         return f"{reason}: {NVTX_CAPTURE}"
@@ -43,7 +43,7 @@ def shapes_missing(reason: str, workload: str, trace_format: str) -> str:
     )
 
 
-def model_inputs(workload: str, trace_format: str) -> str:
+def model_inputs(workload: str, trace_format: TraceFormat) -> str:
     """The options that give model FLOPs (MFU) for this workload."""
     if workload in LLM_KINDS:
         return (
@@ -62,7 +62,7 @@ def model_inputs(workload: str, trace_format: str) -> str:
     )
 
 
-def hfu_missing(workload: str, trace_format: str) -> str:
+def hfu_missing(workload: str, trace_format: TraceFormat) -> str:
     """Why HFU (measured operator FLOPs) is missing, for this workload."""
     if framework(workload, trace_format):
         return (

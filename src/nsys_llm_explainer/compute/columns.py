@@ -1,5 +1,5 @@
 """The columns of compute_efficiency's CSV tables (kept apart so that the registry imports
-the metric without its formulas: compute_report.py loads them when the metric runs)."""
+the metric without its formulas: compute/report.py loads them when the metric runs)."""
 
 from __future__ import annotations
 

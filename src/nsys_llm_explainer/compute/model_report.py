@@ -17,7 +17,7 @@ from nsys_llm_explainer.compute.model_checks import phase_warnings
 from nsys_llm_explainer.compute.model_inputs import StepShapes, matmul_dtype, model_config, step_shapes
 from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table, TraceFormat
 
 
 def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
@@ -53,7 +53,7 @@ def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
     view = compute_view(ctx.data)
     v = None if isinstance(view, str) else view
     wl = ctx.result("workload")
-    workload, fmt = (str(wl.data.get("kind", "unknown")) if wl else "unknown"), ctx.data.format_id
+    workload, fmt = (str(wl.data.get("kind", "unknown")) if wl else "unknown"), ctx.data.format
     if cfg is None and opts.model_flops_per_token is None and v is None:
         return Skipped(metric_id,
             f"no model FLOPs and no operator FLOPs: {model_inputs(workload, fmt)}; operator "
@@ -106,7 +106,7 @@ def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
     return MetricResult(metric_id, data, (Table("model_utilization_steps", columns, table),), tuple(notes))
 
 
-def _missing(sc: StepContext, table: pd.DataFrame, measured: bool, fmt: str) -> list[str]:
+def _missing(sc: StepContext, table: pd.DataFrame, measured: bool, fmt: TraceFormat) -> list[str]:
     out = []
     if table["mfu_pct"].isna().all():
         out.append(f"MFU: {model_inputs(sc.workload, fmt)}")

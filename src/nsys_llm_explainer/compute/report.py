@@ -128,7 +128,7 @@ def run(ctx: Context, metric_id: str) -> Outcome:
     v = compute_view(ctx.data)
     if isinstance(v, str):
         wl = ctx.result("workload")
-        why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format_id)
+        why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format)
         return Skipped(metric_id, f"FLOPs and bytes per operation need operator shapes: {why}")
     try:
         dp = device_peaks(ctx)

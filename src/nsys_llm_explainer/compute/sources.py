@@ -75,7 +75,7 @@ class Instances:
 
 def instances(data: TraceData) -> Instances | str:
     """The costed operator calls of the trace, or why there are none (cached; what to do
-    about it depends on the workload: compute_advice.py)."""
+    about it depends on the workload: compute/advice.py)."""
     return data.cached(CACHE_KEY, lambda: _build(data))
 
 

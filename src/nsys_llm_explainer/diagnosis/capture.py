@@ -8,7 +8,7 @@ from typing import Any
 from nsys_llm_explainer.analysis.capture_messages import CUDA_KINDS
 from nsys_llm_explainer.diagnosis.verdict import metric
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceInfo, Verdict
+from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, TraceFormat, TraceInfo, Verdict
 
 NSYS_RECIPE = (
     "Warm up before capturing: run a few iterations (model load, compilation, CUDA-graph capture, "
@@ -82,7 +82,7 @@ def review(trace: TraceInfo, metrics: dict[str, Outcome], verdict: Verdict) -> C
         what = "events may be missing" if d["events_may_be_missing"] else "concerns the CUDA trace"
         facts.append(f"profiler {d['severity']} ({what}): {d['text']}")
     recipe: tuple[str, ...] = ()
-    kineto = getattr(trace, "format", "") == "kineto-json"
+    kineto = getattr(trace, "format", None) is TraceFormat.KINETO
     if verdict == Verdict.NOT_STEADY_STATE:
         recipe = KINETO_RECIPE if kineto else NSYS_RECIPE
     elif verdict == Verdict.INSUFFICIENT_DATA:

@@ -19,7 +19,7 @@ from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.diff.lead import interval, pct
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import escape, markdown, templates
+from nsys_llm_explainer.render import escape, md_env, templates
 from nsys_llm_explainer.render.csv_writer import render_table
 
 MD_NAME = "diff.md"
@@ -120,7 +120,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """diff.md's environment: report.md's filters and the diff's own (render/templates.py)."""
-    return markdown.environment(templates.DIFF_MD, FILTERS)
+    return md_env.environment(templates.DIFF_MD, FILTERS)
 
 
 def render_md(diff: Diff, top_n: int = 20) -> str:

@@ -2,7 +2,7 @@
 
 PATH arguments are trace files, directories (searched recursively) or glob patterns. In a
 directory (and a glob that names one), a file counts when its content is a trace: an Nsight
-Systems SQLite export (trace/sources.py), or JSON with a `traceEvents` key in its first
+Systems SQLite export (trace/formats.py), or JSON with a `traceEvents` key in its first
 JSON_SCAN_BYTES (a PyTorch profiler trace: the Kineto reader needs that key). Other JSON files
 (a model's config.json, metrics) are skipped and listed as such; other files are ignored, and
 so are the files this tool writes itself (report.json, fleet.json, ... and generator
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.model import TraceFormat
+from nsys_llm_explainer.trace import formats
 
 GLOB_CHARS = re.compile(r"[*?\[]")
 OWN_OUTPUTS = frozenset(
@@ -84,10 +85,10 @@ def _dir_traces(root: Path, skipped: list[Path]) -> list[Path]:
             if name in OWN_OUTPUTS or name.endswith(OWN_SUFFIXES):
                 continue
             path = Path(dirpath) / name
-            kind = sources.sniff(path)
-            if kind == sources.NSYS or (kind == sources.KINETO and _has_trace_events(path)):
+            kind = formats.sniff(path)
+            if kind is TraceFormat.NSYS or (kind is TraceFormat.KINETO and _has_trace_events(path)):
                 found.append(path)
-            elif kind == sources.KINETO:
+            elif kind is TraceFormat.KINETO:
                 skipped.append(path)
     return found
 

@@ -22,7 +22,7 @@ from nsys_llm_explainer import api
 from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.fleet import cache, extract, report_view
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 from nsys_llm_explainer.trace.data import Unavailable
 
 ARRAY_TAG = "int64"
@@ -69,7 +69,7 @@ def decode(value: Any) -> Any:
 def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
     report = api.explain(path, task.options, jobs=1)
     doc = report_view.as_dict(report)
-    data = sources.open_trace(path, kernel_name=task.options.kernel_name, jobs=1)
+    data = formats.open_trace(path, kernel_name=task.options.kernel_name, jobs=1)
     try:
         ranks = extract.ranks(
             data, report_view.steps_frame(report), report_view.skipped_reason(doc, "steps")
@@ -83,7 +83,8 @@ def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
             r["gpus"] = report_view.gpu_names(doc, r["devices"])
     finally:
         data.close()
-    summary = {"format": sources.sniff(path), "ranks": ranks, "warnings": len(doc.get("warnings", []))}
+    fmt = formats.sniff(path)
+    summary = {"format": fmt.word if fmt else None, "ranks": ranks, "warnings": len(doc.get("warnings", []))}
     return summary, report_view.json_text(doc)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.model import Outcome, Skipped
@@ -29,9 +28,6 @@ class Metric:
     # An option the metric needs (an Options.extra key): without it the metric does not run
     # and is absent from the report (no section, no tables, no "not measured" line).
     option: str | None = None
-    # A cached intermediate the metric reads and may have built ahead, in another process,
-    # once the metrics in `after` have finished (runtime/offload.py): (cache key, build).
-    prebuild: tuple[str, Callable[[Context], Any]] | None = None
 
     def wanted(self, options: Options) -> bool:
         return self.option is None or bool(options.extra.get(self.option))

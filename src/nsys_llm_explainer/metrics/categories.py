@@ -1,5 +1,5 @@
 """categories: kernel time per category (GEMM, attention, norm ...) from the ordered regex
-table in nsys_llm_explainer/categories.py (matched on each kernel's function name, or the
+table in kernels/categories.py (matched on each kernel's function name, or the
 functor of a generic launcher), globally, per device, per process and per phase.
 
 The kernel set is exactly top_kernels' (every loaded kernel row), so shares add up to the

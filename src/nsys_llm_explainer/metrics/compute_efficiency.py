@@ -1,12 +1,12 @@
 """compute_efficiency: how close each operation and kernel comes to the GPU's roof.
 
 Shapes come from the PyTorch profiler's record_shapes (Input Dims / Input type) or from the
-NVTX range names PyTorch emits with shapes under Nsight Systems (compute_sources.py; their
-dtype is assumed from the kernels' names). Each counted call (compute_count.py: composite
+NVTX range names PyTorch emits with shapes under Nsight Systems (compute/sources.py; their
+dtype is assumed from the kernels' names). Each counted call (compute/count.py: composite
 operators or their children, never both) gets FLOPs and compulsory bytes (docs/compute.md)
 and the time of its kernels; per operation (operator, input sizes, dtype, device) and per
 kernel: achieved TFLOP/s and GB/s, arithmetic intensity, the bound against the ridge point of
-its dtype, and the share of the roof it reaches (compute_tables.py). Peaks: compute_peaks.py.
+its dtype, and the share of the roof it reaches (compute/tables.py). Peaks: compute/peaks.py.
 """
 
 

@@ -211,5 +211,4 @@ METRIC = Metric(
             "critical_path_timeline": S.TIMELINE_COLUMNS},
     description="Per-step dependency graph, replay check, and the critical path by kind and item.",
     after=("steps",),
-    prebuild=(ANALYSIS_KEY, build_analysis),
 )

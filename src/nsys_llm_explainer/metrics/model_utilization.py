@@ -17,11 +17,11 @@ of its own falls back to its host latency.
 - HFU = FLOPs of the operator calls measured in the step (compute_efficiency's counting) /
   (step time x peak x GPUs): a lower bound where operators lack shapes.
 
-Peak: the dtype most GEMM FLOPs ran in, on the step's GPU (compute_peaks.py); GPUs: the
+Peak: the dtype most GEMM FLOPs ran in, on the step's GPU (compute/peaks.py); GPUs: the
 devices the step's process ran kernels on. Every row lists the inputs it used and says which
 were assumed; a figure that cannot be computed is null with the missing input named.
 Figures no GPU can reach (above 100%) and an HFU below the model's own FLOPs are warnings
-that name the inputs to check (model_checks.py).
+that name the inputs to check (compute/model_checks.py).
 """
 
 from __future__ import annotations

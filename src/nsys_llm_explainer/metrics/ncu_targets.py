@@ -33,7 +33,7 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.categories import kernel_categories
-from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.model import MetricResult, Outcome, TraceFormat
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -76,7 +76,7 @@ def _step_ranges(ctx: Context) -> tuple[str | None, np.ndarray | None]:
     its launch call lies inside one of them (same process); (None, None) without them."""
     steps = ctx.result("steps")
     name = ctx.options.step_range
-    nsys = ctx.data.format_id == "nsys-sqlite"  # Kineto's ranges are not NVTX when ncu runs
+    nsys = ctx.data.format is TraceFormat.NSYS  # Kineto's ranges are not NVTX when ncu runs
     if not nsys or steps is None or steps.data.get("method") != "nvtx_step_range" or not name:
         return None, None
     try:

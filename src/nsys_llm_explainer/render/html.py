@@ -23,11 +23,11 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import md_html, overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.shared import Shared, shared_for
-from nsys_llm_explainer.render.svg import Missing, Plot, build_plots
+from nsys_llm_explainer.render.svg import Missing, Plot
 from nsys_llm_explainer.render.svg.base import STYLE
 
 if TYPE_CHECKING:
@@ -156,12 +156,12 @@ def render(
     sections: list[sections_mod.Section] | None = None,
     shared: Shared | None = None,
 ) -> str:
-    """`built`: build_plots(report), and `sections`: sections.render(report), when the caller
-    has them already."""
+    """`built`: the plots and why the others are missing, and `sections`: the metric sections,
+    when the caller has them already (else the shared ones)."""
     shared = shared_for(report, shared)
     doc = shared.document
-    plots, missing = built if built is not None else build_plots(report, shared)
-    parts = sections if sections is not None else sections_mod.render(report, shared)
+    plots, missing = built if built is not None else shared.plots
+    parts = sections if sections is not None else shared.sections
     titles = {s.metric_id: s.title for s in parts}
     timeline = next((_figure(p) for p in plots if p.id == TIMELINE), None)
     devices = doc["diagnosis"].get("devices") or []
@@ -171,6 +171,7 @@ def render(
         .get_template(ROOT)
         .render(
             report=doc,
+            kineto=report.trace.format is TraceFormat.KINETO,
             diagnosis=doc["diagnosis"],
             key_numbers=overview.key_numbers(doc),
             device_table=overview.device_table(devices),

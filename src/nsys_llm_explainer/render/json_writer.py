@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.model import MetricResult, Report
-from nsys_llm_explainer.render.shared import Shared, shared_for
+from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
 from nsys_llm_explainer.render.summary import summarize
 
 SCHEMA_VERSION = "3.1"
@@ -53,6 +52,12 @@ def _diagnosis(report: Report) -> Any:
     return diagnose(report.trace, report.metrics, accounting.build(report.metrics))
 
 
+def _trace(info: TraceInfo) -> dict[str, Any]:
+    """report.json's trace section: TraceInfo's fields in order, its format_details under the
+    name the contract gives them (trace.kineto, null for an Nsight Systems export)."""
+    return {("kineto" if k == "format_details" else k): v for k, v in dataclasses.asdict(info).items()}
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     """report.json as a dict, built from the Report (Shared.document caches it: use that)."""
     top_n = int(report.options.get("top_n", 20))
@@ -66,7 +71,7 @@ def report_dict(report: Report) -> dict[str, Any]:
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
-        "trace": report.trace,
+        "trace": _trace(report.trace),
         "options": report.options,
         "warnings": list(report.warnings),
         "limitations": list(report.limitations),
@@ -79,8 +84,9 @@ def report_dict(report: Report) -> dict[str, Any]:
     return plain(out)  # type: ignore[no-any-return]
 
 
-def render(report: Report, shared: Shared | None = None) -> str:
-    return dumps(shared_for(report, shared).document)
+def render(report: Report) -> str:
+    """report.json's text (the writers take the document Shared.document holds: dumps)."""
+    return dumps(report_dict(report))
 
 
 def dumps(doc: dict[str, Any]) -> str:

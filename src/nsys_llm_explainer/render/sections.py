@@ -10,16 +10,13 @@ cannot be forged: escape.md drops those two characters from every name of the tr
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render import escape
-from nsys_llm_explainer.render.shared import Shared, shared_for
-
-MARK = re.compile("\ue000(\\d+)\ue001")
+from nsys_llm_explainer.render.md_env import MARK, report_environment
 
 
 @dataclass(frozen=True)
@@ -30,11 +27,6 @@ class Section:
     reason: str  # why it was skipped
     body: str  # Markdown with kernel marks ("" when skipped)
     kernels: tuple[str, ...] = ()  # full kernel names, by mark index
-
-
-def mark(refs: list[str], name: object) -> str:
-    refs.append("" if name is None else str(name))
-    return f"\ue000{len(refs) - 1}\ue001"
 
 
 def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[str, tuple[str, ...]]:
@@ -54,12 +46,9 @@ def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[st
         ), ()
 
 
-def render(report: Report, shared: Shared | None = None) -> list[Section]:
-    """Every metric of the report, in registry order."""
-    from nsys_llm_explainer.render.markdown import report_environment
-
+def render(report: Report, doc: dict[str, Any]) -> list[Section]:
+    """Every metric of the report, in registry order (`doc`: its report.json dict)."""
     env = report_environment()
-    doc = shared_for(report, shared).document
     top_n = int(report.options.get("top_n", 20))
     out = []
     for metric in REGISTRY:
@@ -82,4 +71,4 @@ def to_markdown(section: Section, labels: Any) -> str:
     return MARK.sub(lambda m: escape.md(labels(section.kernels[int(m.group(1))])), section.body)
 
 
-__all__ = ["MARK", "Section", "mark", "render", "to_markdown"]
+__all__ = ["Section", "render", "to_markdown"]

@@ -3,7 +3,9 @@ report.json's dict, the kernel labels, the trace strings that hold a backtick, t
 the metric sections (report.md and report.html show both), and report.md's layout.
 
 The Report (model.py) is data only; the writers take it with its Shared. A writer called
-without one builds its own (tests, a single format)."""
+without one builds its own (tests, a single format). Shared builds each value with a builder
+that takes plain inputs and knows no Shared (json_writer.report_dict, svg.build_plots,
+sections.render), so the builders sit below it and the writers above."""
 
 from __future__ import annotations
 
@@ -55,16 +57,16 @@ class Shared:
     @cached_property
     def plots(self) -> tuple[list[Plot], list[Missing]]:
         """The plots drawn, and why the others are not (render/svg)."""
-        from nsys_llm_explainer.render.svg import build_plots
+        from nsys_llm_explainer.render.svg import PlotInput, build_plots
 
-        return build_plots(self.report, self)
+        return build_plots(PlotInput(self.document, self.report, self.labels))
 
     @cached_property
     def sections(self) -> list[Section]:
         """Every metric's section (render/sections.py)."""
         from nsys_llm_explainer.render import sections
 
-        return sections.render(self.report, self)
+        return sections.render(self.report, self.document)
 
 
 def shared_for(report: Report, shared: Shared | None) -> Shared:

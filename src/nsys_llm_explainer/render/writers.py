@@ -63,7 +63,7 @@ class JsonWriter:
     def render(self, report: Report, shared: Shared) -> dict[str, str]:
         from nsys_llm_explainer.render import json_writer
 
-        return {"report.json": json_writer.render(report, shared)}
+        return {"report.json": json_writer.dumps(shared.document)}
 
     def prepare(self, md: str) -> None:
         from nsys_llm_explainer.render import json_writer  # noqa: F401

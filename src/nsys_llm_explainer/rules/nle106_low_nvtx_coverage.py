@@ -52,7 +52,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
 
 def _advice(view: RuleInput) -> tuple[str, ...]:
-    hint = capture_hint(view.schema.format_id, "ranges")
+    hint = capture_hint(view.schema.format, "ranges")
     return (hint,) if hint else advice("nvtx", view.workload)
 
 

@@ -35,7 +35,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "figures "
             f"cover the other {d['kernels_with_launch']:,}"
         ],
-        recommendation=[capture_hint(view.schema.format_id, "launches") or ""],
+        recommendation=[capture_hint(view.schema.format, "launches") or ""],
         title=f"{pct(d['kernels_without_launch_pct'])} of kernels have no launch call in the trace",
     )
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.capture import KINETO_RECIPE, NSYS_RECIPE, STARTUP_WORDS, startup_parts
-from nsys_llm_explainer.model import Cause, Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding, TraceFormat
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur
 from nsys_llm_explainer.rules.idle_cause_common import MAX_DEVICE_LINES, startup_capture, where
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -54,7 +54,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     steady = cap.data.get("steady_start_ns")
     if steady is None:
         lines.append("no steady part follows the start-up events in this capture")
-    kineto = view.schema.format_id == "kineto-json"
+    kineto = view.schema.format is TraceFormat.KINETO
     recipe = KINETO_RECIPE if kineto else (NSYS_RECIPE[1], NSYS_RECIPE[0])  # the specific change first
     yield rule.finding(
         severity=severity,

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.kernels.math_mode import math_mode
-from nsys_llm_explainer.model import Cause, Confidence, Finding
+from nsys_llm_explainer.model import Cause, Confidence, Finding, TraceFormat
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, per_device
 from nsys_llm_explainer.rules.precision_advice import fp32_matmul
@@ -101,7 +101,7 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if len(rows) == 1
         else f"Float32 {what} on CUDA cores take up to {share} of the {scope} time of {len(rows)} GPUs"
     )
-    kineto = view.schema is not None and view.schema.format_id == "kineto-json"  # a PyTorch profiler trace
+    kineto = view.schema is not None and view.schema.format is TraceFormat.KINETO  # a PyTorch profiler trace
     pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
     yield rule.finding(
         severity=severity,

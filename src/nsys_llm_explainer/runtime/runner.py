@@ -23,9 +23,8 @@ from collections.abc import Callable, Sequence
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
-from nsys_llm_explainer.runtime import alloc, offload
+from nsys_llm_explainer.runtime import alloc
 from nsys_llm_explainer.runtime.lifetimes import HEAVY, Releases
-from nsys_llm_explainer.trace import forked
 
 THREADS_MIN_KERNELS = 250_000  # below this the metric phase takes well under a second
 HEAVY_ALONE_KERNELS = 1_000_000
@@ -41,8 +40,6 @@ RunOne = Callable[[Metric, Context], Outcome]
 class Plan:
     threads: int = 1
     heavy_alone: bool = True  # at most one HEAVY metric at a time
-    # one thread: a metric's prebuild may run in a forked child (runtime/offload.py)
-    offload: bool = False
 
 
 def plan(rows: int, jobs: int) -> Plan:
@@ -65,48 +62,12 @@ def run_metrics(
             raise ValueError(f"{metric.id} reads {early}, which run after it")
     releases = Releases(ids)
     if how.threads < 2 or len(metrics) < 2:
-        if how.offload:
-            return _run_offloading(metrics, ctx, run_one, releases)
         results: dict[str, Outcome] = {}
         for metric in metrics:
             results[metric.id] = run_one(metric, _view(ctx, metric, results))
             _release(ctx, releases.finished(metric.id), metric.id in HEAVY)
         return results
     return _Pool(metrics, ctx, run_one, releases, how.heavy_alone).run(how.threads)
-
-
-def _run_offloading(metrics: Sequence[Metric], ctx: Context, run_one: RunOne, releases: Releases) -> dict[str, Outcome]:
-    """One thread, with the first metric's prebuild (Metric.prebuild) in a forked child,
-    started once the metrics it reads have finished. That metric and those reading its
-    result run after all the others, by when the child is done; results come back in the
-    given order."""
-    target = next((m for m in metrics if m.prebuild is not None), None)
-    if target is None:
-        order = list(metrics)
-    else:
-        later = {target.id}
-        for m in metrics:  # metrics reading the target's result, directly or not
-            if later.intersection(m.after):
-                later.add(m.id)
-        order = [m for m in metrics if m.id not in later] + [m for m in metrics if m.id in later]
-    ids = {m.id for m in metrics}
-    done: dict[str, Outcome] = {}
-    job: offload.Offload | None = None
-    try:
-        for metric in order:
-            if target is not None and target.prebuild is not None and job is None and target.id not in done \
-                    and metric is not target and all(d in done for d in target.after if d in ids) \
-                    and forked.one_thread():
-                key, build = target.prebuild
-                job = offload.Offload(_view(ctx, target, done), key, build)
-            if job is not None and metric is target:
-                job.finish()
-            done[metric.id] = run_one(metric, _view(ctx, metric, done))
-            _release(ctx, releases.finished(metric.id), metric.id in HEAVY)
-    finally:
-        if job is not None:
-            job.cancel()
-    return {m.id: done[m.id] for m in metrics}
 
 
 def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:

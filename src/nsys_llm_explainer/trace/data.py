@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.columns import Columns
 
@@ -131,12 +131,6 @@ class Offers:
 class TraceData:
     """Lazily loaded, cached columns of one opened trace. Subclasses implement the loaders."""
 
-    format_name = "trace"  # what report sections say fed them ("Nsight Systems SQLite", ...)
-    format_id = "trace"  # report.json trace.format ("nsys-sqlite", "kineto-json")
-    # Holds nothing a forked copy of the process cannot use as it is (no database connection):
-    # a metric's build may run in a fork (runtime/offload.py).
-    forkable = False
-
     def __init__(self, schema: Schema, kernel_name: str = "demangled") -> None:
         self.schema = schema
         self.kernel_name_mode = kernel_name  # demangled, short or mangled (what sources have)
@@ -150,6 +144,16 @@ class TraceData:
         # its independent parts to idle metric threads (analysis/parts.py) through `parts`.
         self.threads = 1
         self.parts = Offers()
+
+    @property
+    def format(self) -> TraceFormat:
+        """Which format this is (the schema says: its probe, or the reader that built it)."""
+        return self.schema.format
+
+    @property
+    def format_name(self) -> str:
+        """What report sections say fed them ("Nsight Systems SQLite export", ...)."""
+        return self.schema.format.label
 
     # -- cache ------------------------------------------------------------------------
     def cached(self, key: str, build: Callable[[], T]) -> T:
@@ -313,7 +317,7 @@ class TraceData:
         return None
 
     def format_details(self) -> dict[str, Any] | None:
-        """Version fields of formats other than Nsight Systems (report.json trace.kineto)."""
+        """The format's own version fields (report.json trace.kineto); None when it has none."""
         return None
 
     def format_limitations(self) -> list[str]:

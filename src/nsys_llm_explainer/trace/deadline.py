@@ -9,7 +9,7 @@ Metrics may run in several threads over one connection. The handler reads the de
 the thread whose statement SQLite is running, and stays installed while any thread is
 under a limit: `conn` must be the same object for every limit on one connection. Every
 statement on a shared connection holds its statement lock, which set_progress_handler also
-takes (NsysTraceData.sql); a handler changed while another thread's statement runs deadlocks.
+takes (NsysExport.sql); a handler changed while another thread's statement runs deadlocks.
 """
 
 from __future__ import annotations

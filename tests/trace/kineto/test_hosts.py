@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nsys_llm_explainer.trace.data import Unavailable
-from nsys_llm_explainer.trace.sources import open_trace
+from nsys_llm_explainer.trace.formats import open_trace
 from tests.conftest import analyze, ok, run_cli
 from tests.fixtures.kineto.builder import HOST_PID, KinetoBuilder
 

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsys_llm_explainer.model import TraceFormat
+from nsys_llm_explainer.trace.formats import open_trace
 from nsys_llm_explainer.trace.kineto.timeconv import us_to_ns
-from nsys_llm_explainer.trace.sources import open_trace
 from tests.conftest import run_cli
 from tests.fixtures.kineto.builder import KinetoBuilder, us_text
 
@@ -36,7 +37,7 @@ def kernels_of(path: Path):
 def test_detected_by_content_under_any_name(tmp_path, name):
     path = simple(KinetoBuilder()).write(tmp_path / name)
     k, data = kernels_of(path)
-    assert data.format_id == "kineto-json"
+    assert data.format is TraceFormat.KINETO and data.format_name == "PyTorch profiler trace (Kineto JSON)"
     assert k.dur.tolist() == [4_123, 0]
 
 
@@ -288,4 +289,4 @@ def test_damaged_files_fail_with_input_error_never_a_crash(tmp_path_factory, cut
     except InputError as exc:
         assert "\n" not in exc.message
         return
-    assert data.format_id in ("kineto-json", "nsys-sqlite")  # a cut that still parses
+    assert data.format in (TraceFormat.KINETO, TraceFormat.NSYS)  # a cut that still parses

@@ -15,7 +15,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
 from nsys_llm_explainer.runtime import cpus
 from nsys_llm_explainer.trace.columns import Columns
-from nsys_llm_explainer.trace.nsys import helper, wire
+from nsys_llm_explainer.trace.nsys import helper
 from tests.conftest import NSYS_TRACES
 from tests.fixtures import hostile as h
 
@@ -138,22 +138,22 @@ def test_wire_round_trip_keeps_dtypes_and_lengths() -> None:
     })
     empty = Columns("E", {"x": np.empty(0, dtype=np.int64)})
     buf = io.BytesIO()
-    wire.write_header(buf, {"type": "progress", "key": "runtime", "rows": 5})
-    wire.write_loaded(buf, "runtime", {"t": cols, "e": empty, "names": ["x", "é"]},
+    helper.write_header(buf, {"type": "progress", "key": "runtime", "rows": 5})
+    helper.write_loaded(buf, "runtime", {"t": cols, "e": empty, "names": ["x", "é"]},
                       ["w"], {"T": 3}, [42])
     buf.seek(0)
-    assert wire.read_header(buf) == {"type": "progress", "key": "runtime", "rows": 5}
-    header = wire.read_header(buf)
+    assert helper.read_header(buf) == {"type": "progress", "key": "runtime", "rows": 5}
+    header = helper.read_header(buf)
     assert header is not None and header["warnings"] == ["w"] and header["missing"] == [42]
-    entries = wire.read_entries(buf, header)
-    assert wire.read_header(buf) is None  # clean end
+    entries = helper.read_entries(buf, header)
+    assert helper.read_header(buf) is None  # clean end
     assert entries["names"] == ["x", "é"]
     assert entries["e"].table == "E" and len(entries["e"]) == 0
     for name in ("a", "b", "c"):
         assert entries["t"][name].dtype == cols[name].dtype
         assert entries["t"][name].tolist() == cols[name].tolist()
     with pytest.raises(TypeError):
-        wire.write_loaded(io.BytesIO(), "k", {"o": Columns("O", {"s": np.array(["x"], dtype=object)})},
+        helper.write_loaded(io.BytesIO(), "k", {"o": Columns("O", {"s": np.array(["x"], dtype=object)})},
                           [], {}, [])
 
 

@@ -1,7 +1,8 @@
 """Plots as hand-written SVG: one builder module per plot, each reading the Report.
 
-`build_plots(report)` returns the plots that have data, and for the others the reason they
-are not drawn (the writers show it, never an empty chart)."""
+`build_plots(inp)` returns the plots that have data, and for the others the reason they
+are not drawn (the writers show it, never an empty chart). Shared.plots (render/shared.py)
+builds them once per report."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nsys_llm_explainer.model import Report
-from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.svg import (
     critical_path,
     gap_histogram,
@@ -58,9 +57,7 @@ def _why_missing(inp: PlotInput, spec: PlotSpec) -> str:
     return f"{spec.metric_id} has nothing to draw on this trace"
 
 
-def build_plots(report: Report, shared: Shared | None = None) -> tuple[list[Plot], list[Missing]]:
-    shared = shared_for(report, shared)
-    inp = PlotInput(shared.document, report, shared.labels)
+def build_plots(inp: PlotInput) -> tuple[list[Plot], list[Missing]]:
     plots, missing = [], []
     for spec in PLOTS:
         try:
@@ -91,4 +88,4 @@ def plot_files(plots: list[Plot]) -> dict[str, str]:
     }
 
 
-__all__ = ["PLOTS", "Missing", "Plot", "build_plots", "plot_files"]
+__all__ = ["PLOTS", "Missing", "Plot", "PlotInput", "build_plots", "plot_files"]

@@ -1,4 +1,5 @@
-"""What every plot shares: the Plot record, escaping, number formatting, the stylesheet.
+"""What every plot shares: the Plot record, escaping, number formatting, the stylesheet, and
+the pieces plots are drawn with (shapes, ticks, a legend, the time axis, horizontal bars).
 
 Plots are hand-written SVG strings: no plotting library (matplotlib and its dependencies are
 tens of MB installed and write one element per data point); the output is small, stable
@@ -172,6 +173,76 @@ def legend(x: float, y: float, items: list[tuple[str, str]], width: float) -> tu
         out.append(rect(cx, cy, 12, 12, f"{cls} sw") + text(cx + 16, cy + 10, label))
         cx += w
     return "".join(out), cy - y + 18
+
+
+# -- axes: tick positions and labels for time (ns) and plain numbers --------------------
+
+UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns"))
+
+
+def time_label(value_ns: float, step_ns: float) -> str:
+    """A tick label in the unit of the step, with just enough decimals to tell ticks apart."""
+    scale, unit = next((s, u) for s, u in UNITS if step_ns >= s or s == 1.0)
+    step = step_ns / scale
+    decimals = 0 if step >= 1 else (1 if step >= 0.1 else 2)
+    return f"{value_ns / scale:,.{decimals}f} {unit}"
+
+
+def time_axis(
+    left: float,
+    width: float,
+    y: float,
+    span_ns: float,
+    caption: str = "time since the first kernel",
+) -> tuple[str, float]:
+    """A horizontal axis from 0 to span_ns; returns markup and the height it uses."""
+    out = [line(left, y, left + width, y)]
+    marks = ticks(0.0, float(span_ns), 8) if span_ns > 0 else [0.0]
+    step = marks[1] - marks[0] if len(marks) > 1 else max(float(span_ns), 1.0)
+    for t in marks:
+        x = left + (width * t / span_ns if span_ns > 0 else 0.0)
+        out.append(line(x, y, x, y + 4))
+        anchor = "start" if t == 0 else ("end" if x > left + width - 30 else "middle")
+        out.append(text(x, y + 17, time_label(t, step), cls="muted", anchor=anchor))
+    out.append(text(left + width / 2, y + 33, caption, cls="muted", anchor="middle"))
+    return "".join(out), 40.0
+
+
+def value_ticks(hi: float, max_ticks: int = 5) -> list[float]:
+    return ticks(0.0, hi, max_ticks) if hi > 0 else [0.0]
+
+
+# -- horizontal bars with a label column and the value written after each bar ----------
+
+ROW_H = 22
+BAR_H = 14
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str  # plain text; shortened to fit, shown in full as a tooltip
+    value: float
+    value_text: str
+    cls: str = "busy"
+    tip: str = ""
+    full: str = ""  # the label's tooltip when it names something longer (a kernel's full name)
+
+
+def hbars(bars: list[Bar], top: float, label_w: float, bar_w: float) -> tuple[str, float]:
+    """One row per bar, scaled to the largest value; returns markup and height used."""
+    hi = max((b.value for b in bars), default=0.0)
+    out = []
+    for t in value_ticks(hi)[1:]:
+        x = label_w + bar_w * t / hi
+        out.append(line(x, top, x, top + ROW_H * len(bars)))
+    for i, b in enumerate(bars):
+        y = top + i * ROW_H
+        w = bar_w * b.value / hi if hi > 0 else 0.0
+        tip = b.tip or f"{b.label}: {b.value_text}"
+        out.append(text(label_w - 8, y + 15, fit(b.label, label_w - 12), anchor="end", tip=b.full or b.label))
+        out.append(rect(label_w, y + (ROW_H - BAR_H) / 2, max(w, 1.0), BAR_H, b.cls, tip=tip))
+        out.append(text(label_w + w + 6, y + 15, b.value_text, cls="muted"))
+    return "".join(out), ROW_H * len(bars)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.render.svg.axis import time_axis
-from nsys_llm_explainer.render.svg.base import Plot, PlotInput, fit, legend, n, path, rect, text
+from nsys_llm_explainer.render.svg.base import Plot, PlotInput, fit, legend, n, path, rect, text, time_axis
 
 TITLE = "Critical path of the median step"  # as registered in render/svg/__init__.py PLOTS
 LEFT, WIDTH, RIGHT, TOP = 190, 700, 20, 10

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from nsys_llm_explainer.fmt import dur, num, pct
-from nsys_llm_explainer.render.svg.bars import Bar, hbars
-from nsys_llm_explainer.render.svg.base import Plot, PlotInput
+from nsys_llm_explainer.render.svg.base import Bar, Plot, PlotInput, hbars
 
 TOP = 12
 LABEL_W, BAR_W, VALUE_W = 160, 600, 170

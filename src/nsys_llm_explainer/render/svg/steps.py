@@ -13,7 +13,6 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.stats import rank_of
 from nsys_llm_explainer.fmt import dur, num
-from nsys_llm_explainer.render.svg.axis import time_axis, time_label
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
@@ -26,6 +25,8 @@ from nsys_llm_explainer.render.svg.base import (
     rect,
     text,
     ticks,
+    time_axis,
+    time_label,
 )
 
 LEFT, SCATTER_W, GAP, DIST_W, RIGHT = 70, 560, 150, 300, 20

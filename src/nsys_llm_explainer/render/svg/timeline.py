@@ -10,7 +10,6 @@ import numpy as np
 
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.render.escape import shorten_all
-from nsys_llm_explainer.render.svg.axis import time_axis
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
@@ -21,6 +20,7 @@ from nsys_llm_explainer.render.svg.base import (
     path,
     rect,
     text,
+    time_axis,
 )
 
 LEFT, PLOT_W, RIGHT = 130, 1000, 20

@@ -11,8 +11,7 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer.fmt import dur, num, pct
-from nsys_llm_explainer.render.svg.bars import Bar, hbars
-from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, legend
+from nsys_llm_explainer.render.svg.base import COLOURS, Bar, Plot, PlotInput, hbars, legend
 
 TOP = 15
 # The label column holds LABEL_MAX characters of the widest glyph mix seen in kernel names

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
 from nsys_llm_explainer.trace.clean import clamp_sizes, drop_duplicate_rows, total_duration_problem
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import ClockOrigin, TraceData, Unavailable
@@ -32,7 +32,6 @@ from nsys_llm_explainer.trace.kineto import collect as kc
 from nsys_llm_explainer.trace.kineto import metadata
 from nsys_llm_explainer.trace.names import NAME_LIMIT, api_base_name, bounded, cut_warning
 
-FORMAT_ID = "kineto-json"
 NVTX_PUSH_POP = 59  # the NVTX event type of nested per-thread ranges, which these are
 MAX_TIME_NS = 1 << 62
 MAX_PID = (1 << 24) - 1  # the launch join packs pids into 24 bits
@@ -69,13 +68,9 @@ def _arr(values: Any) -> np.ndarray:
 class KinetoTraceData(TraceData):
     """Columns of one PyTorch profiler trace, built from one pass over the file."""
 
-    format_name = "PyTorch profiler trace (Kineto JSON)"
-    format_id = FORMAT_ID
-    forkable = True  # columns in memory, read from the file once
-
     def __init__(self, collected: kc.Collected, top: dict[str, Any], kernel_name: str = "demangled") -> None:
         schema = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None,
-                        export_schema_version=None, format_id=FORMAT_ID)
+                        export_schema_version=None, format=TraceFormat.KINETO)
         super().__init__(schema, kernel_name)
         self.c = collected
         self.top = top
@@ -489,7 +484,7 @@ class KinetoTraceData(TraceData):
         return self.info
 
     def format_limitations(self) -> list[str]:
-        return metadata.limitations(self)
+        return metadata.limitations(self.c, self.kernel_rows_estimate())
 
     def distributed(self) -> dict[str, Any] | None:
         return metadata.distributed(self.top)

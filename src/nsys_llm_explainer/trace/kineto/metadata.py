@@ -9,13 +9,10 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nsys_llm_explainer.model import GpuInfo
-from nsys_llm_explainer.trace.kineto.collect import RUNTIME
-
-if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.kineto.load import KinetoTraceData
+from nsys_llm_explainer.model import GpuInfo, TraceFormat
+from nsys_llm_explainer.trace.kineto.collect import RUNTIME, Collected
 
 # Top-level keys reported as the trace's version facts (all optional).
 VERSION_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version",
@@ -187,15 +184,16 @@ def bad_event_warnings(bad: Counter[str]) -> list[str]:
     ]
 
 
-def limitations(data: KinetoTraceData) -> list[str]:
-    """What a PyTorch profiler trace cannot tell, as report limitations (docs/kineto.md)."""
+def limitations(collected: Collected, kernels: int) -> list[str]:
+    """What a PyTorch profiler trace cannot tell, as report limitations (docs/kineto.md);
+    `kernels`: how many kernel events it holds."""
     out = [
-        f"Read from a {data.format_name}: NVTX-based sections use its host ranges "
+        f"Read from a {TraceFormat.KINETO.label}: NVTX-based sections use its host ranges "
         "(user_annotation and cpu_op events) as NVTX ranges.",
         "PyTorch profiler traces record no CUDA graph trace mode, no GPU clocks or memory "
         "bandwidth, and no profiler diagnostics; copy source and destination devices are "
         "unknown.",
     ]
-    if data.kernel_rows_estimate() and not len(data.c.tables[RUNTIME]):
+    if kernels and not len(collected.tables[RUNTIME]):
         out.append("The trace has kernels but no cuda_runtime/cuda_driver events: launches are not measured.")
     return out

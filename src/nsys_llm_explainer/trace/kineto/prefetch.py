@@ -25,14 +25,15 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from nsys_llm_explainer.trace import forked
 from nsys_llm_explainer.trace.kineto.collect import Collected
 from nsys_llm_explainer.trace.kineto.read import GZIP_MAGIC
 
@@ -54,7 +55,7 @@ Events = tuple[dict, Collected]
 
 
 class _Child(Protocol):
-    """What a helper process is to this module: subprocess.Popen, or forked.Forked."""
+    """What a helper process is to this module: subprocess.Popen, or Forked."""
 
     stdout: IO[bytes] | None
 
@@ -99,10 +100,93 @@ class _Prefetch:
         self.chunks.clear()
 
 
-def _fork(path: Path) -> forked.Forked | None:
+def one_thread() -> bool:
+    """True on Linux when this process has exactly one thread (native ones counted): a fork
+    copies the memory, not the other threads, so a lock one of them held would stay held in
+    the child."""
+    try:
+        return sys.platform.startswith("linux") and len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+class Forked:
+    """A forked helper, with the part of subprocess.Popen's interface _Prefetch uses."""
+
+    def __init__(self, pid: int, stdout: IO[bytes]) -> None:
+        self.pid = pid
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+
+    # Where the status is lost (SIGCHLD ignored: the system reaps the child itself), the
+    # child counts as failed, and the trace is read here.
+    LOST = -1
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = self.LOST
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            except ChildProcessError:
+                self.returncode = self.LOST
+        return self.returncode
+
+
+def fork_call(work: Callable[[IO[bytes]], None]) -> Forked | None:
+    """Run work(pipe) in a forked child (exit 0 when it returns, 1 when it raises); None
+    when no child could be started. The caller checks one_thread() first. The child ends
+    with os._exit: it never returns into the caller's code, runs no exit handlers and
+    flushes none of this process's buffers."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    # Ctrl-C is held back across the fork, so that the child is inside its try before it
+    # can see one: it must never unwind into the caller's code.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # the child: never returns into the caller's code
+        code = 1
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            os.close(r)
+            with os.fdopen(w, "wb") as out:
+                work(out)
+            code = 0
+        finally:
+            os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    os.close(w)
+    return Forked(pid, os.fdopen(r, "rb"))
+
+
+def _fork(path: Path) -> Forked | None:
     from nsys_llm_explainer.trace.kineto import prefetch_main
 
-    return forked.fork_call(lambda out: prefetch_main.serve(path, out))
+    return fork_call(lambda out: prefetch_main.serve(path, out))
 
 
 def _spawn(path: Path) -> subprocess.Popen[bytes] | None:
@@ -167,7 +251,7 @@ def start(path: Path) -> bool:
     text = _text_bytes(path, int(key[3]))  # type: ignore[call-overload]
     if text is None or not MIN_TEXT_BYTES <= text <= MAX_TEXT_BYTES:
         return False
-    proc: _Child | None = _fork(path) if FORK and forked.one_thread() else _spawn(path)
+    proc: _Child | None = _fork(path) if FORK and one_thread() else _spawn(path)
     if proc is None:
         return False
     job = _Prefetch(key, proc)
@@ -183,18 +267,6 @@ def start(path: Path) -> bool:
     if old is not None:
         old.close()
     return True
-
-
-def start_if_kineto(path: Path) -> bool:
-    """start(path) when it names a PyTorch profiler trace."""
-    from nsys_llm_explainer.trace.sniff import KINETO, sniff
-
-    try:
-        if sniff(path) != KINETO:
-            return False
-    except (OSError, ValueError):
-        return False
-    return start(path)
 
 
 def take(path: Path) -> Events | None:

@@ -37,3 +37,10 @@ def open_kineto(path: Path, kernel_name: str = "demangled") -> KinetoTraceData:
             "name; it is used as it is"
         )
     return data
+
+
+def describe_trace(path: Path) -> str:
+    """--print-schema for a PyTorch profiler trace: its event categories and their counts."""
+    data = open_kineto(path)
+    counts = data.table_counts()
+    return "\n".join([f"{path}: {data.format_name}", *(f"  {c}: {n} events" for c, n in counts.items())])

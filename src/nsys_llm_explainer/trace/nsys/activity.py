@@ -26,7 +26,7 @@ from nsys_llm_explainer.trace.nsys.probe import (
 )
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,15 @@ GRAPH_TRACE = ActivitySpec(
 )
 
 
-def load(data: NsysTraceData, spec: ActivitySpec) -> Columns:
-    table = data._require(spec.table, spec.what, *spec.required)
+def load(data: NsysExport, spec: ActivitySpec) -> Columns:
+    table = data.require(spec.table, spec.what, *spec.required)
     have = data.schema.tables[table]
     select = {"start": '"start"', "end": '"end"'}
     if "deviceId" in spec.required:
         select["device"] = "deviceId"
     for name, (column, default) in spec.optional.items():
         select[name] = int_or(column, default) if column in have else str(default)
-    cols = data._load(table, select, spec.required)
+    cols = data.load_table(table, select, spec.required)
     if spec.size_column is not None:
         cols = clamp_sizes(cols, spec.size_column, data.warnings, spec.key)
     return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
@@ -102,7 +102,7 @@ def load(data: NsysTraceData, spec: ActivitySpec) -> Columns:
 GPU_COLUMNS = ("id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate", "computeMajor", "computeMinor")
 
 
-def load_gpus(data: NsysTraceData) -> list[GpuInfo]:
+def load_gpus(data: NsysExport) -> list[GpuInfo]:
     """TARGET_INFO_GPU rows, one per device id (typed values only; anything else is None)."""
     if not data.schema.has(GPU_TABLE, "id"):
         return []

@@ -24,14 +24,14 @@ from nsys_llm_explainer.trace.nsys.fetch import int_or
 from nsys_llm_explainer.trace.nsys.probe import quote_ident
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 CUDA_EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 STREAM_TABLE = "TARGET_INFO_CUDA_STREAM"
 STREAM_WAIT_EVENT = 2
 
 
-def _rows(data: NsysTraceData, table: str, columns: dict[str, str]) -> dict[str, np.ndarray] | None:
+def _rows(data: NsysExport, table: str, columns: dict[str, str]) -> dict[str, np.ndarray] | None:
     have = data.schema.tables.get(table)
     if not have:
         return None
@@ -43,7 +43,7 @@ def _rows(data: NsysTraceData, table: str, columns: dict[str, str]) -> dict[str,
     return {name: arr[:, i] for i, name in enumerate(columns)}
 
 
-def record_sides(data: NsysTraceData, sync: Columns) -> Columns:
+def record_sides(data: NsysExport, sync: Columns) -> Columns:
     """sync with record_stream and record_corr added (-1 where unknown)."""
     n = len(sync)
     stream = np.full(n, -1, np.int64)
@@ -95,7 +95,7 @@ def _match(rpid: np.ndarray, rkey: np.ndarray, rcorr: np.ndarray, qpid: np.ndarr
     return out
 
 
-def stream_types(data: NsysTraceData) -> Columns:
+def stream_types(data: NsysExport) -> Columns:
     """pid, stream, type of each stream TARGET_INFO_CUDA_STREAM describes."""
     rows = _rows(data, STREAM_TABLE, {"stream": "streamId", "pid": "processId", "type": "flag"})
     if rows is None:

@@ -1,35 +1,53 @@
-"""Reading the big tables in a helper process while this one reads the kernels.
+"""Reading the big tables in a helper process while this one reads the kernels: both sides
+of it, and the byte stream between them.
 
 Python's sqlite3 builds a Python object for every value it returns and holds the GIL
 while doing so, so two threads cannot read two tables faster than one; two processes
 can. The helper is a fresh interpreter (`python -c`, not fork: this process already has
 native threads, and a fork could re-run a user's script under some start methods) that
-opens the same database through the same read-only URI, loads the tables it is given
-with the same TraceData code, and streams the resulting columns back over a pipe
-(trace/wire.py). Nothing else crosses: no options, no environment, no output paths.
+reads one request on stdin, opens the same database through the same read-only URI, loads
+the tables it is given with the same NsysTraceData code (serve, main), and streams the
+resulting columns back over a pipe. Nothing else crosses: no options, no environment, no
+output paths.
 
 A helper is only a shortcut. If it cannot start, dies, or fails on a table, the table is
 loaded here as if there were no helper, with the same result and the same warnings.
+
+The stream is a run of frames: a 4-byte little-endian length, a JSON header of that length,
+then the raw bytes of the header's arrays (native byte order, in the order listed). Headers:
+
+    {"type": "progress", "key": "runtime", "rows": 65536}
+    {"type": "loaded", "key": "runtime", "entries": {...}, "warnings": [...],
+     "row_counts": {...}, "missing": [...]}
+    {"type": "failed", "key": "runtime", "why": "..."}
+
+An entry is {"table": name, "columns": [[column, dtype, rows], ...]} for loaded columns,
+or {"strings": [...]} for a list of names.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace import deadline
-from nsys_llm_explainer.trace.nsys import wire
+from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.nsys.export import Loaded
 from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
-from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE
+from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+from nsys_llm_explainer.trace.nsys.open import reopen
+from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE, probe
 
 # What a helper can load (TraceData methods no option changes), with the table each reads.
 HELPER_TABLES = {"runtime": RUNTIME_TABLE, "nvtx": NVTX_TABLE}
@@ -46,18 +64,8 @@ STALL_S = 60.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from nsys_llm_explainer.trace.nsys.helper_main import main; main()"
+    "from nsys_llm_explainer.trace.nsys.helper import main; main()"
 )
-
-
-@dataclass
-class Loaded:
-    """What loading one key produced in the helper, to be merged into TraceData."""
-
-    entries: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    row_counts: dict[str, int] = field(default_factory=dict)
-    missing: list[int] = field(default_factory=list)
 
 
 class LoadHelper:
@@ -120,24 +128,24 @@ class LoadHelper:
 
     def _read(self, stream: IO[bytes]) -> None:
         try:
-            while (header := wire.read_header(stream)) is not None:
+            while (header := read_header(stream)) is not None:
                 self._heard = time.monotonic()
                 key = header["key"]
                 if key not in self._done:
-                    raise wire.WireError(f"the helper sent an unrequested key {key!r}")
+                    raise WireError(f"the helper sent an unrequested key {key!r}")
                 kind = header.get("type")
                 if kind == "progress":
                     self._rows[key] = int(header.get("rows", 0))
                     continue
                 if kind == "loaded":
                     self._results[key] = Loaded(
-                        entries=wire.read_entries(stream, header),
+                        entries=read_entries(stream, header),
                         warnings=[str(w) for w in header.get("warnings", [])],
                         row_counts={str(t): int(n) for t, n in header.get("row_counts", {}).items()},
                         missing=[int(i) for i in header.get("missing", [])],
                     )
                 self._done[key].set()
-        except (OSError, ValueError, KeyError, TypeError, wire.WireError):
+        except (OSError, ValueError, KeyError, TypeError, WireError):
             pass  # whatever did not arrive is loaded by the parent instead
         finally:
             for event in self._done.values():
@@ -146,7 +154,7 @@ class LoadHelper:
 
 def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[LoadHelper]:
     """Helpers for the big tables when they can pay off: jobs > 1, an interpreter to run
-    them, a connection opened by trace/open.py, and at least HELPER_MIN_ROWS rows to read."""
+    them, a connection opened by trace/nsys/open.py, and at least HELPER_MIN_ROWS rows to read."""
     min_rows = HELPER_MIN_ROWS
     uri = getattr(conn, "uri", "")
     if jobs < 2 or not sys.executable or not uri:
@@ -162,3 +170,134 @@ def start_helpers(conn: sqlite3.Connection, schema: Schema, jobs: int) -> list[L
         except OSError:
             break  # no helper process can be started: the rest loads here
     return helpers
+
+
+# -- the helper's side -----------------------------------------------------------------
+
+def serve(uri: str, keys: list[str], out: IO[bytes]) -> None:
+    """Load each of `keys` from the export at `uri` and write it to `out`: progress while it
+    loads, then its columns, or why it failed (the parent then loads it itself)."""
+    conn = reopen(uri, Path("trace"))
+    try:
+        data = NsysTraceData(conn, probe(conn))
+        for key in keys:
+            if key not in HELPER_KEYS:
+                write_header(out, {"type": "failed", "key": key, "why": "not a helper key"})
+                continue
+            data.progress = lambda _label, rows, key=key: write_header(
+                out, {"type": "progress", "key": key, "rows": rows}
+            )
+            before = set(data.cache_keys())
+            warned, counted = len(data.warnings), set(data.row_counts)
+            missing = set(data.strings.missing)
+            try:
+                getattr(data, key)()
+                entries = {k: data.cached_value(k) for k in data.cache_keys() if k not in before}
+                write_loaded(
+                    out, key, entries, data.warnings[warned:],
+                    {t: n for t, n in data.row_counts.items() if t not in counted},
+                    sorted(data.strings.missing - missing),
+                )
+            except Exception as exc:  # noqa: BLE001 - the parent loads this table itself
+                write_header(out, {"type": "failed", "key": key, "why": type(exc).__name__})
+            out.flush()
+            data.release(*(k for k in data.cache_keys() if k not in before))
+    finally:
+        conn.close()
+
+
+def main() -> None:
+    """The helper process (_BOOT): one request on stdin, the stream on stdout."""
+    request = json.loads(sys.stdin.readline())
+    serve(str(request["uri"]), [str(k) for k in request["keys"]], sys.stdout.buffer)
+
+
+# -- the stream (the module's docstring) ----------------------------------------------
+
+_LEN = struct.Struct("<I")
+MAX_HEADER = 1 << 28  # names lists can be long, but never this long
+
+
+class WireError(Exception):
+    """The stream is cut short or malformed."""
+
+
+def write_header(out: IO[bytes], header: dict[str, Any]) -> None:
+    body = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    out.write(_LEN.pack(len(body)))
+    out.write(body)
+
+
+def write_loaded(
+    out: IO[bytes], key: str, entries: dict[str, Any], warnings: list[str],
+    row_counts: dict[str, int], missing: list[int],
+) -> None:
+    """One loaded table: its cache entries (Columns or lists of names) and side effects."""
+    described: dict[str, Any] = {}
+    arrays: list[np.ndarray] = []
+    for name, value in entries.items():
+        if isinstance(value, Columns):
+            cols = []
+            for col in value.names:
+                arr = np.ascontiguousarray(value[col])
+                if arr.dtype.hasobject:
+                    raise TypeError(f"{name}.{col}: object columns cannot be sent")
+                cols.append([col, arr.dtype.str, len(arr)])
+                arrays.append(arr)
+            described[name] = {"table": value.table, "columns": cols}
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            described[name] = {"strings": value}
+        else:
+            raise TypeError(f"{name}: a {type(value).__name__} cannot be sent")
+    write_header(out, {
+        "type": "loaded", "key": key, "entries": described, "warnings": warnings,
+        "row_counts": row_counts, "missing": missing,
+    })
+    for arr in arrays:
+        out.write(arr.data.cast("B"))
+    out.flush()
+
+
+def _read_exact(stream: IO[bytes], buf: memoryview) -> None:
+    got = 0
+    while got < len(buf):
+        n = stream.readinto(buf[got:])  # type: ignore[attr-defined]
+        if not n:
+            raise WireError("the helper's output ended early")
+        got += n
+
+
+def read_header(stream: IO[bytes]) -> dict[str, Any] | None:
+    """The next header, or None at a clean end of stream."""
+    raw = stream.read(_LEN.size)
+    if not raw:
+        return None
+    if len(raw) < _LEN.size:
+        raise WireError("the helper's output ended inside a frame")
+    (size,) = _LEN.unpack(raw)
+    if size > MAX_HEADER:
+        raise WireError("the helper sent an oversized header")
+    body = bytearray(size)
+    _read_exact(stream, memoryview(body))
+    header = json.loads(body)
+    if not isinstance(header, dict) or not isinstance(header.get("key"), str):
+        raise WireError("the helper sent a malformed header")
+    return header
+
+
+def read_entries(stream: IO[bytes], header: dict[str, Any]) -> dict[str, Any]:
+    """The cache entries of a "loaded" header, reading its arrays from `stream`."""
+    entries: dict[str, Any] = {}
+    for name, desc in header["entries"].items():
+        if "strings" in desc:
+            entries[name] = [str(s) for s in desc["strings"]]
+            continue
+        cols: dict[str, np.ndarray] = {}
+        for col, dtype, rows in desc["columns"]:
+            arr = np.empty(int(rows), dtype=np.dtype(dtype))
+            if arr.dtype.hasobject:
+                raise WireError("the helper sent an object column")
+            _read_exact(stream, arr.data.cast("B"))
+            cols[str(col)] = arr
+        entries[name] = Columns(str(desc["table"]), cols)
+    return entries

@@ -21,7 +21,7 @@ from nsys_llm_explainer.trace.nsys.fetch import MAX_TIMESTAMP, count_rows, fetch
 from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, STRINGS_TABLE
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 STREAMS_TABLE = "ProcessStreams"
 OSRT_TABLE = "OSRT_API"
@@ -41,7 +41,7 @@ CUDA_SETTING_SQL = (
 )
 
 
-def program_output(data: NsysTraceData) -> list[StreamText]:
+def program_output(data: NsysExport) -> list[StreamText]:
     """The tail of each process's captured stdout and stderr ([] when not recorded)."""
     if not data.schema.has(STREAMS_TABLE, "globalPid", "filenameId", "contentId"):
         return []
@@ -62,7 +62,7 @@ def program_output(data: NsysTraceData) -> list[StreamText]:
     return out
 
 
-def cuda_trace_requested(data: NsysTraceData) -> bool | None:
+def cuda_trace_requested(data: NsysExport) -> bool | None:
     """Whether the capture asked for CUDA tracing (any process), None when not recorded."""
     if not data.schema.has(CAPTURE_META_TABLE, "name", "value"):
         return None
@@ -75,14 +75,14 @@ def cuda_trace_requested(data: NsysTraceData) -> bool | None:
     return bool(values & {"true", "1"})
 
 
-def os_calls(data: NsysTraceData) -> Columns:
+def os_calls(data: NsysExport) -> Columns:
     """OS runtime calls: start, end, pid, tkey, name (index into os_call_names()); none when
     the export has no OSRT_API table (OS runtime calls not traced)."""
     if OSRT_TABLE not in data.schema.tables:
         data.put("os_call_names", [])
         return Columns.empty(OSRT_TABLE, ("start", "end", "pid", "tkey", "name"))
-    table = data._require(OSRT_TABLE, "OS runtime", "start", "end", "globalTid", "nameId")
-    cols = data._load(table, {"start": '"start"', "end": '"end"', "gtid": '"globalTid"', "name_id": '"nameId"'},
+    table = data.require(OSRT_TABLE, "OS runtime", "start", "end", "globalTid", "nameId")
+    cols = data.load_table(table, {"start": '"start"', "end": '"end"', "gtid": '"globalTid"', "name_id": '"nameId"'},
                       ("start", "end", "globalTid", "nameId"))
     uniq, codes = np.unique(cols.name_id, return_inverse=True)
     lookup = data.strings.resolve(uniq.tolist())
@@ -91,7 +91,7 @@ def os_calls(data: NsysTraceData) -> Columns:
                            "tkey": ids.thread_keys(cols.gtid), "name": codes.astype(np.int64)})
 
 
-def cpu_samples(data: NsysTraceData) -> Columns:
+def cpu_samples(data: NsysExport) -> Columns:
     """CPU samples with their leaf frame: time, pid, tkey, symbol (index into
     cpu_sample_names(): the function name, and the module's file name in brackets); none when
     the export holds no samples."""

@@ -1,20 +1,16 @@
-"""NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns.
-
-Rows that cannot be used (NULL or non-integer required values, end < start, timestamps
-outside [0, 2^62)) are left out by the query itself and counted in a warning.
+"""NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns,
+through NsysExport's checked load (export.py); the other tables through their readers
+(activity.py, events.py, host_records.py, metadata.py, ranks.py).
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.model import GpuInfo, Schema
+from nsys_llm_explainer.model import GpuInfo
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
     drop_duplicate_rows,
@@ -22,37 +18,29 @@ from nsys_llm_explainer.trace.clean import (
 )
 from nsys_llm_explainer.trace.columns import Columns, factorize, surely_distinct
 from nsys_llm_explainer.trace.data import (
-    MISSING,
     UNNAMED_KERNEL,
     ClockOrigin,
     Diagnostic,
     StreamText,
-    TraceData,
     Unavailable,
 )
 from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, arrow, events, host_records, ids, metadata
+from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, metadata, ranks
+from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
-    Progress,
     count_rows,
-    fetch_ints,
     int_or,
-    is_int,
     rows_upper_bound,
 )
-from nsys_llm_explainer.trace.nsys.helper import LoadHelper
 from nsys_llm_explainer.trace.nsys.probe import (
     CORE_TABLES,
     NVTX_TABLE,
     RUNTIME_TABLE,
-    STRINGS_TABLE,
     quote_ident,
 )
-from nsys_llm_explainer.trace.nsys.strings import StringTable
 
 NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
-MAX_DEVICE_ID = 65535
 KERNEL_NAME_COLUMNS = {"demangled": "demangledName", "short": "shortName", "mangled": "mangledName"}
 
 
@@ -84,173 +72,15 @@ def _decode_distinct(raw: np.ndarray) -> np.ndarray:
     return np.array([*decoded, None], dtype=object)[codes]  # -1 picks the trailing None
 
 
-
-
-class SerialHandler:
-    """The connection as deadline.limit sees it: its progress handler is set with the
-    connection to itself (see NsysTraceData.sql)."""
-
-    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock) -> None:
-        self._conn, self._lock = conn, lock
-
-    def set_progress_handler(self, handler: Callable[[], Any] | None, n: int) -> None:
-        with self._lock:
-            self._conn.set_progress_handler(handler, n)
-
-
-class NsysTraceData(TraceData):
+class NsysTraceData(NsysExport):
     """Lazily loaded, cached columns of one opened Nsight Systems export."""
-
-    format_name = "Nsight Systems SQLite export"
-    format_id = "nsys-sqlite"
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        schema: Schema,
-        kernel_name: str = "demangled",
-        progress: Progress | None = None,
-    ) -> None:
-        super().__init__(schema, kernel_name)
-        self.conn = conn
-        # One statement at a time on the shared connection, from its execute to its last row.
-        # SQLite holds the connection's mutex while it runs the --timeout progress handler,
-        # which needs the GIL; a second thread reading a row holds the GIL and waits for that
-        # mutex. Statements from two threads interleaved would deadlock.
-        self.sql = threading.RLock()
-        self.progress = progress
-        self.strings = StringTable(conn, schema.has(STRINGS_TABLE, "id", "value"), self.sql)
-        # One object for every metric's deadline, so that deadline.limit counts the limits
-        # active on this connection and removes the handler only after the last one ends.
-        self._interruptible = SerialHandler(conn, self.sql)
-        self.helpers: list[LoadHelper] = []  # load some tables in parallel (nsys/helper.py)
-        self.arrow = arrow.ArrowReader(getattr(conn, "uri", ""))
-        self._tables: set[str] | None = None
-
-    def _prefetched(self, key: str) -> Any:
-        """Take `key` from the load helper if it has it; MISSING: build it here."""
-        helper = next((h for h in self.helpers if h.pending(key)), None)
-        if helper is None:
-            return MISSING
-        loaded = helper.take(key, self.progress)
-        if loaded is None or key not in loaded.entries:
-            return MISSING
-        with self._lock:
-            self._cache.update(loaded.entries)
-            self.warnings.extend(loaded.warnings)
-            for table, rows in loaded.row_counts.items():
-                self.row_counts.setdefault(table, rows)
-        self.strings.add_missing(loaded.missing)
-        return loaded.entries[key]
-
-    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        """All rows of a small statement, run with the connection to itself (see self.sql)."""
-        with self.sql:
-            return self.conn.execute(sql, params).fetchall()
-
-    def close_helpers(self) -> None:
-        for helper in self.helpers:
-            helper.close()
-        self.helpers = []
-
-    def close(self) -> None:
-        self.close_helpers()
-        self.arrow.close()
-        self.conn.close()
-
-    def interrupt(self) -> None:
-        self.arrow.interrupt()
-        self.conn.interrupt()
-
-    @property
-    def interruptible(self) -> SerialHandler:
-        return self._interruptible
-
-    def _require(self, table: str | None, what: str, *columns: str) -> str:
-        if table is None or table not in self.schema.tables:
-            raise Unavailable(f"the export has no {table or what} table ({what} not captured)")
-        missing = [c for c in columns if c not in self.schema.tables[table]]
-        if missing:
-            raise Unavailable(f"{table} lacks column(s) {', '.join(missing)}")
-        return table
-
-    def _load(
-        self,
-        table: str,
-        select: dict[str, str],
-        required: tuple[str, ...],
-        extra_where: str = "",
-        text: dict[str, str] | None = None,
-        interval: bool = True,
-    ) -> Columns:
-        conds = [is_int(c) for c in required]
-        if interval:
-            conds += ['"start" >= 0', '"end" >= "start"', f'"end" < {MAX_TIMESTAMP}']
-        if "deviceId" in required:  # CUDA device ordinals are small; anything else is damage
-            conds.append(f'"deviceId" BETWEEN 0 AND {MAX_DEVICE_ID}')
-        if extra_where:
-            conds.append(extra_where)
-        text = text or {}
-        exprs = list(select.values()) + list(text.values())
-        sql = f"SELECT {', '.join(exprs)} FROM {quote_ident(table)} WHERE {' AND '.join(conds)}"
-        with self.sql:
-            total = self.row_counts.setdefault(table, count_rows(self.conn, table))
-        cols = self._columnar(table, sql, tuple(select), total) if not text else None
-        with self.sql:
-            if cols is None:
-                cols = fetch_ints(
-                    self.conn, sql, tuple(select), total, progress=self.progress, label=table,
-                    text_names=tuple(text),
-                )
-            loaded = len(next(iter(cols.values()))) if cols else 0
-            self._note_ignored(table, total, loaded, required, extra_where)
-        problem = total_duration_problem(table, cols) if interval else None
-        if problem:
-            raise Unavailable(problem)
-        return Columns(table, cols)
-
-    def _columnar(
-        self, table: str, sql: str, names: tuple[str, ...], total: int
-    ) -> dict[str, np.ndarray] | None:
-        """The columns through the ADBC driver (trace/nsys/arrow.py) when the table is big
-        enough to pay and a real table (a view's statement could run long between rows,
-        where only sqlite3's progress handler can stop it); None: read with sqlite3."""
-        if total < arrow.MIN_ROWS or table not in self._base_tables():
-            return None
-        progress = self.progress
-        return self.arrow.read(
-            sql, names, total, None if progress is None else (lambda n: progress(table, n))
-        )
-
-    def _base_tables(self) -> set[str]:
-        if self._tables is None:
-            rows = self.query("SELECT name FROM sqlite_master WHERE type = 'table'")
-            self._tables = {str(r[0]) for r in rows}
-        return self._tables
-
-    def _note_ignored(
-        self, table: str, total: int, loaded: int, required: tuple[str, ...], extra: str
-    ) -> None:
-        if extra:  # rows outside the filter (e.g. NVTX marks) are not damage
-            total = int(
-                self.conn.execute(
-                    f"SELECT count(*) FROM {quote_ident(table)} WHERE {extra}"
-                ).fetchone()[0]
-            )
-        ignored = total - loaded
-        if ignored > 0:
-            self.warnings.append(
-                f"{table}: {ignored} of {total} rows ignored (NULL or non-integer "
-                f"{'/'.join(required)}, end before start, timestamps outside [0, 2^62)"
-                f"{', deviceId outside [0, 65535]' if 'deviceId' in required else ''})"
-            )
 
     # -- tables ----------------------------------------------------------------------
     def kernels(self) -> Columns:
         return self.cached("kernels", self._load_kernels)
 
     def _load_kernels(self) -> Columns:
-        table = self._require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
+        table = self.require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
         have = self.schema.tables[table]
         name_col = KERNEL_NAME_COLUMNS.get(self.kernel_name_mode, "demangledName")
         if name_col not in have:
@@ -267,7 +97,7 @@ class NsysTraceData(TraceData):
         for col, key in (("graphNodeId", "graph_node_id"), ("graphId", "graph_id")):
             if col in have:
                 select[key] = int_or(col)
-        cols = self._load(table, select, ("start", "end", "deviceId"))
+        cols = self.load_table(table, select, ("start", "end", "deviceId"))
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         # Held through most of the run: dur is computed when read, and globalPid, once
         # decoded and checked, is not kept (kernel_pid_note says what it found).
@@ -335,7 +165,7 @@ class NsysTraceData(TraceData):
         return self.cached("runtime", self._load_runtime)
 
     def _load_runtime(self) -> Columns:
-        table = self._require(RUNTIME_TABLE, "CUDA API", "start", "end", "nameId")
+        table = self.require(RUNTIME_TABLE, "CUDA API", "start", "end", "nameId")
         have = self.schema.tables[table]
         select = {
             "start": '"start"',
@@ -344,7 +174,7 @@ class NsysTraceData(TraceData):
             "corr": int_or("correlationId") if "correlationId" in have else "-1",
             "name_id": "nameId",
         }
-        cols = self._load(table, select, ("start", "end", "nameId"))
+        cols = self.load_table(table, select, ("start", "end", "nameId"))
         # Factorizing millions of rows with a few dozen distinct APIs (table lookup or hash)
         # is much cheaper than np.unique's sort; the codes are re-sorted by name below anyway.
         inverse, uniq = factorize(cols.name_id)
@@ -397,7 +227,7 @@ class NsysTraceData(TraceData):
         return self.cached("nvtx", self._load_nvtx)
 
     def _load_nvtx(self) -> Columns:
-        table = self._require(NVTX_TABLE, "NVTX", "start", "eventType")
+        table = self.require(NVTX_TABLE, "NVTX", "start", "eventType")
         have = self.schema.tables[table]
         types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
         select = {
@@ -410,7 +240,7 @@ class NsysTraceData(TraceData):
         # As bytes: decoding once per distinct name (below) instead of once per row through
         # the connection's Python text_factory is most of the NVTX load time.
         text = {"text": "CAST(text AS BLOB)"} if "text" in have else {"text": "NULL"}
-        cols = self._load(
+        cols = self.load_table(
             table, select, ("start", "eventType"), extra_where=f"eventType IN ({types})",
             text=text, interval=False,
         )
@@ -509,8 +339,6 @@ class NsysTraceData(TraceData):
         return metadata.session_start(self)
 
     def distributed(self) -> dict[str, Any] | None:
-        from nsys_llm_explainer.trace.nsys import ranks
-
         return self.cached("distributed", lambda: ranks.read(self))
 
     def os_calls(self) -> Columns:

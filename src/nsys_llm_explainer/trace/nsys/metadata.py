@@ -12,7 +12,7 @@ from nsys_llm_explainer.trace.data import ClockOrigin, Diagnostic, Unavailable
 from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, GPU_TABLE
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 ENUM_TABLES = {"copy": "ENUM_CUDA_MEMCPY_OPER", "mem": "ENUM_CUDA_MEM_KIND"}
 ENUM_SQL = {
@@ -39,13 +39,13 @@ MAX_DIAGNOSTIC_CHARS = 200
 _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s'\"/\\]+){2,}[/\\]?")
 
 
-def gpus_missing_reason(data: NsysTraceData) -> str:
+def gpus_missing_reason(data: NsysExport) -> str:
     if GPU_TABLE not in data.schema.tables:
         return f"the export has no {GPU_TABLE} table, so the GPU models are unknown"
     return f"{GPU_TABLE} has no usable rows, so the GPU models are unknown"
 
 
-def enum_labels(data: NsysTraceData, which: str) -> dict[int, str] | None:
+def enum_labels(data: NsysExport, which: str) -> dict[int, str] | None:
     if ENUM_TABLES[which] not in data.schema.tables:
         return None
     try:
@@ -56,7 +56,7 @@ def enum_labels(data: NsysTraceData, which: str) -> dict[int, str] | None:
     return found or None
 
 
-def graph_trace_mode(data: NsysTraceData) -> str | None:
+def graph_trace_mode(data: NsysExport) -> str | None:
     """'graph', 'node', 'mixed' (processes differ), or None when not recorded."""
     if CAPTURE_META_TABLE not in data.schema.tables:
         return None
@@ -79,7 +79,7 @@ def clean_message(text: str) -> str:
     return line
 
 
-def diagnostics(data: NsysTraceData) -> list[Diagnostic]:
+def diagnostics(data: NsysExport) -> list[Diagnostic]:
     """Warnings and errors from DIAGNOSTIC_EVENT (Info lines are routine and not kept)."""
     if not data.schema.has(DIAGNOSTIC_TABLE, "timestamp", "severity", "text"):
         return []
@@ -97,7 +97,7 @@ def diagnostics(data: NsysTraceData) -> list[Diagnostic]:
     return out
 
 
-def session_start(data: NsysTraceData) -> ClockOrigin:
+def session_start(data: NsysExport) -> ClockOrigin:
     """Export timestamps count from the session start; utcEpochNs is that start on the
     capturing host's wall clock."""
     if not data.schema.has(SESSION_TABLE, "utcEpochNs"):

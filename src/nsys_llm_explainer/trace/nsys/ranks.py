@@ -22,7 +22,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.trace.nsys.load import NsysTraceData
+    from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 SCHEMAS = "NVTX_PAYLOAD_SCHEMAS"
 ENTRIES = "NVTX_PAYLOAD_SCHEMA_ENTRIES"
@@ -37,7 +37,7 @@ MAX_EVENTS = 10_000  # payload events read: communicator set-up is a handful of 
 PID_SHIFT, PID_MASK = 24, 0xFFFFFF
 
 
-def _rank_layouts(data: NsysTraceData) -> dict[int, tuple[tuple[int, str], tuple[int, str]]]:
+def _rank_layouts(data: NsysExport) -> dict[int, tuple[tuple[int, str], tuple[int, str]]]:
     """schema id -> ((offset, code) of "No. of ranks", (offset, code) of "Rank")."""
     if not data.schema.has(ENTRIES, "schemaId", "idx", "type", "name", "offset"):
         return {}
@@ -63,7 +63,7 @@ def _rank_layouts(data: NsysTraceData) -> dict[int, tuple[tuple[int, str], tuple
     return out
 
 
-def _from_payloads(data: NsysTraceData) -> list[tuple[int, int, int]]:
+def _from_payloads(data: NsysExport) -> list[tuple[int, int, int]]:
     """(pid, world, rank) of every decodable communicator set-up payload."""
     cols = data.schema.columns(EVENTS)
     if "globalTid" not in cols or not ({"binaryData", "jsonText"} & set(cols)):
@@ -119,7 +119,7 @@ def _json(text: Any) -> tuple[int, int] | None:
     return None
 
 
-def _from_mpi(data: NsysTraceData) -> dict[str, Any] | None:
+def _from_mpi(data: NsysExport) -> dict[str, Any] | None:
     if not data.schema.has(MPI_RANKS, "rank"):
         return None
     ranks = sorted({int(r) for (r,) in data.query(f"SELECT DISTINCT rank FROM {MPI_RANKS}") if isinstance(r, int)})
@@ -130,7 +130,7 @@ def _from_mpi(data: NsysTraceData) -> dict[str, Any] | None:
             "backend": "mpi"}
 
 
-def read(data: NsysTraceData) -> dict[str, Any] | None:
+def read(data: NsysExport) -> dict[str, Any] | None:
     """{rank, world_size, backend} or None when the capture records neither."""
     try:
         found = _from_payloads(data)

@@ -11,7 +11,7 @@ from nsys_llm_explainer.trace.nsys import helper
 from nsys_llm_explainer.trace.nsys import open as trace_open
 from nsys_llm_explainer.trace.nsys.fetch import Progress
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
-from nsys_llm_explainer.trace.nsys.probe import looks_like_nsys, probe
+from nsys_llm_explainer.trace.nsys.probe import describe, looks_like_nsys, probe
 
 
 def open_export(path: Path) -> tuple[sqlite3.Connection, Schema]:
@@ -46,3 +46,12 @@ def open_nsys(
         data.close()
         raise
     return data
+
+
+def describe_export(path: Path) -> str:
+    """--print-schema for an export: its tables, their columns and row counts."""
+    conn, schema = open_export(path)
+    try:
+        return describe(schema, NsysTraceData(conn, schema).table_counts())
+    finally:
+        conn.close()

@@ -22,7 +22,7 @@ class StringTable:
         self._cache: dict[int, str] = {}
         self.missing: set[int] = set()
         # Metrics running in threads share one table; the lock is the connection's own
-        # (NsysTraceData.sql): a lookup is a statement like any other.
+        # (NsysExport.sql): a lookup is a statement like any other.
         self._lock = lock
 
     def resolve(self, ids: Iterable[int]) -> dict[int, str]:

@@ -30,7 +30,9 @@ from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     count_rows,
+    fetch_ints,
     int_or,
+    is_int,
     rows_upper_bound,
 )
 from nsys_llm_explainer.trace.nsys.probe import (

@@ -115,7 +115,7 @@ class NsysTraceData(NsysExport):
 
     def _load_kernel_dims(self) -> Columns:
         """Grid and block of every kernel record (rows with a valid interval), by name id."""
-        table = self._require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
+        table = self.require(self.schema.kernel_table, "kernel", "start", "end", "deviceId")
         have = self.schema.tables[table]
         dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
         if not all(c in have for c in dims):

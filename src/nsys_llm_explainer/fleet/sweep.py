@@ -103,9 +103,9 @@ def fits(members: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]
                 continue
             for i, code in enumerate(cols["phase"].tolist()):
                 phase = PHASES[code]
-                vals = [int(cols[f][i]) for f in ("sequences", "tokens", "kv_tokens")]
-                pooled.setdefault(phase, []).append(
-                    _Point(*(None if v < 0 else v for v in vals), int(cols["gpu_span_ns"][i])))
+                seqs, tokens, kv = (int(cols[f][i]) for f in ("sequences", "tokens", "kv_tokens"))
+                pooled.setdefault(phase, []).append(_Point(seqs if seqs >= 0 else None, tokens if tokens >= 0 else None,
+                                                           kv if kv >= 0 else None, int(cols["gpu_span_ns"][i])))
                 runs.setdefault(phase, set()).add(label)
     out = []
     for phase in PHASES:

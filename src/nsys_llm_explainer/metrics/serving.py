@@ -259,16 +259,15 @@ def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRo
                         strict=True))
     rows = []
     for i, it in enumerate(items):
-        m = it.mark
-        mixed = it.phase == "mixed" and m is not None
+        m = it.mark if it.phase == "mixed" else None
         gap = None if prev_end[i] < 0 else int(max(0, gpu_start[i] - prev_end[i]))
         rows.append(IterationRow(
             iteration=i, pid=it.pid, device=int(device[i]), name=it.name, outer=it.outer, phase=it.phase,
             sequences=it.sequences, tokens=it.tokens, kv_tokens=it.kv_tokens,
-            prefill_sequences=m.prefill_seqs if mixed else None,
-            prefill_tokens=m.prefill_tokens if mixed else None,
-            decode_sequences=m.decode_seqs if mixed else None,
-            decode_tokens=(m.decode_tokens if m.decode_tokens is not None else m.decode_seqs) if mixed else None,
+            prefill_sequences=m.prefill_seqs if m is not None else None,
+            prefill_tokens=m.prefill_tokens if m is not None else None,
+            decode_sequences=m.decode_seqs if m is not None else None,
+            decode_tokens=None if m is None else m.decode_tokens if m.decode_tokens is not None else m.decode_seqs,
             numbers_from=it.numbers_from, host_start_ns=it.start, host_end_ns=it.end,
             gpu_start_ns=int(gpu_start[i]), gpu_end_ns=int(gpu_end[i]), gpu_busy_ns=int(busy[i]),
             kernel_ns=int(kernel_ns[i]), kernels=int(kernels[i]), launches=int(launches[i]), gap_before_ns=gap,
@@ -368,8 +367,9 @@ def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph:
     span_sum = sum(spans)
     if phase == "decode" and tokens is not None and periods:
         # decode: time per output token of one sequence is the period; tokens/s over the periods
-        per_token = None
-        per_s = round(sum(r.tokens or 0 for r in rows if r.period_ns is not None) / (sum(periods) / 1e9), 1)
+        per_token: float | None = None
+        per_s: float | None = round(sum(r.tokens or 0 for r in rows if r.period_ns is not None)
+                                    / (sum(periods) / 1e9), 1)
     elif tokens:
         per_token = round(span_sum / tokens, 2)
         per_s = round(tokens / (span_sum / 1e9), 1) if span_sum else None

@@ -118,16 +118,17 @@ class LatencyFit:
     def of(cls, phase: str, rows: Sequence[FitPoint]) -> LatencyFit:
         """The phase's GPU span fitted by least squares: prefill against its new tokens, decode
         against its sequences and KV tokens (docs/metrics/serving.md), or why no fit was made."""
+        xs: list[tuple[int | None, ...]]
         if phase == "prefill":
-            names, pick = ["intercept_ns", "ns_per_token"], lambda r: (r.tokens,)
+            names = ["intercept_ns", "ns_per_token"]
+            xs = [(r.tokens,) for r in rows]
         elif phase == "decode":
             with_kv = all(r.kv_tokens is not None for r in rows)
             names = ["intercept_ns", "ns_per_sequence"] + (["ns_per_kv_token"] if with_kv else [])
-            pick = (lambda r: (r.sequences, r.kv_tokens)) if with_kv else (lambda r: (r.sequences,))
+            xs = [(r.sequences, r.kv_tokens) if with_kv else (r.sequences,) for r in rows]
         else:
             return cls(phase, "gpu_span_ns", None, len(rows), 0, None, None,
                        "mixed batches are not fitted: each holds two kinds of work")
-        xs = [pick(r) for r in rows]
         known = [(x, r.gpu_span_ns) for x, r in zip(xs, rows, strict=True) if all(v is not None for v in x)]
         configs = len({x for x, _ in known})
         if not known:
@@ -140,7 +141,7 @@ class LatencyFit:
                        f"{configs} distinct configuration{'s' * (configs != 1)} of {what} among {len(known)} "
                        f"iteration{'s' * (len(known) != 1)} with known numbers: a fit of {len(names)} terms "
                        "needs more")
-        a = np.array([[1.0, *map(float, x)] for x, _ in known])
+        a = np.array([[1.0, *(float(v or 0) for v in x)] for x, _ in known])
         y = np.array([float(v) for _, v in known])
         if np.linalg.matrix_rank(a) < len(names):
             what = "tokens" if phase == "prefill" else "sequences and KV tokens"

@@ -39,7 +39,7 @@ MAX_PIECES = 1_000_000  # per step: a path cannot be longer than its nodes; this
 # The walk reads single values: up to this many nodes it reads them from Python lists, made
 # once (a numpy scalar read costs several times a list's); above it, where a few steps are
 # followed through many nodes, from the arrays themselves.
-LIST_NODES = 200_000  # lists of 11 arrays: about 85 MB at this size
+LIST_NODES = 200_000  # lists of 12 arrays: about 90 MB at this size
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class _Values:
         self.h_start, self.h_end, self.h_wait = as_read(t.h_start), as_read(t.h_end), as_read(t.h_wait)
         self.d_start, self.d_end = as_read(t.d_start), as_read(t.d_end)
         self.d_bind, self.d_cross = as_read(t.d_bind), as_read(t.d_cross)
-        self.d_pin, self.d_launch = as_read(p.d_pin), as_read(g.d_launch)
+        self.d_pin, self.d_launch, self.d_issue = as_read(p.d_pin), as_read(g.d_launch), as_read(g.d_issue)
         self.w_src, self.x_src = as_read(g.w_src), as_read(g.x_src)
 
 
@@ -194,8 +194,8 @@ def _walk(v: _Values, state: tuple[str, int, int], lo: int, hi: int, pieces: lis
                 call = int(v.d_launch[node])
                 add(LATENCY, node, int(v.h_start[call]), now)
                 where, node, now = "gap", call, int(v.h_start[call])
-            else:  # BY_BLOCK_START: no launch call recorded, its measured start kept
-                add(UNLAUNCHED, node, lo, now)
+            else:  # BY_BLOCK_START: launched before the step, or no launch call recorded
+                add(CARRIED if v.d_issue[node] < 0 else UNLAUNCHED, node, lo, now)
                 return
 
 

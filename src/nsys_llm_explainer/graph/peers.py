@@ -44,3 +44,48 @@ def peer_waits(data: TraceData, comm: np.ndarray) -> np.ndarray:
         return out
 
     return data.cached("graph_peer_waits", build)
+
+
+def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
+    """The rank the others wait for, and per kernel row how much its collective's wait would
+    shrink if that rank arrived no later than the last of the others (0 elsewhere).
+
+    Per paired collective (the n-th run of one kernel on every process, as in peer_waits) a
+    process is late by its start less the latest start of the other processes (0 when it is
+    not the last); the slow rank is the process late by the most in all, and -1 when none is.
+    Cached."""
+
+    def build() -> tuple[int, np.ndarray]:
+        k = data.kernels()
+        out = np.zeros(len(k), np.int64)
+        waits = peer_waits(data, comm)
+        rows = np.flatnonzero(waits != UNKNOWN)
+        if len(rows) == 0:
+            return -1, out
+        f = pd.DataFrame({"row": rows, "pid": k.pid[rows], "name": k.name_id[rows], "start": k.start[rows],
+                          "wait": waits[rows]})
+        f = f.sort_values(["pid", "name", "start"], kind="stable")
+        f["seq"] = f.groupby(["pid", "name"], sort=False).cumcount()
+        # Each occurrence's starts in order: the last process to arrive is late by its start
+        # less the one before it (the latest of the others).
+        f = f.sort_values(["name", "seq", "start"], kind="stable").reset_index(drop=True)
+        occ = f.groupby(["name", "seq"], sort=False).ngroup().to_numpy()
+        start = f["start"].to_numpy(np.int64)
+        last = np.r_[occ[1:] != occ[:-1], True]
+        prev_same = np.r_[False, occ[1:] == occ[:-1]]
+        late = np.zeros(len(f), np.int64)
+        take = last & prev_same
+        late[take] = start[take] - start[np.flatnonzero(take) - 1]
+        f["late"] = late
+        lateness = f.groupby("pid")["late"].sum()
+        if lateness.empty or lateness.max() <= 0:
+            return -1, out
+        slow = int(lateness.idxmax())
+        excess = f[f["pid"] == slow].set_index(["name", "seq"])["late"]
+        key = pd.MultiIndex.from_frame(f[["name", "seq"]])
+        ex = excess.reindex(key).fillna(0).to_numpy(np.int64)
+        saving = np.where(f["pid"].to_numpy() == slow, 0, np.minimum(f["wait"].to_numpy(np.int64), ex))
+        out[f["row"].to_numpy(np.int64)] = np.maximum(saving, 0)
+        return slow, out
+
+    return data.cached("graph_slow_rank", build)

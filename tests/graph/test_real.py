@@ -179,3 +179,20 @@ def test_launch_calls_blocked_on_a_full_queue_are_recomputed() -> None:
     copies = next(r for r in wi["rows"] if r["change"] == "copies")
     assert copies["bound"]["kind"] == "carried" and "work queued before" in copies["note"]
     assert copies["gain_window_ns"] > 0
+
+
+def test_trust_names_the_step_and_stream() -> None:
+    """hta_a100 rank 0 (one rank: no waits on peers): the share kept as measured is the
+    critical path's unexplained waits, above half, so the replay is not trusted; the step it
+    trusts most is the followed step with the least of them, and its stream the one with the
+    most device time on that step's path (from the steps table and the timeline's lanes)."""
+    cp, _, _, frame = _metrics(SHARED_TRACES / "kineto/hta_a100_80gb_rank0.json.gz")
+    trust = cp["trust"]
+    unexplained = next(c["pct"] for c in cp["composition"] if c["kind"] == "unexplained")
+    assert trust["kept_pct"] == unexplained and trust["kept_pct"] >= 50 and trust["trusted"] is False
+    followed = frame[frame["followed"]]
+    share = followed["unexplained_ns"] / followed[[c for c in frame.columns if c.endswith("_ns") and c not in (
+        "measured_ns", "replayed_ns", "host_period_ns", "device_period_ns")]].sum(axis=1)
+    assert trust["step"] == int(followed.loc[share.idxmin(), "step"])
+    assert trust["step_kept_pct"] == round(100 * float(share.min()), 2)
+    assert trust["stream"] == "GPU 0 stream 7"

@@ -108,19 +108,22 @@ def analyze(
     outside = _outside(pl, window_span)
     lanes = StreamLanes.of(g, pl)
     med = median_block(measured)
+    base_kinds = _block_kinds(path, g, comm, med)
+    med_h, med_d = (g.h_block == med), (g.d_block == med)
     for change in [ch.Change(k) for k in ch.BUILTIN] + list(what_ifs):
         cp, tail, touched = ch.apply(change, g, p, task_labels)
-        path_ns = np.zeros(len(C.KINDS), np.int64)
+        path_ns = base_kinds
         if touched == 0:
             raw = np.zeros(len(measured), np.int64)
-            ct, st = t, base
         else:
             ct = replay(g, cp)
             st = step_times(g, pl, an, cp, ct, tail)
             raw = (base.own - st.own).astype(np.int64)
+            # the median step's path after the change, unless the change left it as it was
+            same = np.array_equal(ct.h_end[med_h], t.h_end[med_h]) and np.array_equal(ct.d_end[med_d], t.d_end[med_d])
+            if med >= 0 and not same:
+                path_ns = _path_kinds(g, cp, ct, an, st, pl, med, comm)
         gain = np.maximum(raw, 0)
-        if med >= 0:
-            path_ns = _path_kinds(g, cp, ct, an, st, pl, med, comm)
         wg = _window_gain(pl, gain, outside, win, lanes, cp, g, comm)
         result.changes.append(ChangeResult(change.key, touched, np.maximum(measured - gain, 0), gain, wg.gain,
                                            int((raw < 0).sum()), wg, path_ns))
@@ -134,6 +137,16 @@ def _path_kinds(g: Graph, p: Params, t: Times, an: Anchors, st: StepTimes, pl: P
     out = np.zeros(len(C.KINDS), np.int64)
     if len(path.kind):
         np.add.at(out, C.kinds_of(path, g, comm), path.end - path.start)
+    return out
+
+
+def _block_kinds(path: Path, g: Graph, comm: np.ndarray, b: int) -> np.ndarray:
+    """The followed path of block b by kind (ns per C.KINDS)."""
+    out = np.zeros(len(C.KINDS), np.int64)
+    mine = path.block == b
+    if mine.any():
+        sub = Path(path.block[mine], path.kind[mine], path.node[mine], path.start[mine], path.end[mine])
+        np.add.at(out, C.kinds_of(sub, g, comm), sub.end - sub.start)
     return out
 
 

@@ -226,6 +226,7 @@ def _path_bound(path_ns: np.ndarray) -> dict[str, Any] | None:
 
 
 AGREE_PCT = 10.0  # per-step gain x steps and the window's gain agree within this
+AGREE_WINDOW_PCT = 0.5  # ... or when they differ by less than this share of the window
 
 
 def _note(c: Any, row: dict[str, Any], steps: int, processes: int) -> str | None:
@@ -245,7 +246,9 @@ def _note(c: Any, row: dict[str, Any], steps: int, processes: int) -> str | None
     parts = [f"bounded by {bound['title']} ({on_path})"] if bound else []
     w = c.window
     expected = row["gain_step_ns"] * steps
-    if w is not None and abs(expected - row["gain_window_ns"]) > AGREE_PCT / 100 * max(expected, row["gain_window_ns"]):
+    gap = abs(expected - row["gain_window_ns"])
+    if w is not None and gap > AGREE_PCT / 100 * max(expected, row["gain_window_ns"]) and \
+            gap > AGREE_WINDOW_PCT / 100 * row["measured_window_ns"]:
         why: list[str] = []
         if w.gain < w.in_window:
             why.append(f"the window holds all of {w.floor_lane}'s work ({w.floor / 1e6:,.3f} ms at the changed "

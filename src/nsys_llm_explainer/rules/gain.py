@@ -60,7 +60,7 @@ def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     by_change = {r["change"]: r for r in rows}
     if f.rule_id in CHANGE_OF_RULE:
         return by_change.get(CHANGE_OF_RULE[f.rule_id])
-    auto = [r for r in rows if r.get("source") == "automatic"]
+    auto = [r for r in rows if r.get("source") == "automatic" and str(r["change"]).startswith("kernel:")]
     if f.rule_id in GEMM_RULES:
         return next((r for r in auto if r["change"].startswith(f"kernel:{GEMM_CATEGORY}=")), None)
     if f.rule_id in TOP_KERNEL_RULES:

@@ -327,25 +327,15 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     own_copy[w_dst[own_edge]] = True
     h_ret = np.where(own_copy & waited, np.maximum(h_end - w_end, 0), h_ret)
     w_kind = np.where(own_edge, WAIT_COPY, WAIT_SYNC)
-    # Waits the trace shows only by their timing (queue.py): synchronizes no record scopes,
-    # and calls blocked on a full launch queue. Each waits for the task whose end released it.
-    d_group, _ = group_codes(d["block"], d["pid"])
-    h_group = np.full(len(h_start), -1, np.int64)
     scoped = np.zeros(len(h_start), bool)
     scoped[w_dst] = True
     unmatched = (h_wait != WAIT_NONE) & (h_wait != WAIT_OWN_COPY) & ~scoped & ~hn.fixed & ~contradicted
-    h_group[unmatched] = _group_of(hn.block[unmatched], rt.pid[hn.row][unmatched], d["block"], d["pid"], d_group)
-    unmatched &= h_group >= 0
-    timed = queue.sync_waits(h_start, h_end, unmatched, own_typ, h_group, d_group, launched, d_end)
+    queued_kind = np.isin(h_kind, (LAUNCH, COPY, MEMSET)) & ~hn.fixed & ~scoped
+    timed, full, usual_call = _timed_waits(hn, rt, d, d_launch, launched, d_end, h_start, h_end, hkey, own_typ,
+                                           unmatched, queued_kind)
     h_own[timed.dst] = np.minimum(h_dur[timed.dst], own_typ[timed.dst])
     h_ret[timed.dst] = timed.ret
     counts["waits_found_by_timing"] = _distinct(hn.row[timed.dst])
-    queued_kind = np.isin(h_kind, (LAUNCH, COPY, MEMSET)) & ~hn.fixed & ~scoped
-    qgroup, _ = group_codes(d["block"], d["pid"], d["device"])
-    pd_code, _ = group_codes(d["pid"], d["device"])
-    h_queue, h_pd, h_seen = _call_queues(d_launch, qgroup, pd_code, d_group, h_group_all(hn, rt, d, d_group))
-    full, usual_call = queue.queue_waits(h_start, h_end, queued_kind, hkey, h_queue, h_pd, h_seen, qgroup, launched,
-                                         d_end)
     h_own[full.dst] = np.minimum(h_dur[full.dst], usual_call[full.dst])
     h_ret[full.dst] = full.ret
     counts["queue_waits"] = _distinct(hn.row[full.dst])
@@ -398,9 +388,24 @@ READBACK_MAX_BYTES = 1 << 20
 WAIT_SYNC, WAIT_COPY, WAIT_QUEUE = 0, 1, 2
 
 
-def h_group_all(hn: Any, rt: Any, d: dict[str, np.ndarray], d_group: np.ndarray) -> np.ndarray:
-    """Per host node: the (block, process) group of the tasks (-1: none of its process)."""
-    return _group_of(hn.block, rt.pid[hn.row], d["block"], d["pid"], d_group)
+def _timed_waits(
+    hn: Any, rt: Any, d: dict[str, np.ndarray], d_launch: np.ndarray, launched: np.ndarray, d_end: np.ndarray,
+    h_start: np.ndarray, h_end: np.ndarray, hkey: np.ndarray, own_typ: np.ndarray, unmatched: np.ndarray,
+    queued_kind: np.ndarray,
+) -> tuple[queue.TimedWaits, queue.TimedWaits, np.ndarray]:
+    """Waits the trace shows only by their timing (queue.py): synchronizes no record scopes,
+    and calls blocked on a full launch queue; each waits for the task whose end released it.
+    Also each call's usual cost (queue.queue_waits)."""
+    if not (unmatched.any() or queued_kind.any()) or len(d_end) == 0:
+        return queue.TimedWaits.none(), queue.TimedWaits.none(), h_end - h_start
+    d_group, _ = group_codes(d["block"], d["pid"])
+    h_group = _group_of(hn.block, rt.pid[hn.row], d["block"], d["pid"], d_group)
+    timed = queue.sync_waits(h_start, h_end, unmatched & (h_group >= 0), own_typ, h_group, d_group, launched, d_end)
+    qgroup, _ = group_codes(d["block"], d["pid"], d["device"])
+    pd_code, _ = group_codes(d["pid"], d["device"])
+    h_queue, h_pd, h_seen = _call_queues(d_launch, qgroup, pd_code, d_group, h_group)
+    full, usual = queue.queue_waits(h_start, h_end, queued_kind, hkey, h_queue, h_pd, h_seen, qgroup, launched, d_end)
+    return timed, full, usual
 
 
 def _call_queues(

@@ -324,7 +324,7 @@ def _slow_rank(_c: Change, g: Graph, p: Params, labels: TaskLabels) -> tuple[flo
     slow = kernels & (pid == labels.slow_pid)
     others = kernels & (pid != labels.slow_pid)
     if slow.any() and others.any():
-        typical = pd.Series(g.d_dur[others]).groupby(g.d_name[others]).median()
+        typical = pd.Series(p.d_dur[others]).groupby(g.d_name[others]).median()
         fast = pd.Series(g.d_name[slow]).map(typical).to_numpy(dtype=float)
         known = ~np.isnan(fast)
         idx = np.flatnonzero(slow)[known]

@@ -62,30 +62,33 @@ def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
         rows = np.flatnonzero(waits != UNKNOWN)
         if len(rows) == 0:
             return -1, out
-        f = pd.DataFrame({"row": rows, "pid": k.pid[rows], "name": k.name_id[rows], "start": k.start[rows],
-                          "wait": waits[rows]})
-        f = f.sort_values(["pid", "name", "start"], kind="stable")
-        f["seq"] = f.groupby(["pid", "name"], sort=False).cumcount()
+        pid, name, start = k.pid[rows], k.name_id[rows], k.start[rows].astype(np.int64)
+        # the n-th run of a kernel on each process (as peer_waits pairs them)
+        order = np.lexsort((start, name, pid))
+        new = np.r_[True, (pid[order][1:] != pid[order][:-1]) | (name[order][1:] != name[order][:-1])]
+        first = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+        seq = np.empty(len(rows), np.int64)
+        seq[order] = np.arange(len(order)) - first
         # Each occurrence's starts in order: the last process to arrive is late by its start
         # less the one before it (the latest of the others).
-        f = f.sort_values(["name", "seq", "start"], kind="stable").reset_index(drop=True)
-        occ = f.groupby(["name", "seq"], sort=False).ngroup().to_numpy()
-        start = f["start"].to_numpy(np.int64)
-        last = np.r_[occ[1:] != occ[:-1], True]
-        prev_same = np.r_[False, occ[1:] == occ[:-1]]
-        late = np.zeros(len(f), np.int64)
-        take = last & prev_same
-        late[take] = start[take] - start[np.flatnonzero(take) - 1]
-        f["late"] = late
-        lateness = f.groupby("pid")["late"].sum()
-        if lateness.empty or lateness.max() <= 0:
+        occ = np.lexsort((start, seq, name))
+        same = np.r_[False, (name[occ][1:] == name[occ][:-1]) & (seq[occ][1:] == seq[occ][:-1])]
+        last = np.r_[~same[1:], True]
+        late = np.zeros(len(rows), np.int64)
+        take = np.flatnonzero(last & same)
+        late[occ[take]] = start[occ[take]] - start[occ[take - 1]]
+        pids, codes = np.unique(pid, return_inverse=True)
+        lateness = np.bincount(codes, weights=late, minlength=len(pids))
+        if lateness.max() <= 0:
             return -1, out
-        slow = int(lateness.idxmax())
-        excess = f[f["pid"] == slow].set_index(["name", "seq"])["late"]
-        key = pd.MultiIndex.from_frame(f[["name", "seq"]])
-        ex = excess.reindex(key).fillna(0).to_numpy(np.int64)
-        saving = np.where(f["pid"].to_numpy() == slow, 0, np.minimum(f["wait"].to_numpy(np.int64), ex))
-        out[f["row"].to_numpy(np.int64)] = np.maximum(saving, 0)
+        slow = int(pids[int(np.argmax(lateness))])
+        # per occurrence, how late the slow process was (0 where it was not the last)
+        occ_id = np.cumsum(~same) - 1
+        excess = np.zeros(int(occ_id[-1]) + 1, np.int64)
+        mine = pid[occ] == slow
+        np.maximum.at(excess, occ_id[mine], late[occ][mine])
+        saving = np.where(pid[occ] == slow, 0, np.minimum(waits[rows][occ], excess[occ_id]))
+        out[rows[occ]] = np.maximum(saving, 0)
         return slow, out
 
     return data.cached("graph_slow_rank", build)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import group_codes
 
@@ -158,10 +159,9 @@ def sync_waits(
 def _median_by(key: np.ndarray, values: np.ndarray, sample: np.ndarray) -> np.ndarray:
     """Per row: the median of `values` over the sampled rows of its key (over all rows of the
     key when none is sampled)."""
-    out = np.empty(len(key), np.int64)
     codes, _ = group_codes(key)
-    for c in np.unique(codes).tolist():
-        mine = codes == c
-        pick = mine & sample
-        out[mine] = int(np.median(values[pick if pick.any() else mine]))
-    return out
+    every = pd.Series(values).groupby(codes).median()
+    picked = pd.Series(values[sample]).groupby(codes[sample]).median()
+    med = every.copy()
+    med[picked.index] = picked
+    return med.to_numpy()[codes].astype(np.int64)

@@ -5,7 +5,7 @@ measured (or, for waits on the device, recomputed) time.
 Built in:
 - host: the host's work between CUDA calls is removed; each call keeps its own cost: its
   duration and what issuing it costs, the process's typical gap between two calls (the
-  median, at most DISPATCH_MAX_NS), to which every longer gap shrinks;
+  DISPATCH_PCT-th percentile, at most DISPATCH_MAX_NS), to which every longer gap shrinks;
 - launch: CUDA graphs: each run of consecutive launch calls (also memsets and event calls,
   which CUDA graphs capture) becomes one graph launch: the run's other calls and the host
   work between them take no time; a step that launches without interruption is one graph;
@@ -79,6 +79,7 @@ FUSABLE = ("activation_elementwise", "memory", "cast_copy", "layout", "reduction
 FUSE_MAX_NS = 30_000
 FUSE_MAX_GAP_NS = 50_000
 DISPATCH_MAX_NS = 10_000  # the most host time per call that counts as issuing it (host: kept)
+DISPATCH_PCT = 90  # a process's typical gap between calls: this percentile of them
 
 
 @dataclass(frozen=True)
@@ -156,13 +157,14 @@ def apply(change: Change, g: Graph, base: Params, labels: TaskLabels) -> tuple[P
 
 def typical_gap(g: Graph) -> np.ndarray:
     """Per host node: what issuing a call costs its process besides the call itself: the
-    median gap before a call, at most DISPATCH_MAX_NS (more is host work)."""
+    DISPATCH_PCT-th percentile of the gaps before its calls (the bulk of them, with their
+    jitter), at most DISPATCH_MAX_NS (more is host work)."""
     out = np.zeros(g.n_host, np.int64)
     live = ~g.h_fixed & ~g.h_first
     if live.any():
         pid = g.block_pid[g.h_block]
-        med = pd.Series(g.h_gap[live]).groupby(pid[live]).median()
-        out = np.minimum(pd.Series(pid).map(med).fillna(0).to_numpy(np.int64), DISPATCH_MAX_NS)
+        typ = pd.Series(g.h_gap[live]).groupby(pid[live]).quantile(DISPATCH_PCT / 100)
+        out = np.minimum(pd.Series(pid).map(typ).fillna(0).to_numpy(np.int64), DISPATCH_MAX_NS)
     return out
 
 

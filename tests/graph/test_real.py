@@ -196,3 +196,18 @@ def test_trust_names_the_step_and_stream() -> None:
     assert trust["step"] == int(followed.loc[share.idxmin(), "step"])
     assert trust["step_kept_pct"] == round(100 * float(share.min()), 2)
     assert trust["stream"] == "GPU 0 stream 7"
+
+
+@pytest.mark.parametrize("name", ["nsys/nsysai_h100_2gpu_1s.sqlite", "kineto/hta_a100_80gb_rank0.json.gz"])
+def test_a_path_a_change_left_alone_is_not_followed_again(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What bounds each change is the median step's critical path after it; where the change
+    only shortened things off that path and left the step's ends, the path is the unchanged
+    one. Following every path again gives the same composition for every row."""
+    from nsys_llm_explainer.graph import analyze as A
+
+    _, _, _, (fast, *_) = _metrics(SHARED_TRACES / name, keep=True)
+    monkeypatch.setattr(A, "_path_kept", lambda *args: False)
+    _, _, _, (slow, *_) = _metrics(SHARED_TRACES / name, keep=True)
+    assert [c.change for c in fast.changes] == [c.change for c in slow.changes]
+    for a, b in zip(fast.changes, slow.changes, strict=True):
+        assert a.path_ns.tolist() == b.path_ns.tolist(), a.change

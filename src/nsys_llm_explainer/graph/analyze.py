@@ -29,7 +29,7 @@ import pandas as pd
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph.build import Graph, build
-from nsys_llm_explainer.graph.path import Path, critical_paths
+from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN, Path, critical_paths
 from nsys_llm_explainer.graph.replay import Params, Times, replay
 from nsys_llm_explainer.graph.steps import SPAN, Anchors, Plan, StepTimes, anchors, plan, step_times
 
@@ -109,7 +109,7 @@ def analyze(
     lanes = StreamLanes.of(g, pl)
     med = median_block(measured)
     base_kinds = _block_kinds(path, g, comm, med)
-    med_h, med_d = (g.h_block == med), (g.d_block == med)
+    on_path = _path_nodes(path, g, med)
     for change in [ch.Change(k) for k in ch.BUILTIN] + list(what_ifs):
         cp, tail, touched = ch.apply(change, g, p, task_labels)
         path_ns = base_kinds
@@ -119,9 +119,7 @@ def analyze(
             ct = replay(g, cp)
             st = step_times(g, pl, an, cp, ct, tail)
             raw = (base.own - st.own).astype(np.int64)
-            # the median step's path after the change, unless the change left it as it was
-            same = np.array_equal(ct.h_end[med_h], t.h_end[med_h]) and np.array_equal(ct.d_end[med_d], t.d_end[med_d])
-            if med >= 0 and not same:
+            if med >= 0 and not _path_kept(g, p, cp, on_path, base, st, med):
                 path_ns = _path_kinds(g, cp, ct, an, st, pl, med, comm)
         gain = np.maximum(raw, 0)
         wg = _window_gain(pl, gain, outside, win, lanes, cp, g, comm)
@@ -138,6 +136,32 @@ def _path_kinds(g: Graph, p: Params, t: Times, an: Anchors, st: StepTimes, pl: P
     if len(path.kind):
         np.add.at(out, C.kinds_of(path, g, comm), path.end - path.start)
     return out
+
+
+def _path_nodes(path: Path, g: Graph, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The host nodes and the tasks on block b's followed path."""
+    mine = (path.block == b) & (path.node >= 0)
+    host = mine & np.isin(path.kind, (CALL, RETURN, HOST_WORK))
+    return np.unique(path.node[host]), np.unique(path.node[mine & ~host])
+
+
+def _path_kept(g: Graph, p: Params, cp: Params, on_path: tuple[np.ndarray, np.ndarray], base: StepTimes,
+               st: StepTimes, b: int) -> bool:
+    """Whether block b's critical path is the same after the change, so need not be followed
+    again: the change only shortened things (no duration or delay grew), touched no node on the
+    path, and left the step's ends where they were. Every other path can only have got shorter,
+    and this one kept its length."""
+    if st.start[b] != base.start[b] or st.end[b] != base.end[b]:
+        return False
+    h_changed = (cp.h_gap != p.h_gap) | (cp.h_own != p.h_own)
+    d_changed = (cp.d_dur != p.d_dur) | (cp.d_queue != p.d_queue) | (cp.d_pin != p.d_pin) | (cp.d_lat != p.d_lat)
+    if (cp.h_gap > p.h_gap).any() or (cp.h_own > p.h_own).any() or (cp.d_dur > p.d_dur).any() \
+            or (cp.d_queue > p.d_queue).any() or (cp.d_pin > p.d_pin).any() or (cp.d_lat > p.d_lat).any() \
+            or (cp.w_active & ~p.w_active).any():
+        return False
+    hosts, tasks = on_path
+    h_changed[g.w_dst[cp.w_active != p.w_active]] = True
+    return not (h_changed[hosts].any() or d_changed[tasks].any())
 
 
 def _block_kinds(path: Path, g: Graph, comm: np.ndarray, b: int) -> np.ndarray:

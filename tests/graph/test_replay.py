@@ -126,6 +126,16 @@ def test_replay_matches_the_reference_and_each_change_applies(tmp_path: Path) ->
         rows = {c.change: c for c in res.changes}
         assert rows["readbacks"].touched == 6 and rows["syncs"].touched == 0
         assert rows["kernel:gemm=2x"].gain[0] > 0 and rows["copies"].touched == 0
+        # host+launch is host then launch: the same parameters as applying them in turn
+        both, _, n_both = ch.apply(ch.Change("host+launch"), g, res.params, _labels(g))
+        host, _, n_host = ch.apply(ch.Change("host"), g, res.params, _labels(g))
+        seq, _, n_launch = ch.apply(ch.Change("launch"), g, host, _labels(g))
+        assert n_both == n_host + n_launch > 0
+        assert all((getattr(both, f) == getattr(seq, f)).all() for f in ("h_gap", "h_own", "d_dur", "w_active"))
+        # a scenario from the command line is its parts applied together
+        combo = ch.parse("host+kernel:gemm=2x")
+        assert [p.key for p in combo.steps()] == ["host", "kernel:gemm=2x"]
+        assert ch.apply(combo, g, res.params, _labels(g))[2] == n_host + rows["kernel:gemm=2x"].touched
     finally:
         data.close()
 
@@ -133,7 +143,13 @@ def test_replay_matches_the_reference_and_each_change_applies(tmp_path: Path) ->
 def test_what_if_text_is_checked() -> None:
     assert ch.parse("kernel:gemm=2x") == ch.Change("kernel:gemm=2x", "gemm", 2.0)
     assert ch.parse("kernel:flash_fwd=1.5x").factor == 1.5
-    for bad in ("gemm=2x", "kernel:gemm", "kernel:gemm=0.5x", "kernel:=2x", "kernel:gemm=2"):
+    assert ch.parse("fusion") == ch.Change("fusion")
+    combo = ch.parse("host+kernel:gemm=2x+syncs")
+    assert combo.key == "host+kernel:gemm=2x+syncs"
+    assert combo.parts == (ch.Change("host"), ch.Change("kernel:gemm=2x", "gemm", 2.0), ch.Change("syncs"))
+    assert [c.key for c in ch.parse("host+launch").steps()] == ["host", "launch"]
+    for bad in ("gemm=2x", "kernel:gemm", "kernel:gemm=0.5x", "kernel:=2x", "kernel:gemm=2", "host+gemm=2x",
+                "hosts"):
         with pytest.raises(Exception, match="kernel:CATEGORY_OR_NAME=Kx|between 1"):
             ch.parse(bad)
 

@@ -284,3 +284,30 @@ def test_no_gain_per_step_without_steps() -> None:
                "critical_path": MetricResult("critical_path", {"step_source": "whole_capture", "composition": []})}
     (f,) = gain.attach([_finding("NLE208", 9_000_000)], metrics)
     assert (f.estimated_gain_ns, f.estimated_gain_step_ns, f.what_if) == (8_000_000, None, "copies")
+
+
+def test_a_finding_takes_the_gain_of_the_change_that_fixes_it() -> None:
+    """Short unfused ops take the fusion row's gain, a straggling rank the slow rank's; a change
+    that buys nothing gives 0 with its reason; from half of the path in waits the replay keeps
+    as measured (critical_path trust: other ranks, no recorded dependency) on, none."""
+    from nsys_llm_explainer.model import MetricResult
+    from nsys_llm_explainer.rules import gain
+
+    rows = [_wi_row("fusion", 4_000_000, 30), _wi_row("slow_rank", 0, 12), _wi_row("kernel:gemm=2x", 9, 3)]
+    rows[1]["note"] = "no gain: after the change the median step's critical path is 90% host work"
+    for r in rows:
+        r["source"] = "automatic"
+    cp = {"composition": [{"kind": "unexplained", "pct": 10.0}], "trust": {"kept_pct": 49.0}}
+    metrics = {"what_if": MetricResult("what_if", {"rows": rows}), "critical_path": MetricResult("critical_path", cp)}
+    out = {f.rule_id: f for f in gain.attach(
+        [_finding("NLE302", 3_000_000), _finding("NLE312", 9_000_000), _finding("NLE308", 7_000_000),
+         _finding("NLE101", 5_000_000)], metrics)}
+    assert (out["NLE302"].estimated_gain_ns, out["NLE302"].what_if) == (3_000_000, "fusion")
+    assert (out["NLE312"].estimated_gain_ns, out["NLE312"].estimated_gain_step_ns) == (4_000_000, 1_000_000)
+    assert out["NLE308"].estimated_gain_ns == 0
+    # a finding about one kernel takes only a kernel row naming it: not fusion's
+    assert (out["NLE101"].estimated_gain_ns, out["NLE101"].what_if) == (None, None)
+    assert out["NLE308"].evidence[-1] == "estimated gain: " + rows[1]["note"]
+    cp["trust"]["kept_pct"] = 50.0  # the composition's unexplained share alone would be 10%
+    (f,) = gain.attach([_finding("NLE302", 3_000_000)], metrics)
+    assert f.estimated_gain_ns is None and f.evidence[-1].startswith("estimated gain not given: 50% of the replayed")

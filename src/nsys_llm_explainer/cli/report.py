@@ -193,8 +193,9 @@ def report(
         list[str] | None,
         typer.Option(
             "--what-if",
-            help="Also replay each step with this change (repeatable): kernel:CATEGORY_OR_NAME=Kx, "
-            "e.g. kernel:gemm=2x.",
+            help="Also replay each step with this change (repeatable): kernel:CATEGORY_OR_NAME=Kx "
+            "(e.g. kernel:gemm=2x), a named change (host, launch, copies, readbacks, syncs, communication, "
+            "fusion, slow_rank), or several joined with + as one scenario (e.g. host+kernel:gemm=2x).",
             show_default=False,
         ),
     ] = None,

@@ -1,10 +1,20 @@
 """Build, replay, follow the critical path, and replay each what-if: the whole analysis of
 one trace, as plain results the critical_path and what_if metrics turn into report data.
 
-Predicted step times are measured times minus the replayed gain (the unmodified replay
-minus the changed one, step by step), so the replay's own error on a step does not count
-as a gain. The whole captured window's prediction subtracts the gains of every step: the
-replayed steps' own, and for steps left out of a sample their phase's mean gain.
+A change's gain on a step is measured on the step's own window (steps.StepTimes.own: the
+step less its wait for work queued before the capture) as the unmodified replay less the
+changed one, so the replay's own error on a step does not count as a gain. Every change
+is a speed-up: a step the changed replay makes longer (a replay artefact, such as a step
+boundary that moves) gains nothing, and is counted. Predicted step times are the measured
+ones less the gain. The whole captured window's prediction subtracts the gains of every
+step inside the window (a step's gain on time before the capture's first call or after its
+last is not the window's): the replayed steps' own, and for steps left out of a sample
+their mean; processes run side by side, so the window shrinks by the largest process's
+gain; and never below the busiest stream's work at the changed durations, nor the end of
+work queued before the capture (kept as measured).
+
+For each change the median step's critical path is followed again after the change: what
+it is made of says what bounds the change's gain.
 """
 
 from __future__ import annotations
@@ -17,10 +27,23 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.graph import changes as ch
+from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph.build import Graph, build
-from nsys_llm_explainer.graph.path import Path, critical_paths
+from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN, Path, critical_paths
 from nsys_llm_explainer.graph.replay import Params, Times, replay
 from nsys_llm_explainer.graph.steps import SPAN, Anchors, Plan, StepTimes, anchors, plan, step_times
+
+
+@dataclass(frozen=True)
+class WindowGain:
+    """How a change's window gain was reached."""
+
+    steps: int  # the steps' gains added up (sampled steps at the mean; the largest process)
+    in_window: int  # the same, less each step's gain on time outside the window
+    floor: int  # the least the window can take: the busiest stream's work, or carried work's end
+    floor_kind: str  # "stream" or "carried"
+    floor_lane: str  # the busiest stream ("GPU d stream s"), "" for carried work
+    gain: int  # min(in_window, window - floor)
 
 
 @dataclass(frozen=True)
@@ -28,8 +51,11 @@ class ChangeResult:
     change: str
     touched: int  # nodes the change modified
     predicted: np.ndarray  # per replayed step
-    gain: np.ndarray  # per replayed step (>= 0 not enforced: a change may cost)
+    gain: np.ndarray  # per replayed step, >= 0
     window_gain: int
+    longer: int = 0  # steps the changed replay made longer (gaining nothing)
+    window: WindowGain | None = None
+    path_ns: np.ndarray = field(default_factory=lambda: np.zeros(len(C.KINDS), np.int64))  # median step, by kind
 
 
 @dataclass
@@ -61,7 +87,9 @@ def analyze(
     capture: list[tuple[int, int, int]] | None = None,
     nodes_per_step: float = 1.0,
     window: int | None = None,
+    window_span: tuple[int, int] | None = None,
 ) -> Analysis:
+    """window_span: the captured window's absolute (first, last) time; window: its length."""
     pl = plan(steps, nodes_per_step, capture or [])
     g = build(data, pl.blocks)
     p = Params.of(g)
@@ -76,20 +104,83 @@ def analyze(
     win = window if window is not None else int(pl.blocks.end.max() - pl.blocks.start.min()) if len(pl.blocks) else 0
     result = Analysis(pl, g, p, t, an, measured, replayed, base, observed, path, followed, win)
     task_labels = labels(g) if callable(labels) else labels
-    all_changes = [ch.Change(k) for k in ch.BUILTIN] + list(what_ifs)
+    comm = ch.communication_tasks(g, task_labels) if g.n_device else np.zeros(0, bool)
+    outside = _outside(pl, window_span)
     lanes = StreamLanes.of(g, pl)
-    for change in all_changes:
+    med = median_block(measured)
+    base_kinds = _block_kinds(path, g, comm, med)
+    on_path = _path_nodes(path, g, med)
+    for change in [ch.Change(k) for k in ch.BUILTIN] + list(what_ifs):
         cp, tail, touched = ch.apply(change, g, p, task_labels)
+        path_ns = base_kinds
         if touched == 0:
-            pred = replayed.copy()
+            raw = np.zeros(len(measured), np.int64)
         else:
             ct = replay(g, cp)
-            pred = step_times(g, pl, an, cp, ct, tail).step.astype(np.int64)
-        gain = replayed - pred
-        window_gain = min(_window_gain(pl, gain), max(win - lanes.floor(cp), 0))
-        result.changes.append(ChangeResult(change.key, touched, np.maximum(measured - gain, 0), gain,
-                                           window_gain))
+            st = step_times(g, pl, an, cp, ct, tail)
+            raw = (base.own - st.own).astype(np.int64)
+            if med >= 0 and not _path_kept(g, p, cp, on_path, base, st, med):
+                path_ns = _path_kinds(g, cp, ct, an, st, pl, med, comm)
+        gain = np.maximum(raw, 0)
+        wg = _window_gain(pl, gain, outside, win, lanes, cp, g, comm)
+        result.changes.append(ChangeResult(change.key, touched, np.maximum(measured - gain, 0), gain, wg.gain,
+                                           int((raw < 0).sum()), wg, path_ns))
     return result
+
+
+def _path_kinds(g: Graph, p: Params, t: Times, an: Anchors, st: StepTimes, pl: Plan, b: int,
+                comm: np.ndarray) -> np.ndarray:
+    """The critical path of block b under the change, by kind (ns per C.KINDS)."""
+    path = critical_paths(g, p, t, an.chain, st.start, st.end, st.last_task, pl.anchor == SPAN, np.array([b]))
+    out = np.zeros(len(C.KINDS), np.int64)
+    if len(path.kind):
+        np.add.at(out, C.kinds_of(path, g, comm), path.end - path.start)
+    return out
+
+
+def _path_nodes(path: Path, g: Graph, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The host nodes and the tasks on block b's followed path."""
+    mine = (path.block == b) & (path.node >= 0)
+    host = mine & np.isin(path.kind, (CALL, RETURN, HOST_WORK))
+    return np.unique(path.node[host]), np.unique(path.node[mine & ~host])
+
+
+def _path_kept(g: Graph, p: Params, cp: Params, on_path: tuple[np.ndarray, np.ndarray], base: StepTimes,
+               st: StepTimes, b: int) -> bool:
+    """Whether block b's critical path is the same after the change, so need not be followed
+    again: the change only shortened things (no duration or delay grew), touched no node on the
+    path, and left the step's ends where they were. Every other path can only have got shorter,
+    and this one kept its length."""
+    if st.start[b] != base.start[b] or st.end[b] != base.end[b]:
+        return False
+    h_changed = (cp.h_gap != p.h_gap) | (cp.h_own != p.h_own)
+    d_changed = (cp.d_dur != p.d_dur) | (cp.d_queue != p.d_queue) | (cp.d_pin != p.d_pin) | (cp.d_lat != p.d_lat)
+    if (cp.h_gap > p.h_gap).any() or (cp.h_own > p.h_own).any() or (cp.d_dur > p.d_dur).any() \
+            or (cp.d_queue > p.d_queue).any() or (cp.d_pin > p.d_pin).any() or (cp.d_lat > p.d_lat).any() \
+            or (cp.w_active & ~p.w_active).any():
+        return False
+    hosts, tasks = on_path
+    h_changed[g.w_dst[cp.w_active != p.w_active]] = True
+    return not (h_changed[hosts].any() or d_changed[tasks].any())
+
+
+def _block_kinds(path: Path, g: Graph, comm: np.ndarray, b: int) -> np.ndarray:
+    """The followed path of block b by kind (ns per C.KINDS)."""
+    out = np.zeros(len(C.KINDS), np.int64)
+    mine = path.block == b
+    if mine.any():
+        sub = Path(path.block[mine], path.kind[mine], path.node[mine], path.start[mine], path.end[mine])
+        np.add.at(out, C.kinds_of(sub, g, comm), sub.end - sub.start)
+    return out
+
+
+def _outside(pl: Plan, span: tuple[int, int] | None) -> np.ndarray:
+    """Per block: how much of its measured step lies outside the captured window (before the
+    window's first call or kernel, or after its last)."""
+    if span is None or len(pl.blocks) == 0:
+        return np.zeros(len(pl.blocks), np.int64)
+    lo, hi = span
+    return (np.maximum(lo - pl.start, 0) + np.maximum(pl.end - hi, 0)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -100,6 +191,8 @@ class StreamLanes:
     task: np.ndarray  # index into the graph's tasks
     lane: np.ndarray  # lane code per kept task
     lanes: int
+    names: list[str]  # "GPU d stream s" per lane
+    carried_end: int  # the end of work queued before the capture, from the window's start (0: none)
 
     @staticmethod
     def of(g: Graph, pl: Plan) -> StreamLanes:
@@ -108,18 +201,24 @@ class StreamLanes:
                               "stream": g.d_stream})
         task = np.flatnonzero(~frame.duplicated(["pid", "kind", "row"]).to_numpy())
         lane, uniques = pd.MultiIndex.from_frame(frame.iloc[task][["pid", "device", "stream"]]).factorize()
-        return StreamLanes(task, lane.astype(np.int64), len(uniques))
+        names = [f"GPU {d} stream {s}" for _, d, s in uniques]
+        carried = 0
+        if g.d_before.any() and len(pl.blocks):
+            ends = g.d_end[g.d_before] + g.origin[g.d_block[g.d_before]]
+            carried = max(int(ends.max()) - int(pl.blocks.start.min()), 0)
+        return StreamLanes(task, lane.astype(np.int64), len(uniques), names, carried)
 
-    def floor(self, p: Params) -> int:
-        """The least the window can take after a change: a stream runs its work one task at a
-        time, so no window is shorter than the busiest stream's work at the durations the change
-        leaves. Steps end where their own work ends, so a step may be shorter than the work
-        queued into it; the window, which holds that work, may not."""
+    def floor(self, p: Params) -> tuple[int, str]:
+        """The least the window can take after a change, and the busiest stream: a stream runs
+        its work one task at a time, so no window is shorter than the busiest stream's work at
+        the durations the change leaves. Steps end where their own work ends, so a step may be
+        shorter than the work queued into it; the window, which holds that work, may not."""
         if not self.lanes:
-            return 0
+            return 0, ""
         work = np.zeros(self.lanes, np.int64)
         np.add.at(work, self.lane, p.d_dur[self.task].astype(np.int64))
-        return int(work.max())
+        top = int(np.argmax(work))
+        return int(work[top]), self.names[top]
 
 
 MAX_PATH_STEPS = 48
@@ -140,10 +239,21 @@ def path_blocks(measured: np.ndarray) -> np.ndarray:
     return np.unique(np.r_[picked, median_block(measured)])
 
 
-def _window_gain(pl: Plan, gain: np.ndarray) -> int:
-    """The gain over the whole capture. Processes run side by side, so the window shrinks
-    by the largest of their gains; a process's gain is the sum over its steps, the steps a
-    sample left out counted at the mean of its replayed ones."""
+def _window_gain(pl: Plan, gain: np.ndarray, outside: np.ndarray, window: int, lanes: StreamLanes,
+                 p: Params, g: Graph, comm: np.ndarray) -> WindowGain:
+    """The gain over the whole capture (see the module docstring)."""
+    steps = _process_sum(pl, gain)
+    inside = _process_sum(pl, np.maximum(gain - outside, 0))
+    stream, lane = lanes.floor(p)
+    floor, kind = (stream, "stream") if stream >= lanes.carried_end else (lanes.carried_end, "carried")
+    return WindowGain(steps, inside, floor, kind, lane if kind == "stream" else "",
+                      min(inside, max(window - floor, 0)))
+
+
+def _process_sum(pl: Plan, gain: np.ndarray) -> int:
+    """Processes run side by side, so the window shrinks by the largest of their gains; a
+    process's gain is the sum over its steps, the steps a sample left out counted at the mean
+    of its replayed ones."""
     if len(gain) == 0:
         return 0
     best = 0.0

@@ -26,13 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import match_calls
-from nsys_llm_explainer.graph import events
+from nsys_llm_explainer.graph import events, queue
 from nsys_llm_explainer.graph.host import (
     COPY,
     EVENT,
     LAUNCH,
+    MEMSET,
     SYNC,
     WAIT_DEVICE,
     WAIT_EVENT,
@@ -43,8 +45,8 @@ from nsys_llm_explainer.graph.host import (
     host_nodes,
 )
 from nsys_llm_explainer.graph.scan import NEG, expand_ranges, previous_in_chain, starts_of
+from nsys_llm_explainer.graph.tasks import BEFORE_CAPTURE, KERNEL, Blocks, select
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
-from nsys_llm_explainer.graph.tasks import KERNEL, Blocks, select
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -99,6 +101,7 @@ class Graph:
     d_launch: np.ndarray  # host node of the launch call, -1: none in the block
     d_issue: np.ndarray  # measured start of the launch call (the task's start without one)
     d_fixed: np.ndarray  # carried in: measured times kept
+    d_before: np.ndarray  # queued before the capture (the carried bucket); fixed too
     d_device: np.ndarray
     d_stream: np.ndarray
     d_name: np.ndarray  # kernel name id, -1 for other work
@@ -107,6 +110,7 @@ class Graph:
     # host waits: task -> call (the call ends no earlier than the task, plus h_ret)
     w_src: np.ndarray
     w_dst: np.ndarray
+    w_kind: np.ndarray  # WAIT_SYNC, WAIT_COPY (a copy call waits for its own copy), WAIT_QUEUE
     # cross-stream: task -> task (the second starts no earlier than the first ends)
     x_src: np.ndarray
     x_dst: np.ndarray
@@ -191,9 +195,19 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     counts["tasks"] = _distinct(task_id)
     counts["tasks_without_launch_call"] = _distinct(task_id[~has_call & ~d["fixed"]])
     counts["tasks_carried_in"] = _distinct(task_id[d["fixed"]])
+    # Work launched in the capture before the block that had not started when the block
+    # began runs at the changed speeds like the block's own (a host that runs steps ahead
+    # fills the queue with them); what was running then, or was launched before the capture,
+    # keeps its measured times.
+    in_block = has_call & ~d["fixed"]
+    d["fixed"] &= ~(has_call & (d_start >= 0))
+    # The carried bucket (analysis/carried.py): kernels queued before the capture, and other
+    # work issued before its first call. No step holds them.
+    before = carried(data).mask
+    d_before = d["fixed"] & np.where(d["kind"] == KERNEL, before[np.where(d["kind"] == KERNEL, d["row"], 0)]
+                                     if len(before) else False, d["issued"] == BEFORE_CAPTURE)
 
     # -- host nodes ----------------------------------------------------------------------
-    in_block = has_call & ~d["fixed"]
     active = np.unique(np.stack([d["block"][in_block], rt.tkey[d["call"][in_block]]], axis=1), axis=0) \
         if in_block.any() else np.empty((0, 2), np.int64)
     hn = host_nodes(rt.start, rt.end, rt.pid, rt.tkey, blocks, active, (wait_of_api != WAIT_NONE)[rt.api])
@@ -250,7 +264,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     pred_end = np.where(d_first, NEG, pred_end)
     first_of_call = _first_task_of_call(d["block"], d["call"], d_start)
     key_dev = d["pid"] * 65536 + d["device"]
-    lat_sample = has_call & ~d["fixed"] & first_of_call & (pred_end <= ready) & (d_start >= ready) \
+    lat_sample = in_block & first_of_call & (pred_end <= ready) & (d_start >= ready) \
         & (d_start - ready <= SAMPLE_MAX_NS) & (cross_obs <= ready)
     lat_key = key_dev * 4 + d["kind"]
     lat = _typical(lat_key, d_start - ready, lat_sample, 0)
@@ -312,13 +326,33 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     own_copy = np.zeros(len(h_start), bool)
     own_copy[w_dst[own_edge]] = True
     h_ret = np.where(own_copy & waited, np.maximum(h_end - w_end, 0), h_ret)
+    w_kind = np.where(own_edge, WAIT_COPY, WAIT_SYNC)
+    scoped = np.zeros(len(h_start), bool)
+    scoped[w_dst] = True
+    unmatched = (h_wait != WAIT_NONE) & (h_wait != WAIT_OWN_COPY) & ~scoped & ~hn.fixed & ~contradicted
+    queued_kind = np.isin(h_kind, (LAUNCH, COPY, MEMSET)) & ~hn.fixed & ~scoped
+    timed, full, usual_call = _timed_waits(hn, rt, d, d_launch, launched, d_end, h_start, h_end, hkey, own_typ,
+                                           unmatched, queued_kind)
+    h_own[timed.dst] = np.minimum(h_dur[timed.dst], own_typ[timed.dst])
+    h_ret[timed.dst] = timed.ret
+    counts["waits_found_by_timing"] = _distinct(hn.row[timed.dst])
+    h_own[full.dst] = np.minimum(h_dur[full.dst], usual_call[full.dst])
+    h_ret[full.dst] = full.ret
+    counts["queue_waits"] = _distinct(hn.row[full.dst])
+    counts["queue_wait_ns"] = _distinct_sum(hn.row[full.dst], (h_dur - h_own)[full.dst]) if len(full.dst) else 0
+    counts["queue_depth"] = full.depth
+    w_src = np.r_[w_src, timed.src, full.src].astype(np.int64)
+    w_dst = np.r_[w_dst, timed.dst, full.dst].astype(np.int64)
+    w_kind = np.r_[w_kind, np.full(len(timed.src), WAIT_SYNC), np.full(len(full.src), WAIT_QUEUE)].astype(np.int64)
+    queue_blocked = np.zeros(len(h_start), bool)
+    queue_blocked[full.dst] = True
     counts["host_waits"] = _distinct(hn.row[blocking])
     counts["host_waits_longer_than_explained"] = _distinct(hn.row[late])
     # Launch calls far longer than the process's usual one waited inside the driver (a full
-    # launch queue, a lock, lazy module loading): kept as measured, and counted.
+    # launch queue is found above; a lock, lazy module loading): kept as measured, and counted.
     launch = (h_kind == LAUNCH) & ~hn.fixed
-    usual = _typical(rt.pid[hn.row], h_own, launch, 0)
-    slow = launch & (h_own > np.maximum(PIN_NS, SLOW_LAUNCH_FACTOR * usual))
+    usual = _typical(rt.pid[hn.row], h_own, launch & ~queue_blocked, 0)
+    slow = launch & ~queue_blocked & (h_own > np.maximum(PIN_NS, SLOW_LAUNCH_FACTOR * usual))
     counts["slow_launch_calls"] = _distinct(hn.row[slow])
     counts["slow_launch_call_ns"] = _distinct_sum(hn.row[slow], h_own[slow]) if slow.any() else 0
     prev_end = previous_in_chain(h_end, h_first, 0)
@@ -342,13 +376,77 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
         h_ret=h_ret, h_readback=h_readback, h_fixed=hn.fixed,
         d_block=d["block"], d_first=d_first, d_chain=d_chain, d_kind=d["kind"], d_row=d["row"],
         d_start=d_start, d_end=d_end, d_dur=d_end - d_start, d_queue=d_queue, d_lat=lat,
-        d_pin=d_pin, d_launch=d_launch, d_issue=launched, d_fixed=d["fixed"], d_device=d["device"],
+        d_pin=d_pin, d_launch=d_launch, d_issue=launched, d_fixed=d["fixed"], d_before=d_before, d_device=d["device"],
         d_stream=d["stream"], d_name=d["name"], d_copy_kind=d["copy_kind"], d_bytes=d["bytes"],
-        w_src=w_src, w_dst=w_dst, x_src=x_src, x_dst=x_dst, counts=counts, latencies=latencies,
+        w_src=w_src, w_dst=w_dst, w_kind=w_kind, x_src=x_src, x_dst=x_dst, counts=counts, latencies=latencies,
     )
 
 
 READBACK_MAX_BYTES = 1 << 20
+# What a host-wait edge is: a synchronize (or a copy that waits for earlier work), a copy
+# call waiting for its own copy, a call waiting for room in a full launch queue.
+WAIT_SYNC, WAIT_COPY, WAIT_QUEUE = 0, 1, 2
+
+
+def _timed_waits(
+    hn: Any, rt: Any, d: dict[str, np.ndarray], d_launch: np.ndarray, launched: np.ndarray, d_end: np.ndarray,
+    h_start: np.ndarray, h_end: np.ndarray, hkey: np.ndarray, own_typ: np.ndarray, unmatched: np.ndarray,
+    queued_kind: np.ndarray,
+) -> tuple[queue.TimedWaits, queue.TimedWaits, np.ndarray]:
+    """Waits the trace shows only by their timing (queue.py): synchronizes no record scopes,
+    and calls blocked on a full launch queue; each waits for the task whose end released it.
+    Also each call's usual cost (queue.queue_waits)."""
+    if not (unmatched.any() or queued_kind.any()) or len(d_end) == 0:
+        return queue.TimedWaits.none(), queue.TimedWaits.none(), h_end - h_start
+    d_group, _ = group_codes(d["block"], d["pid"])
+    h_group = _group_of(hn.block, rt.pid[hn.row], d["block"], d["pid"], d_group)
+    timed = queue.sync_waits(h_start, h_end, unmatched & (h_group >= 0), own_typ, h_group, d_group, launched, d_end)
+    qgroup, _ = group_codes(d["block"], d["pid"], d["device"])
+    pd_code, _ = group_codes(d["pid"], d["device"])
+    h_queue, h_pd, h_seen = _call_queues(d_launch, qgroup, pd_code, d_group, h_group)
+    full, usual = queue.queue_waits(h_start, h_end, queued_kind, hkey, h_queue, h_pd, h_seen, qgroup, launched, d_end)
+    return timed, full, usual
+
+
+def _call_queues(
+    d_launch: np.ndarray, qgroup: np.ndarray, pd_code: np.ndarray, d_group: np.ndarray, h_group: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per host node: the launch queue it issues to (a task's block, process and device), that
+    queue's process and device, and whether the capture holds the call's operation. A call
+    whose operation is not in the capture issues to its process's only device in the block
+    (-1 when the process used several)."""
+    n = len(h_group)
+    h_queue = np.full(n, -1, np.int64)
+    h_pd = np.full(n, -1, np.int64)
+    has = np.flatnonzero(d_launch >= 0)
+    h_queue[d_launch[has]] = qgroup[has]
+    h_pd[d_launch[has]] = pd_code[has]
+    seen = h_queue >= 0
+    if len(d_group):
+        # (block, process) groups with a single device: their queue
+        lo = np.full(int(d_group.max()) + 1, np.iinfo(np.int64).max, np.int64)
+        hi = np.full(int(d_group.max()) + 1, -1, np.int64)
+        np.minimum.at(lo, d_group, qgroup)
+        np.maximum.at(hi, d_group, qgroup)
+        pdq = np.zeros(int(qgroup.max()) + 1, np.int64)
+        pdq[qgroup] = pd_code
+        miss = np.flatnonzero(~seen & (h_group >= 0))
+        single = lo[h_group[miss]] == hi[h_group[miss]]
+        h_queue[miss[single]] = lo[h_group[miss[single]]]
+        h_pd[miss[single]] = pdq[lo[h_group[miss[single]]]]
+    return h_queue, h_pd, seen
+
+
+def _group_of(block: np.ndarray, pid: np.ndarray, d_block: np.ndarray, d_pid: np.ndarray,
+              d_group: np.ndarray) -> np.ndarray:
+    """Per (block, pid) query: its code among the tasks' (block, pid) groups, -1: none."""
+    key = d_block.astype(np.int64) * (1 << 32) + (d_pid & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    q = block.astype(np.int64) * (1 << 32) + (pid & 0xFFFFFFFF)
+    pos = np.minimum(np.searchsorted(sk, q), max(len(sk) - 1, 0))
+    hit = (len(sk) > 0) & (sk[pos] == q) if len(sk) else np.zeros(len(q), bool)
+    return np.where(hit, d_group[order[pos]], -1) if len(sk) else np.full(len(q), -1, np.int64)
 
 
 def _distinct(ids: np.ndarray) -> int:

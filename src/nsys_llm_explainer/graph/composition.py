@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsys_llm_explainer.graph import path as P
-from nsys_llm_explainer.graph.build import Graph
+from nsys_llm_explainer.graph.build import WAIT_QUEUE, Graph
 from nsys_llm_explainer.graph.changes import TaskLabels, communication_tasks
 from nsys_llm_explainer.graph.host import COPY, LAUNCH, MEMSET, SYNC
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
@@ -74,12 +74,48 @@ def classify(
     with task_start its replayed start: that part of a collective's piece is labelled
     PEER_WAIT."""
     n = len(path.kind)
-    kind = np.zeros(n, np.int64)
     label = np.empty(n, dtype=object)
-    K = {k: i for i, k in enumerate(KINDS)}
     node = path.node
     comm = communication_tasks(g, labels) if g.n_device else np.zeros(0, bool)
+    kind = kinds_of(path, g, comm)
 
+    task = np.flatnonzero(path.kind == P.TASK)
+    if len(task):
+        tn = node[task]
+        tk = g.d_kind[tn]
+        names = _kernel_names(labels, g.d_name[tn])
+        for i, (t, nm, ck) in enumerate(zip(tk.tolist(), names, g.d_copy_kind[tn].tolist(), strict=True)):
+            label[task[i]] = nm if t == KERNEL else COPY_NAMES.get(ck, "copy") if t == TASK_COPY \
+                else "memset" if t == TASK_MEMSET else "(whole CUDA graph)"
+    for piece, text in ((P.QUEUE, "stream queue gap"), (P.LATENCY, "launch latency"),
+                        (P.UNEXPLAINED, "(no recorded dependency)"), (P.UNLAUNCHED, "(no launch call recorded)"),
+                        (P.CARRIED, "(queued before the step)")):
+        label[path.kind == piece] = text
+    calls = np.flatnonzero((path.kind == P.CALL) | (path.kind == P.RETURN))
+    if len(calls):
+        ret = path.kind[calls] == P.RETURN
+        queued = np.zeros(g.n_host, bool)
+        queued[g.w_dst[g.w_kind == WAIT_QUEUE]] = True
+        for i, (a, r, q) in enumerate(zip(g.h_api[node[calls]].tolist(), ret.tolist(),
+                                          queued[node[calls]].tolist(), strict=True)):
+            label[calls[i]] = api_names[a] + ((" (return once the launch queue had room)" if q
+                                               else " (return after the wait)") if r else "")
+    work = np.flatnonzero(path.kind == P.HOST_WORK)
+    if len(work):
+        mid = (path.start[work] + path.end[work]) // 2 + g.origin[path.block[work]]
+        label[work] = host_ranges(g.h_tkey[node[work]], mid)
+    pieces = Pieces(path.block, kind, label, path.end - path.start, path.kind, path.node, path.start)
+    if peer_wait is not None and task_start is not None and len(task):
+        pieces = _split_peer_waits(pieces, path, peer_wait, task_start)
+    return pieces
+
+
+def kinds_of(path: P.Path, g: Graph, comm: np.ndarray) -> np.ndarray:
+    """Per piece of the path: its kind (an index into KINDS). comm: per task, a collective or
+    peer-to-peer copy."""
+    K = {k: i for i, k in enumerate(KINDS)}
+    kind = np.full(len(path.kind), K["host"], np.int64)
+    node = path.node
     task = np.flatnonzero(path.kind == P.TASK)
     if len(task):
         tn = node[task]
@@ -87,34 +123,15 @@ def classify(
         kind[task] = np.select(
             [comm[tn], tk == KERNEL, tk == TASK_COPY, tk == TASK_MEMSET, tk == GRAPH],
             [K["communication"], K["kernel"], K["copy"], K["memset"], K["kernel"]], K["kernel"])
-        names = _kernel_names(labels, g.d_name[tn])
-        for i, (t, nm, ck) in enumerate(zip(tk.tolist(), names, g.d_copy_kind[tn].tolist(), strict=True)):
-            label[task[i]] = nm if t == KERNEL else COPY_NAMES.get(ck, "copy") if t == TASK_COPY \
-                else "memset" if t == TASK_MEMSET else "(whole CUDA graph)"
-    for piece, k, text in ((P.QUEUE, "gpu_gap", "stream queue gap"), (P.LATENCY, "launch", "launch latency"),
-                           (P.UNEXPLAINED, "unexplained", "(no recorded dependency)"),
-                           (P.UNLAUNCHED, "unexplained", "(no launch call recorded)"),
-                           (P.CARRIED, "carried", "(queued before the step)")):
-        sel = path.kind == piece
-        kind[sel] = K[k]
-        label[sel] = text
+    for piece, k in ((P.QUEUE, "gpu_gap"), (P.LATENCY, "launch"), (P.UNEXPLAINED, "unexplained"),
+                     (P.UNLAUNCHED, "unexplained"), (P.CARRIED, "carried")):
+        kind[path.kind == piece] = K[k]
     calls = np.flatnonzero((path.kind == P.CALL) | (path.kind == P.RETURN))
     if len(calls):
         hk = g.h_kind[node[calls]]
         kind[calls] = np.select([hk == LAUNCH, hk == SYNC, hk == COPY, hk == MEMSET],
                                 [K["launch"], K["sync"], K["copy"], K["host"]], K["host"])
-        ret = path.kind[calls] == P.RETURN
-        for i, (a, r) in enumerate(zip(g.h_api[node[calls]].tolist(), ret.tolist(), strict=True)):
-            label[calls[i]] = api_names[a] + (" (return after the wait)" if r else "")
-    work = np.flatnonzero(path.kind == P.HOST_WORK)
-    if len(work):
-        kind[work] = K["host"]
-        mid = (path.start[work] + path.end[work]) // 2 + g.origin[path.block[work]]
-        label[work] = host_ranges(g.h_tkey[node[work]], mid)
-    pieces = Pieces(path.block, kind, label, path.end - path.start, path.kind, path.node, path.start)
-    if peer_wait is not None and task_start is not None and len(task):
-        pieces = _split_peer_waits(pieces, path, peer_wait, task_start)
-    return pieces
+    return kind
 
 
 def _split_peer_waits(pieces: Pieces, path: P.Path, wait: np.ndarray, task_start: np.ndarray) -> Pieces:

@@ -39,7 +39,10 @@ MAX_PIECES = 1_000_000  # per step: a path cannot be longer than its nodes; this
 # The walk reads single values: up to this many nodes it reads them from Python lists, made
 # once (a numpy scalar read costs several times a list's); above it, where a few steps are
 # followed through many nodes, from the arrays themselves.
-LIST_NODES = 200_000  # lists of 11 arrays: about 85 MB at this size
+LIST_NODES = 200_000  # lists of 12 arrays: about 90 MB at this size
+# ... and only when the blocks followed hold at least a quarter of the nodes: one step of many
+# (what a what-if's bound follows) reads fewer values than the lists would copy.
+LIST_SHARE = 4
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,10 @@ def critical_paths(
     follow (all by default)."""
     out: list[int] = []  # kind, node, start, end of each piece, flat
     sizes: list[tuple[int, int]] = []  # (block, pieces)
-    v = _Values(g, p, t)
+    nodes = g.n_host + g.n_device
+    followed = nodes if blocks is None else \
+        int(np.isin(g.h_block, blocks).sum()) + int(np.isin(g.d_block, blocks).sum())
+    v = _Values(g, p, t, nodes <= LIST_NODES and followed * LIST_SHARE >= nodes)
     for b in (range(len(t0)) if blocks is None else blocks.tolist()):
         lo, hi = int(t0[b]), int(t1[b])
         if hi <= lo:
@@ -116,17 +122,16 @@ def _end_state(g: Graph, t: Times, b: int, chain: int, when: int, span: bool) ->
 class _Values:
     """The per-node values the walk reads, as lists where the graph is small enough."""
 
-    def __init__(self, g: Graph, p: Params, t: Times) -> None:
+    def __init__(self, g: Graph, p: Params, t: Times, lists: bool) -> None:
         h_prev = np.where(g.h_first, -1, np.arange(g.n_host) - 1)
         d_prev = np.where(g.d_first, -1, np.arange(g.n_device) - 1)
-        small = g.n_host + g.n_device <= LIST_NODES
         # tolist() for reading; the arrays have the same values
-        as_read = (lambda a: a.tolist()) if small else (lambda a: a)
+        as_read = (lambda a: a.tolist()) if lists else (lambda a: a)
         self.h_prev, self.d_prev = as_read(h_prev), as_read(d_prev)
         self.h_start, self.h_end, self.h_wait = as_read(t.h_start), as_read(t.h_end), as_read(t.h_wait)
         self.d_start, self.d_end = as_read(t.d_start), as_read(t.d_end)
         self.d_bind, self.d_cross = as_read(t.d_bind), as_read(t.d_cross)
-        self.d_pin, self.d_launch = as_read(p.d_pin), as_read(g.d_launch)
+        self.d_pin, self.d_launch, self.d_issue = as_read(p.d_pin), as_read(g.d_launch), as_read(g.d_issue)
         self.w_src, self.x_src = as_read(g.w_src), as_read(g.x_src)
 
 
@@ -194,8 +199,8 @@ def _walk(v: _Values, state: tuple[str, int, int], lo: int, hi: int, pieces: lis
                 call = int(v.d_launch[node])
                 add(LATENCY, node, int(v.h_start[call]), now)
                 where, node, now = "gap", call, int(v.h_start[call])
-            else:  # BY_BLOCK_START: no launch call recorded, its measured start kept
-                add(UNLAUNCHED, node, lo, now)
+            else:  # BY_BLOCK_START: launched before the step, or no launch call recorded
+                add(CARRIED if v.d_issue[node] < 0 else UNLAUNCHED, node, lo, now)
                 return
 
 

@@ -44,3 +44,51 @@ def peer_waits(data: TraceData, comm: np.ndarray) -> np.ndarray:
         return out
 
     return data.cached("graph_peer_waits", build)
+
+
+def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
+    """The rank the others wait for, and per kernel row how much its collective's wait would
+    shrink if that rank arrived no later than the last of the others (0 elsewhere).
+
+    Per paired collective (the n-th run of one kernel on every process, as in peer_waits) a
+    process is late by its start less the latest start of the other processes (0 when it is
+    not the last); the slow rank is the process late by the most in all, and -1 when none is.
+    Cached."""
+
+    def build() -> tuple[int, np.ndarray]:
+        k = data.kernels()
+        out = np.zeros(len(k), np.int64)
+        waits = peer_waits(data, comm)
+        rows = np.flatnonzero(waits != UNKNOWN)
+        if len(rows) == 0:
+            return -1, out
+        pid, name, start = k.pid[rows], k.name_id[rows], k.start[rows].astype(np.int64)
+        # the n-th run of a kernel on each process (as peer_waits pairs them)
+        order = np.lexsort((start, name, pid))
+        new = np.r_[True, (pid[order][1:] != pid[order][:-1]) | (name[order][1:] != name[order][:-1])]
+        first = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+        seq = np.empty(len(rows), np.int64)
+        seq[order] = np.arange(len(order)) - first
+        # Each occurrence's starts in order: the last process to arrive is late by its start
+        # less the one before it (the latest of the others).
+        occ = np.lexsort((start, seq, name))
+        same = np.r_[False, (name[occ][1:] == name[occ][:-1]) & (seq[occ][1:] == seq[occ][:-1])]
+        last = np.r_[~same[1:], True]
+        late = np.zeros(len(rows), np.int64)
+        take = np.flatnonzero(last & same)
+        late[occ[take]] = start[occ[take]] - start[occ[take - 1]]
+        pids, codes = np.unique(pid, return_inverse=True)
+        lateness = np.bincount(codes, weights=late, minlength=len(pids))
+        if lateness.max() <= 0:
+            return -1, out
+        slow = int(pids[int(np.argmax(lateness))])
+        # per occurrence, how late the slow process was (0 where it was not the last)
+        occ_id = np.cumsum(~same) - 1
+        excess = np.zeros(int(occ_id[-1]) + 1, np.int64)
+        mine = pid[occ] == slow
+        np.maximum.at(excess, occ_id[mine], late[occ][mine])
+        saving = np.where(pid[occ] == slow, 0, np.minimum(waits[rows][occ], excess[occ_id]))
+        out[rows[occ]] = np.maximum(saving, 0)
+        return slow, out
+
+    return data.cached("graph_slow_rank", build)

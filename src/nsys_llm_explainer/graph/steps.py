@@ -82,6 +82,7 @@ class Anchors:
     chain: np.ndarray  # host chain of the anchor thread (-1: none)
     start_rel: np.ndarray
     end_rel: np.ndarray
+    carried_wait: np.ndarray  # its last call in the step that waits for work queued before the capture (-1)
 
 
 def anchors(g: Graph, pl: Plan) -> Anchors:
@@ -93,7 +94,7 @@ def anchors(g: Graph, pl: Plan) -> Anchors:
     end_rel = pl.end - g.origin
     chain = np.full(nb, -1, np.int64)
     if g.n_host == 0:
-        return Anchors(chain, start_rel, end_rel)
+        return Anchors(chain, start_rel, end_rel, np.full(nb, -1, np.int64))
     lo, hi = start_rel[g.h_block], end_rel[g.h_block]
     launches = ((g.h_kind == LAUNCH) & (g.h_start >= lo) & (g.h_start < hi)).astype(np.int64)
     covered = np.maximum(np.minimum(g.h_end, hi) - np.maximum(g.h_start, lo), 0)
@@ -102,14 +103,27 @@ def anchors(g: Graph, pl: Plan) -> Anchors:
     per = per[(per["n"] > 0) | (per["t"] > 0)]
     best = per.sort_values(["b", "n", "t", "c"], ascending=[True, False, False, True]).drop_duplicates("b")
     chain[best["b"].to_numpy(np.int64)] = best["c"].to_numpy(np.int64)
-    return Anchors(chain, start_rel, end_rel)
+    return Anchors(chain, start_rel, end_rel, _carried_waits(g, chain, start_rel, end_rel))
+
+
+def _carried_waits(g: Graph, chain: np.ndarray, start_rel: np.ndarray, end_rel: np.ndarray) -> np.ndarray:
+    """Per block: the anchor thread's last call inside the step that waits for work queued
+    before the capture (-1: none)."""
+    out = np.full(len(chain), -1, np.int64)
+    nodes = g.w_dst[g.d_before[g.w_src]] if len(g.w_src) else g.w_dst
+    b = g.h_block[nodes]
+    mine = (g.h_chain[nodes] == chain[b]) & (g.h_start[nodes] >= start_rel[b]) & (g.h_start[nodes] < end_rel[b])
+    np.maximum.at(out, b[mine], nodes[mine])
+    return out
 
 
 @dataclass(frozen=True)
 class StepTimes:
     """Per block: the step's host and device periods, the step time (the larger), and the
     interval the critical path covers (block-relative); last_task: the task whose end closes
-    a device-bound step (-1 when the host period is the step's)."""
+    a device-bound step (-1 when the host period is the step's); own: the step's own window,
+    the step time less the time its anchor thread waits at its start for work queued before
+    the capture (which no change to the step moves): what a change's gain is measured on."""
 
     host: np.ndarray
     device: np.ndarray
@@ -117,6 +131,7 @@ class StepTimes:
     start: np.ndarray
     end: np.ndarray
     last_task: np.ndarray
+    own: np.ndarray
 
 
 def step_times(
@@ -143,13 +158,17 @@ def step_times(
             np.maximum.at(end, g.d_block, d_end)
         if g.n_host:
             np.maximum.at(end, g.h_block, h_end)
-        return StepTimes(end, end, end, np.zeros(nb, np.int64), end, np.full(nb, -1, np.int64))
+        return StepTimes(end, end, end, np.zeros(nb, np.int64), end, np.full(nb, -1, np.int64), end)
     if t is None:
         h0, h1 = an.start_rel, an.end_rel
     else:
         h0 = _map(g, an, an.start_rel, p, h_start, h_end, tail_scale)
         h1 = _map(g, an, an.end_rel, p, h_start, h_end, tail_scale)
     host = h1 - h0
+    # The step's own window opens when the wait for work queued before the capture is over (a
+    # fixed time: that work keeps its measured times), wherever a change moves the wait.
+    lead = an.carried_wait
+    own_start = np.where(lead >= 0, np.clip(g.h_end[np.maximum(lead, 0)], h0, h1), h0) if g.n_host else h0
     # Kernels mark where a step's device work ends (copies and memsets move with what-ifs
     # that take them off their stream); a block without kernels uses all its work.
     # Only tasks whose launch call is in the block have a known step.
@@ -177,7 +196,7 @@ def step_times(
         tail = np.r_[g.d_block[sel][order][1:] != g.d_block[sel][order][:-1], True]
         last[g.d_block[sel][order][tail]] = sel[order][tail]
     return StepTimes(host, device, np.maximum(host, device), np.where(by_device, base, h0),
-                     np.where(by_device, end, h1), last)
+                     np.where(by_device, end, h1), last, np.maximum(h1 - own_start, device))
 
 
 def _map(

@@ -19,6 +19,7 @@ from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph.analyze import Analysis, median_block
 from nsys_llm_explainer.graph.changes import BUILTIN
 from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN
+from nsys_llm_explainer.graph.path import TASK as P_TASK
 from nsys_llm_explainer.graph.steps import SPAN
 
 P_HOST_PIECES = (CALL, RETURN, HOST_WORK)
@@ -31,7 +32,7 @@ TIMELINE_COLUMNS = ("lane", "start_ns", "end_ns", "kind", "item", "path")
 MAX_TIMELINE_ROWS = 4000
 WHAT_IF_COLUMNS = ("change", "measured_step_ns", "predicted_step_ns", "measured_window_ns",
                    "predicted_window_ns", "gain_step_ns", "gain_window_ns", "predicted_step_p10_ns",
-                   "predicted_step_p90_ns", "changed_nodes", "source")
+                   "predicted_step_p90_ns", "changed_nodes", "source", "note")
 
 
 def _pct(part: float, whole: float) -> float:
@@ -100,6 +101,7 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
         "kernel_categories": cats,
         "top_items": items.head(TOP_ITEMS).to_dict("records"),
         "median_step": median_step,
+        "trust": trust(a, pieces, pk, followed),
         "graph": {"host_calls": a.graph.n_host, "tasks": a.graph.n_device,
                   "host_waits": int(len(a.graph.w_src)), "cross_stream_edges": int(len(a.graph.x_src)),
                   "replay_rounds": int(a.times.rounds), "counts": dict(a.graph.counts)},
@@ -112,6 +114,46 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
         **{f"{k}_ns": pk[:, i] for i, k in enumerate(C.KINDS)},
     })
     return Summary(data, steps, items, limitations(a))
+
+
+TRUST_MAX_KEPT_PCT = 50.0  # from half of the path kept as measured on, a replay cannot tell what a change buys
+
+
+def kept_ns(pieces: C.Pieces, pk: np.ndarray) -> np.ndarray:
+    """Per block: its path's time in waits the replay keeps as measured: delays no recorded
+    dependency explains, and collectives' waits for the other ranks."""
+    out = pk[:, C.KINDS.index("unexplained")].copy()
+    peer = pieces.label == C.PEER_WAIT
+    if peer.any():
+        np.add.at(out, pieces.block[peer], pieces.ns[peer])
+    return out
+
+
+def trust(a: Analysis, pieces: C.Pieces, pk: np.ndarray, followed: np.ndarray) -> dict[str, Any]:
+    """How much of the followed paths the replay keeps as measured, and the step and stream it
+    trusts most: the followed step whose path holds the least such waits (then the smallest
+    replay error, then the one nearest the median), and the stream with the most device time
+    on that step's path."""
+    kept = kept_ns(pieces, pk)
+    total = pk.sum(axis=1)
+    kept_pct = _pct(int(kept[followed].sum()), int(total[followed].sum()))
+    out: dict[str, Any] = {"kept_pct": kept_pct, "trusted": bool(kept_pct < TRUST_MAX_KEPT_PCT), "step": None,
+                           "pid": None, "stream": None, "step_kept_pct": None}
+    blocks = np.flatnonzero(followed & (total > 0))
+    if len(blocks) == 0:
+        return out
+    share = kept[blocks] / total[blocks]
+    middle = np.abs(a.measured[blocks] - np.median(a.measured))
+    b = int(blocks[np.lexsort((middle, a.error_pct[blocks], share))[0]])
+    out.update(step=int(a.plan.step[b]), pid=int(a.plan.blocks.pid[b]), step_kept_pct=_pct(int(kept[b]), int(total[b])))
+    sel = (pieces.block == b) & (pieces.piece == P_TASK) & (pieces.node >= 0)
+    if sel.any():
+        g = a.graph
+        nodes = pieces.node[sel]
+        lane = pd.Series(pieces.ns[sel]).groupby([g.d_device[nodes], g.d_stream[nodes]]).sum()
+        dev, stream = lane.idxmax()
+        out["stream"] = f"GPU {int(dev)} stream {int(stream)}"
+    return out
 
 
 def _bound(a: Analysis, b: int) -> str:
@@ -148,24 +190,84 @@ def what_if(a: Analysis, given: frozenset[str] = frozenset()) -> tuple[dict[str,
     the top category and the top kernel, 2x faster)."""
     rows = []
     measured_step = _median(a.measured)
+    processes = len(np.unique(a.plan.blocks.pid))
+    steps = max(a.plan.pid_steps.values(), default=0)
     for c in a.changes:
         p = percentiles(c.predicted, (10, 50, 90)) if len(c.predicted) else {10: 0, 50: 0, 90: 0}
-        rows.append({
+        gain_step = int(measured_step - p[50])
+        row = {
             "change": c.change,
             "measured_step_ns": measured_step,
             "predicted_step_ns": int(p[50]),
             "measured_window_ns": int(a.measured_window),
             "predicted_window_ns": int(max(a.measured_window - c.window_gain, 0)),
-            "gain_step_ns": int(measured_step - p[50]),
+            "gain_step_ns": gain_step,
             "gain_window_ns": int(c.window_gain),
             "predicted_step_p10_ns": int(p[10]),
             "predicted_step_p90_ns": int(p[90]),
             "changed_nodes": int(c.touched),
             "source": "built-in" if c.change in BUILTIN else "--what-if" if c.change in given else "automatic",
-        })
+            "bound": _path_bound(c.path_ns),
+        }
+        row["note"] = _note(c, row, steps, processes)
+        rows.append(row)
     data = {"rows": rows, "steps_replayed": int(len(a.measured)), "steps_total": int(a.plan.total_steps),
             "sampled": bool(a.plan.sampled)}
-    return data, pd.DataFrame(rows, columns=list(WHAT_IF_COLUMNS))
+    return data, pd.DataFrame([{k: r[k] for k in WHAT_IF_COLUMNS} for r in rows], columns=list(WHAT_IF_COLUMNS))
+
+
+def _path_bound(path_ns: np.ndarray) -> dict[str, Any] | None:
+    """The largest kind on the median step's critical path after the change."""
+    total = int(path_ns.sum())
+    if total <= 0:
+        return None
+    i = int(np.argmax(path_ns))
+    return {"kind": C.KINDS[i], "title": C.KIND_TITLES[C.KINDS[i]], "pct": _pct(int(path_ns[i]), total)}
+
+
+AGREE_PCT = 10.0  # per-step gain x steps and the window's gain agree within this
+AGREE_WINDOW_PCT = 0.5  # ... or when they differ by less than this share of the window
+
+
+def _note(c: Any, row: dict[str, Any], steps: int, processes: int) -> str | None:
+    """One line: why a change gains nothing, what bounds its gain, or why the window's gain
+    is not the per-step gain times the steps."""
+    bound = row["bound"]
+    if c.touched == 0:
+        return "nothing to change: the capture holds none of what this change removes"
+    on_path = (f"after the change the median step's critical path is {bound['pct']:g}% {bound['title']}"
+               if bound else "")
+    if row["gain_window_ns"] <= 0 and row["gain_step_ns"] <= 0:
+        line = f"no gain: {on_path}, which this change does not shorten" if bound else "no gain"
+        if c.longer:
+            line += (f"; {c.longer} replayed step{'s' if c.longer != 1 else ''} came out longer, which a speed-up "
+                    "cannot make a step: counted as no gain")
+        return line
+    parts = [f"bounded by {bound['title']} ({on_path})"] if bound else []
+    w = c.window
+    expected = row["gain_step_ns"] * steps
+    gap = abs(expected - row["gain_window_ns"])
+    if w is not None and gap > AGREE_PCT / 100 * max(expected, row["gain_window_ns"]) and \
+            gap > AGREE_WINDOW_PCT / 100 * row["measured_window_ns"]:
+        why: list[str] = []
+        if w.gain < w.in_window:
+            why.append(f"the window holds all of {w.floor_lane}'s work ({w.floor / 1e6:,.3f} ms at the changed "
+                       "durations)" if w.floor_kind == "stream" else
+                       f"the window holds work queued before the capture, kept as measured, to "
+                       f"{w.floor / 1e6:,.3f} ms into it")
+        if w.in_window < w.steps:
+            why.append(f"{(w.steps - w.in_window) / 1e6:,.3f} ms of the steps' gain lies outside the captured window")
+        if processes > 1:
+            why.append("the processes run side by side, so the window gains what the process that gains most does")
+        mean = float(c.gain.mean()) if len(c.gain) else 0.0
+        if abs(mean - row["gain_step_ns"]) > AGREE_PCT / 100 * max(mean, row["gain_step_ns"], 1):
+            why.append(f"steps gain unevenly (median {row['gain_step_ns'] / 1e6:,.3f} ms, mean {mean / 1e6:,.3f} ms)")
+        if why:
+            parts.append(f"the window gains {row['gain_window_ns'] / 1e6:,.3f} ms, not the per-step gain times "
+                         f"{steps:,} steps ({expected / 1e6:,.3f} ms): " + "; ".join(why))
+    if c.longer:
+        parts.append(f"{c.longer} replayed step{'s' if c.longer != 1 else ''} came out longer, counted as no gain")
+    return "; ".join(parts) if parts else None
 
 
 def limitations(a: Analysis) -> tuple[str, ...]:
@@ -189,7 +291,8 @@ def limitations(a: Analysis) -> tuple[str, ...]:
                    f"({c['unexplained_wait_ns'] / 1e6:,.3f} ms in all): kept as measured (unexplained waits)")
     if c.get("syncs_without_stream"):
         out.append(f"{c['syncs_without_stream']:,} stream synchronizes have no synchronization record naming "
-                   "their stream: they keep their measured duration")
+                   "their stream: " + ("those not found by their timing (above) keep their measured duration"
+                                       if c.get("waits_found_by_timing") else "they keep their measured duration"))
     if c.get("event_syncs_without_record"):
         out.append(f"{c['event_syncs_without_record']:,} event synchronizes do not name the event's stream: "
                    "they keep their measured duration")
@@ -202,10 +305,17 @@ def limitations(a: Analysis) -> tuple[str, ...]:
     if c.get("host_waits_longer_than_explained"):
         out.append(f"{c['host_waits_longer_than_explained']:,} blocking calls waited longer than the work they "
                    "wait for explains: the excess is kept as measured")
+    if c.get("queue_waits"):
+        out.append(f"{c['queue_waits']:,} launch, copy or memset calls waited for room in a full launch queue "
+                   f"(about {c['queue_depth']:,} operations pending; {c['queue_wait_ns'] / 1e6:,.3f} ms in all): "
+                   "each is replayed as waiting for the operation whose end made room, so a faster device shortens it")
+    if c.get("waits_found_by_timing"):
+        out.append(f"{c['waits_found_by_timing']:,} synchronizes whose stream or event no record names returned right "
+                   "after an operation of their process ended: they are replayed as waiting for it")
     if c.get("slow_launch_calls"):
         out.append(f"{c['slow_launch_calls']:,} launch calls took over 10 times their process's usual launch time "
-                   f"({c['slow_launch_call_ns'] / 1e6:,.3f} ms in all; a full launch queue, a driver lock or module "
-                   "loading): their time is kept as measured, and shows as launch overhead")
+                   f"({c['slow_launch_call_ns'] / 1e6:,.3f} ms in all; a driver lock or module loading, no full "
+                   "launch queue): their time is kept as measured, and shows as launch overhead")
     if c.get("tasks_overlapping_stream_predecessor"):
         out.append(f"{c['tasks_overlapping_stream_predecessor']:,} tasks overlap the task before them on their "
                    "stream (stream order not applied to them)")

@@ -28,7 +28,7 @@ from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.graph.build import Graph
-from nsys_llm_explainer.graph.peers import peer_waits
+from nsys_llm_explainer.graph.peers import peer_waits, slow_rank
 from nsys_llm_explainer.graph.tasks import KERNEL
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.kernels.demangled import parse as parse_name
@@ -54,10 +54,27 @@ def what_if_changes(ctx: Context) -> list[ch.Change]:
 
 
 def auto_changes(ctx: Context) -> list[ch.Change]:
+    """The top category's and the top kernel's 2x; fusion where short memory-bound kernels
+    ran; slow_rank where one capture's ranks pair their collectives and one is late."""
     k = ctx.data.kernels()
     if len(k) == 0:
         return []
     kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    out = _kernel_changes(k, kc)
+    fusable = [kc.categories.index(c) for c in ch.FUSABLE if c in kc.categories]
+    if (np.isin(kc.code, fusable) & (k.dur <= ch.FUSE_MAX_NS)).sum() >= 2:
+        out.append(ch.Change("fusion"))
+    if _slow_rank(ctx.data, kc)[0] >= 0:
+        out.append(ch.Change("slow_rank"))
+    return out
+
+
+def _slow_rank(data: TraceData, kc: Any) -> tuple[int, np.ndarray]:
+    comm = kc.categories.index("communication") if "communication" in kc.categories else -2
+    return slow_rank(data, kc.code == comm)
+
+
+def _kernel_changes(k: Any, kc: Any) -> list[ch.Change]:
     out = []
     per_cat = np.bincount(kc.code, weights=k.dur, minlength=len(kc.categories))
     for c in np.argsort(-per_cat, kind="stable").tolist():
@@ -116,7 +133,10 @@ def task_labels(data: TraceData, categories_file: str | None) -> Any:
             found = data.kernel_names(ids)
             return [found.get(int(i), "") for i in ids.tolist()]
 
-        return ch.TaskLabels(list(kc.categories), code, names)
+        slow, saving = _slow_rank(data, kc)
+        per_task = np.where(g.d_kind == KERNEL, saving[np.where(g.d_kind == KERNEL, g.d_row, 0)], 0) \
+            if len(saving) else np.zeros(g.n_device, np.int64)
+        return ch.TaskLabels(list(kc.categories), code, names, per_task, slow)
 
     return labels
 
@@ -166,9 +186,10 @@ def build_analysis(ctx: Context) -> tuple[A.Analysis, C.Pieces, np.ndarray, dict
         nodes = float(frame[cols].sum(axis=1).mean()) * 1.25 if cols else \
             (len(data.kernels()) + len(data.runtime())) / max(len(frame), 1)
     spans = [s for s in (data.span("kernels"), data.span("runtime")) if s is not None]
-    window = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
+    span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    window = span[1] - span[0] if span else 0
     res = A.analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
-                    nodes, window)
+                    nodes, window, span)
     task = labels(res.graph)
     waits = _peer_waits(ctx, res.graph)
     pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),

@@ -10,6 +10,7 @@ from typing import Any
 from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
+from nsys_llm_explainer.graph.changes import WORDS
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md
@@ -311,17 +312,10 @@ def impact(finding: dict[str, Any]) -> str:
     return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}.{gain_text(finding)}"
 
 
-# What each built-in what-if change does, as the what-if table and the findings' gains name it
+# What each named what-if change does, as the what-if table and the findings' gains name it
 # (graph/changes.py). The copies change hides the copies entirely: where they outlast the
 # compute, overlap alone cannot, so its gain is what avoiding them (or hiding them) buys.
-WHAT_IF_WORDS = {
-    "host": "No host work between calls (an infinitely fast host)",
-    "launch": "Launches as CUDA graphs (one launch per run of launches)",
-    "copies": "Host-device copies taking no stream or host time (overlapped or avoided)",
-    "readbacks": "Read-backs made asynchronous",
-    "syncs": "Synchronizations that guard no read-back removed",
-    "communication": "Communication fully overlapped",
-}
+WHAT_IF_WORDS = WORDS
 
 
 def gain_text(finding: dict[str, Any]) -> str:

@@ -1,14 +1,17 @@
 """Estimated gains: what the change a finding proposes buys, from the what_if metric's replay.
 
 A finding's time at stake is a ceiling (the GPU time its cause covers). Its estimated gain
-is what replaying the step graph with the finding's change predicts: the captured window's
-gain (`gain_window_ns`) and the median step's (`gain_step_ns`), at most the time at stake
-(a change can buy more than one cause's idle time, removing host work also shortens
-launch-bound waits: the finding claims only its own). Which change a rule proposes
-is fixed per rule (CHANGE_OF_RULE); a finding about one kernel uses the automatic row for the
-kernel with the most kernel time when the finding names that kernel, and a finding about
-GEMMs the automatic row for the GEMM category. A rule without a change, or a trace the
-replay could not run on, leaves the gain unknown (None): the ceiling alone is shown.
+is what replaying the step graph with the change that fixes the finding predicts: the
+captured window's gain (`gain_window_ns`) and the median step's (`gain_step_ns`), at most the
+time at stake (a change can buy more than one cause's idle time, removing host work also
+shortens launch-bound waits: the finding claims only its own). Which change fixes a rule's
+finding is fixed per rule (CHANGE_OF_RULE: short unfused ops by fusion, a straggling rank by
+the slow rank made as fast as the others, ...); a finding about one kernel uses the
+automatic row for the kernel with the most kernel time when the finding names that kernel,
+and a finding about GEMMs the automatic row for the GEMM category. A rule without a change,
+or a trace the replay could not run on, leaves the gain unknown (None): the ceiling alone is
+shown. A change that buys nothing gives a gain of 0, and the row's reason is the finding's
+last evidence line.
 
 The rules engine ranks findings with time at stake by severity (the band of their ceiling),
 then within a band by estimated gain where one exists (by the ceiling otherwise), so the top
@@ -35,13 +38,16 @@ CHANGE_OF_RULE = {
     "NLE311": "copies",  # slow host copies
     "NLE307": "communication",  # exposed communication
     "NLE313": "communication",  # communication on the compute stream
+    "NLE308": "slow_rank",  # communication time differs across ranks: a straggler
+    "NLE302": "fusion",  # short unfused ops
+    "NLE312": "fusion",  # a fusion candidate chain
 }
 TOP_KERNEL_RULES = ("NLE101",)  # about one kernel: the top kernel's automatic row
 GEMM_RULES = ("NLE320", "NLE323")  # about GEMMs: the gemm category's row
 GEMM_CATEGORY = "gemm"
-# Above this share of the replayed steps' critical path in waits with no recorded dependency
-# (kept as measured: another rank, a stream wait without its record), the replay holds most of
-# the step fixed and cannot tell what a change buys: no gain is estimated.
+# From this share of the replayed steps' critical path in waits the replay keeps as measured
+# (collectives waiting for another rank, delays with no recorded dependency) on, the replay
+# holds most of the step fixed and cannot tell what a change buys: no gain is estimated.
 UNEXPLAINED_MAX_PCT = 50.0
 
 
@@ -54,7 +60,7 @@ def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     by_change = {r["change"]: r for r in rows}
     if f.rule_id in CHANGE_OF_RULE:
         return by_change.get(CHANGE_OF_RULE[f.rule_id])
-    auto = [r for r in rows if r.get("source") == "automatic"]
+    auto = [r for r in rows if r.get("source") == "automatic" and str(r["change"]).startswith("kernel:")]
     if f.rule_id in GEMM_RULES:
         return next((r for r in auto if r["change"].startswith(f"kernel:{GEMM_CATEGORY}=")), None)
     if f.rule_id in TOP_KERNEL_RULES:
@@ -66,10 +72,13 @@ def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def _unexplained_pct(cp: Outcome | None) -> float:
-    """The share of the replayed steps' critical path in unexplained waits."""
+def _kept_pct(cp: Outcome | None) -> float:
+    """The share of the replayed steps' critical path in waits kept as measured."""
     if not isinstance(cp, MetricResult):
         return 0.0
+    trust = cp.data.get("trust")
+    if trust is not None:
+        return float(trust["kept_pct"])
     return float(sum(c["pct"] for c in cp.data.get("composition", []) if c.get("kind") == "unexplained"))
 
 
@@ -86,7 +95,7 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
     if not rows:
         return findings
     cp = metrics.get("critical_path")
-    unexplained = _unexplained_pct(cp)
+    unexplained = _kept_pct(cp)
     # without steps the replay's blocks are whole processes: a gain "per step" would say nothing
     per_step = not (isinstance(cp, MetricResult) and cp.data.get("step_source") == "whole_capture")
     out = []
@@ -96,11 +105,13 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
             f = _abstain(f, f"the replay's `{row['change']}` change touches nothing in this capture's "
                             "step graph: the time at stake lies in work it does not model")
         elif row is not None and f.impact_ns and unexplained >= UNEXPLAINED_MAX_PCT:
-            f = _abstain(f, f"{unexplained:.0f}% of the replayed steps' critical path is waits with no "
-                            "recorded dependency (another rank, a stream wait without its record), kept "
-                            "as measured: a replay cannot tell what the change buys")
+            f = _abstain(f, f"{unexplained:.0f}% of the replayed steps' critical path is waits the replay keeps "
+                            "as measured (on other ranks, or with no recorded dependency such as a stream wait "
+                            "without its record): a replay cannot tell what the change buys")
         elif row is not None:
             window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
+            if f.impact_ns and window == 0 and step == 0 and row.get("note"):
+                f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row['note']}"))
             if f.impact_ns is not None and window > f.impact_ns:
                 # The change buys more than this cause's idle time (it also shortens other
                 # waits): the finding claims at most its ceiling, per step in proportion.

@@ -7,9 +7,9 @@ the reader sees it before the verdict (the capture metric reports them as `captu
   trigger (a capture range). A slice is judged as one: its start-up is not counted, and no
   step is cut at its edges.
 - carried: work queued before the capture (analysis/carried.py): how many kernels, their
-  time, and the synchronize call that drained them (in flight from before the first of them
-  to the end of the last: the step's leading cudaDeviceSynchronize that drains the previous
-  step). Counted in the GPU's busy and idle figures, in no step.
+  time, and the synchronize call that drained them (called before the capture's first launch
+  and still in flight when the last of them ended: the step's leading cudaDeviceSynchronize
+  that drains the previous step). Counted in the GPU's busy and idle figures, in no step.
 - missing: events the trace lacks: kernels whose launch call is missing although their
   process's launches were traced and they are not carried (a filtered or sampled trace);
   stream waits on events (at least MIN_WAIT_CALLS cudaStreamWaitEvent calls) while the trace
@@ -30,9 +30,9 @@ import numpy as np
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
 from nsys_llm_explainer.trace.data import CaptureSpan, TraceData, Unavailable
 
-EMPTY = np.empty(0, np.int64)
 WAIT_CALL = re.compile(r"StreamWaitEvent")
 MIN_WAIT_CALLS = 10  # fewer stream waits than this decide nothing the figures show
 DRAIN_CALL = re.compile(r"Synchronize")
@@ -72,13 +72,14 @@ def carried_fact(data: TraceData) -> dict[str, Any] | None:
     c = carried(data)
     if not c.kernels:
         return None
-    drained = None
-    first = int(data.kernels().start[c.mask].min())
+    drained, end = None, int(c.end_ns or 0)
     try:
         rt = data.runtime()
         names = data.runtime_api_names()
         sync = np.array([bool(DRAIN_CALL.search(n)) for n in names] or [False], dtype=bool)
-        rows = np.flatnonzero(sync[rt.api] & (rt.start <= first) & (rt.end >= c.end_ns)) if len(rt) else EMPTY
+        launch = launch_api_mask(names)[rt.api] if len(rt) else np.zeros(0, bool)
+        lead = int(rt.start[launch].min()) if launch.any() else end
+        rows = np.flatnonzero(sync[rt.api] & (rt.start <= min(lead, end)) & (rt.end >= end))
         if len(rows):
             drained = names[int(rt.api[rows[np.argmin(rt.start[rows])]])]
     except Unavailable:

@@ -20,9 +20,11 @@ Google Test binary (`--gtest_filter`), a test binary by name (`test_*`, `*_test`
 
 Shown arguments: the model (MODEL_FLAGS, the positional model of `vllm serve`,
 `trtllm-serve`, trtexec's `--loadEngine`/`--onnx`, or a metadata field that names it) and
-the test selection (TEST_FLAGS). Values are cut to their base name (a path's last part, a
-Hugging Face repository's model name); a value that looks like a token or key, or an
-argument whose flag names a secret, is never shown.
+the test selection (TEST_FLAGS). A model is cut to the base name of its value's first plain
+word (a path's last part, a Hugging Face repository's model name: "Qwen/Qwen2-7B hf_..."
+shows "Qwen2-7B"); a test selection is shown as written, unless it holds a path, an address
+or an assignment. A word that looks like a token or key, a URL or an assignment, and an
+argument whose flag names a secret, are never shown.
 
 A program is one-shot when it runs its work once: a test (a unit test, a test binary, a
 test runner), or an explicit single iteration (`--iters 1`, `--num-prompts=1` ...).
@@ -119,14 +121,16 @@ def base_name(value: str) -> str:
 
 
 def safe(value: str) -> str | None:
-    """The value as shown: its base name, or None when it looks like a token or key or holds
-    characters a name does not."""
-    name = base_name(value).strip("'\"")
-    if not name or TOKEN.search(name) or "=" in name or "@" in name or "://" in value:
-        return None
-    if not re.fullmatch(r"[\w.+:\[\]\-,*?|^$()# ]+", name) or len(name) > 80:
-        return None
-    return name
+    """The value as shown: the base name of its first word that is a plain name (a value may
+    hold a token next to the model's name), or None when it holds none. A word that looks like a
+    token or key, an assignment, an address or a URL is never a name."""
+    for word in re.split(r"[\s,;?&]+", value.strip()):
+        if not word or "://" in word or "@" in word or "=" in word or TOKEN.search(word):
+            continue
+        name = base_name(word).strip("'\"")
+        if name and not TOKEN.search(name) and len(name) <= 80 and re.fullmatch(r"[\w.+:\[\]\-*?|^$()#]+", name):
+            return name
+    return None
 
 
 def _split(argv: tuple[str, ...]) -> list[str]:
@@ -256,7 +260,7 @@ def describe(cmd: CommandLine) -> Program | None:
     args, launchers = _unwrap(_split(cmd.argv))
     if not args and cmd.model is None:
         return None
-    name = safe(args[0]) if args else None
+    name = (args[0] if args[0] == "python -c" else safe(args[0])) if args else None
     rest = args[1:]
     runner = None
     test = None
@@ -273,7 +277,7 @@ def describe(cmd: CommandLine) -> Program | None:
     selection = [(f, v) for f, v in _flag_values(rest, TEST_FLAGS) if not SECRET.search(f)]
     for flag, value in selection:
         v = value.strip()
-        if v and not TOKEN.search(v) and len(v) <= 80:
+        if v and not TOKEN.search(v) and len(v) <= 80 and not re.search(r"[/\\@=]|://", v):
             shown.append(f"{flag} {v}" if flag in ("-k", "-R") else f"{flag}={v}")
             test = test or v
     if any(f == "--gtest_filter" for f, _ in selection) or any(a.startswith("--gtest_") for a in rest):

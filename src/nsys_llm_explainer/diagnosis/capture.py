@@ -139,9 +139,9 @@ def captured_lines(cap: dict[str, Any], verdict: Verdict) -> list[str]:
     missing = c.get("missing") or {}
     if missing.get("launches"):
         n = missing["launches"]
-        lines.append(f"Events are missing: {n:,} of {missing['kernels']:,} kernels have no launch call although "
-                     "their process's launches were traced (a filtered or sampled trace): host and launch figures "
-                     "leave them out.")
+        lines.append(f"Events are missing: {n:,} of {missing['kernels']:,} kernels {'has' if n == 1 else 'have'} no "
+                     "launch call although their process's launches were traced (a filtered or sampled trace): host "
+                     "and launch figures leave them out.")
     if missing.get("waits_unseen"):
         lines.append(f"Events are missing: {missing['wait_calls']:,} stream waits (cudaStreamWaitEvent) but no "
                      "synchronization records, so what queued work waited on cannot be seen.")

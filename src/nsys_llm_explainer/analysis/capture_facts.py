@@ -110,11 +110,13 @@ def missing_events(data: TraceData) -> dict[str, Any]:
         return out
     calls = np.array([bool(WAIT_CALL.search(n)) for n in names] or [False], dtype=bool)
     out["wait_calls"] = int(calls[rt.api].sum()) if len(rt) else 0
+    if out["wait_calls"] < MIN_WAIT_CALLS:
+        return out  # too few waits to matter: the synchronization records are not read
     try:
         out["sync_records"] = len(data.sync())
     except Unavailable:
         out["sync_records"] = 0
-    out["waits_unseen"] = out["wait_calls"] >= MIN_WAIT_CALLS and out["sync_records"] == 0
+    out["waits_unseen"] = out["sync_records"] == 0
     return out
 
 

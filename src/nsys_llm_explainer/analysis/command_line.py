@@ -36,7 +36,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-import numpy as np
+import pandas as pd
 
 from nsys_llm_explainer.analysis.program_output import TOKEN
 from nsys_llm_explainer.trace.data import CommandLine, TraceData, Unavailable
@@ -341,8 +341,8 @@ def _pids(data: TraceData) -> list[int]:
     try:
         k = data.kernels()
         if len(k):
-            uniq, counts = np.unique(k.pid, return_counts=True)
-            out = [int(p) for p in uniq[np.argsort(-counts, kind="stable")].tolist() if p >= 0]
+            counts = pd.Series(k.pid).value_counts(sort=False)  # one hash pass: few processes
+            out = [int(p) for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0])) if p >= 0]
     except Unavailable:
         pass
     return out + [s.pid for s in data.program_output() if s.pid not in out]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, model
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
 from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Metric, in_run_order
@@ -74,7 +75,8 @@ def run_metric(metric: Metric, ctx: Context) -> Outcome:
 def _trace_info(
     path: Path, schema: Schema, data: TraceData, metrics: dict[str, Outcome]
 ) -> TraceInfo:
-    gpus = {g.device_id: g for g in data.gpus()}
+    listed, _ = described(data)
+    gpus = {g.device_id: g for g in listed}
     starts, ends = [], []
     for table in ("kernels", "runtime"):
         try:
@@ -86,15 +88,8 @@ def _trace_info(
             ends.append(span[1])
     tk = metrics.get("top_kernels")
     if isinstance(tk, MetricResult):
-        # A device that ran kernels but is not listed (ROCm numbers its devices apart from the
-        # deviceProperties ids in some versions) is the model every listed GPU is, when they are
-        # all one model: the trace lists the machine's GPUs.
-        listed = list(gpus.values())
-        models = {(g.name, g.compute_capability, g.vendor) for g in listed}
-        same = listed[0] if len(models) == 1 and listed[0].name else None
-        for dev in tk.data["devices"]:
-            gpus.setdefault(dev, GpuInfo(device_id=dev, name=same.name, compute_capability=same.compute_capability,
-                                         vendor=same.vendor) if same is not None else GpuInfo(device_id=dev, name=None))
+        for dev in tk.data["devices"]:  # every device that ran kernels is listed, described or not
+            gpus.setdefault(dev, GpuInfo(device_id=dev, name=None))
     pp = metrics.get("per_process")
     processes: tuple[ProcessInfo, ...] = ()
     if isinstance(pp, MetricResult):

@@ -273,6 +273,9 @@ class CaptureReview:
     checks: tuple[CaptureCheck, ...]
     facts: tuple[str, ...]  # what the trace says about itself (exporter, GPUs, graph mode ...)
     recipe: tuple[str, ...]  # how to capture steady state, when it was not
+    # what changes the figures' meaning, shown before the verdict: a slice, work carried in,
+    # missing events, profiler overhead, an interrupted run (diagnosis/capture.py)
+    captured: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,10 @@ def test_saxpy_is_judged_by_its_five_iterations() -> None:
 
 
 def test_report_md_opens_with_the_verdict(tmp_path: Path) -> None:
+    """What changes the figures' meaning (here: a 1 s slice, 120 s into a 296 s capture) comes first,
+    then the verdict."""
     r = report_of("nsysai_h100_2gpu_1s")
     r.write(tmp_path / "out", formats="md")
-    text = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    assert text.splitlines()[2].startswith("**Verdict:** Transfer-bound (`transfer_bound`, ")
+    lines = (tmp_path / "out" / "report.md").read_text(encoding="utf-8").splitlines()
+    assert lines[2].startswith("**Captured:** A 1.00 s window cut from a 296 s capture, starting 120 s in ")
+    assert lines[4].startswith("**Verdict:** Transfer-bound (`transfer_bound`, ")

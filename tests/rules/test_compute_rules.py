@@ -43,6 +43,22 @@ def test_nle320_per_device_and_low_confidence_when_assumed() -> None:
     assert f.title == "A GEMM operation reaches 0.0% of its roof"
 
 
+def test_nle320_large_gemms_are_not_a_batch_or_wave_problem() -> None:
+    """15360 x 24576 is 120 x 192 = 23,040 tiles of 128 x 128 and 15360 x 4096 is 3,840 (over
+    2,048: many waves on any GPU): the advice is the library's kernel choice and the clocks,
+    not batching; 4096 x 4096 is 1,024 tiles, so a mix keeps the batching advice."""
+    big = [gemm_op(34.9, 244_000_000, m=15360, n=24576), gemm_op(44.6, 95_000_000, m=15360, n=4096, k=12288)]
+    (f,) = check("NLE320", compute_efficiency=efficiency(*big))
+    assert f.evidence[1].endswith("15360 x 24576 x 4096: large on every side (23,040 tiles of 128 x 128), so not "
+                                  "the tiles or the waves: the kernel the library picked, or the clocks it ran at")
+    assert "(3,840 tiles of 128 x 128)" in f.evidence[3]
+    assert f.recommendation[0].startswith("These GEMMs are large on every side")
+    assert not any("continuous batching" in r for r in f.recommendation)
+    (mixed,) = check("NLE320", compute_efficiency=efficiency(*big, gemm_op(20.0, 10_000_000, m=4096, n=4096)))
+    assert "tile shape or wave quantization" in mixed.evidence[5]
+    assert any("continuous batching" in r for r in mixed.recommendation)
+
+
 def test_nle320_quiet_at_the_roof_or_below_the_bands() -> None:
     assert check("NLE320", compute_efficiency=efficiency(gemm_op(55.0, 90_000_000))) == []
     assert check("NLE320", compute_efficiency=efficiency(gemm_op(10.0, 1_000_000))) == []  # 0.9 ms: < 1%

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.gpu_specs import DTYPE_CLASSES, GpuSpec
@@ -80,7 +81,7 @@ def device_peaks(ctx: Context) -> DevicePeaks:
         table = peak_table(path)
         k = ctx.data.kernels()
         devices = sorted(int(d) for d in distinct_few(k.device).tolist())
-        names: dict[int, str | None] = {g.device_id: g.name for g in ctx.data.gpus()}
+        names: dict[int, str | None] = {g.device_id: g.name for g in described(ctx.data)[0]}
         kernel_names: list[str] = []
         if any(not names.get(d) for d in devices):
             uniq = np.unique(k.name_id)

@@ -73,6 +73,8 @@ def _share(acct: Accounting, cause: Cause, devices: list[int]) -> tuple[int, int
 def _failed_primary(run: dict[str, Any], acct: Accounting) -> Primary:
     ending = run["ending"]
     lines = [f"{ending['stream']}: {ending['line']}" + (f" / {ending['context']}" if ending.get("context") else "")]
+    if ending.get("conflict"):
+        lines.insert(0, f"the program's own profiler under Nsight Systems: {ending['conflict']}")
     pids = tuple(sorted({p for d in acct.devices for p in d.pids} | {int(ending["pid"])}))
     return Primary(run["outcome"], tuple(d.device_id for d in acct.devices), pids, 0, 0.0, tuple(lines))
 
@@ -141,10 +143,11 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     elif cause == Cause.PROGRAM_FAILED and run is not None:
         primary = _failed_primary(run, acct)
         extra["failed"] = outcome.failed_with_work(run)
+        extra["fix"] = outcome.failure_fix(run)
         extra["before"] = _summary_before(metrics, acct)
     elif result == Verdict.NOT_STEADY_STATE and cap is not None:
         primary = _startup_primary(cap, acct)
-        extra.update(parts=capture.startup_parts(cap))
+        extra.update(parts=capture.startup_parts(cap), one_shot=capture.one_shot(cap))
     elif result == Verdict.INSUFFICIENT_DATA:
         check = cap["checks"][0] if cap is not None and cap["checks"] else None
         extra["what"] = decision.why or "the idle time could not be explained"

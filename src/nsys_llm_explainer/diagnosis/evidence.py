@@ -286,7 +286,7 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         return str(extra["text"])
     if verdict == Verdict.NOT_STEADY_STATE and extra.get("failed"):
         before = extra.get("before")
-        return (f"Not steady state: {extra['failed']}. Fix the failure, then capture again."
+        return (f"Not steady state: {extra['failed']}. {extra.get('fix') or 'Fix the failure, then capture again.'}"
                 + (f" Until it failed: {before}" if before else ""))
     if verdict == Verdict.NOT_STEADY_STATE:
         ds = acct.devices
@@ -296,9 +296,12 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         spent = (f"{dur(ns)} of {dur(window)}" if n == 1 else
                  f"{dur(ns // n)} of {dur(window // n)} per device on average")
         gpus = devices_text([d.device_id for d in ds])
-        return (f"Not steady state: {gpus} {'sits' if n == 1 else 'sit'} idle {share} of the time before the "
-                f"steady part begins ({spent}), during start-up: {extra['parts']}. The figures describe "
-                "start-up, not the steady loop. Capture again after warm-up.")
+        text = (f"Not steady state: {gpus} {'sits' if n == 1 else 'sit'} idle {share} of the time before the "
+                f"steady part begins ({spent}), during start-up: {extra['parts']}.")
+        if extra.get("one_shot"):
+            return (text + f" The program, {extra['one_shot']} runs its work once: start-up is part of every run, "
+                    "and there is no steady loop to capture. Repeat the work inside one run to see past it.")
+        return text + " The figures describe start-up, not the steady loop. Capture again after warm-up."
     if verdict == Verdict.INSUFFICIENT_DATA:
         if extra.get("too_little"):
             return f"Too little to judge: {_too_little(acct, extra)}. Capture a longer steady-state window."

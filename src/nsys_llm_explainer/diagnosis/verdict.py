@@ -6,7 +6,8 @@ Order of decision:
    why: the profiler failed to attach, the program failed or was killed first, CUDA was not
    traced, or no kernel was launched).
 2. not_steady_state: the program ended in a failure its captured output records (cause
-   program_failed: an exception, an error message, a kill), or start-up (JIT compilation,
+   program_failed: an exception, an error message, a kill, or its own profiler failing
+   under Nsight Systems; an interrupted run is not a failure), or start-up (JIT compilation,
    lazy loading, start-up calls, autotuning) covers at least capture.NOT_STEADY_PCT of the
    GPU window.
 3. insufficient_data:
@@ -68,7 +69,7 @@ CLEAR_RATIO = 2.0  # compute this many times the largest idle cause: gpu_bound, 
 CLOSE_RATIO = 1.25  # two contenders within this factor: mixed
 UNPLACED_GRAPH_SHARE = 0.1
 UNEXPLAINED = (Bucket.CAPTURE_EDGE, Bucket.DEVICE_WAIT)
-FAILED_OUTCOMES = ("program_failed", "killed", "profiler_failed")
+FAILED_OUTCOMES = ("program_failed", "killed", "profiler_failed", "profiler_conflict")
 _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW, Confidence.LOW: Confidence.LOW}
 
 

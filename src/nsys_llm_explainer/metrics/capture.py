@@ -31,25 +31,36 @@ Checks, each with what it found (thresholds are the named constants below):
   repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
   (workload tensorrt_inference), whose tactics are chosen when the engine is built.
 - program_failed: the program's captured output (Nsight Systems ProcessStreams) ends in a
-  failure (analysis/program_output.py: an exception, an error message, a kill, or the
-  profiler failing to attach): the capture ends in that failure, not in the steady loop. The
-  decisive line is kept, scrubbed (paths cut to file names, nothing from the environment).
+  failure (analysis/program_output.py: an exception, an error message, a kill, the profiler
+  failing to attach, or the program's own profiler failing because Nsight Systems holds
+  CUPTI): the capture ends in that failure, not in the steady loop. The decisive line is kept,
+  scrubbed (paths cut to file names, nothing from the environment). Warnings are not
+  failures, and an interrupted run (Ctrl-C, SIGTERM, the profiler's duration limit) is not
+  one either: the figures up to the interrupt stand.
 - diagnostics: warnings and errors the profiler wrote about its own capture, each classified
   (capture_messages.py); found when one concerns the CUDA trace (events missing, or a driver
   or library version this Nsight Systems does not support). CPU-sampling notes and "No NVTX
   events collected" are listed but do not count.
 
 `run` holds what the capture says about how the program ran, whatever the GPU did: the
-outcome (profiler_failed, program_failed, killed, cuda_not_traced, kernels_not_recorded: launch
-calls but no kernel rows, no_kernels: CUDA calls but no launch, completed),
-the decisive output line, whether CUDA API calls were traced (and asked for, from the
-capture settings), how many and of what kind, and the call that created the CUDA context.
+outcome (profiler_failed, profiler_conflict: the program failed because its own profiler or
+timer found nothing while Nsight Systems held CUPTI, program_failed, killed, interrupted,
+cuda_not_traced, kernels_not_recorded: launch calls but no kernel rows, no_kernels: CUDA calls
+but no launch, completed), the decisive output line with where a traceback says the program
+was, whether CUDA API calls were traced (and asked for, from the capture settings), how many
+and of what kind, and the call that created the CUDA context.
+
+`captured` holds what the capture is (analysis/command_line.py, analysis/capture_facts.py):
+the program (its base name, the model or the test selected, whether it runs its work once),
+whether the trace is a slice of a longer capture and where it sits, the work queued before
+the capture (carried), missing events, and profiler settings that inflate host times.
 
 Start-up time is the union of the jit_compile, lazy_loading, startup and autotuning intervals
 clipped to the GPU window (first kernel start to last kernel end, all devices): start-up that
 ends before the first kernel does not change any GPU figure. The capture is not steady state
 when that time is at least NOT_STEADY_PCT of the window. steady_start_ns is the end of the last
-start-up interval inside the window; the idle split is also reported from there on.
+start-up interval inside the window; the idle split is also reported from there on. A slice
+of a longer run has no start-up: its checks are listed, and their time is not counted.
 """
 
 from __future__ import annotations
@@ -60,7 +71,14 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.analysis import capture_autotune, capture_messages, intervals, program_output
+from nsys_llm_explainer.analysis import (
+    capture_autotune,
+    capture_facts,
+    capture_messages,
+    command_line,
+    intervals,
+    program_output,
+)
 from nsys_llm_explainer.analysis.busy import copy_union, device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few
@@ -101,7 +119,9 @@ COMPILE_RANGE = re.compile(
 )
 NVRTC = re.compile(r"nvrtc", re.IGNORECASE)
 EMPTY = (np.empty(0, np.int64), np.empty(0, np.int64))
-FAILED_OUTCOMES = ("profiler_failed", "program_failed", "killed")
+FAILED_OUTCOMES = ("profiler_failed", "profiler_conflict", "program_failed", "killed")
+OUTCOME_OF = {"profiler": "profiler_failed", "conflict": "profiler_conflict", "killed": "killed",
+              "interrupted": "interrupted", "error": "program_failed"}
 
 
 def _check(cid: str, found: bool, summary: str, ns: int = 0, window: int = 0, **extra: Any) -> dict[str, Any]:
@@ -322,6 +342,8 @@ def run(ctx: Context) -> Outcome:
     us, ue = intervals.merge(s, e)
     startup_total = int((ue - us).sum())
     steady_start = int(ue[-1]) if len(ue) and int(ue[-1]) < w1 else None
+    if capture_facts.slice_of(data.capture_span(), w0, w1) is not None:
+        startup_total, steady_start = 0, None  # a slice of a longer run: no start-up (module docstring)
     return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
 
 
@@ -353,10 +375,8 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
         nvtx = len(data.nvtx())
     except Unavailable:
         nvtx = 0
-    if end is not None and end.kind == "profiler":
-        outcome = "profiler_failed"
-    elif end is not None:
-        outcome = "killed" if end.kind == "killed" else "program_failed"
+    if end is not None:
+        outcome = OUTCOME_OF[end.kind]
     elif kernels:
         outcome = "completed"
     elif not calls:
@@ -368,7 +388,8 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
     return {
         "outcome": outcome,
         "ending": None if end is None else {"kind": end.kind, "line": end.line, "context": end.context,
-                                             "stream": end.stream, "pid": end.pid},
+                                             "stream": end.stream, "pid": end.pid, "where": end.where,
+                                             "stack": list(end.stack), "conflict": end.conflict},
         "streams": len(data.program_output()),
         "cuda_api_table": api_table,
         "cuda_calls": calls,
@@ -387,9 +408,15 @@ def _program_check(run: dict[str, Any]) -> dict[str, Any]:
         seen = ("no error in the program's captured output" if run["streams"]
                 else "the trace holds no captured program output")
         return _check("program_failed", False, seen)
+    said = f"its {end['stream']} says {end['line']!r}"
+    if end["kind"] == "interrupted":
+        where = f", in {end['where']}" if end.get("where") else ""
+        return _check("program_failed", False, f"the run was interrupted, not failed: {said}{where}")
     what = {"profiler": "the profiler failed to attach", "killed": "the program was killed",
+            "conflict": "the program failed because of the profiling: its own profiler found nothing while "
+                        f"Nsight Systems held CUPTI ({end.get('conflict')!r})",
             "error": "the program ended in an error"}[end["kind"]]
-    return _check("program_failed", True, f"{what}: its {end['stream']} says {end['line']!r}")
+    return _check("program_failed", True, f"{what}: {said}")
 
 
 def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
@@ -406,6 +433,19 @@ def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
     return _check("diagnostics", bool(cuda), summary)
 
 
+def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]:
+    """What the capture is (module docstring): program, slice, carried, missing, overhead."""
+    program = command_line.program(data)
+    w0, w1 = window if window else (None, None)
+    return {
+        "program": program.to_json() if program is not None else None,
+        "slice": capture_facts.slice_of(data.capture_span(), w0, w1),
+        "carried": capture_facts.carried_fact(data) if window else None,
+        "missing": capture_facts.missing_events(data),
+        "overhead": capture_facts.overhead(data),
+    }
+
+
 def _data(
     checks: list[dict[str, Any]], window: tuple[int, int] | None, steady_start: int | None,
     startup_ns: int, data: TraceData,
@@ -420,6 +460,7 @@ def _data(
     run = _run_facts(data, kernels)
     checks.append(_program_check(run))
     checks.append(_diagnostics_check(diags))
+    captured = _captured(data, window)
     pct = round(100.0 * startup_ns / span, 2) if span else 0.0
     little = checks[0]["found"]
     return {
@@ -432,6 +473,7 @@ def _data(
         "checks": checks,
         "diagnostics": diags,
         "run": run,
+        "captured": captured,
         "thresholds": {
             "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "min_few_kernels": MIN_FEW_KERNELS,
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from nsys_llm_explainer.analysis import devices
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute import gpu_specs
 from nsys_llm_explainer.compute.device_peaks import peak_table
 from nsys_llm_explainer.errors import UsageError
@@ -58,16 +58,6 @@ COPY_COLUMNS = (
 )
 
 
-def _active_devices(ctx: Context) -> set[int]:
-    out: set[int] = set()
-    for loader in (ctx.data.kernels, ctx.data.memcpy, ctx.data.memset):
-        try:
-            out.update(int(d) for d in distinct_few(loader().device).tolist())
-        except Unavailable:
-            continue
-    return out
-
-
 def _copies(ctx: Context, specs: dict[int, gpu_specs.GpuSpec | None]) -> list[dict[str, Any]]:
     try:
         m = ctx.data.memcpy()
@@ -103,9 +93,9 @@ def _copies(ctx: Context, specs: dict[int, gpu_specs.GpuSpec | None]) -> list[di
     return rows
 
 
-def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool) -> dict[str, Any]:
+def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool, linked: int | None) -> dict[str, Any]:
     bw = g.memory_bandwidth_bytes_per_s
-    return {
+    row = {
         "device_id": g.device_id,
         "name": g.name,
         "active": active,
@@ -123,20 +113,23 @@ def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool) -> dict[s
         "ridge_flop_per_byte": gpu_specs.ridge_points(spec) if spec else None,
         "source": spec.source if spec else None,
     }
+    if linked is not None:
+        row["described_as"] = linked
+    return row
 
 
 def run(ctx: Context) -> Outcome:
-    gpus = ctx.data.gpus()
-    if not gpus:
+    if not ctx.data.gpus():
         return METRIC.skipped(ctx.data.gpus_missing_reason())
-    active = _active_devices(ctx)
+    gpus, links = devices.described(ctx.data)
+    active = devices.active_devices(ctx.data)
     # The built-in table, with the --gpu-peaks file's entries replacing or adding models.
     try:
         table = peak_table(ctx.options.gpu_peaks).by_name
     except UsageError as exc:
         return METRIC.skipped(exc.message)
     specs = {g.device_id: gpu_specs.lookup(g.name, table) for g in gpus}
-    rows = [_gpu_row(g, specs[g.device_id], g.device_id in active) for g in gpus]
+    rows = [_gpu_row(g, specs[g.device_id], g.device_id in active, links.get(g.device_id)) for g in gpus]
     unknown = sorted({g.name or "(no name)" for g in gpus if specs[g.device_id] is None})
     copies = _copies(ctx, {d: s for d, s in specs.items() if d in active})
     notes = []
@@ -147,6 +140,10 @@ def run(ctx: Context) -> Outcome:
     missing = sorted(active - set(specs))
     if missing:
         notes.append(f"devices {missing} have activity but the trace does not describe them")
+    names = {g.device_id: g.name for g in gpus}
+    for dev, listed in sorted(links.items()):
+        notes.append(f"device {dev} ran work but the trace describes device {listed} ({names[listed]}) only, "
+                     f"one model for every GPU it lists: device {dev} is that model")
     flat = [
         {
             **{k: r.get(k) for k in COLUMNS if k in r},

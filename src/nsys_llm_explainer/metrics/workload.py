@@ -18,7 +18,10 @@ pattern and what it means. The decision, in order:
    training when the training evidence below is present.
 4. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
    kernels) or aten:: ranges; training as above.
-5. generic_cuda: kernels ran, and none of the frameworks above left a trace.
+5. generic_cuda: kernels ran, and none of the frameworks above left a trace; or the program
+   is a native unit-test binary (a Google Test or CTest binary, analysis/command_line.py),
+   whatever libraries it links: a test of its kernels, not a PyTorch program, even when
+   ATen's kernels prepare its inputs.
 6. unknown: no kernels and no telling ranges.
 
 Training evidence is backward kernels or operators (`*Backward*`, autograd ranges) or an
@@ -41,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis import command_line
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.analysis.nvtx_names import normalized_names
@@ -216,6 +220,15 @@ def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel
     return lines
 
 
+def _native_test(program: command_line.Program | None) -> str | None:
+    """The evidence line when the program is a native unit-test binary (module docstring)."""
+    if program is None or program.kind != "test" or program.language != "native":
+        return None
+    runner = {"gtest": "Google Test", "ctest": "CTest"}.get(program.runner or "", "a test binary")
+    return (f"the program is {program.text()!r}, a native unit test ({runner}): a test of its kernels, not a "
+            "framework's inference or training, whatever libraries it links")
+
+
 def run(ctx: Context) -> Outcome:
     try:
         kernels, kernel_ns = _kernel_signals(ctx.data)
@@ -224,6 +237,10 @@ def run(ctx: Context) -> Outcome:
         kernels, kernel_ns, have_kernels = {}, 0, False
     ranges = _range_signals(ctx.data)
     kind, confidence = decide(kernels, ranges, have_kernels)
+    program = command_line.program(ctx.data)
+    test = _native_test(program) if have_kernels and kind not in ("tensorrt_inference",) else None
+    if test is not None:
+        kind, confidence = "generic_cuda", "high"
     model = model_of(kind, kernels, ranges)
     if kind != "tensorrt_inference":  # xmma tactics are TensorRT evidence only beside TensorRT ranges
         kernels.pop("xmma", None)
@@ -231,7 +248,7 @@ def run(ctx: Context) -> Outcome:
         "kind": kind,
         "confidence": confidence,
         "model": model,
-        "evidence": _evidence(kernels, ranges, kind, kernel_ns),
+        "evidence": ([test] if test else []) + _evidence(kernels, ranges, kind, kernel_ns),
         "kernel_signals": kernels,
         "range_signals": ranges,
     }

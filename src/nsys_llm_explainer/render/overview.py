@@ -254,6 +254,60 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if wl is not None and wl.get("kind") != "unknown":
         model = MODEL_WORDS.get(wl.get("model") or "", "")
         rows.append(("Workload", f"{workload_words(wl['kind'])}{model} (confidence {wl['confidence']})"))
+    return rows + capture_rows(doc)
+
+
+PROGRAM_KINDS = {"test": "a test", "benchmark": "a benchmark", "server": "a server"}
+RUNNER_WORDS = {"gtest": "Google Test", "pytest": "pytest", "unittest": "unittest", "ctest": "CTest",
+                "google-benchmark": "Google Benchmark"}
+
+
+def program_words(program: dict[str, Any]) -> str:
+    """"test_matmul --gtest_filter=X (a test, Google Test; runs its work once)"."""
+    what = [PROGRAM_KINDS[program["kind"]]] if program.get("kind") in PROGRAM_KINDS else []
+    if program.get("runner"):
+        what.append(RUNNER_WORDS.get(program["runner"], program["runner"]))
+    if program.get("launchers"):
+        what.append(f"run by {' > '.join(program['launchers'])}")
+    tail = "; runs its work once" if program.get("one_shot") else ""
+    inner = ", ".join(what) + tail
+    return f"{program['shown']} ({inner.lstrip('; ')})" if inner else str(program["shown"])
+
+
+def gpu_words(doc: dict[str, Any], devices: list[int]) -> str:
+    """The GPUs that ran work with their peaks: "GPU 9: AMD Instinct MI300X (dense BF16 1,307
+    TFLOPS, 5,300 GB/s)", one entry per model, or that the trace names none of them."""
+    gc = metric(doc, "gpu_context")
+    rows = {g["device_id"]: g for g in (gc or {}).get("gpus", [])}
+    named = {g["device_id"]: g.get("name") for g in doc.get("trace", {}).get("gpus", [])}
+    by_model: dict[str, list[int]] = {}
+    for dev in devices:
+        name = (rows.get(dev) or {}).get("name") or named.get(dev)
+        if name:
+            by_model.setdefault(name, []).append(dev)
+    if not by_model:
+        return f"{devices_text(devices)}: not named by the trace, so no peak figures"
+    parts = []
+    for name, devs in by_model.items():
+        row = rows.get(devs[0]) or {}
+        peaks = [f"dense BF16 {row['bf16_tflops']:,.0f} TFLOPS" if row.get("bf16_tflops") else None,
+                 f"{row['hbm_gbps']:,.0f} GB/s" if row.get("hbm_gbps") else None]
+        shown = [p for p in peaks if p]
+        peak = f" ({', '.join(shown)})" if shown else " (no built-in peaks)"
+        parts.append(f"{devices_text(devs)}: {name}{peak}")
+    return "; ".join(parts)
+
+
+def capture_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The GPUs the kernels ran on, with their peaks, and the program the capture ran."""
+    rows = []
+    devices = [d["device_id"] for d in doc["diagnosis"].get("devices") or []]
+    if devices:
+        rows.append(("GPU" if len(devices) == 1 else "GPUs", gpu_words(doc, devices)))
+    cap = metric(doc, "capture")
+    program = ((cap or {}).get("captured") or {}).get("program")
+    if program:
+        rows.append(("Program", program_words(program)))
     return rows
 
 

@@ -11,6 +11,8 @@ unknown).
 
 from __future__ import annotations
 
+import re
+
 GROUP = {
     "llm_inference": "llm_inference",
     "llm_prefill": "llm_prefill",  # LLM inference whose serving iterations are all prefills
@@ -415,6 +417,11 @@ FAILED_ADVICE = (
     "Fix the failure first: the program's output ends in an error, so this capture shows the run up to "
     "that error, not its steady loop (the capture section quotes the line).",
 )
+CONFLICT_ADVICE = (
+    "Run the program's own profiler or timer outside Nsight Systems, or turn it off while capturing: the "
+    "program failed because that profiler found nothing while Nsight Systems held CUPTI, so this capture shows "
+    "the run up to that failure, and capturing again as it is would fail the same way.",
+)
 UNSTEADY_ADVICE = (
     "Capture again in steady state before acting on this: in this capture the time is start-up "
     "(the capture section says what, and how to capture the steady loop).",
@@ -423,6 +430,17 @@ TOO_LITTLE_ADVICE = (
     "Capture more before acting on this: the capture holds too little GPU work to tell a pattern "
     "from a one-off (the capture section says what it holds, and how to capture several steady steps).",
 )
+
+
+# Nsight Compute profiles NVIDIA GPUs only: on AMD GPUs, advice names the ROCm profilers.
+NVIDIA_PROFILER = re.compile(r"Nsight Compute(?: \(ncu_plan\.sh[^)]*\))?")
+ROCM_PROFILERS = ("the ROCm profilers (rocprofv3 `--kernel-include-regex NAME --pmc ...`, or ROCm Compute "
+                  "Profiler, formerly Omniperf: `rocprof-compute profile -k NAME -- <command>`)")
+
+
+def for_amd(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """Advice lines with Nsight Compute replaced by the ROCm profilers, cuBLAS by hipBLASLt."""
+    return tuple(NVIDIA_PROFILER.sub(ROCM_PROFILERS, line).replace("cuBLAS", "hipBLASLt") for line in lines)
 
 
 def advice(topic: str, workload: str) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ sliver after start-up does not count) reaches a band above low. Such a finding k
 advice and says what it holds there; every other finding is capped at low, and one with time
 at stake gets advice worded by why the capture cannot be judged: start-up (capture the
 steady loop after warm-up), a failed run (fix the failure first: the capture ends in the
-program's error) or too little data (capture more). With too little data to judge, every
+program's error; or, when the program's own profiler failed under Nsight Systems, run it
+outside) or too little data (capture more). With too little data to judge, every
 finding is capped at low.
 """
 
@@ -26,9 +27,16 @@ from nsys_llm_explainer.model import Cause, Finding, MetricResult, Outcome, Sche
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules import RULES, gain
-from nsys_llm_explainer.rules.advice import FAILED_ADVICE, TOO_LITTLE_ADVICE, UNSTEADY_ADVICE
+from nsys_llm_explainer.rules.advice import (
+    CONFLICT_ADVICE,
+    FAILED_ADVICE,
+    TOO_LITTLE_ADVICE,
+    UNSTEADY_ADVICE,
+    for_amd,
+)
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
+from nsys_llm_explainer.rules.nle101_dominant_kernel import amd_gpus
 
 MIN_STEADY_PCT = 10.0  # of the device's window
 MIN_STEADY_NS = 10_000_000
@@ -73,15 +81,18 @@ def steady_share(f: Finding, acct: Accounting) -> tuple[Severity, int, int]:
     return (found if found is not None and found.rank < Severity.LOW.rank else Severity.LOW), ns, window
 
 
-def _failed(metrics: dict[str, Outcome]) -> bool:
-    """The program's captured output ends in a failure (capture metric)."""
+FAILED = {"program_failed": FAILED_ADVICE, "killed": FAILED_ADVICE, "profiler_conflict": CONFLICT_ADVICE}
+
+
+def _failed(metrics: dict[str, Outcome]) -> tuple[str, ...] | None:
+    """The advice for a run whose captured output ends in a failure (capture metric), else None."""
     cap = _capture(metrics)
-    return cap is not None and (cap.get("run") or {}).get("outcome") in ("program_failed", "killed")
+    return FAILED.get((cap.get("run") or {}).get("outcome") or "") if cap is not None else None
 
 
 def cap_unsteady(
     findings: list[Finding], acct: Accounting, too_little: bool = False, startup: bool = True,
-    failed: bool = False,
+    failed: tuple[str, ...] | None = None,
 ) -> list[Finding]:
     """Findings above low keep a severity above low only where the steady part supports it,
     and then keep their advice; with too little data nothing stays above low. The others get
@@ -102,7 +113,7 @@ def cap_unsteady(
                     *f.evidence, f"it holds in the steady part after start-up: {fmt.dur(ns)} of the "
                     f"{fmt.dur(window)} from the steady start on ({100.0 * ns / window:.1f}%)"))
         if f.impact_ns is not None and f.severity is not Severity.INFO and not holds:
-            why = FAILED_ADVICE if failed else UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE
+            why = failed if failed else UNSTEADY_ADVICE if startup else TOO_LITTLE_ADVICE
             f = dataclasses.replace(f, recommendation=why)
         out.append(f)
     return out
@@ -136,6 +147,8 @@ def apply_rules(
             )
     if not _steady(metrics):
         findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics), _failed(metrics))
+    if amd_gpus(view):
+        findings = [dataclasses.replace(f, recommendation=for_amd(tuple(f.recommendation))) for f in findings]
     findings = gain.attach(findings, metrics)
     return tuple(sorted(findings, key=order))
 

@@ -13,6 +13,16 @@ LOW_ROOF_PCT = 50.0  # a GEMM operation reaching less than this share of its roo
 SMALL_M = 64  # rows (or columns) below this leave most of a tensor-core tile empty
 ALIGN = 8  # dimensions that are not multiples of 8 elements miss 16-byte aligned kernels
 EVIDENCE = 3
+TILE = 128  # a common output tile side, to count a GEMM's tiles
+MANY_TILES = 2048  # tiles of TILE x TILE: over six waves on a 304-CU GPU, so a partial last wave costs little
+LARGE_ADVICE = (
+    "These GEMMs are large on every side, so neither the batch nor the wave count holds them back: tune the "
+    "library's kernel choice for these shapes (PyTorch TunableOp, `PYTORCH_TUNABLEOP_ENABLED=1`, or "
+    "`torch.compile(mode=\"max-autotune\")`), and check the clocks the GPU held under load (power or thermal "
+    "limits).",
+    "Profile one launch with Nsight Compute (ncu_plan.sh in the report directory) to see the kernel the library "
+    "picked and the clocks it ran at.",
+)
 
 
 def stake_ns(op: dict[str, Any]) -> int:
@@ -28,7 +38,21 @@ def shape_cause(op: dict[str, Any]) -> str:
         return f"M = {min(m, n)}: a tiny batch (decode) fills a sliver of each tensor-core tile"
     if any(d % ALIGN for d in (m, n, k)):
         return f"{m} x {n} x {k}: a size that is not a multiple of {ALIGN} rules out the aligned kernels"
+    if large(op):
+        return (f"{m} x {n} x {k}: large on every side ({tiles(op):,} tiles of {TILE} x {TILE}), so not the tiles "
+                "or the waves: the kernel the library picked, or the clocks it ran at")
     return f"{m} x {n} x {k}: tile shape or wave quantization (too few tiles for the GPU's SMs)"
+
+
+def tiles(op: dict[str, Any]) -> int:
+    return -(-int(op["m"]) // TILE) * -(-int(op["n"]) // TILE)
+
+
+def large(op: dict[str, Any]) -> bool:
+    """Sizes known, none small or off-aligned, and at least MANY_TILES output tiles."""
+    m, n, k = op.get("m"), op.get("n"), op.get("k")
+    return (m is not None and n is not None and k is not None and min(m, n) >= SMALL_M
+            and not any(d % ALIGN for d in (m, n, k)) and tiles(op) >= MANY_TILES)
 
 
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -42,7 +66,10 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     achieved / attainable), the time they would give back at their roof (a ceiling: no
     kernel reaches it); severity from the impact bands (rules/impact.py). The evidence names
     the likely cause from the sizes: a tiny M (decode batches), dimensions off the 8-element
-    alignment, or tile shape / wave quantization.
+    alignment, tile shape / wave quantization, or, for GEMMs large on every side (at least
+    MANY_TILES output tiles of 128 x 128), the kernel the library picked or the clocks. When
+    every operation listed is that large, the advice leads with tuning the library's kernel
+    choice, not with batching.
 
     Example:
 
@@ -81,7 +108,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity=severity,
         confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
         evidence=evidence,
-        recommendation=advice("gemm_roof", view.workload),
+        recommendation=(LARGE_ADVICE if all(large(o) for o in top[:EVIDENCE])
+                        else advice("gemm_roof", view.workload)),
         title=(f"{len(low)} GEMM operations reach {pct(lo)} to {pct(hi)} of their roof" if len(low) > 1
                else f"A GEMM operation reaches {pct(lo)} of its roof"),
         affected=affected,

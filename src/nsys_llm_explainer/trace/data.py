@@ -42,6 +42,14 @@ Only some formats have these (the base class raises Unavailable):
 - kernel_dims(): name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, dur: one row
   per kernel record as written (not aligned with kernels(): read on demand, for matching
   Nsight Compute results to the trace's launches)
+- command_lines(): the command lines the capture records (Nsight Systems META_DATA_CAPTURE
+  COMMAND and ARGUMENT rows; a PyTorch profiler trace's metadata fields that name a command
+  or a model); process_names(pids): what the trace calls those processes
+- capture_span(): how long the whole capture ran and whether the trace is a window of it
+  (a window cut afterwards, --delay, a start trigger)
+- profiler_options(): the profiler's own settings that slow the host down (PyTorch
+  profiler with_stack, profile_memory, record_shapes ...) and whether the trace says it was
+  sampled or filtered
 """
 
 from __future__ import annotations
@@ -97,6 +105,38 @@ class StreamText:
     pid: int
     stream: str  # "stdout" or "stderr"
     text: str
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """A command line the capture records. Untrusted and private (paths, tokens): only
+    analysis/command_line.py reads it, to name the program and the model; never shown as is."""
+
+    pid: int | None
+    argv: tuple[str, ...]
+    source: str  # the table or field it was read from
+    model: str | None = None  # a model a metadata field names (PyTorch profiler traces)
+
+
+@dataclass(frozen=True)
+class CaptureSpan:
+    """The whole capture the trace comes from, on the events' clock where it can tell."""
+
+    duration_ns: int | None  # how long the capture ran (Nsight Systems ANALYSIS_DETAILS.duration)
+    start_ns: int | None  # its start and stop as the trace records them (clock not checked)
+    stop_ns: int | None
+    cut: tuple[int, int] | None = None  # a window cut from it afterwards (events' clock)
+    cut_source: str | None = None  # where the cut is recorded
+    delay_ns: int = 0  # the capture began this long after the program (nsys --delay)
+    trigger: str | None = None  # what started the capture when not the program's launch
+
+
+@dataclass(frozen=True)
+class ProfilerOptions:
+    """Profiler settings that change what the host's times mean, and sampling marks."""
+
+    settings: dict[str, bool]  # e.g. with_stack, profile_memory, record_shapes: on or off
+    sampled: tuple[str, ...] = ()  # fields that say the trace was sampled, filtered or truncated
 
 
 def _span(cols: Columns) -> tuple[int, int] | None:
@@ -315,6 +355,24 @@ class TraceData:
     def cuda_trace_requested(self) -> bool | None:
         """Whether the capture asked for CUDA tracing; None when the trace does not say."""
         return None
+
+    def command_lines(self) -> list[CommandLine]:
+        """The command lines the capture records ([] when it records none). Private: only
+        analysis/command_line.py reads them."""
+        return []
+
+    def process_names(self, pids: list[int]) -> dict[int, str]:
+        """What the trace calls these processes ({} when it does not say). Private like
+        command_lines()."""
+        return {}
+
+    def capture_span(self) -> CaptureSpan | None:
+        """The whole capture this trace comes from, when the trace records it."""
+        return None
+
+    def profiler_options(self) -> ProfilerOptions:
+        """The profiler's settings that change the host's times, and sampling marks."""
+        return ProfilerOptions({})
 
     def format_details(self) -> dict[str, Any] | None:
         """The format's own version fields (report.json trace.kineto); None when it has none."""

@@ -121,6 +121,9 @@ def test_no_clock_origin_without_base_or_epoch_times(tmp_path):
 
 
 def test_capture_info_shows_profiler_settings_and_never_user_metadata(tmp_path):
+    """Capture info lists the profiler's own settings only. Of the user metadata, a field that
+    names the command line gives the program's base name and nothing else (the capture
+    metric's captured.program): never the environment, a path or a flag's value."""
     b = KinetoBuilder()
     b.launch("k", 1_000, 2_000, 3_000, 4_000, corr=1)
     b.meta(HOST_PID, "python3")
@@ -146,7 +149,9 @@ def test_capture_info_shows_profiler_settings_and_never_user_metadata(tmp_path):
     for f in out.rglob("*"):
         if f.is_file():
             text = f.read_text(errors="replace")
-            assert not any(s in text for s in ("hf_s3cr3t", "hunter2", "alice", "train.py")), f
+            assert not any(s in text for s in ("hf_s3cr3t", "hunter2", "alice", "password", "HF_TOKEN")), f
+    program = doc["metrics"]["capture"]["captured"]["program"]
+    assert (program["shown"], program["source"], program["launchers"]) == ("train.py", "metadata", ["python"])
 
 
 def test_external_id_fallback_needs_an_operator_that_started_before_the_kernel(tmp_path):

@@ -15,10 +15,17 @@ MI300X = {"id": 0, "name": "", "totalGlobalMem": 205_571_227_648, "computeMajor"
           "warpSize": 64, "numSms": 304, "maxSharedMemoryPerMultiProcessor": 65_536}
 
 
-def test_an_empty_rocm_name_becomes_a_description_never_a_guess():
+def test_an_empty_rocm_name_is_the_product_its_signature_names_else_a_description():
+    # gfx 9.4 (CDNA3), 304 CUs and 191.5 GiB (192 GB less what ROCm reserves): an MI300X
     (g,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [MI300X]})
-    assert g.name == "AMD GPU gfx94x (MI300 series), 304 CUs, 191 GiB (name not recorded)"
+    assert g.name == "AMD Instinct MI300X"
     assert (g.vendor, g.compute_capability) == ("amd", "9.4")
+    # 256 GB with the same CUs is an MI325X; 80 CUs is no product of the table: described, not guessed
+    big_memory = MI300X | {"totalGlobalMem": 274_877_906_944}
+    (big,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [big_memory]})
+    assert big.name == "AMD Instinct MI325X"
+    (other,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [MI300X | {"numSms": 80}]})
+    assert other.name == "AMD GPU gfx94x (MI300 series), 80 CUs, 191 GiB (name not recorded)"
     (named,) = metadata.gpus({"hip_runtime_version": 60131199,
                               "deviceProperties": [MI300X | {"name": "AMD Instinct MI300X"}]})
     assert named.name == "AMD Instinct MI300X" and named.vendor == "amd"
@@ -48,4 +55,4 @@ def test_a_rocm_trace_gets_amd_advice_and_no_ncu_plan(tmp_path):
     assert isinstance(plan, Skipped) and "Nsight Compute profiles NVIDIA GPUs only" in plan.reason
     advice = " ".join(r for x in report.findings for r in x.recommendation)
     assert "ncu " not in advice and "Nsight Compute" not in advice
-    assert report.trace.gpus[0].name.startswith("AMD GPU gfx94x")
+    assert report.trace.gpus[0].name == "AMD Instinct MI300X"

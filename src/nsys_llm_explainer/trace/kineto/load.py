@@ -27,7 +27,7 @@ import numpy as np
 from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
 from nsys_llm_explainer.trace.clean import clamp_sizes, drop_duplicate_rows, total_duration_problem
 from nsys_llm_explainer.trace.columns import Columns
-from nsys_llm_explainer.trace.data import ClockOrigin, TraceData, Unavailable
+from nsys_llm_explainer.trace.data import ClockOrigin, CommandLine, ProfilerOptions, TraceData, Unavailable
 from nsys_llm_explainer.trace.kineto import collect as kc
 from nsys_llm_explainer.trace.kineto import metadata
 from nsys_llm_explainer.trace.names import NAME_LIMIT, api_base_name, bounded, cut_warning
@@ -488,6 +488,12 @@ class KinetoTraceData(TraceData):
 
     def distributed(self) -> dict[str, Any] | None:
         return metadata.distributed(self.top)
+
+    def command_lines(self) -> list[CommandLine]:
+        return metadata.command_lines(self.top)
+
+    def profiler_options(self) -> ProfilerOptions:
+        return metadata.profiler_options(self.top)
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         """Process names (process_name metadata events) and the profiler's own settings.

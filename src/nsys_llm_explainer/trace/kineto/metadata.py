@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from nsys_llm_explainer.model import GpuInfo, TraceFormat
+from nsys_llm_explainer.trace.data import CommandLine, ProfilerOptions
 from nsys_llm_explainer.trace.kineto.collect import RUNTIME, Collected
 
 # Top-level keys reported as the trace's version facts (all optional).
@@ -75,10 +76,27 @@ def vendor(top: dict[str, Any], props: list[Any]) -> str | None:
     return None
 
 
+# AMD Instinct models by what deviceProperties records when ROCm leaves the name empty:
+# (gfx major.minor, compute units, memory in GiB) -> the product; the memory matches within
+# AMD_MEMORY_TOLERANCE (ROCm reports a little less than the product's HBM). Each signature is
+# one product: the MI300X and MI325X differ in memory, the MI300A in compute units.
+AMD_MODELS = (
+    ("9.4", 304, 192, "AMD Instinct MI300X"),
+    ("9.4", 304, 256, "AMD Instinct MI325X"),
+    ("9.4", 228, 128, "AMD Instinct MI300A"),
+)
+AMD_MEMORY_TOLERANCE = 0.04
+
+
 def _amd_name(cc: str | None, sms: int | None, mem: int | None) -> str | None:
-    """A descriptive name for an AMD GPU whose deviceProperties name is empty (ROCm leaves it
-    empty where it cannot map the device id to a marketing name): its gfx series, compute
-    units and memory. Never a guessed model: peak figures stay unknown."""
+    """A name for an AMD GPU whose deviceProperties name is empty (ROCm leaves it empty where
+    it cannot map the device id to a marketing name): the product when its gfx version,
+    compute units and memory are one product's (AMD_MODELS), else a description of its gfx
+    series, compute units and memory, never a guessed model (peak figures stay unknown)."""
+    gib = mem / 2**30 if mem else 0.0
+    for model_cc, cus, memory, product in AMD_MODELS:
+        if (cc, sms) == (model_cc, cus) and abs(gib - memory) <= AMD_MEMORY_TOLERANCE * memory:
+            return product
     series = AMD_SERIES.get(cc or "")
     if series is None and cc is None:
         return None
@@ -119,6 +137,71 @@ def gpus(top: dict[str, Any]) -> list[GpuInfo]:
             vendor=kind,
         )
     return [out[d] for d in sorted(out)]
+
+
+# Fields of the trace's own metadata (top level, or inside a `metadata` object, up to
+# META_DEPTH levels down) that name the command line or the model. Read only to name the
+# program and the model (analysis/command_line.py); nothing else of user metadata is used.
+COMMAND_KEYS = frozenset({"command", "cmd", "cmdline", "command_line", "commandline", "argv", "sys_argv"})
+MODEL_KEYS = frozenset({"model", "model_name", "model_id", "repo_id", "model_path", "model_name_or_path",
+                        "pretrained_model_name_or_path", "hf_model", "model_repo"})
+META_DEPTH = 3
+# The PyTorch profiler's settings that slow the host down (with_stack records every Python
+# call, profile_memory every allocation, record_shapes every operator's input shapes).
+OVERHEAD_SETTINGS = ("with_stack", "profile_memory", "record_shapes", "with_modules", "with_flops")
+# Fields that say the events were sampled, filtered or truncated, when true (or a rate below 1).
+SAMPLED_KEYS = frozenset({"sampled", "sampling", "sample_rate", "sampling_rate", "trace_sampling",
+                          "event_sampling", "truncated", "filtered", "events_dropped", "dropped_events"})
+
+
+def _fields(obj: Any, keys: frozenset[str], depth: int = 0) -> list[tuple[str, Any]]:
+    """(key, value) of `keys` in a metadata object, breadth first, META_DEPTH levels deep."""
+    if not isinstance(obj, dict) or depth > META_DEPTH:
+        return []
+    out = [(k, v) for k, v in obj.items() if isinstance(k, str) and k.lower() in keys]
+    for v in obj.values():
+        if isinstance(v, dict):
+            out.extend(_fields(v, keys, depth + 1))
+    return out
+
+
+def _metadata(top: dict[str, Any]) -> list[Any]:
+    meta = _literal(top.get("metadata")) if isinstance(top.get("metadata"), str) else top.get("metadata")
+    return [top, meta] if isinstance(meta, dict) else [top]
+
+
+def command_lines(top: dict[str, Any]) -> list[CommandLine]:
+    """The command line and the model the trace's metadata names (module constants); [] when
+    none does."""
+    argv: tuple[str, ...] = ()
+    model = None
+    for obj in _metadata(top):
+        for _, value in _fields(obj, COMMAND_KEYS):
+            if not argv and isinstance(value, str) and value.strip():
+                argv = (value[:MAX_SETTING_CHARS * 40],)
+            elif not argv and isinstance(value, list) and value and all(isinstance(x, str) for x in value):
+                argv = tuple(x[:MAX_SETTING_CHARS * 40] for x in value[:200])
+        for _, value in _fields(obj, MODEL_KEYS):
+            if model is None and isinstance(value, str) and value.strip():
+                model = value.strip()[:MAX_SETTING_CHARS * 4]
+    if not argv and model is None:
+        return []
+    return [CommandLine(None, argv, "metadata", model)]
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return 0 < value < 1 if isinstance(value, float) else value != 0
+    return isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def profiler_options(top: dict[str, Any]) -> ProfilerOptions:
+    settings = {key: _truthy(top[key]) for key in OVERHEAD_SETTINGS if key in top}
+    sampled = tuple(sorted({k for obj in _metadata(top) for k, v in _fields(obj, SAMPLED_KEYS)
+                            if _truthy(v) or (isinstance(v, float) and 0 < v < 1)}))
+    return ProfilerOptions(settings, sampled)
 
 
 def distributed(top: dict[str, Any]) -> dict[str, Any] | None:

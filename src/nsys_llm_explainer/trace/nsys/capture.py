@@ -1,9 +1,10 @@
 """Capture metadata, read only with --include-capture-info, with secrets redacted.
 
-By default nothing here runs: META_DATA_CAPTURE (command lines, working directories,
-environment variables, host names) and PROCESSES names are never read. When the user asks
-for them, values of variables and command-line flags whose names look secret are replaced
-by REDACTED, and so is the password part of any URL.
+By default nothing here runs: META_DATA_CAPTURE's working directories, environment variables
+and host names are never read (trace/nsys/launch.py reads the command line's COMMAND and
+ARGUMENT rows and the PROCESSES names, only to name the program). When the user asks for
+them, values of variables and command-line flags whose names look secret are replaced by
+REDACTED, and so is the password part of any URL.
 """
 
 from __future__ import annotations

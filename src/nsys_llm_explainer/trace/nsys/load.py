@@ -19,13 +19,15 @@ from nsys_llm_explainer.trace.clean import (
 from nsys_llm_explainer.trace.columns import Columns, factorize, surely_distinct
 from nsys_llm_explainer.trace.data import (
     UNNAMED_KERNEL,
+    CaptureSpan,
     ClockOrigin,
+    CommandLine,
     Diagnostic,
     StreamText,
     Unavailable,
 )
 from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, metadata, ranks
+from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, launch, metadata, ranks
 from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
@@ -362,6 +364,15 @@ class NsysTraceData(NsysExport):
 
     def cuda_trace_requested(self) -> bool | None:
         return self.cached("cuda_trace_requested", lambda: host_records.cuda_trace_requested(self))
+
+    def command_lines(self) -> list[CommandLine]:
+        return self.cached("command_lines", lambda: launch.command_lines(self))
+
+    def process_names(self, pids: list[int]) -> dict[int, str]:
+        return launch.process_names(self, pids)
+
+    def capture_span(self) -> CaptureSpan | None:
+        return self.cached("capture_span", lambda: launch.capture_span(self))
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info

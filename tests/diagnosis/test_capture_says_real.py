@@ -119,7 +119,7 @@ def test_hta_names_the_read_back_that_holds_the_host(tmp_path: Path) -> None:
     behind = behind_collectives(ev)
     # the reference leaves in the host-side communication ranges the sweep keeps as communication
     assert abs(ic["behind_collective_ns"] - behind) <= 0.01 * behind and behind > 0.5 * dev["window_ns"]
-    assert b["device_wait"] < 0.01 * dev["window_ns"]
+    assert b["device_wait"] < 0.02 * dev["window_ns"]  # gaps under 10 us: the device's own dispatch
     assert d.summary.startswith(f"Communication-bound: GPU 0 spends {100 * comm_ns / dev['window_ns']:.1f}% of its "
                                 "time in collectives")
     assert ("Meanwhile the launching thread was blocked in a read-back, a 704 B device-to-host copy into pageable "
@@ -148,10 +148,10 @@ def test_hta_names_the_read_back_that_holds_the_host(tmp_path: Path) -> None:
 
 def behind_collectives(ev: list[dict[str, Any]]) -> int:
     """A reference for idle_causes behind_collective_ns from the trace's rows: the idle time
-    (outside transfers) of gaps in the union of the device's own work whose next work was
-    launched at least 10 us before the gap (or before the capture), while a collective launched
-    before the gap had not started by its end, leaving out gaps that begin where a collective
-    ends (dependency_ns)."""
+    (outside transfers) of gaps of 10 us or more in the union of the device's own work whose next
+    work was launched at least 10 us before the gap (or before the capture), while a collective
+    launched before the gap had not started by its end, leaving out gaps that begin where a
+    collective ends (dependency_ns)."""
     def ns(x: Any) -> int:
         return round(float(x) * 1000)
 
@@ -182,7 +182,7 @@ def behind_collectives(ev: list[dict[str, Any]]) -> int:
         if end is not None and s > end:
             queued = s in earliest and earliest[s] <= end - 10_000
             pending = any(cl is not None and cl <= end - 10_000 and cs >= s for cl, cs, _ in nccl)
-            if queued and pending and end not in ends:
+            if queued and pending and end not in ends and s - end >= 10_000:
                 cover = sum(max(0, min(b, s) - max(a, end)) for a, b in xfer)
                 total += (s - end) - cover
         end = t if end is None else max(end, t)

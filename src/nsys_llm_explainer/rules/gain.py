@@ -60,9 +60,9 @@ BELOW = "estimated gain far below the time at stake: "
 GAIN_WHY_PREFIXES = (NOT_GIVEN, BELOW)
 # The critical path's kind (graph/composition.py) each change acts on, in words.
 CHANGE_KIND = {
-    "copies": ("copy", "copies"), "host": ("host", "host work"), "launch": ("launch", "launch overhead"),
-    "readbacks": ("sync", "synchronization"), "syncs": ("sync", "synchronization"),
-    "communication": ("communication", "communication"),
+    "copies": ("copy", "copies make up"), "host": ("host", "host work makes up"),
+    "launch": ("launch", "launch overhead makes up"), "readbacks": ("sync", "synchronization makes up"),
+    "syncs": ("sync", "synchronization makes up"), "communication": ("communication", "communication makes up"),
 }
 
 
@@ -125,7 +125,7 @@ def far_below_why(change: str, cp: Outcome | None, window_ns: int = 0) -> str:
         held.append(f"launch calls held by a full launch queue ({fmt.dur(slow)} in all), which would drain "
                     "sooner if the device sped up")
     factor = _factor(change)
-    kind, words = CHANGE_KIND.get(change, ("kernel", "kernels") if change.startswith("kernel:") else ("", ""))
+    kind, words = CHANGE_KIND.get(change, ("kernel", "kernels make up") if change.startswith("kernel:") else ("", ""))
     parts = []
     if factor > 1.0:
         parts.append(f"a {factor:g}x faster kernel saves at most {100.0 * (1 - 1 / factor):.0f}% of its time")
@@ -135,7 +135,7 @@ def far_below_why(change: str, cp: Outcome | None, window_ns: int = 0) -> str:
         own = shares.get(kind, 0.0)
         top = max(((k, v) for k, v in shares.items() if k != kind), key=lambda kv: kv[1], default=None)
         if top is not None and own < top[1]:
-            parts.append(f"{words} make up {own:.0f}% of the replayed critical path, which waits mostly on "
+            parts.append(f"{words} {own:.0f}% of the replayed critical path, which waits mostly on "
                          f"{C_TITLES.get(top[0], top[0])} ({top[1]:.0f}%)")
     return "; ".join(parts) or "the time at stake mostly overlaps other work the step waits for"
 

@@ -17,10 +17,10 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.metrics import ALWAYS
+from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.render.overview import VERDICT_WORDS, gain_text, impact
-from nsys_llm_explainer.rules.gain import GAIN_WHY_PREFIXES
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
 from tests.kernels.test_labels_in_reports import example_trace
 

@@ -426,34 +426,35 @@ class PendingComm:
         return ok & (first <= g0 - QUEUE_MARGIN_NS)
 
 
-def _visible(rt: Columns, mine: np.ndarray, ranges: tuple[np.ndarray, np.ndarray] | None
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _visible(rt: Columns, mine: np.ndarray, owners: np.ndarray,
+             ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     """Where the owning processes' host is visible: from their first to their last CUDA call,
-    and inside every range they recorded (module docstring, rule 5)."""
+    and inside every range they recorded (module docstring, rule 5; ranges: pid, start, end)."""
     if not len(mine):
         hs, he = np.empty(0, np.int64), np.empty(0, np.int64)
     else:
         hs, he = np.array([rt.start[mine].min()]), np.array([rt.end[mine].max()])
     if ranges is None or not len(ranges[0]):
         return hs, he
-    rs, re_ = ranges
+    rp, rs, re_ = ranges
     if len(hs):
-        out = (rs < hs[0]) | (re_ > he[0])  # only what reaches outside the calls' span adds anything
-        rs, re_ = rs[out], re_[out]
-        if not len(rs):
-            return hs, he
-    return intervals.merge(np.concatenate((hs, rs)), np.concatenate((he, re_)))
+        out = np.flatnonzero((rs < hs[0]) | (re_ > he[0]))  # only what reaches outside the calls' span adds
+        rp, rs, re_ = rp[out], rs[out], re_[out]
+    own = np.isin(rp, owners)
+    if not own.any():
+        return hs, he
+    return intervals.merge(np.concatenate((hs, rs[own])), np.concatenate((he, re_[own])))
 
 
 def classify(
     data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray,
     host: HostRows, comm: tuple[np.ndarray, np.ndarray, np.ndarray],
     comm_ends: np.ndarray | None = None, pending: PendingComm | None = None,
-    ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> GapCauses:
     """The split of one device's gaps (see the module docstring); comm_ends: sorted end
     times of the communication kernels on the device; pending: its communication kernels'
-    starts and launches; ranges: (start, end) of the owning processes' recorded ranges."""
+    starts and launches; ranges: (pid, start, end) of the ranges the host recorded."""
     g0, g1 = busy_end[:-1], busy_start[1:]
     rt = data.runtime()
     mine = host.rows_of(owners)
@@ -465,7 +466,7 @@ def classify(
         intervals.merge(rt.start[blocking], host.refill_end[blocking]),
         _union_of_rows(launching, rt.start, rt.end),
     ]
-    hs, he = _visible(rt, mine, ranges)
+    hs, he = _visible(rt, mine, owners, ranges)
     left = (g0, g1)
     segments: list[tuple[np.ndarray, np.ndarray]] = []
     for us, ue in sources:
@@ -595,10 +596,7 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
             if comm_launch is not None:
                 on = k.device[comm_rows] == dev
                 pending = PendingComm.of(k.start[comm_rows[on]], comm_launch[on]) if on.any() else None
-            rp, rs, re_ = ranges
-            own = np.isin(rp, owners) if len(rp) else np.zeros(0, dtype=bool)
-            return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends, pending,
-                            (rs[own], re_[own]))
+            return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends, pending, ranges)
 
         return dict(zip((d for d, _ in devices), parts.each(one, devices, data), strict=True))
 

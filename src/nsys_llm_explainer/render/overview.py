@@ -10,7 +10,7 @@ from typing import Any
 from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
-from nsys_llm_explainer.rules.gain import GAIN_WHY_PREFIXES
+from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md

@@ -16,7 +16,7 @@ critical path (critical_path composition and counts): what the replay keeps as m
 (waits with no recorded dependency, such as the other ranks; work queued before the step;
 launch calls held by a full launch queue, which would drain if the device sped up), and how
 little of the critical path the change touches. The line is an evidence line starting with one
-of GAIN_WHY_PREFIXES; the report writes it on the time at stake's line.
+of GAIN_WHY_PREFIXES (model.py); the report writes it on the time at stake's line.
 
 The rules engine ranks findings with time at stake by severity (the band of their ceiling),
 then within a band by estimated gain where one exists (by the ceiling otherwise), so the top
@@ -30,7 +30,14 @@ from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.graph.composition import KIND_TITLES as C_TITLES
-from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Severity
+from nsys_llm_explainer.model import (
+    GAIN_FAR_BELOW,
+    GAIN_NOT_GIVEN,
+    Finding,
+    MetricResult,
+    Outcome,
+    Severity,
+)
 
 CHANGE_OF_RULE = {
     "NLE103": "syncs",  # blocking synchronization
@@ -55,9 +62,7 @@ GEMM_CATEGORY = "gemm"
 UNEXPLAINED_MAX_PCT = 50.0
 FAR_BELOW = 0.5  # a gain under this share of what the change could buy at most says why
 HELD_MIN_PCT = 5.0  # a part of the critical path the replay keeps as measured is named from this share
-NOT_GIVEN = "estimated gain not given: "
-BELOW = "estimated gain far below the time at stake: "
-GAIN_WHY_PREFIXES = (NOT_GIVEN, BELOW)
+NOT_GIVEN, BELOW = GAIN_NOT_GIVEN, GAIN_FAR_BELOW
 # The critical path's kind (graph/composition.py) each change acts on, in words.
 CHANGE_KIND = {
     "copies": ("copy", "copies make up"), "host": ("host", "host work makes up"),

@@ -229,7 +229,7 @@ def test_a_sync_behind_a_stream_wait_is_a_device_dependency(build: Build) -> Non
 
 
 # -- a per-layer sync stall named ---------------------------------------------------------------------
-def test_a_per_layer_sync_stall_is_named_with_its_count_and_host_time(build: Build) -> None:
+def test_a_per_layer_sync_stall_is_named_with_its_count_and_host_time(build: Build, tmp_path: Path) -> None:
     r = run(build, ps.layer_sync_stalls)
     st = r.ok("host_patterns").data["layer_syncs"]
     assert st["count"] == 4 * 32
@@ -249,3 +249,6 @@ def test_a_per_layer_sync_stall_is_named_with_its_count_and_host_time(build: Bui
     assert not [x for x in r.findings if x.rule_id in ("NLE305", "NLE103") and x.impact_ns]
     # the idle time after each stall until the next layer's launch is the stall's, not NLE210's
     assert not [x for x in r.findings if x.rule_id == "NLE210" and x.severity.rank <= Severity.MEDIUM.rank]
+    md = (r.write(tmp_path / "out", formats="md") / "report.md").read_text(encoding="utf-8")
+    assert (f"| layer\\_N | 32 | 8 | cudaStreamSynchronize | 128 | {fmt.dur(g['host_blocked_ns'])} |"
+            in md.splitlines())

@@ -238,6 +238,14 @@ class Finding:
     what_if: str | None = None  # the what_if metric's change behind the estimate
 
 
+# A finding's evidence line that says why its estimated gain is not given, or far below its
+# time at stake, starts with one of these (rules/gain.py writes it; the report writes it on the
+# time at stake's line).
+GAIN_NOT_GIVEN = "estimated gain not given: "
+GAIN_FAR_BELOW = "estimated gain far below the time at stake: "
+GAIN_WHY_PREFIXES = (GAIN_NOT_GIVEN, GAIN_FAR_BELOW)
+
+
 @dataclass(frozen=True)
 class Primary:
     """The bottleneck behind the verdict."""

@@ -31,7 +31,9 @@ def test_a_stencil_code_is_memory_bound_and_its_template_is_named_once():
     rows += [("void clover::par_reduce_kernel<calc_dt>(T1)", "reduction", 80),
              ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication", 5_000)]
     mix = classify(rows, {})
-    assert mix.total_ns == 980 and mix.no_matrix  # communication is not the kernels' limit
+    # communication is not the kernels' limit, but it is kernel time: shares are of all of it
+    assert (mix.total_ns, mix.comm_ns, mix.compute_ns) == (5_980, 5_000, 980) and mix.no_matrix
+    assert mix.limit == "memory" and round(mix.pct("memory"), 2) == round(100 * 980 / 5_980, 2)
     assert (mix.limit, mix.basis) == ("memory", "families")
     assert mix.dominant == ("par_ranged2d_kernel", 900, 10) and mix.dominant_name is None
 

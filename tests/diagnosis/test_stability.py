@@ -90,11 +90,22 @@ SHARED_STEADY = [
 def test_halves_of_a_shared_steady_capture_agree_with_the_whole(trace: Path, tmp_path: Path) -> None:
     if not trace.is_file():
         pytest.skip(f"{trace} not found (shared traces sit beside the project, never inside it)")
-    whole = decision(explain(trace))
+    whole_report = explain(trace)
+    whole = decision(whole_report)
     halves = nsys_halves(trace, tmp_path) if trace.suffix == ".sqlite" else kineto_halves(trace, tmp_path)
+    judged = 0
     for half in halves:
-        part = decision(explain(half))
+        r = explain(half)
+        part = decision(r)
+        if (part.verdict == "insufficient_data" and verdict.graphs_hide_work(r.metrics)
+                and not verdict.graphs_hide_work(whole_report.metrics)):
+            # The cut separated CUDA graph launches from their executions (a host that runs far
+            # ahead launches them before the middle, the GPU runs them after): that half cannot
+            # place their work, which the whole can. Not a different reading of the workload.
+            continue
+        judged += 1
         if whole.verdict == "insufficient_data":
             assert part.verdict == "insufficient_data"
         else:
             assert verdict.agree(whole, part), (trace.name, whole, part)
+    assert judged >= 1

@@ -17,9 +17,10 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.metrics import ALWAYS
+from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
-from nsys_llm_explainer.render.overview import VERDICT_WORDS, gain_text
+from nsys_llm_explainer.render.overview import VERDICT_WORDS, gain_text, impact
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
 from tests.kernels.test_labels_in_reports import example_trace
 
@@ -138,10 +139,12 @@ def test_key_numbers_come_from_the_diagnosis(built):
         assert keys["Primary bottleneck"] == md(f"{words[primary['kind']]}: {primary['evidence'][0]}")
     else:
         where = gpus(primary["devices"])
+        # several GPUs: the figure is the one with the most (never their sum), and says so
+        most = "" if len(primary["devices"]) == 1 else " on the GPU with the most"
         assert keys["Primary bottleneck"].startswith(
             f"{primary['kind']} on {md(where)}: {dur(primary['impact_ns'])} "
-            f"{'of GPU time busy with its own work' if primary['kind'] == 'compute' else 'of GPU time at stake'}, "
-            f"{primary['impact_pct']:.1f}%")
+            f"{'of GPU time busy with its own work' if primary['kind'] == 'compute' else 'of GPU time at stake'}"
+            f"{most}, {primary['impact_pct']:.1f}%")
 
 
 def len_kernels(built: dict[str, Any]) -> int:
@@ -166,13 +169,20 @@ def test_top_findings_show_time_at_stake_the_fix_and_evidence(built):
         head = f"### {i}. {f['severity'].upper()} · {f['rule_id']}: {rich.md(f['title'])}"
         at = lines.index(head)
         devices = sorted({a["device_id"] for a in f["affected"] if a["device_id"] is not None})
-        whose = gpus(devices) if devices else "all GPUs"
-        assert lines[at + 2] == (f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of "
-                                 f"the time of {md(whose)}.{md(gain_text(f))} Confidence: {f['confidence']}.")
+        # one GPU's time at stake, never a sum: with several GPUs, the one with the most (first)
+        whose = ("all GPUs" if not devices else gpus(devices) if len(devices) == 1
+                 else f"GPU {f['affected'][0]['device_id']} with the most of {gpus(devices)} (each GPU's figure below)")
+        stake = f"GPU time at stake: {dur(f['impact_ns'])}, {f['impact_pct']:.1f}% of the time of {whose}."
+        assert impact(f) == stake + gain_text(f)
+        assert lines[at + 2] == f"{rich.md(impact(f))} Confidence: {f['confidence']}."
         assert lines[at + 4] == f"**Fix:** {rich.md(f['recommendation'][0])}"
-        shown = [f"- {rich.md(e)}" for e in f["evidence"][:5]]
+        # the gain's why is on the time at stake's line, not among the evidence lines
+        evidence = [e for e in f["evidence"] if not e.startswith(GAIN_WHY_PREFIXES)]
+        for why in (e.split(": ", 1)[1] for e in f["evidence"] if e.startswith(GAIN_WHY_PREFIXES)):
+            assert why in impact(f)
+        shown = [f"- {rich.md(e)}" for e in evidence[:5]]
         assert lines[at + 6 : at + 6 + len(shown)] == shown
-        for e in f["evidence"][5:] + f["recommendation"][1:]:
+        for e in evidence[5:] + f["recommendation"][1:]:
             assert f"- {rich.md(e)}" in text and f"- {rich.md(e)}" not in lines
     notes = [f for f in findings if f["impact_ns"] is None]
     for f in notes:  # never among the first three: one Notes line names them all
@@ -351,7 +361,8 @@ def test_percentages_read_the_same_in_titles_and_bodies(built):
         devices = [a["device_id"] for a in f["affected"]]
         if f["impact_ns"] is None or None in devices or not set(devices) <= set(windows):
             continue
-        raw = 100.0 * f["impact_ns"] / sum(windows[d] for d in devices)
+        # the time at stake is the device with the most's, of its own window
+        raw = 100.0 * f["impact_ns"] / windows[f["affected"][0]["device_id"]]
         assert f"{f['impact_pct']:.1f}" == f"{raw:.1f}", f["rule_id"]
         for a in f["affected"]:
             assert f"{a['impact_pct']:.1f}" == f"{100.0 * a['impact_ns'] / windows[a['device_id']]:.1f}"

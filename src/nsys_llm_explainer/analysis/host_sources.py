@@ -20,10 +20,15 @@ stack. Range names are normalized (analysis/nvtx_names) and their instance numbe
 outermost record of its stack below the step: the step ranges (ProfilerStep#N, the
 --step-range name, the ranges the steps metric used) and containers (a range at least
 CONTAINER_SHARE of the device's window long: an epoch, `main`) are not sources; their insides
-are. The innermost record is kept as detail (`aten::stack` inside the DataLoader range, `read`
-inside it). Its family is the first of FAMILIES, in that order, that any record of the stack
-from the innermost up to the source matches: a DataLoader range with reads inside is data
-loading, an allocation inside a forward pass is allocation.
+are, unless nothing is recorded inside them there and their name has a family: then the
+container is (a DataLoader range over most of the window). The innermost record is kept as
+detail (`aten::stack` inside the DataLoader range, `read` inside it). Its family is the first
+of FAMILIES, in that order, that any record of the stack from the innermost up to the source
+matches: a DataLoader range with reads inside is data loading, an allocation inside a forward
+pass is allocation. Activation checkpointing
+(`checkpoint_wrapper`, `_checkpoint_wrapped_module`, CheckpointFunction) is framework work, and
+where a thread's records show it, so is a range named only `checkpoint`: the forward
+recomputed, not a checkpoint saved.
 
 Time after a synchronize or read-back that was in flight when the gap began (the call drained
 the GPU's queue; a bulk synchronous copy moves data the host asked for and does not count) and
@@ -54,6 +59,8 @@ from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CONTAINER_SHARE = 0.5
 TOP_SOURCES = 8
+ACTIVATION_CHECKPOINT = (r"checkpoint_?wrap|CheckpointFunction|CheckpointWrapper|utils[./]checkpoint|"
+                         r"activation_?checkpoint|checkpoint_(?:without|with)_reentrant|non_?reentrant|recompute")
 # Ordered by precedence (module docstring): (family, pattern over a record's name).
 FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("data_loading", re.compile(
@@ -82,9 +89,15 @@ FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("serving_host", re.compile(
         r"schedul|detokeniz|tokeniz|sampl(e|er|ing)\b|process_output|prepare_input|update_states|"
         r"execute_model|output_processor", re.IGNORECASE)),
-    ("logging_checkpoint", re.compile(r"checkpoint|save_?state|tensorboard|wandb|logging|log_metrics", re.IGNORECASE)),
+    # Activation checkpointing (recomputing the forward in backward: `checkpoint_wrapper`,
+    # `_checkpoint_wrapped_module`, torch.utils.checkpoint's CheckpointFunction) is framework
+    # work, not saving a checkpoint.
+    ("logging_checkpoint", re.compile(
+        rf"^(?!.*(?:{ACTIVATION_CHECKPOINT})).*(checkpoint|save_?state|tensorboard|wandb|logging|log_metrics)",
+        re.IGNORECASE)),
     ("framework", re.compile(
-        r"^aten::|^## .* ##$|forward|backward|autograd|nn\.Module|CompiledFunction|Torch-Compiled",
+        rf"^aten::|^## .* ##$|forward|backward|autograd|nn\.Module|CompiledFunction|Torch-Compiled|"
+        rf"{ACTIVATION_CHECKPOINT}",
         re.IGNORECASE)),
 )
 FAMILY_NAMES = tuple(f for f, _ in FAMILIES)
@@ -138,6 +151,22 @@ def family_of(name: str) -> int:
         if pattern.search(name):
             return i
     return -1
+
+
+_ACTIVATION = re.compile(ACTIVATION_CHECKPOINT, re.IGNORECASE)
+_SAVING = re.compile(r"save|tensorboard|wandb|logging|log_metrics|write|dcp|async_save", re.IGNORECASE)
+
+
+def _activation_checkpoints(names: list[str], used: np.ndarray, fam_of_name: np.ndarray) -> None:
+    """Where the threads' records show activation checkpointing (`checkpoint_wrapper`,
+    `_checkpoint_wrapped_module`), a range named only `checkpoint` is that too: framework work
+    that recomputes the forward, not a checkpoint being saved (in place on fam_of_name)."""
+    logging, framework = FAMILY_NAMES.index("logging_checkpoint"), FAMILY_NAMES.index("framework")
+    if not any(_ACTIVATION.search(names[i]) for i in used.tolist()):
+        return
+    for i in used.tolist():
+        if fam_of_name[i] == logging and "checkpoint" in names[i].lower() and not _SAVING.search(names[i]):
+            fam_of_name[i] = framework
 
 
 @dataclass(frozen=True)
@@ -293,10 +322,18 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     fam_of_name = np.full(max(len(records.names), 1), -1, np.int64)
     used = np.unique(name)
     fam_of_name[used] = [family_of(records.names[i]) for i in used.tolist()]
+    _activation_checkpoints(records.names, used, fam_of_name)
     fam = fam_of_name[name]
     mid = ps + (pe - ps) // 2
     inner = nvtx_tree.innermost(index, pt, mid, mid)
     src, _, family = nvtx_tree.climb(index, inner, skip, fam)
+    # A container of a known family with nothing recorded inside it at that instant is the
+    # source itself (a DataLoader range over most of the window); a step range never is.
+    at = np.maximum(inner, 0)
+    leaf = ((src < 0) & (inner >= 0) & ~skip_name[name[at]] & (fam[at] >= 0)
+            & (index.end[at] - index.start[at] >= container_ns))
+    src = np.where(leaf, inner, src)
+    family = np.where(leaf, fam[at], family)
     src_name = np.where(src >= 0, name[np.maximum(src, 0)], -1)
     inner_name = np.where((inner >= 0) & (src >= 0), name[np.maximum(inner, 0)], -1)
     return ps, pe, src_name, family, inner_name, pi

@@ -35,9 +35,26 @@ rate limits the GPU), and the order above says what the host was doing.
   its time is transfer by rule 1.
 - When a communication kernel on the device ends where the gap begins, the queued work waited
   on that collective: the host-side time goes to communication (dependency_ns).
+- When a collective was queued on the device before the gap began and had not started when it
+  ended (a collective pending: launched, waiting on its dependencies or on the other ranks),
+  and the gap lasts at least DISPATCH_GAP_NS (shorter ones are the device's own dispatch
+  between back-to-back work), the work is queued behind communication: the gap's time goes to
+  communication
+  (behind_collective_ns; a collective waiting to start waits on other ranks or on what its
+  stream waits for, which a one-rank trace does not show).
 - Otherwise it goes to device_wait: the GPU had its next work queued and waited on something
   the trace does not name (an event on another stream, another device) or on its own
   dispatch between back-to-back kernels.
+
+Work launched during the gap right after its thread made a stream wait on an event
+(`cudaStreamWaitEvent` since its previous launch) waits on that event: from QUEUE_MARGIN_NS
+after its launch call returned, the gap's time that rules 2-6 gave to the host (a synchronize
+or a blocking copy waiting behind that work, say) goes to device_wait (stream_wait_ns), or to
+communication when a collective is pending: the GPU waits on a dependency on its own side.
+
+Host activity (rule 5) is every CUDA call of the owning processes, from the first to the last,
+and every range (NVTX, PyTorch profiler annotation or operator) they recorded: a DataLoader
+range before the first CUDA call is host work the trace names, not a capture edge.
 """
 
 from __future__ import annotations
@@ -78,6 +95,7 @@ NO_REFILL = -1
 UNKNOWN_LAUNCH = np.iinfo(np.int64).max  # no launch row: when it was launched is unknown
 LAUNCHED_EARLY = np.iinfo(np.int64).min  # launched before the capture started
 QUEUE_MARGIN_NS = 10_000  # a launch returned at least this long before a gap was queued work
+DISPATCH_GAP_NS = 10_000  # a queued gap shorter than this is the device's own dispatch, not a wait
 COMM_RANGE = re.compile(
     r"^(nccl[A-Z]\w*|nccl:\w+|c10d::\w+|gloo:\w+|MPI_\w+|ProcessGroup\w*[:.]\w+|"
     r"record_param_comms|(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|"
@@ -98,6 +116,11 @@ class GapCauses:
     cause_total_ns: np.ndarray  # per cause: its idle ns over all gaps
     segments: tuple[tuple[np.ndarray, np.ndarray], ...]  # per cause: disjoint sorted intervals
     dependency_ns: int  # queued idle time moved from host-side causes to communication
+    behind_collective_ns: int  # queued idle time with a collective pending, moved to communication
+    stream_wait_ns: int  # idle time after a launch behind a stream wait, moved from the host
+    # Idle time the GPU spent with its next work queued, waiting on a dependency: device_wait,
+    # and the communication time inside queued gaps and after launches behind a stream wait.
+    waiting: tuple[np.ndarray, np.ndarray]
     # The gaps in which a blocking call returned (few: most gaps have none) and, per such gap,
     # gap end - the latest such return (see refill_of).
     refill_gap: np.ndarray
@@ -137,6 +160,7 @@ class HostRows:
     blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
     launching: np.ndarray  # per row: a launch call
     refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
+    after_wait: np.ndarray  # per row: a launch made after a stream wait on its thread (since its last launch)
 
     @staticmethod
     def of(data: TraceData) -> HostRows:
@@ -151,7 +175,7 @@ class HostRows:
         launching = launch_api_mask(names)[rt.api]
         by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
         return HostRows(by_pid, blocking, launching,
-                        _refill_end(data, blocking, launching))
+                        _refill_end(data, blocking, launching), _after_wait(data, launching))
 
     def rows_of(self, pids: np.ndarray) -> np.ndarray:
         parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
@@ -197,6 +221,61 @@ def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) ->
         ok = blocking[cur] & launching[nxt] & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
         out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
     return out
+
+
+STREAM_WAIT = re.compile(r"StreamWaitEvent|StreamWaitValue")
+
+
+def _after_wait(data: TraceData, launching: np.ndarray) -> np.ndarray:
+    """Per row: a launch call made after its thread issued a stream wait on an event since its
+    previous launch (the work it launches waits on that event)."""
+    rt = data.runtime()
+    out = np.zeros(len(rt), dtype=bool)
+    names = data.runtime_api_names()
+    waits = np.array([STREAM_WAIT.search(n) is not None for n in names] or [False])
+    is_wait = waits[rt.api] if len(rt) else np.zeros(0, dtype=bool)
+    if not is_wait.any():
+        return out
+    wanted = set(distinct_few(rt.tkey[is_wait]).tolist())
+    for tkey, order in rows_by_value(rt.tkey):
+        if tkey not in wanted:
+            continue
+        start = rt.start[order]
+        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = order[np.argsort(start, kind="stable")]
+        launch = launching[order]
+        # per row: the number of launches before it on the thread; a wait and the launch after
+        # it have the same count when no launch lies between them
+        seen = np.cumsum(launch) - launch
+        wait_at = np.flatnonzero(is_wait[order])
+        if not len(wait_at):
+            continue
+        marked = np.zeros(int(seen[-1]) + 2, dtype=bool)
+        marked[seen[wait_at]] = True
+        out[order[launch]] = marked[seen[launch]]
+    return out
+
+
+def _kernel_launch_times(w: Columns, launched: np.ndarray, n_kernels: int) -> np.ndarray:
+    """Per kernel row: when its launch call returned (_launch_times of its gpu_work row)."""
+    out = np.full(n_kernels, UNKNOWN_LAUNCH, dtype=np.int64)
+    sel = w.source == KERNEL
+    out[w.row[sel]] = launched[sel]
+    return out
+
+
+def _host_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(pid, start, end) of every ended range the host recorded (NVTX ranges; PyTorch profiler
+    annotations and operators)."""
+    empty = np.empty(0, np.int64)
+    try:
+        nv = data.nvtx()
+    except Unavailable:
+        return empty, empty, empty
+    if not len(nv):
+        return empty, empty, empty
+    sel = nv.end > nv.start
+    return nv.pid[sel], nv.start[sel], nv.end[sel]
 
 
 def _comm_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -322,13 +401,60 @@ def _union_of_rows(rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     return intervals.merge(start[rows], end[rows])
 
 
+@dataclass(frozen=True)
+class PendingComm:
+    """One device's communication kernels, to find the collectives pending during a gap:
+    their starts in order, and the earliest launch among those starting at or after each."""
+
+    starts: np.ndarray
+    earliest_launch_after: np.ndarray  # suffix minimum of launch times in start order
+
+    @staticmethod
+    def of(starts: np.ndarray, launched: np.ndarray) -> PendingComm:
+        order = np.argsort(starts, kind="stable")
+        suffix = np.minimum.accumulate(launched[order][::-1])[::-1] if len(order) else launched
+        return PendingComm(starts[order], suffix)
+
+    def during(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """Per gap [g0, g1): a collective was launched QUEUE_MARGIN_NS before g0 and starts at
+        or after g1 (queued all through the gap)."""
+        if len(self.starts) == 0:
+            return np.zeros(len(g0), dtype=bool)
+        j = np.searchsorted(self.starts, g1, side="left")
+        ok = j < len(self.starts)
+        first = self.earliest_launch_after[np.minimum(j, len(self.starts) - 1)]
+        return ok & (first <= g0 - QUEUE_MARGIN_NS)
+
+
+def _visible(rt: Columns, mine: np.ndarray, owners: np.ndarray,
+             ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Where the owning processes' host is visible: from their first to their last CUDA call,
+    and inside every range they recorded (module docstring, rule 5; ranges: pid, start, end)."""
+    if not len(mine):
+        hs, he = np.empty(0, np.int64), np.empty(0, np.int64)
+    else:
+        hs, he = np.array([rt.start[mine].min()]), np.array([rt.end[mine].max()])
+    if ranges is None or not len(ranges[0]):
+        return hs, he
+    rp, rs, re_ = ranges
+    if len(hs):
+        out = np.flatnonzero((rs < hs[0]) | (re_ > he[0]))  # only what reaches outside the calls' span adds
+        rp, rs, re_ = rp[out], rs[out], re_[out]
+    own = np.isin(rp, owners)
+    if not own.any():
+        return hs, he
+    return intervals.merge(np.concatenate((hs, rs[own])), np.concatenate((he, re_[own])))
+
+
 def classify(
     data: TraceData, busy_start: np.ndarray, busy_end: np.ndarray, device: int, owners: np.ndarray,
     host: HostRows, comm: tuple[np.ndarray, np.ndarray, np.ndarray],
-    comm_ends: np.ndarray | None = None,
+    comm_ends: np.ndarray | None = None, pending: PendingComm | None = None,
+    ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> GapCauses:
     """The split of one device's gaps (see the module docstring); comm_ends: sorted end
-    times of the communication kernels on the device."""
+    times of the communication kernels on the device; pending: its communication kernels'
+    starts and launches; ranges: (pid, start, end) of the ranges the host recorded."""
     g0, g1 = busy_end[:-1], busy_start[1:]
     rt = data.runtime()
     mine = host.rows_of(owners)
@@ -340,10 +466,7 @@ def classify(
         intervals.merge(rt.start[blocking], host.refill_end[blocking]),
         _union_of_rows(launching, rt.start, rt.end),
     ]
-    if len(mine):
-        hs, he = np.array([rt.start[mine].min()]), np.array([rt.end[mine].max()])
-    else:
-        hs, he = np.empty(0, np.int64), np.empty(0, np.int64)
+    hs, he = _visible(rt, mine, owners, ranges)
     left = (g0, g1)
     segments: list[tuple[np.ndarray, np.ndarray]] = []
     for us, ue in sources:
@@ -353,12 +476,31 @@ def classify(
     segments.append(intervals.intersect(*left, hs, he))  # host_other
     segments.append((np.empty(0, np.int64), np.empty(0, np.int64)))  # device_wait
     nxt, queued, ahead, known = _next_work(data, device, g0, g1)
-    moved = 0
+    moved = behind = waited = 0
+    held = pending.during(g0, g1) if pending is not None else np.zeros(len(g0), dtype=bool)
     if queued.any():
         after_comm = queued & np.isin(g0, comm_ends if comm_ends is not None else np.empty(0, np.int64))
         segments, moved = _queued_to(segments, COMMUNICATION, g0[after_comm], g1[after_comm])
-        rest = queued & ~after_comm
+        behind_comm = queued & ~after_comm & held & (g1 - g0 >= DISPATCH_GAP_NS)
+        segments, behind = _queued_to(segments, COMMUNICATION, g0[behind_comm], g1[behind_comm])
+        rest = queued & ~after_comm & ~behind_comm
         segments, _ = _queued_to(segments, DEVICE_WAIT, g0[rest], g1[rest])
+    late = ~queued & (nxt >= 0)
+    if late.any():
+        late[late] = host.after_wait[nxt[late]]
+    idx, w0 = np.flatnonzero(late), np.empty(0, np.int64)
+    if len(idx):
+        w0 = np.maximum(g0[idx], rt.end[nxt[idx]] + QUEUE_MARGIN_NS)
+        keep = w0 < g1[idx]
+        idx, w0 = idx[keep], w0[keep]
+        comm_held = held[idx]
+        segments, to_comm = _queued_to(segments, COMMUNICATION, w0[comm_held], g1[idx[comm_held]])
+        segments, to_wait = _queued_to(segments, DEVICE_WAIT, w0[~comm_held], g1[idx[~comm_held]])
+        waited = to_comm + to_wait
+    windows = intervals.merge(np.concatenate((g0[queued], w0)), np.concatenate((g1[queued], g1[idx])))
+    comm_waiting = intervals.intersect(*segments[COMMUNICATION], *windows)
+    waiting = intervals.merge(np.concatenate((segments[DEVICE_WAIT][0], comm_waiting[0])),
+                              np.concatenate((segments[DEVICE_WAIT][1], comm_waiting[1])))
     cause = np.zeros(len(g0), np.int8)  # the running argmax over causes (ties: the earlier)
     best = np.zeros(len(g0), np.int64)
     total = np.zeros(len(CAUSES), np.int64)
@@ -372,7 +514,7 @@ def classify(
     sync_end = _in_flight_end(rt.start[blocking], rt.end[blocking], g1)
     refill_gap = np.flatnonzero((sync_end >= g0) & (sync_end < g1))
     refill = (g1[refill_gap] - sync_end[refill_gap]).astype(np.int64)
-    return GapCauses(device, owners, g0, g1, cause, total, tuple(segments), moved,
+    return GapCauses(device, owners, g0, g1, cause, total, tuple(segments), moved, behind, waited, waiting,
                      refill_gap, refill, narrow(nxt), queued, ahead, known)
 
 
@@ -441,13 +583,20 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
         wdev, wpid = w.device[computes], w.pid[computes]
         del computes
         devices = list(device_busy(data).items())
-        _launch_times(data)  # shared by every device: built once, before the parts start
+        launched = _launch_times(data)  # shared by every device: built once, before the parts start
+        comm_launch = _kernel_launch_times(w, launched, len(k))[is_comm] if is_comm.any() else None
+        comm_rows = np.flatnonzero(is_comm)
+        ranges = _host_ranges(data)
 
         def one(item: tuple[int, DeviceBusy]) -> GapCauses:
             dev, busy = item
             owners = distinct_few(wpid[wdev == dev])
             ends = distinct(k.end[is_comm & (k.device == dev)])
-            return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends)
+            pending = None
+            if comm_launch is not None:
+                on = k.device[comm_rows] == dev
+                pending = PendingComm.of(k.start[comm_rows[on]], comm_launch[on]) if on.any() else None
+            return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends, pending, ranges)
 
         return dict(zip((d for d, _ in devices), parts.each(one, devices, data), strict=True))
 

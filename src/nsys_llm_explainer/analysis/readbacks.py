@@ -12,7 +12,8 @@ For each read-back, on the copy's device:
 - busy_ns: the device's busy time while the host was blocked (costs the GPU nothing);
 - idle_during_ns: idle time while blocked with nothing queued (idle_sweep's sync_wait);
 - queued_during_ns: idle time while blocked with the next work already queued and waiting on
-  something else (idle_sweep's device_wait): the read-back waits for it too;
+  something else (idle_sweep's GapCauses.waiting: device_wait, or a collective): the
+  read-back waits for it too;
 - idle_after_ns: when the device went idle while the host was blocked (the read-back drained
   its queue), the idle time from the return until the device's next work during which the
   host had not launched it yet (idle_sweep's launch_bound and host_other): the host queued
@@ -113,10 +114,11 @@ class Cost:
     device_cost_ns: dict[int, int]
 
 
-def cost(data: TraceData, rb: Calls, causes: dict, busy: dict, sync_wait: int, device_wait: int,  # type: ignore[type-arg]
+def cost(data: TraceData, rb: Calls, causes: dict, busy: dict, sync_wait: int,  # type: ignore[type-arg]
          host_late: tuple[int, ...]) -> Cost:
     """The per-read-back figures. causes: idle_sweep.gap_causes(data); busy: gpu_idle
-    device_busy(data); sync_wait/device_wait: the cause indices in GapCauses.segments;
+    device_busy(data); sync_wait: the cause index in GapCauses.segments (the idle time with
+    work queued is GapCauses.waiting);
     host_late: the causes where the host had not launched the next work (launch_bound,
     host_other): the part of the time after the return the read-back is charged with."""
     n = len(rb.call)
@@ -132,7 +134,7 @@ def cost(data: TraceData, rb: Calls, causes: dict, busy: dict, sync_wait: int, d
         db = busy[int(dev)]
         b[sel] = _overlap(s, e, (db.busy_start, db.busy_end))
         idle[sel] = _overlap(s, e, gc.segments[sync_wait])
-        queued[sel] = _overlap(s, e, gc.segments[device_wait])
+        queued[sel] = _overlap(s, e, gc.waiting)
         gi = np.searchsorted(gc.gap_start, e, "right") - 1
         ok = (gi >= 0) & (len(gc.gap_start) > 0)
         gi = np.maximum(gi, 0)

@@ -48,8 +48,7 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
     part begins (the GPU time start-up costs), with what the capture checks found."""
     devices = tuple(d.device_id for d in acct.devices)
     pids = tuple(sorted({p for d in acct.devices for p in d.pids}))
-    ns = sum(d.before_steady_ns() for d in acct.devices)
-    window = acct.window()
+    ns, window = max(((d.before_steady_ns(), d.window_ns) for d in acct.devices), default=(0, 0))
     lines = [f"GPU {d.device_id}: {dur(d.before_steady_ns())} idle before the steady part begins "
              f"({d.pct(d.before_steady_ns()):.1f}% of its {dur(d.window_ns)} window)"
              for d in acct.devices[: evidence.MAX_DEVICES_LISTED]]
@@ -64,10 +63,11 @@ def _figure(cause: Cause) -> Figure:
 
 
 def _share(acct: Accounting, cause: Cause, devices: list[int]) -> tuple[int, int]:
-    """(ns of `cause` on `devices`, their windows); compute is written as the busy figure."""
-    chosen = [d for d in acct.chosen(devices)]
+    """(ns of `cause` on the device of `devices` where it holds the most, that device's window):
+    the time at stake is one device's, never a sum over devices running side by side (their
+    own figures are the evidence's per-device lines); compute is written as the busy figure."""
     key = _figure(cause)
-    return sum(d.cause_ns(key) for d in chosen), sum(d.window_ns for d in chosen)
+    return max(((d.cause_ns(key), d.window_ns) for d in acct.chosen(devices)), default=(0, 0))
 
 
 def _failed_primary(run: dict[str, Any], acct: Accounting) -> Primary:
@@ -104,15 +104,17 @@ def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accoun
     out.primary = Primary(cause, tuple(devices), pids, ns, round_pct(100.0 * ns / window) if window else 0.0,
                           tuple(lines))
     if decision.second is not None:
-        sns, _ = _share(acct, decision.second, devices)
+        sns, swindow = _share(acct, decision.second, devices)
         if sns > 0:
             out.second = {"kind": decision.second, "impact_ns": sns,
-                          "impact_pct": round_pct(100.0 * sns / window) if window else 0.0}
+                          "impact_pct": round_pct(100.0 * sns / swindow) if swindow else 0.0}
     if Cause.COMPUTE in decision.named():
         mix = kernel_mix.of_devices(metrics, devices)
-        if mix is not None and mix.total_ns:
+        if mix is not None and mix.compute_ns:
             out.kernels = mix.to_json()
-            out.extra["kernels"] = evidence.kernel_clause(mix, metrics)
+            every = {d.device_id for d in acct.devices}
+            scope = "kernel time" if set(devices) >= every else f"the kernel time of {evidence.devices_text(devices)}"
+            out.extra["kernels"] = evidence.kernel_clause(mix, metrics, scope)
     out.extra["second"] = out.second
     return out
 

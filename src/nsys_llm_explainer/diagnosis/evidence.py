@@ -8,7 +8,7 @@ from typing import Any
 
 from nsys_llm_explainer.diagnosis import host_work
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
-from nsys_llm_explainer.diagnosis.verdict import metric, readback_text
+from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict
@@ -175,17 +175,37 @@ def _kineto(metrics: dict[str, Outcome]) -> bool:
 
 
 def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
-    """Idle time the GPU spent with work already queued, waiting on a collective's dependency."""
+    """Idle time the GPU spent with work already queued, waiting on a collective's dependency:
+    right after a collective, or while a collective queued earlier had not started."""
     ic = metric(metrics, "idle_causes")
     if ic is None:
         return []
-    rows = [d for d in ic["devices"] if d["device_id"] in devices and d.get("dependency_ns")]
+    out = []
+    for d in [d for d in ic["devices"] if d["device_id"] in devices][:MAX_DEVICES_LISTED]:
+        if d.get("dependency_ns"):
+            out.append(f"GPU {d['device_id']}: {dur(d['dependency_ns'])} idle with the next kernel already queued "
+                       "and no copy ahead of it: the GPU waited on a collective or what it depends on (another "
+                       "rank, another stream), not on the host")
+        if d.get("behind_collective_ns"):
+            out.append(f"GPU {d['device_id']}: {dur(d['behind_collective_ns'])} idle with its next work queued while "
+                       "a collective queued before the gap had not started: the work waited behind communication, "
+                       "which waits on the other ranks or on what its stream waits for (outside this trace), not "
+                       "on the host")
+    return out
+
+
+def stream_wait_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
+    """Idle time after a launch its thread queued behind a stream wait on an event: a
+    synchronize or copy waiting behind that work waits on the event, not on the host."""
+    ic = metric(metrics, "idle_causes")
+    if ic is None:
+        return []
     return [
-        f"GPU {d['device_id']}: {dur(d['dependency_ns'])} idle with the next kernel already queued and no copy "
-        "ahead of it: the GPU waited on a collective or what it depends on (another rank, another stream), "
-        "not on the host"
-        for d in rows[:MAX_DEVICES_LISTED]
-    ]
+        f"GPU {d['device_id']}: {dur(d['stream_wait_ns'])} idle after work was launched behind a stream wait on an "
+        "event (`cudaStreamWaitEvent` before its launch): the GPU waited on that event's work, a dependency on "
+        "the device side; a synchronize or copy behind it waited on the same dependency, not on the host"
+        for d in ic["devices"] if d["device_id"] in devices and d.get("stream_wait_ns")
+    ][:MAX_DEVICES_LISTED]
 
 
 def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
@@ -204,12 +224,23 @@ def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[
     return out
 
 
+def _with_stream_waits(
+    lines: Callable[[dict[str, Outcome], Accounting, list[int]], list[str]],
+) -> Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]:
+    """A cause's evidence, then the idle time behind stream waits on its devices: what the
+    host's blocking calls waited on there."""
+    def both(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
+        return [*lines(metrics, acct, devices), *stream_wait_lines(metrics, devices)]
+
+    return both
+
+
 CAUSE_EVIDENCE: dict[Cause, Callable[[dict[str, Outcome], Accounting, list[int]], list[str]]] = {
-    Cause.TRANSFER: transfer_lines,
-    Cause.COMPUTE: _compute,
-    Cause.SYNC: _sync,
-    Cause.HOST: _host,
-    Cause.COMMUNICATION: _communication,
+    Cause.TRANSFER: _with_stream_waits(transfer_lines),
+    Cause.COMPUTE: _with_stream_waits(_compute),
+    Cause.SYNC: _with_stream_waits(_sync),
+    Cause.HOST: _with_stream_waits(_host),
+    Cause.COMMUNICATION: _with_stream_waits(_communication),
 }
 
 
@@ -238,9 +269,11 @@ def _pct(x: float) -> str:
     return pct(x)
 
 
-def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
+def kernel_clause(mix: Any, metrics: dict[str, Outcome], scope: str = "kernel time") -> str:
     """What the kernels are limited by, and the dominant kernel, as a clause of the verdict
-    (diagnosis/kernel_mix.py)."""
+    (diagnosis/kernel_mix.py). Every share is of `scope`: the kernel time the key numbers show
+    (all the devices' kernels, communication included), or the named devices' when the verdict
+    names only some of them."""
     from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS
 
     limit = mix.limit
@@ -248,24 +281,28 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
         text = (f"{LIMIT_WORDS['memory']} (likely: no GEMM, convolution or attention ran, and loops over "
                 "arrays such as these stream memory)")
     elif limit == "memory":
-        text = (f"{LIMIT_WORDS['memory']} ({_pct(mix.pct('memory'))} of kernel time in elementwise, copy, "
+        text = (f"{LIMIT_WORDS['memory']} ({_pct(mix.pct('memory'))} of {scope} in elementwise, copy, "
                 "reduction and other bytes-only kernels, GEMV or decode attention)")
     elif limit == "compute" and mix.basis == "roofline":
-        text = (f"{LIMIT_WORDS['compute']} ({_pct(mix.pct('compute'))} of kernel time in matrix math at 60% or "
+        text = (f"{LIMIT_WORDS['compute']} ({_pct(mix.pct('compute'))} of {scope} in matrix math at 60% or "
                 "more of its compute roof)")
     elif limit == "compute":
-        text = (f"matrix-math kernels ({_pct(mix.pct('compute'))} of kernel time in GEMMs, convolutions or "
+        text = (f"matrix-math kernels ({_pct(mix.pct('compute'))} of {scope} in GEMMs, convolutions or "
                 "attention: compute-bound when large, but no operand shapes place them on the roofline)")
     elif limit == "far":
-        text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of kernel time below 60% of the roof it sits "
+        text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of {scope} below 60% of the roof it sits "
                 "under: launch, latency or occupancy limit it)")
     elif limit == "unknown":
-        text = f"{LIMIT_WORDS['unknown']} ({_pct(mix.pct('unknown'))} of kernel time in kernels of no known family)"
+        text = f"{LIMIT_WORDS['unknown']} ({_pct(mix.pct('unknown'))} of {scope} in kernels of no known family)"
     else:
         words = MIX_WORDS | ({} if mix.basis == "roofline" else {"compute": "matrix math"})
         parts = [f"{_pct(mix.pct(c))} {words[c]}" for c in ("memory", "compute", "far", "unknown")
                  if mix.pct(c) >= 1.0]
         text = f"{LIMIT_WORDS['mixed']}: " + ", ".join(parts)
+    if mix.comm_pct >= 1.0 and limit != "mixed":
+        text = text[:-1] + f"; {_pct(mix.comm_pct)} in communication kernels)"
+    elif mix.comm_pct >= 1.0:
+        text += f", {_pct(mix.comm_pct)} communication"
     if mix.dominant is not None:
         family, ns, names = mix.dominant
         share = 100.0 * ns / mix.total_ns
@@ -273,7 +310,7 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome]) -> str:
             who = labels_for(metrics)(mix.dominant_name)
         else:
             who = f"{family} ({names:,} instantiations)"
-        text += f"; the largest, {who}, takes {_pct(share)} of kernel time"
+        text += f"; the largest, {who}, takes {_pct(share)} of {scope}"
     return text
 
 
@@ -321,6 +358,7 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
     its, is_ = ("its", "is") if n == 1 else ("their", "are")
     second = extra.get("second")
     kernels = extra.get("kernels")
+    waits = stream_wait_sentence(metrics or {}, acct, devices)
     if verdict == Verdict.GPU_BOUND:
         text = f"GPU-bound: {where} {is_} busy {share} of {its} window{'s' if n > 1 else ''} ({amount(ns)})"
         if kernels:
@@ -328,13 +366,14 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         text += "."
         if second and second["impact_pct"] >= 1.0:
             text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
-        return text
+        return text + (f" {waits}" if waits else "")
     if verdict == Verdict.MIXED:
         other = second["kind"] if second else None
 
         def clause(kind: Cause | None) -> str:
             if kind == Cause.COMPUTE:
-                return f"{where} {is_} busy {busy_text} of {its} time" + (f", with {kernels}" if kernels else "")
+                return (f"{where} {is_} busy {busy_text} of {its} time{_with_collectives(acct, devices, cause, other)}"
+                        + (f", with {kernels}" if kernels else ""))
             if kind is None:
                 return "nothing else holds time"
             x = sum(d.cause_ns(kind) for d in chosen)
@@ -344,21 +383,65 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
                 "would change which leads.")
         source = (host_source_sentence(metrics or {}, devices)
                   if {Cause.HOST, Cause.SYNC} & {cause, other} else None)
-        return text + (f" {source}" if source else "")
+        return text + (f" {source}" if source else "") + (f" {waits}" if waits else "")
     head = CAUSE_HEADS[verdict].format(where=where, share=share, its=its, sits="sits" if n == 1 else "sit",
                                        spends="spends" if n == 1 else "spend")
     text = f"{head} ({amount(ns)})."
     host_side = verdict in (Verdict.HOST_BOUND, Verdict.SYNC_BOUND)
     source = host_source_sentence(metrics or {}, devices) if host_side else None
     shares = also_sentence(metrics or {}, acct, devices) if verdict == Verdict.HOST_BOUND else None
+    held = None if host_side else readback_hold(metrics or {}, queued_wait_ns(metrics or {}, acct, devices),
+                                                 sum(d.window_ns for d in chosen))
     if source:
         text += f" {source}"
+    if held:
+        text += f" {held[:1].upper()}{held[1:]}."
     if shares:
         text += f" {shares}"
     elif second and second["kind"] != Cause.COMPUTE and second["impact_pct"] >= 1.0:
         text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
-    text += f" {where} {is_} busy {busy_text} of {its} time."
+    if waits:
+        text += f" {waits}"
+    text += f" {where} {is_} busy {busy_text} of {its} time{_with_collectives(acct, devices, cause)}."
     return text
+
+
+def stream_wait_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> str | None:
+    """A sentence when at least ALSO_SHARE of the devices' windows is idle time after work
+    launched behind a stream wait on an event (idle_causes stream_wait_ns): the host's
+    synchronize or copy calls waited there on a dependency on the device side, which the
+    verdict does not count as host time."""
+    ic = metric(metrics, "idle_causes")
+    ns = sum(int(d.get("stream_wait_ns") or 0) for d in (ic or {}).get("devices", []) if d["device_id"] in devices)
+    window = sum(d.window_ns for d in acct.chosen(devices))
+    if not window or ns < ALSO_SHARE * window:
+        return None
+    return (f"For {_pct(100.0 * ns / window)} of the time the GPU waited on work queued behind a stream wait on an "
+            "event (a dependency on the device side): the host's synchronize or copy calls then waited on that "
+            "dependency, not the other way round.")
+
+
+def _with_collectives(acct: Accounting, devices: list[int], *named: Cause | None) -> str:
+    """', collectives included (15.0% with nothing beside them)' when the verdict names
+    communication and collectives run alone for at least 1% of the devices' windows: the busy
+    figure counts them, and the communication share counts them too."""
+    if Cause.COMMUNICATION not in named:
+        return ""
+    chosen = acct.chosen(devices)
+    window = sum(d.window_ns for d in chosen)
+    alone = sum(d.buckets[Bucket.EXPOSED_COMMUNICATION] for d in chosen)
+    if not window or 100.0 * alone < window:
+        return ""
+    return f", collectives included ({_pct(100.0 * alone / window)} with nothing beside them)"
+
+
+def queued_wait_ns(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> int:
+    """Idle time with the next work queued on `devices`: device_wait, and what waited on a
+    collective (idle_causes dependency_ns and behind_collective_ns)."""
+    ic = metric(metrics, "idle_causes")
+    comm = sum(int(d.get("dependency_ns") or 0) + int(d.get("behind_collective_ns") or 0)
+               for d in (ic or {}).get("devices", []) if d["device_id"] in devices)
+    return comm + sum(d.buckets[Bucket.DEVICE_WAIT] for d in acct.chosen(devices))
 
 
 def host_source_sentence(metrics: dict[str, Outcome], devices: list[int]) -> str | None:

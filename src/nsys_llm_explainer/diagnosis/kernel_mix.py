@@ -14,7 +14,10 @@ communication cause's):
   is memory-bound when the capture runs almost no matrix math (under NO_MATRIX_PCT of its
   kernel time: array loops such as stencils and reductions stream memory), else unknown.
 
-The mix names a class when it holds at least CLASS_PCT of the kernel time, else it is mixed.
+The mix names a class when it holds at least CLASS_PCT of the kernel time outside
+communication kernels, else it is mixed. Shares are written over all the devices' kernel time,
+communication kernels included (the kernel time the key numbers show: one denominator for
+every "% of kernel time"), with communication's own share beside them.
 NEAR_ROOF_PCT follows Nsight Compute's speed-of-light guidance: a kernel below 60% of both the
 compute and the memory peak is latency-bound rather than limited by either unit.
 
@@ -60,29 +63,41 @@ class KernelMix:
     ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLASSES, 0))
     by_roofline_ns: int = 0  # kernel time classified by the roofline (the rest by family)
     matrix_ns: int = 0
-    total_ns: int = 0
+    total_ns: int = 0  # all kernel time, communication kernels included: the shares' base
+    comm_ns: int = 0  # communication kernels' time (in no class)
     no_matrix: bool = False  # "memory" for kernels of no family rests on this
     families: dict[str, int] = field(default_factory=dict)  # category -> ns
     dominant: tuple[str, int, int] | None = None  # (family subject or name, ns, kernel names)
     dominant_name: str | None = None  # the full name when the family is one kernel name
 
     def pct(self, cls: str) -> float:
+        """A class's share of all kernel time (communication kernels included)."""
         return 100.0 * self.ns.get(cls, 0) / self.total_ns if self.total_ns else 0.0
 
     @property
+    def comm_pct(self) -> float:
+        return 100.0 * self.comm_ns / self.total_ns if self.total_ns else 0.0
+
+    @property
+    def compute_ns(self) -> int:
+        """Kernel time outside communication kernels: what the classes split."""
+        return self.total_ns - self.comm_ns
+
+    @property
     def limit(self) -> str:
-        """memory, compute, far, mixed or unknown."""
-        if not self.total_ns:
+        """memory, compute, far, mixed or unknown: a class with CLASS_PCT of the kernel time
+        outside communication kernels."""
+        if not self.compute_ns:
             return "unknown"
-        best = max(CLASSES, key=self.pct)
-        return best if self.pct(best) >= CLASS_PCT else "mixed"
+        best = max(CLASSES, key=lambda c: self.ns.get(c, 0))
+        return best if 100.0 * self.ns[best] >= CLASS_PCT * self.compute_ns else "mixed"
 
     @property
     def basis(self) -> str:
         """roofline, families, or both."""
         if self.by_roofline_ns == 0:
             return "families"
-        return "roofline" if self.by_roofline_ns >= self.total_ns else "roofline and families"
+        return "roofline" if self.by_roofline_ns >= self.compute_ns else "roofline and families"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,11 +128,14 @@ def kernel_class(name: str, family: str, roof: tuple[str, float] | None, no_matr
 
 def classify(rows: Iterable[tuple[str, str, int]], roof: dict[str, tuple[str, float]]) -> KernelMix:
     """rows: (full name, category, ns); roof: full name -> (bound, pct of that roof)."""
-    kept = [(n, f, int(ns)) for n, f, ns in rows if f != COMMUNICATION and ns > 0]
+    rows = [(n, f, int(ns)) for n, f, ns in rows if ns > 0]
+    kept = [(n, f, ns) for n, f, ns in rows if f != COMMUNICATION]
     mix = KernelMix()
-    mix.total_ns = sum(ns for *_, ns in kept)
+    mix.comm_ns = sum(ns for _, f, ns in rows if f == COMMUNICATION)
+    compute_ns = sum(ns for *_, ns in kept)
+    mix.total_ns = compute_ns + mix.comm_ns
     mix.matrix_ns = sum(ns for _, f, ns in kept if f in MATRIX_FAMILIES)
-    mix.no_matrix = bool(mix.total_ns) and 100.0 * mix.matrix_ns < NO_MATRIX_PCT * mix.total_ns
+    mix.no_matrix = bool(compute_ns) and 100.0 * mix.matrix_ns < NO_MATRIX_PCT * compute_ns
     groups: dict[str, list[Any]] = {}
     for name, family, ns in kept:
         r = roof.get(name) if family in MATRIX_FAMILIES else None
@@ -130,7 +148,7 @@ def classify(rows: Iterable[tuple[str, str, int]], roof: dict[str, tuple[str, fl
         g[1].add(name)
     if groups:
         key, (ns, names) = max(groups.items(), key=lambda kv: (kv[1][0], kv[0]))
-        if mix.total_ns and 100.0 * ns >= DOMINANT_PCT * mix.total_ns:
+        if compute_ns and 100.0 * ns >= DOMINANT_PCT * compute_ns:
             mix.dominant = (key, ns, len(names))
             mix.dominant_name = next(iter(names)) if len(names) == 1 else None
     return mix

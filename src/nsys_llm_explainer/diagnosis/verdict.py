@@ -23,6 +23,11 @@ Order of decision:
    windows. T1 and T2 are the largest and the second idle cause.
    - compute >= BUSY_MOST_PCT: gpu_bound when compute >= CLEAR_RATIO x T1 (T1 second), else
      mixed (compute and T1);
+   - communication counts once: when T1 is communication and holds more than MAJORITY_PCT of
+     the window (at least the queued waits the trace cannot explain), communication_bound,
+     whatever the rest, its confidence from its ratio to its rival. Collectives running alone
+     are busy time too, so the GPU's own work is then under half the window: collectives alone
+     for 53.6% of the time are communication-bound, not a GPU busy 98.2%;
    - compute < BUSY_MOST_PCT: an idle cause leads when T1 >= CLOSE_RATIO x compute or the GPU
      is clearly underused (compute < UNDERUSED_PCT), and T1 is at least the queued waits
      (device_wait) the trace cannot explain: T1's verdict (transfer_bound, communication_bound,
@@ -33,7 +38,9 @@ Order of decision:
    by a few percent move between a verdict and a mixed that names it, never from one cause to
    another (agree()).
 
-Confidence: gpu_bound high when compute is at least BUSY_MOST_PCT + 10 points and 3 x T1,
+Confidence: one step lower when the verdict names communication and at least INFERRED_SHARE of
+its time is queued work waiting behind a pending collective (idle_causes behind_collective_ns).
+gpu_bound high when compute is at least BUSY_MOST_PCT + 10 points and 3 x T1,
 else medium; an idle cause high when it has at least CLEAR_RATIO times its rival (the larger
 of T2 and compute), medium from CLOSE_RATIO, low below; mixed medium, low when the two it names
 are within CLOSE_RATIO of each other. One step lower when some graph launches could not be
@@ -64,6 +71,7 @@ VERDICT_OF: dict[Cause, Verdict] = {
 IDLE_CAUSES: tuple[Cause, ...] = (Cause.TRANSFER, Cause.COMMUNICATION, Cause.SYNC, Cause.HOST)
 VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
 BUSY_MOST_PCT = 50.0  # the GPU's own work this share of the window or more: it leads
+MAJORITY_PCT = 50.0  # communication over this share of the window leads
 UNDERUSED_PCT = 40.0  # under this share the GPU is clearly underused: an idle cause leads
 CLEAR_RATIO = 2.0  # compute this many times the largest idle cause: gpu_bound, not mixed
 CLOSE_RATIO = 1.25  # two contenders within this factor: mixed
@@ -140,6 +148,12 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
                 "CUDA call the capture recorded, so what the host did then is unknown"), False
     why = (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, and what "
            "that work waited on (an event on another stream or device) is not in the trace")
+    behind_wait = stream_waits(metrics)
+    if behind_wait >= READBACK_HOLD_SHARE * waiting:
+        why = (f"the GPU sat idle {pct:.1f}% of device time with its next work already queued, "
+               f"{dur(behind_wait)} of it behind a stream wait on an event (a `*StreamWaitEvent` call before the "
+               "work's launch) whose producer is not in the trace: a dependency on the device side, and the host's "
+               "synchronize or copy calls meanwhile waited on it, not the other way round")
     held = readback_hold(metrics, waiting)
     if held:
         why += f"; {held}"
@@ -154,6 +168,7 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
 
 
 READBACK_HOLD_SHARE = 0.3
+READBACK_WINDOW_SHARE = 0.1  # ... and of the window, for a verdict that names another cause
 
 
 def readback_text(g: dict[str, Any], per_step: dict[str, Any] | None) -> str:
@@ -167,23 +182,32 @@ def readback_text(g: dict[str, Any], per_step: dict[str, Any] | None) -> str:
     return f"a {g['bytes']:,} B device-to-host copy{into}" + (f" in {where}" if where else "") + each
 
 
-def readback_hold(metrics: dict[str, Outcome], waiting_ns: int) -> str | None:
+def readback_hold(metrics: dict[str, Outcome], waiting_ns: int, window_ns: int = 0) -> str | None:
     """When read-backs hold the host during at least READBACK_HOLD_SHARE of the idle time
-    with queued work (device_wait), what they are: the host could not queue anything else
-    while it waited; else None."""
+    with queued work (device_wait, or waiting on a collective) and, when `window_ns` is given,
+    at least READBACK_WINDOW_SHARE of that window, what they are: the host could not queue
+    anything else while it waited; else None."""
     hp = metric(metrics, "host_patterns")
     rb = (hp or {}).get("scalar_readbacks") or {}
     groups = rb.get("groups") or []
     if not groups or waiting_ns <= 0:
         return None
     g = groups[0]
-    if g["queued_during_ns"] < READBACK_HOLD_SHARE * waiting_ns:
+    held = g["queued_during_ns"]
+    if held < READBACK_HOLD_SHARE * waiting_ns or held < READBACK_WINDOW_SHARE * window_ns:
         return None
     per = rb.get("per_step")
     blocked = g["host_blocked_ns"] // max(1, g["count"])
     return (f"meanwhile the launching thread was blocked in a read-back, {readback_text(g, per)}, "
             f"{dur(blocked)} each, which waits for that queue to drain: {dur(g['queued_during_ns'])} of the "
             "idle time with work queued lies inside it, so nothing more was queued while the GPU waited")
+
+
+def stream_waits(metrics: dict[str, Outcome]) -> int:
+    """Idle time after launches queued behind a stream wait (idle_causes stream_wait_ns), all
+    devices."""
+    ic = metric(metrics, "idle_causes")
+    return sum(int(d.get("stream_wait_ns") or 0) for d in (ic or {}).get("devices", []))
 
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:
@@ -220,6 +244,10 @@ def rule(compute: int, window: int, idle: list[tuple[Cause, int]], waiting: int)
             return Decision(Verdict.GPU_BOUND, Cause.COMPUTE, Confidence.HIGH if sure else Confidence.MEDIUM,
                             second=k1 if t1 > 0 else None)
         return Decision(Verdict.MIXED, Cause.COMPUTE, Confidence.MEDIUM, second=k1)
+    if k1 == Cause.COMMUNICATION and window and 100.0 * t1 > MAJORITY_PCT * window and t1 >= waiting:
+        rival = max(t2, compute)
+        return Decision(VERDICT_OF[k1], k1, _ratio_confidence(t1, rival),
+                        second=Cause.COMPUTE if compute >= t2 else (k2 if t2 > 0 else None))
     if t1 > 0 and t1 >= waiting and (t1 >= CLOSE_RATIO * compute or c < UNDERUSED_PCT):
         if t2 * CLOSE_RATIO > t1:
             return Decision(Verdict.MIXED, k1, Confidence.LOW, second=k2)
@@ -270,9 +298,29 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
     if graph_why is not None and any(c in IDLE_CAUSES for c in decision.named()):
         return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, graph_why)
     comfortably = bool(window) and 100.0 * acct.total(Cause.COMPUTE) / window >= BUSY_MOST_PCT + 10
-    if unplaced or (metric(metrics, "idle_causes") is None and not comfortably):
+    if unplaced or (metric(metrics, "idle_causes") is None and not comfortably) or _comm_inferred(metrics, acct,
+                                                                                                   decision):
         decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], second=decision.second)
     return decision
+
+
+INFERRED_SHARE = 0.5
+
+
+def behind_collectives(metrics: dict[str, Outcome]) -> int:
+    """Idle time with work queued while a collective was pending (idle_causes), all devices."""
+    ic = metric(metrics, "idle_causes")
+    return sum(int(d.get("behind_collective_ns") or 0) for d in (ic or {}).get("devices", []))
+
+
+def _comm_inferred(metrics: dict[str, Outcome], acct: Accounting, decision: Decision) -> bool:
+    """The verdict names communication, and at least INFERRED_SHARE of its time is queued work
+    waiting while a collective was pending: what the collective waited on is not in a one-rank
+    trace, so the verdict is one step less sure."""
+    if Cause.COMMUNICATION not in decision.named():
+        return False
+    total = acct.total(Cause.COMMUNICATION)
+    return total > 0 and behind_collectives(metrics) >= INFERRED_SHARE * total
 
 
 def primary_devices(acct: Accounting, cause: Figure) -> list[int]:

@@ -6,7 +6,9 @@ or store with a cast (`direct_copy_kernel_cuda` with `LoadWithCast` / `StoreWith
 kernels named cast or convert. With steps (steps metric), casts are counted per step: they repeat every step when
 at least REPEAT_SHARE of at least MIN_STEPS steps hold some and the count per step is stable
 (p90 at most STABLE_RATIO times p10): the pattern of weights re-cast in each forward
-(autocast over fp32 weights, `.to(dtype)` inside forward).
+(autocast over fp32 weights, `.to(dtype)` inside forward). Cast time launched inside an FSDP
+range (fsdp_ns) is FSDP's mixed precision: each unit's parameters cast to param_dtype before
+its all-gather, the gradients back after the reduce-scatter.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_sum
+from nsys_llm_explainer.analysis.nvtx_tree import climb
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.columns import factorize
+from nsys_llm_explainer.trace.data import Unavailable
 
 CAST_NAME = re.compile(
     r"(bfloat16|half|float8\w*|float16|float|double|int\d*|uint\d*|bool)_copy_kernel_cuda|"
@@ -33,6 +38,29 @@ CAST_NAME = re.compile(
 MIN_STEPS = 3
 REPEAT_SHARE = 0.8
 STABLE_RATIO = 1.5
+# FSDP's mixed precision: the casts of each unit's parameters before its all-gather (and of the
+# gradients after the reduce-scatter) run inside its ranges.
+FSDP_RANGE = re.compile(r"FullyShardedDataParallel|FSDP|fully_?shard|FlatParam", re.IGNORECASE)
+
+
+def _fsdp_ns(ctx: Context, is_cast: np.ndarray) -> int:
+    """Cast kernel time launched inside an FSDP range (FSDP_RANGE: the innermost range around
+    the launch or any range enclosing it on its thread)."""
+    if not is_cast.any():
+        return 0
+    try:
+        names = ctx.data.nvtx_names()
+        nv = ctx.data.nvtx()
+        att = kernel_attribution(ctx.data)
+    except Unavailable:
+        return 0
+    if not len(att.index.order):
+        return 0
+    hit = np.array([FSDP_RANGE.search(n) is not None for n in names] or [False])
+    mark = np.where(hit[nv.name[att.index.order]], 0, -1)
+    rows = np.flatnonzero(is_cast)
+    _, _, found = climb(att.index, att.range_pos[rows].astype(np.int64), np.zeros(len(mark), dtype=bool), mark)
+    return int(ctx.data.kernels().dur[rows[found == 0]].sum())
 
 
 def _per_step(ctx: Context, is_cast: np.ndarray) -> dict[str, Any] | None:
@@ -90,6 +118,7 @@ def run(ctx: Context) -> Outcome:
         "devices": devices,
         "top": [{"name": names[i], "calls": int(calls[i]), "total_ns": int(time[i])} for i in top],
         "per_step": _per_step(ctx, is_cast),
+        "fsdp_ns": _fsdp_ns(ctx, is_cast),
     }
     notes = () if data["per_step"] is not None else (
         f"per-step repetition not measured, because fewer than {MIN_STEPS} steps were found",)

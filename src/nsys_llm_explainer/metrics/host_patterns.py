@@ -14,12 +14,18 @@
   by where they come from (the outermost range below the step, the innermost range, the
   size), and counted per step (steps metric). Tiny host-to-device copies that block are
   synchronous copies, not read-backs.
+- Per-layer sync stalls (analysis/layer_syncs.py): a tiny host-to-device copy from pageable
+  memory, then a synchronize holding the host at least a millisecond, once per layer. Per
+  group (the repeated range around them, `layer_N`, the copy size and the synchronize's API):
+  the count, the layers, the host time blocked and the GPU cost read-backs have (idle with
+  nothing queued while blocked, and after the return until the host queued more).
 - Synchronize per launch: blocking synchronize calls whose previous launch-or-sync call on the
   same thread was a launch (launch, sync, launch, sync ...). Reported when at least
   SYNC_PER_LAUNCH_MIN_CALLS such syncs make up at least SYNC_PER_LAUNCH_SHARE of the thread's
   launches. Its GPU cost is the sync_wait idle time those syncs and their refills cover.
 - Synchronous copies: copy calls that block the host (synchronous cudaMemcpy*, or async
-  copies to or from pageable memory) other than scalar read-backs. The device drains while
+  copies to or from pageable memory) other than scalar read-backs and the copies of per-layer
+  sync stalls. The device drains while
   the call waits: its GPU cost is the transfer idle time the copies cover plus the sync_wait
   idle time while the calls (and the refill launch after them) were in flight (stall).
 
@@ -40,13 +46,13 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import layer_syncs as lsync
 from nsys_llm_explainer.analysis import readbacks as rbk
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import rows_by_value
 from nsys_llm_explainer.analysis.idle_sweep import (
     CAUSES,
-    DEVICE_WAIT,
     HOST_OTHER,
     LAUNCH_BOUND,
     SYNC_WAIT,
@@ -60,6 +66,7 @@ from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.idle_causes import step_range_names
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.trace.names import api_base_name
 
 READBACK_BYTES = rbk.READBACK_BYTES
 READBACK_GAP_NS = rbk.READBACK_GAP_NS
@@ -121,7 +128,7 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
                 "idle_after_ns": 0, "host_blocked_ns": 0, "busy_ns": 0, "queued_during_ns": 0, "devices": [],
                 "pids": [], "ranges": [], "groups": [], "per_step": None, "_spans": {}}
     causes = gap_causes(data)
-    cost = rbk.cost(data, rb, causes, device_busy(data), SYNC_WAIT, DEVICE_WAIT, (LAUNCH_BOUND, HOST_OTHER))
+    cost = rbk.cost(data, rb, causes, device_busy(data), SYNC_WAIT, (LAUNCH_BOUND, HOST_OTHER))
     refill = np.where(rb.followed, host.refill_end[np.maximum(rb.sync, 0)], host.refill_end[rb.call])
     refill = np.maximum(refill, rb.end)
     during = _idle_cost(data, rb.device, rb.start, refill)
@@ -153,6 +160,62 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
         "groups": _groups(rb, cost, region, op),
         "per_step": _per_step(ctx, rt.pid[rb.call], rb.start),
         "_spans": _per_device(rb.device, rb.start, refill),
+    }
+
+
+def layer_syncs(ctx: Context, host: HostRows) -> dict[str, Any] | None:
+    """Per-layer sync stalls (analysis/layer_syncs.py) with their cost, their layers and how
+    many each step holds; None without memcpy records."""
+    data = ctx.data
+    st = lsync.find(data)
+    if st is None:
+        return None
+    rt = data.runtime()
+    names = data.runtime_api_names()
+    empty: dict[str, Any] = {"count": 0, "host_blocked_ns": 0, "idle_ns": 0, "idle_after_ns": 0, "busy_ns": 0,
+                             "devices": [], "groups": [], "per_step": None, "_spans": {}}
+    if len(st.call) == 0:
+        return empty
+    causes = gap_causes(data)
+    cost = rbk.cost(data, st, causes, device_busy(data), SYNC_WAIT, (LAUNCH_BOUND, HOST_OTHER))
+    refill = np.maximum(host.refill_end[st.sync], st.end)
+    during = _idle_cost(data, st.device, st.start, refill)
+    unit, own = lsync.units(data, st.sync)
+    devices: list[dict[str, Any]] = []
+    after_ns = 0
+    for dev in sorted(during):
+        sel = st.device == dev
+        after = _after_by_cause(causes.get(dev), st.end[sel], cost.after_end[sel])
+        after_ns += int(sum(after.values()))
+        devices.append({"device_id": dev, "idle_ns": during[dev], "after_ns": int(sum(after.values())),
+                        "after_by_cause": after})
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i in range(len(st.call)):
+        key = (unit[i], int(st.bytes[i]), api_base_name(names[int(rt.api[st.sync[i]])]))
+        g = groups.setdefault(key, {"unit": key[0], "bytes": key[1], "sync_api": key[2], "count": 0, "layers": set(),
+                                    "host_blocked_ns": 0, "sync_ns": 0, "busy_ns": 0, "idle_during_ns": 0,
+                                    "idle_after_ns": 0})
+        g["count"] += 1
+        if own[i] is not None:
+            g["layers"].add(own[i])
+        g["host_blocked_ns"] += int(st.end[i] - st.start[i])
+        g["sync_ns"] += int(rt.end[st.sync[i]] - rt.start[st.sync[i]])
+        g["busy_ns"] += int(cost.busy_ns[i])
+        g["idle_during_ns"] += int(cost.idle_during_ns[i])
+        g["idle_after_ns"] += int(cost.idle_after_ns[i])
+    ordered = sorted(groups.values(), key=lambda g: (-g["host_blocked_ns"], -g["count"], str(g["unit"])))
+    for g in ordered:
+        g["layers"] = len(g["layers"])
+    return {
+        "count": int(len(st.call)),
+        "host_blocked_ns": int((st.end - st.start).sum()),
+        "idle_ns": int(sum(during.values())),
+        "idle_after_ns": after_ns,
+        "busy_ns": int(cost.busy_ns.sum()),
+        "devices": devices,
+        "groups": ordered[:TOP_RANGES],
+        "per_step": _per_step(ctx, rt.pid[st.call], st.start),
+        "_spans": _per_device(st.device, st.start, refill),
     }
 
 
@@ -264,8 +327,9 @@ def _per_device(devices: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict
 
 
 def sync_copies(data: TraceData, host: HostRows) -> dict[str, Any] | None:
-    """Host-blocking copy calls other than scalar read-backs, with their GPU cost per device
-    (`_spans`: per device, the calls with their refill, for sync_wait_pieces)."""
+    """Host-blocking copy calls other than scalar read-backs and the copies of per-layer sync
+    stalls, with their GPU cost per device (`_spans`: per device, the calls with their refill,
+    for sync_wait_pieces)."""
     try:
         mc = data.memcpy()
     except Unavailable:
@@ -275,6 +339,9 @@ def sync_copies(data: TraceData, host: HostRows) -> dict[str, Any] | None:
     ok = call >= 0
     ok[ok] &= host.blocking[call[ok]]
     readback = (mc.bytes <= READBACK_BYTES) & (mc.copy_kind == D2H)
+    stalls = lsync.find(data)
+    if stalls is not None and len(stalls.copy):
+        readback[stalls.copy] = True
     rows = np.flatnonzero(ok & ~readback)
     call = call[rows]
     causes = gap_causes(data)
@@ -359,15 +426,18 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped("the CUDA API table is empty, so host-side calls are unknown")
     host = HostRows.of(data)
     rb = readbacks(ctx, host)
+    stalls = layer_syncs(ctx, host)
     spl = sync_per_launch(data, host)
     copies = sync_copies(data, host)
     notes = () if rb is not None else ("scalar read-backs and synchronous copies: not measured, because the "
                                        "trace has no memcpy records",)
-    spans = {name: src.pop("_spans") for name, src in (("scalar_readbacks", rb), ("sync_per_launch", spl),
-                                                      ("sync_copies", copies)) if src is not None}
+    spans = {name: src.pop("_spans") for name, src in (("scalar_readbacks", rb), ("layer_syncs", stalls),
+                                                      ("sync_per_launch", spl), ("sync_copies", copies))
+             if src is not None}
     return MetricResult(METRIC.id, {
         "readback_bytes": READBACK_BYTES,
         "scalar_readbacks": rb,
+        "layer_syncs": stalls,
         "sync_per_launch": spl,
         "sync_copies": copies,
         "sync_wait_pieces": sync_wait_pieces(data, host, spans),
@@ -378,7 +448,7 @@ METRIC = Metric(
     id="host_patterns",
     title="Host habits that stall the GPU",
     run=run,
-    description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), one synchronize per "
-    "launch and synchronous copies, each with its count and the GPU idle time it causes.",
+    description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), per-layer sync stalls, one "
+    "synchronize per launch and synchronous copies, each with its count and the GPU idle time it causes.",
     after=("steps",),
 )

@@ -113,6 +113,8 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
         "copy_ahead_gaps": int(gc.copy_ahead.sum()),
         "copy_ahead_ns": int(length[gc.copy_ahead].sum()),
         "dependency_ns": gc.dependency_ns,
+        "behind_collective_ns": gc.behind_collective_ns,
+        "stream_wait_ns": gc.stream_wait_ns,
         "refill": {
             "gaps": int(len(refill)),
             "total_ns": int(refill.sum()),
@@ -229,6 +231,8 @@ class IdleCausesDevice(TypedDict):
     copy_ahead_gaps: int
     copy_ahead_ns: int
     dependency_ns: int
+    behind_collective_ns: int
+    stream_wait_ns: int
     refill: dict[str, int]
     activity_start_ns: int
     activity_end_ns: int

@@ -11,6 +11,7 @@ from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
 from nsys_llm_explainer.graph.changes import WORDS
+from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md
@@ -247,9 +248,10 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Primary bottleneck", f"{words}: {first}" if first else words))
     elif primary is not None:
         where = devices_text(list(primary["devices"]))
+        most = "" if len(primary["devices"]) == 1 else " on the GPU with the most"
         rows.append(("Primary bottleneck", f"{primary['kind']} on {where}: {dur(primary['impact_ns'])} "
-                                           f"{primary_measure(primary['kind'])}, {pct(primary['impact_pct'])} of "
-                                           f"{'its' if len(primary['devices']) == 1 else 'their'} time"))
+                                           f"{primary_measure(primary['kind'])}{most}, {pct(primary['impact_pct'])} "
+                                           "of its time"))
     wl = diag.get("workload")
     if wl is not None and wl.get("kind") != "unknown":
         model = MODEL_WORDS.get(wl.get("model") or "", "")
@@ -356,14 +358,28 @@ def primary_measure(kind: str) -> str:
     return "of GPU time busy with its own work" if kind == "compute" else "of GPU time at stake"
 
 
+def share_of(devices: list[int], top: int | None = None) -> str:
+    """Whose time a share of the time at stake is: one GPU's, or, for several, the GPU with the
+    most (`top` when known; the time at stake is one device's, never a sum: rules/impact.py)."""
+    if not devices:
+        return "of the time of all GPUs"
+    if len(devices) == 1:
+        return f"of the time of GPU {devices[0]}"
+    who = f"GPU {top}" if top is not None else "the GPU"
+    return f"of the time of {who} with the most of {devices_text(sorted(devices))} (each GPU's figure below)"
+
+
 def impact(finding: dict[str, Any]) -> str:
-    """"GPU time at stake: ..." for a finding, in words."""
+    """"GPU time at stake: ..." for a finding, in words, with its estimated gain and, when the
+    gain is far below the time at stake or not given, why (rules/gain.py)."""
     ns = finding.get("impact_ns")
     if ns is None:
         return "No GPU time at stake: a note about the capture or the data."
-    devices = [a["device_id"] for a in finding.get("affected", []) if a.get("device_id") is not None]
-    where = f"the time of {devices_text(sorted(set(devices)))}" if devices else "the time of all GPUs"
-    return f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} of {where}.{gain_text(finding)}"
+    affected = [a for a in finding.get("affected", []) if a.get("device_id") is not None]
+    devices = sorted({a["device_id"] for a in affected})
+    top = affected[0]["device_id"] if affected else None  # the rules list the largest first
+    return (f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} {share_of(devices, top)}."
+            f"{gain_text(finding)}")
 
 
 # What each named what-if change does, as the what-if table and the findings' gains name it
@@ -372,17 +388,36 @@ def impact(finding: dict[str, Any]) -> str:
 WHAT_IF_WORDS = WORDS
 
 
+def gain_why(finding: dict[str, Any]) -> str | None:
+    """Why the estimated gain is far below the time at stake, or why none is given: the
+    evidence line rules/gain.py writes (GAIN_WHY_PREFIXES), without its prefix."""
+    for e in finding.get("evidence") or []:
+        for prefix in GAIN_WHY_PREFIXES:
+            if e.startswith(prefix):
+                return e[len(prefix):]
+    return None
+
+
+def shown_evidence(finding: dict[str, Any]) -> list[str]:
+    """The evidence lines report.md and report.html list: the gain's why is on the time at
+    stake's line (impact), not repeated."""
+    return [e for e in finding.get("evidence") or [] if not e.startswith(GAIN_WHY_PREFIXES)]
+
+
 def gain_text(finding: dict[str, Any]) -> str:
-    """" Estimated gain: ..." when the step-graph replay estimated one, else ""."""
+    """" Estimated gain: ..." when the step-graph replay estimated one, with why when it is far
+    below the time at stake; " No estimated gain: why." when the replay could not tell; else ""."""
     gain = finding.get("estimated_gain_ns")
+    why = gain_why(finding)
     if gain is None:
-        return ""
+        return f" No estimated gain: {why}." if why else ""
     step = finding.get("estimated_gain_step_ns")
     per_step = f", {dur(step)} per step" if step is not None else ""
     change = str(finding.get("what_if"))
     words = WHAT_IF_WORDS.get(change)
     what = words[0].lower() + words[1:] if words else change
-    return f" Estimated gain (step replay, {what}): {dur(gain)} over the capture{per_step}."
+    because = f", far below the time at stake: {why}" if why else ""
+    return f" Estimated gain (step replay, {what}): {dur(gain)} over the capture{per_step}{because}."
 
 
 def impact_short(finding: dict[str, Any]) -> str:
@@ -466,6 +501,7 @@ __all__ = [
     "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "bin_counts", "busy_rows", "device_table", "group_of",
     "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
     "split_findings", "notes", "fix", "time_origin", "verdict_summary", "verdict_words", "workload_items",
+    "share_of", "shown_evidence",
 ]
 
 
@@ -474,6 +510,8 @@ def template_globals() -> dict[str, Any]:
     return {
         "impact": impact,
         "impact_short": impact_short,
+        "shown_evidence": shown_evidence,
+        "share_of": lambda ds: share_of(list(ds)),
         "fix": fix,
         "primary_measure": primary_measure,
         "workload_words": workload_words,

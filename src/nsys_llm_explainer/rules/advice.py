@@ -143,6 +143,22 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "larger collectives amortize their latency.",
         ),
     },
+    "communication_overlap": {
+        "llm_inference": (
+            "Overlap tensor-parallel collectives with compute, or use a custom all-reduce for small "
+            "messages (vLLM/SGLang custom all-reduce, TensorRT-LLM one-shot/two-shot).",
+        ),
+        "llm_training": (
+            "Overlap gradient all-reduce with backward (DDP/FSDP bucketing, `overlap_grad_reduce`); the "
+            "collectives already run on their own streams, so what is left is starting them earlier and "
+            "making them fewer and larger.",
+        ),
+        "generic": (
+            "The collectives already run on their own streams: overlap them with independent compute by "
+            "starting each as soon as its input is ready, and use fewer, larger collectives to amortize "
+            "their latency.",
+        ),
+    },
     "gemm_roof": {
         "llm_inference": (
             "Batch more requests per step (continuous batching, a larger max batch or max tokens): in "

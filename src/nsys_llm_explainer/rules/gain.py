@@ -13,6 +13,14 @@ or a trace the replay could not run on, leaves the gain unknown (None): the ceil
 shown. A change that buys nothing gives a gain of 0, and the row's reason is the finding's
 last evidence line.
 
+A gain far below its ceiling (under FAR_BELOW of what the change could buy at most: the time
+at stake, or for a kernel made K times faster 1 - 1/K of it) says why, from the replayed
+critical path (critical_path composition and counts): what the replay keeps as measured
+(waits with no recorded dependency, such as the other ranks; work queued before the step;
+launch calls held by a full launch queue, which would drain if the device sped up), and how
+little of the critical path the change touches. The line is an evidence line starting with one
+of GAIN_WHY_PREFIXES (model.py); the report writes it on the time at stake's line.
+
 The rules engine ranks findings with time at stake by severity (the band of their ceiling),
 then within a band by estimated gain where one exists (by the ceiling otherwise), so the top
 findings of a band are the changes that buy the most (rules/engine.order).
@@ -23,7 +31,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nsys_llm_explainer.model import Finding, MetricResult, Outcome, Severity
+from nsys_llm_explainer import fmt
+from nsys_llm_explainer.graph.composition import KIND_TITLES as C_TITLES
+from nsys_llm_explainer.model import (
+    GAIN_FAR_BELOW,
+    GAIN_NOT_GIVEN,
+    Finding,
+    MetricResult,
+    Outcome,
+    Severity,
+)
 
 CHANGE_OF_RULE = {
     "NLE103": "syncs",  # blocking synchronization
@@ -49,6 +66,15 @@ GEMM_CATEGORY = "gemm"
 # (collectives waiting for another rank, delays with no recorded dependency) on, the replay
 # holds most of the step fixed and cannot tell what a change buys: no gain is estimated.
 UNEXPLAINED_MAX_PCT = 50.0
+FAR_BELOW = 0.5  # a gain under this share of what the change could buy at most says why
+HELD_MIN_PCT = 5.0  # a part of the critical path the replay keeps as measured is named from this share
+NOT_GIVEN, BELOW = GAIN_NOT_GIVEN, GAIN_FAR_BELOW
+# The critical path's kind (graph/composition.py) each change acts on, in words.
+CHANGE_KIND = {
+    "copies": ("copy", "copies make up"), "host": ("host", "host work makes up"),
+    "launch": ("launch", "launch overhead makes up"), "readbacks": ("sync", "synchronization makes up"),
+    "syncs": ("sync", "synchronization makes up"), "communication": ("communication", "communication makes up"),
+}
 
 
 def _rows(metrics: dict[str, Outcome]) -> list[dict[str, Any]]:
@@ -83,7 +109,49 @@ def _kept_pct(cp: Outcome | None) -> float:
 
 
 def _abstain(f: Finding, why: str) -> Finding:
-    return dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain not given: {why}"))
+    return dataclasses.replace(f, evidence=(*f.evidence, f"{NOT_GIVEN}{why}"))
+
+
+def _factor(change: str) -> float:
+    """The speed-up of a kernel change (`kernel:gemm=2x`: 2.0), 1.0 for the built-in changes."""
+    if not change.startswith("kernel:") or not change.endswith("x"):
+        return 1.0
+    try:
+        return max(1.0, float(change.rsplit("=", 1)[1][:-1]))
+    except ValueError:
+        return 1.0
+
+
+def far_below_why(change: str, cp: Outcome | None, window_ns: int = 0) -> str:
+    """Why a change buys far less than its time at stake, from the replayed critical path (see
+    the module docstring); window_ns: the measured window the gain is over."""
+    data = cp.data if isinstance(cp, MetricResult) else {}
+    shares = {c["kind"]: float(c["pct"]) for c in data.get("composition", [])}
+    counts = (data.get("graph") or {}).get("counts") or {}
+    held = []
+    if shares.get("unexplained", 0.0) >= HELD_MIN_PCT:
+        held.append(f"waits with no recorded dependency (the other ranks, stream waits without their record: "
+                    f"{shares['unexplained']:.0f}% of the critical path)")
+    if shares.get("carried", 0.0) >= HELD_MIN_PCT:
+        held.append(f"work queued before the step ({shares['carried']:.0f}% of the critical path)")
+    slow = int(counts.get("slow_launch_call_ns") or 0)
+    if slow and shares.get("launch", 0.0) >= HELD_MIN_PCT and 100.0 * slow >= HELD_MIN_PCT * window_ns:
+        held.append(f"launch calls held by a full launch queue ({fmt.dur(slow)} in all), which would drain "
+                    "sooner if the device sped up")
+    factor = _factor(change)
+    kind, words = CHANGE_KIND.get(change, ("kernel", "kernels make up") if change.startswith("kernel:") else ("", ""))
+    parts = []
+    if factor > 1.0:
+        parts.append(f"a {factor:g}x faster kernel saves at most {100.0 * (1 - 1 / factor):.0f}% of its time")
+    if held:
+        parts.append("the replay keeps as measured " + ", ".join(held))
+    if kind:
+        own = shares.get(kind, 0.0)
+        top = max(((k, v) for k, v in shares.items() if k != kind), key=lambda kv: kv[1], default=None)
+        if top is not None and own < top[1]:
+            parts.append(f"{words} {own:.0f}% of the replayed critical path, which waits mostly on "
+                         f"{C_TITLES.get(top[0], top[0])} ({top[1]:.0f}%)")
+    return "; ".join(parts) or "the time at stake mostly overlaps other work the step waits for"
 
 
 def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding]:
@@ -119,5 +187,10 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
                 window = f.impact_ns
             f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step if per_step else None,
                                     what_if=str(row["change"]))
+            factor = _factor(str(row["change"]))
+            ceiling = (f.impact_ns or 0) * ((1 - 1 / factor) if factor > 1.0 else 1.0)
+            if ceiling > 0 and window < FAR_BELOW * ceiling:
+                why = far_below_why(str(row["change"]), cp, int(row.get("measured_window_ns") or 0))
+                f = dataclasses.replace(f, evidence=(*f.evidence, BELOW + why))
         out.append(f)
     return out

@@ -49,18 +49,21 @@ def host_evidence(view: RuleInput) -> list[str]:
 
 def readback_after(view: RuleInput, bucket: Bucket) -> dict[int, int]:
     """Per device: the `bucket` idle time (launch_bound or host_other) the read-back finding
-    (NLE214) already counts, after read-backs that drained the queue (not counted twice)."""
+    (NLE214) and the per-layer sync stall finding (NLE217) already count, after calls that
+    drained the queue (not counted twice)."""
+    from nsys_llm_explainer.rules import nle214_scalar_readbacks, nle217_layer_sync_stall
     from nsys_llm_explainer.rules.sync_sources import selected
 
     hp = view.metric("host_patterns")
-    rb = (hp.data.get("scalar_readbacks") or {}) if hp is not None else {}
-    if not rb.get("count") or not selected(view, "NLE214"):
-        return {}
-    from nsys_llm_explainer.rules.nle214_scalar_readbacks import reports
-
-    if not reports(view):
-        return {}
-    return {d["device_id"]: int(d.get("after_by_cause", {}).get(bucket, 0)) for d in rb.get("devices", [])}
+    out: dict[int, int] = {}
+    for key, rule_id, reports in (("scalar_readbacks", "NLE214", nle214_scalar_readbacks.reports),
+                                  ("layer_syncs", "NLE217", nle217_layer_sync_stall.reports)):
+        src = (hp.data.get(key) or {}) if hp is not None else {}
+        if not src.get("count") or not selected(view, rule_id) or not reports(view):
+            continue
+        for d in src.get("devices", []):
+            out[d["device_id"]] = out.get(d["device_id"], 0) + int(d.get("after_by_cause", {}).get(bucket, 0))
+    return out
 
 
 def device_lines(affected: Sequence[Affected], what: str) -> list[str]:
@@ -79,15 +82,17 @@ WAITING_PCT = 50.0  # of a phase's launches starting within boundness' HOST_QUEU
 
 def host_bound_phases(view: RuleInput) -> list[str]:
     """Evidence: the phases whose kernels mostly start as soon as they are launched (the GPU
-    waits on the host there), with their queue time and busy share (boundness)."""
+    waits on the host there), with their queue time (boundness). Not their busy share: over
+    the phase's ranges, not the device's window, it would be a second busy figure for the same
+    GPU on the first screen (the key numbers hold the one; the boundness section the rest)."""
     res = view.metric("boundness")
     if res is None:
         return []
     limit = us(res.data["thresholds"]["host_queue_ns"])
     return [
         f"phase {p['phase']}: {p['immediate_start_pct']:.0f}% of its kernels start within {limit} of their "
-        f"launch (median {us(p['queue_p50_ns'])}): the GPU waits on the host there; GPU busy "
-        f"{p['gpu_busy_pct']:.1f}% of its ranges, {p['launch_calls']:,} launches"
+        f"launch (median {us(p['queue_p50_ns'])}): the GPU waits on the host there; {p['launch_calls']:,} "
+        "launches"
         for p in res.data["phases"] if p["immediate_start_pct"] >= WAITING_PCT
     ]
 

@@ -2,8 +2,10 @@
 
 A finding's impact is a ceiling: the GPU time its affected devices would get back if its
 cause disappeared (idle time it provably causes, or busy time spent on work that need not
-run). impact_pct is that time as a share of the affected devices' windows (diagnosis/
-accounting.py: first to last activity per device). Bands: HIGH_PCT and up is high,
+run). With several affected devices it is the largest single device's time, never their sum
+(the devices run side by side: a sum would exceed the window), and impact_pct is that time as
+a share of that device's window (diagnosis/accounting.py: first to last activity per device);
+each device's own figures are in `affected` and the evidence. Bands: HIGH_PCT and up is high,
 MEDIUM_PCT medium, LOW_PCT low; below LOW_PCT a cause is not reported. Notes about the
 capture or the data carry no impact and are INFO.
 
@@ -49,12 +51,15 @@ def affected_devices(
 
 
 def total_pct(acct: Accounting, affected: Iterable[Affected]) -> tuple[int, float]:
-    """(impact ns, share of the affected devices' windows, unrounded: bands compare it) of a set
-    of affected devices."""
-    rows = list(affected)
-    ns = sum(a.impact_ns for a in rows)
-    window = sum(d.window_ns for a in rows if a.device_id is not None and (d := acct.device(a.device_id)))
-    return ns, 100.0 * ns / window if window else 0.0
+    """(impact ns, its share of the device's window, unrounded: bands compare it) of a set of
+    affected devices: the device with the most time at stake (ties: the larger share), never
+    the devices' sum."""
+    best: tuple[int, float] = (0, 0.0)
+    for a in affected:
+        d = acct.device(a.device_id) if a.device_id is not None else None
+        share = 100.0 * a.impact_ns / d.window_ns if d is not None and d.window_ns else 0.0
+        best = max(best, (int(a.impact_ns), share))
+    return best
 
 
 def buckets_by_device(acct: Accounting, buckets: tuple[Bucket, ...], steady: bool = False) -> dict[int, int]:

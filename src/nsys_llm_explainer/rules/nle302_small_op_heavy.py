@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
@@ -10,6 +11,7 @@ from nsys_llm_explainer.rules.idle_cause_common import where
 from nsys_llm_explainer.rules.impact import band, per_device
 from nsys_llm_explainer.rules.nle101_dominant_kernel import claims
 from nsys_llm_explainer.rules.nle312_fusion_candidate import chain as fusion_chain
+from nsys_llm_explainer.rules.nle315_repeated_casts import reports as casts_finding
 
 SMALL_OP_CATEGORIES = ("activation_elementwise", "memory", "cast_copy", "layout", "reduction", "norm")
 MEDIUM_PCT = 35.0  # of a device's kernel time
@@ -31,8 +33,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 
     Impact: those kernels' time per device (the ceiling of what fusing them away can give
     back), without the time other compute findings already put at stake: a dominant kernel
-    whose roof is known (NLE101) is left out, and NLE312's per-launch saving is taken off,
-    spread over the devices by their share. Severity from the impact bands (rules/impact.py).
+    whose roof is known (NLE101) and the dtype casts NLE315 reports (the same casts in every
+    step, FSDP's mixed precision among them) are left out, and NLE312's per-launch saving is
+    taken off, spread over the devices by their share. Severity from the impact bands (rules/impact.py).
 
     Example:
 
@@ -44,14 +47,18 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if res is None:
         return
     taken = claims(view)
+    casts_reported = casts_finding(view)
     total: dict[int, int] = {}
     small: dict[int, dict[str, int]] = {}
-    long_n, long_ns = 0, 0
+    long_n, long_ns, cast_ns = 0, 0, 0
     for k in res.data["kernels"]:
         dev = int(k["device_id"])
         total[dev] = total.get(dev, 0) + int(k["total_ns"])
         cat = view.kernel_category(k["name"])
         if cat not in SMALL_OP_CATEGORIES or (k["name"], dev) in taken:
+            continue
+        if casts_reported and CAST_NAME.search(k["name"]):
+            cast_ns += int(k["total_ns"])
             continue
         if int(k["p50_ns"]) > SHORT_KERNEL_NS:
             long_n, long_ns = long_n + 1, long_ns + int(k["total_ns"])
@@ -81,6 +88,9 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
                         "not counted: they are not short")
     if chain is not None and chain.saving_ns:
         evidence.append(f"{ms(chain.saving_ns)} of launch savings is NLE312's, not counted here")
+    if cast_ns:
+        evidence.append(f"{ms(cast_ns)} of dtype-cast kernels is NLE315's (the same casts in every step), not "
+                        "counted here")
     worst = max(heavy, key=lambda d: sum(heavy[d].values()) / total[d])
     share = 100.0 * sum(heavy[worst].values()) / total[worst]
     title = (f"Short unfused ops take {pct(share)} of {where(affected)} kernel time" if len(heavy) == 1

@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
-from nsys_llm_explainer.metrics import communication
-from nsys_llm_explainer.model import Bucket, Cause, Finding
+from nsys_llm_explainer.metrics import communication, idle_causes
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.idle_cause_common import cause_finding
@@ -17,7 +17,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     collective's dependency (idle_causes dependency_ns).
 
     When collectives run on a stream that also runs compute (NLE313), the evidence says so per
-    device: that is why they are exposed, and the advice for it comes first.
+    device: that is why they are exposed, and the advice for it comes first; when they already
+    run on their own streams, the advice does not tell to move them there. When most of the
+    time is queued work waiting on collectives (after one ended, or while one queued earlier had
+    not started: idle_causes dependency_ns, behind_collective_ns), the wait is on what the
+    collectives wait for (the other ranks), so checking every rank for a straggler comes first;
+    when most is behind collectives that had not started, the confidence is medium (what they
+    waited on is outside a one-rank trace).
 
     Impact: per device, the exposed communication time (communication kernels minus the part
     compute kernels on the same device overlap; another GPU computing never hides this one's
@@ -47,11 +53,16 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     if on_compute:
         recommendations = (*advice("comm_stream", view.workload), *advice("communication", view.workload))
     elif with_kernels:
-        recommendations = advice("communication", view.workload)
+        recommendations = advice("communication_overlap", view.workload)
     else:
         recommendations = advice("host_communication", view.workload)
+    queued = _queued_on_collectives(view)
+    total = view.acct.total(Cause.COMMUNICATION)
+    mostly_waits = bool(total) and 2 * queued[0] >= total
     if waits and with_kernels:
-        recommendations = (*recommendations, *advice("peer_wait", view.workload))
+        peer = advice("peer_wait", view.workload)
+        recommendations = (*peer, *recommendations) if mostly_waits else (*recommendations, *peer)
+    inferred = bool(total) and 2 * queued[1] >= total
     f = cause_finding(
         view,
         rule,
@@ -61,9 +72,19 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         what="in collectives with no compute beside them, or idle waiting on them",
         evidence=evidence,
         recommendations=tuple(dict.fromkeys(recommendations)),
+        confidence=Confidence.MEDIUM if inferred else Confidence.HIGH,
     )
     if f is not None:
         yield f
+
+
+def _queued_on_collectives(view: RuleInput) -> tuple[int, int]:
+    """(queued idle time waiting on collectives, the part of it behind collectives that had not
+    started) over every device (idle_causes)."""
+    res = view.metric("idle_causes")
+    rows = idle_causes.devices(res.data if res is not None else {})
+    behind = sum(int(d.get("behind_collective_ns") or 0) for d in rows)
+    return behind + sum(int(d.get("dependency_ns") or 0) for d in rows), behind
 
 
 RULE = Rule(

@@ -4,10 +4,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, whole
+from nsys_llm_explainer.rules.nle315_repeated_casts import reports as casts_reported
 
 MIN_OCCURRENCES = 50
 MIN_PROXIMITY = 0.3
@@ -34,6 +36,7 @@ def chain(view: RuleInput) -> Chain | None:
     res = view.metric("fusion_candidates")
     if res is None:
         return None
+    casts: bool | None = None  # whether NLE315 reports the casts, asked only when a chain is all casts
     for c in res.data["candidates"]:
         if (
             c["occurrences"] < MIN_OCCURRENCES
@@ -42,6 +45,11 @@ def chain(view: RuleInput) -> Chain | None:
             or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c["kernels"])
         ):
             continue
+        if all(CAST_NAME.search(k) for k in c["kernels"]):
+            if casts is None:
+                casts = casts_reported(view)
+            if casts:  # the same casts in every step: NLE315's cause, not a fusion chain
+                continue
         gaps = min(int(c["removable_gap_ns"]), view.acct.total(Cause.HOST))
         removed = int(c["occurrences"]) * (int(c["length"]) - 1)
         saving = min(removed * PER_LAUNCH_SAVING_NS, int(c["kernel_ns"]) // 2)
@@ -55,7 +63,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     Takes the best-ranked fusion candidate that occurs >= 50 times, follows its first kernel
     in >= 30% of that kernel's occurrences (proximity), holds >= 1 ms of kernel time, and has
     no GEMM, attention, convolution, FFT, MoE or communication kernel in it (those are not
-    short memory-bound ops; fusing them is a different kernel, not a fused chain). Fusing the
+    short memory-bound ops; fusing them is a different kernel, not a fused chain), and is not
+    made of dtype casts alone that NLE315 reports (the same casts in every step: one cause). Fusing the
     chain removes its launches and the idle gaps inside it, and keeps the intermediate
     tensors on chip.
 

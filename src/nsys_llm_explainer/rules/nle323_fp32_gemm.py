@@ -53,7 +53,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     name that decided (`..._f32f32_...`, `..._ffma_...`), since its label may leave them out.
     The advice fits the GPU (rules/precision_advice.py, gemm_precision's `arch`): FP16 with a
     gradient scaler on Volta and Turing, TF32 or BF16 from Ampere, FP8 on Ada and Hopper, MXFP8
-    and NVFP4 on Blackwell, BF16 on AMD GPUs. NLE101 leaves such a kernel to this rule.
+    and NVFP4 on Blackwell, BF16 on AMD GPUs; cuDNN's settings (`cudnn.allow_tf32`,
+    `channels_last`) only when convolution kernels ran. NLE101 leaves such a kernel to this rule.
 
     Example:
 
@@ -103,12 +104,15 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     )
     kineto = view.schema is not None and view.schema.format is TraceFormat.KINETO  # a PyTorch profiler trace
     pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
+    tk = view.metric("top_kernels")
+    conv = "conv" in families or any(view.kernel_category(k["name"]) == "conv"
+                                      for k in (tk.data["kernels"] if tk is not None else []))
     yield rule.finding(
         severity=severity,
         confidence=Confidence.HIGH,
         evidence=evidence,
         recommendation=fp32_matmul(
-            arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd"
+            arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd", conv=conv
         ),
         title=title,
         affected=affected,

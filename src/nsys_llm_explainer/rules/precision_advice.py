@@ -21,14 +21,14 @@ GROUPS = {"volta": "fp16_only", "turing": "fp16_only", "ampere": "ampere", "ada"
           "blackwell": "blackwell", "cdna2": "amd", "cdna3": "amd", "cdna4": "amd"}
 
 _TF32_PT = ("Let float32 matrix products use TF32 tensor cores: `torch.set_float32_matmul_precision('high')` "
-            "(or `torch.backends.cuda.matmul.allow_tf32 = True`); convolutions use TF32 while "
-            "`torch.backends.cudnn.allow_tf32` stays True (the default).")
+            "(or `torch.backends.cuda.matmul.allow_tf32 = True`).")
+_TF32_CONV = ("; convolutions use TF32 while `torch.backends.cudnn.allow_tf32` stays True (the default).")
 _BF16_PT = ("Better: run the model in BF16 (`torch.autocast('cuda', dtype=torch.bfloat16)`, or cast the weights), "
             "which also halves the bytes moved.")
 _FP16_PT = ("This GPU has no TF32 or BF16 tensor cores: run the matrix math in FP16 with "
             "`torch.autocast('cuda', dtype=torch.float16)` and, when training, scale the loss with "
-            "`torch.amp.GradScaler('cuda')`; `model.to(memory_format=torch.channels_last)` lets cuDNN pick "
-            "FP16 tensor-core convolutions.")
+            "`torch.amp.GradScaler('cuda')`.")
+_FP16_CONV = "; `model.to(memory_format=torch.channels_last)` lets cuDNN pick FP16 tensor-core convolutions."
 _FP8 = ("For the largest GEMMs, FP8 doubles the tensor-core peak again: Transformer Engine "
         "(`te.Linear` under `te.fp8_autocast()`), or FP8 weights and activations in the serving engine.")
 _MX = ("Blackwell adds block-scaled MXFP8 and NVFP4: Transformer Engine's `MXFP8BlockScaling` and "
@@ -48,18 +48,25 @@ def _lower(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def fp32_matmul(family: str | None, exact: bool, pytorch: bool, amd: bool = False) -> tuple[str, ...]:
+def _with_conv(line: str, conv_words: str, conv: bool) -> str:
+    """`line` with its convolution clause (cuDNN's settings) only when convolutions ran."""
+    return line[:-1] + conv_words if conv else line
+
+
+def fp32_matmul(family: str | None, exact: bool, pytorch: bool, amd: bool = False,
+                conv: bool = False) -> tuple[str, ...]:
     """Advice lines, main fix first, for float32 GEMMs and convolutions without tensor cores on
     a GPU of `family` (None: unknown; `exact` False: a lower bound from kernel names; `amd`: an
-    AMD GPU whose family may be unknown)."""
+    AMD GPU whose family may be unknown). cuDNN's settings (`cudnn.allow_tf32`,
+    `channels_last`) are named only when convolutions ran (`conv`)."""
     group = "amd" if amd else GROUPS.get(family or "")
     if group == "amd":
         return (_AMD_PT if pytorch else _AMD_C,)
-    fp16 = _FP16_PT if pytorch else _FP16_C
+    fp16 = _with_conv(_FP16_PT, _FP16_CONV, conv) if pytorch else _FP16_C
     no_tf32 = fp16.replace("This GPU has no TF32 or BF16 tensor cores: ", "")
     if group == "fp16_only" and exact:
         return (fp16,)
-    lines = [_TF32_PT, _BF16_PT] if pytorch else [_TF32_C]
+    lines = [_with_conv(_TF32_PT, _TF32_CONV, conv), _BF16_PT] if pytorch else [_TF32_C]
     if group is None:
         lines[0] = "If this GPU is Ampere or newer: " + _lower(lines[0])
         lines.append("On Volta or Turing, which have neither TF32 nor BF16: " + no_tf32)

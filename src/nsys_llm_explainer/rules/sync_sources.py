@@ -2,8 +2,8 @@
 they explain together, so NLE103 (blocking synchronization) and NLE208 (copies) count only
 what the reported findings leave.
 
-The sources (host_patterns): scalar read-backs (NLE214), one synchronize per launch (NLE215)
-and synchronous copies (NLE305). A source counts as reported when its rule is selected
+The sources (host_patterns): scalar read-backs (NLE214), per-layer sync stalls (NLE217), one
+synchronize per launch (NLE215) and synchronous copies (NLE305). A source counts as reported when its rule is selected
 (--select/--ignore) and its check yields a finding. Their sync_wait time can overlap, so the
 time they explain is the union, read from host_patterns' sync_wait_pieces (each piece of a
 device's sync_wait time with the sources that cover it); a hand-built result without pieces
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from nsys_llm_explainer.rules.base import RuleInput
 
-SOURCE_RULES = {"scalar_readbacks": "NLE214", "sync_per_launch": "NLE215", "sync_copies": "NLE305"}
+SOURCE_RULES = {"scalar_readbacks": "NLE214", "layer_syncs": "NLE217", "sync_per_launch": "NLE215",
+                "sync_copies": "NLE305"}
 
 
 def selected(view: RuleInput, rule_id: str) -> bool:

@@ -92,6 +92,23 @@ def test_dominant_kernel_puts_its_time_above_the_roof_at_stake() -> None:
     assert (f.impact_ns, f.severity) == (None, Severity.INFO)
 
 
+def test_dominant_gemm_below_half_its_roof_is_counted_once_in_nle320() -> None:
+    data = device_metrics({0: {}})
+    data["top_kernels"] = top((planted.GEMM_BF16, 600_000, 6_000), (ELEMENTWISE, 400_000, 4_000))
+    data["compute_efficiency"] = {
+        "kernels": [{"name": planted.GEMM_BF16, "device_id": 0, "pct_of_roof": 40.0, "implausible": False,
+                     "flop_per_byte": 2000.0}],
+        "operations": [{"family": "gemm", "device_id": 0, "pct_of_roof": 40.0, "flops": 10**12,
+                        "implausible": False}]}
+    (f,) = fire("NLE101", data)
+    # NLE320 puts the GEMM's 360 us below its roof at stake: NLE101 is a note pointing there
+    assert (f.impact_ns, f.severity) == (None, Severity.INFO)
+    assert any("counted once, in NLE320" in e for e in f.evidence)
+    # 2,000 FLOP per byte: at most about its smallest side, so M is not tiny: no batching advice
+    assert not any(r.startswith("Check its launch shapes") for r in f.recommendation)
+    assert any("large on every side" in r for r in f.recommendation)
+
+
 @pytest.mark.parametrize(("reached", "first"), [
     (40.0, "Check its launch shapes"),  # far below its roof: a tiny M may starve the tiles
     (62.9, "Profile this kernel"),  # 62.9% of its roof: not tile-starved, no shape advice

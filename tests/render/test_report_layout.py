@@ -20,7 +20,7 @@ from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 from nsys_llm_explainer.render import Format, files, rich
 from nsys_llm_explainer.render.escape import md
-from nsys_llm_explainer.render.overview import VERDICT_WORDS, gain_text, impact
+from nsys_llm_explainer.render.overview import gain_text, impact, verdict_words
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
 from tests.kernels.test_labels_in_reports import example_trace
 
@@ -79,9 +79,10 @@ def test_open_part_is_short_and_starts_with_the_verdict(built):
     assert len(lines) <= OPEN_LIMIT, f"{len(lines)} open lines"
     d = built["doc"]["diagnosis"]
     assert lines[0] == "# nsys-llm-explain report" and lines[1] == ""
-    words = VERDICT_WORDS[d["verdict"]]
-    summary = d["summary"].removeprefix(f"{words}: ")  # the verdict's words are not said twice
-    assert not summary.startswith(words)
+    words = verdict_words(d["verdict"], (d.get("primary") or {}).get("kind"))
+    plain = verdict_words(d["verdict"])  # the summary's own head
+    summary = d["summary"].removeprefix(f"{plain}: ")  # the verdict's words are not said twice
+    assert not summary.startswith(plain)
     at = verdict_line(lines, built["doc"])
     assert lines[at] == f"**Verdict:** {words} (`{d['verdict']}`, {d['confidence']} confidence): {rich.md(summary)}"
 
@@ -120,13 +121,17 @@ def test_key_numbers_come_from_the_diagnosis(built):
     steps = doc["metrics"]["steps"]
     phases = ([p for p in steps.get("phases", []) if p["steps"]]
               if steps["status"] == "ok" and serving["status"] != "ok" else [])
+    if phases and steps["confidence"] == "low":  # guessed repeats: no latency stands on them
+        assert keys["Step latency"] == (f"not measured: {sum(p['steps'] for p in phases):,} repeats found with low "
+                                        "confidence (pass --step-range or a phase map)")
+        phases = []
     for p in phases:
         row = keys["Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"]
         if p["steps"] == 1:
             assert row == f"{dur(p['p50_ns'])} (1 step)"
         else:
             assert row == f"p50 {dur(p['p50_ns'])}, p99 {dur(p['p99_ns'])} over {p['steps']:,} steps"
-    if not phases:
+    if not phases and steps.get("confidence") != "low":
         assert not any(k.startswith("Step latency") for k in keys)
     primary = doc["diagnosis"]["primary"]
     if primary is None:

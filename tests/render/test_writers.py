@@ -17,7 +17,7 @@ from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
 from nsys_llm_explainer.render.escape import md
-from nsys_llm_explainer.render.overview import VERDICT_WORDS
+from nsys_llm_explainer.render.overview import verdict_words
 from tests.conftest import analyze, md_section, ok
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder
@@ -80,8 +80,10 @@ def test_markdown_has_every_section(report, mode, mark):
     for metric in ALWAYS:
         assert f"{mark} {md(metric.title)}" in lines
     assert f"{mark} Coverage and limitations" in lines
-    verdict = report.document["diagnosis"]["verdict"]
-    assert lines[2].startswith(f"**Verdict:** {VERDICT_WORDS[verdict]} (`{verdict}`, ")
+    d = report.document["diagnosis"]
+    verdict = d["verdict"]
+    words = verdict_words(verdict, (d.get("primary") or {}).get("kind"))
+    assert lines[2].startswith(f"**Verdict:** {words} (`{verdict}`, ")
     for line in lines:
         if line.startswith("|"):
             assert line.rstrip().endswith("|"), line

@@ -54,12 +54,17 @@ def _overhead(s: Serving) -> str:
 
 
 
+def host_bound(ph: PhaseRow) -> bool:
+    """The host holds HOST_BOUND_PCT of the phase's time or more (launch-bound for a prefill)."""
+    return ph.host_share_pct is not None and ph.host_share_pct >= HOST_BOUND_PCT
+
+
 def _judge(s: Serving, ph: PhaseRow) -> str:
     name = "decode" if ph.phase == "decode" else "the prefill" if ph.phase == "prefill" else "mixed batches"
     graphs = ("no CUDA graph" if ph.graph_iterations == 0
               else f"CUDA graphs in {ph.graph_iterations:,} of {ph.iterations:,} iterations")
     per = "per token" if ph.phase == "decode" else "per iteration"
-    if ph.host_share_pct is not None and ph.host_share_pct >= HOST_BOUND_PCT:
+    if host_bound(ph):
         if ph.phase == "prefill":
             busy = 100.0 * ph.gpu_busy_p50_ns / ph.gpu_span_p50_ns if ph.gpu_span_p50_ns else 0.0
             return (f"{name} is launch-bound: the GPU is busy {pct(busy)} of its span across "

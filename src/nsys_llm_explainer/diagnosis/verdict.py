@@ -57,9 +57,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nsys_llm_explainer.diagnosis import serving
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
-from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.serving import Serving
 
 VERDICT_OF: dict[Cause, Verdict] = {
     Cause.COMPUTE: Verdict.GPU_BOUND,
@@ -284,6 +286,9 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
         if cap["checks"] and cap["checks"][0]["id"] == "too_little_data" and cap["checks"][0]["found"]:
             return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, cap["checks"][0]["summary"])
     unexplained = _unexplained_why(metrics, acct)
+    served = _serving_decision(metrics, acct) if unexplained is not None else None
+    if served is not None:
+        return served
     if unexplained is not None:
         # Queued work waiting on a dependency the trace does not name, on a device that runs
         # collectives: the likely dependency is named, so abstaining is less certain.
@@ -298,13 +303,48 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
     if graph_why is not None and any(c in IDLE_CAUSES for c in decision.named()):
         return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, graph_why)
     comfortably = bool(window) and 100.0 * acct.total(Cause.COMPUTE) / window >= BUSY_MOST_PCT + 10
-    if unplaced or (metric(metrics, "idle_causes") is None and not comfortably) or _comm_inferred(metrics, acct,
-                                                                                                   decision):
+    if (unplaced or (metric(metrics, "idle_causes") is None and not comfortably)
+            or _comm_inferred(metrics, acct, decision) or _host_inflated(metrics, decision)):
         decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], second=decision.second)
     return decision
 
 
+def _serving_decision(metrics: dict[str, Outcome], acct: Accounting) -> Decision | None:
+    """The main serving phase's judgement (diagnosis/serving.py) when the idle time that cannot
+    be explained lies outside the iterations (a lead-in before the first one, a tail after the
+    last): the iterations are the work the capture is about, and they are judged, not the
+    capture's edges. None when there are no iterations by phase, or when the unexplained idle
+    time inside the iterations still exceeds the busy time."""
+    s = typed_result(metrics, Serving)
+    if s is None or not s.phases or s.window_ns <= 0:
+        return None
+    by = {p.phase: p for p in s.phases}
+    main = by.get("decode") or by.get("mixed") or by.get("prefill")
+    if main is None:
+        return None
+    covered = sum(it.gpu_span_ns for it in s.iterations)
+    outside = max(0.0, 1.0 - covered / s.window_ns) * acct.window()
+    unexplained = acct.bucket_total(Bucket.CAPTURE_EDGE) + acct.bucket_total(Bucket.DEVICE_WAIT)
+    if unexplained - outside > acct.total(BUSY):
+        return None
+    if serving.host_bound(main):
+        host = Decision(Verdict.HOST_BOUND, Cause.HOST, Confidence.MEDIUM)
+        return Decision(Verdict.HOST_BOUND, Cause.HOST, Confidence.LOW) if _host_inflated(metrics, host) else host
+    return Decision(Verdict.GPU_BOUND, Cause.COMPUTE, Confidence.MEDIUM)
+
+
 INFERRED_SHARE = 0.5
+# The profiler's own settings that slow the host between launches (metrics/capture.py overhead):
+# a host-bound verdict on such a capture is partly the profiler's, one step less sure.
+HOST_INFLATING = ("with_stack", "profile_memory")
+
+
+def _host_inflated(metrics: dict[str, Outcome], decision: Decision) -> bool:
+    if Cause.HOST not in decision.named():
+        return False
+    cap = metric(metrics, "capture")
+    overhead = ((cap or {}).get("captured") or {}).get("overhead") or {}
+    return any(s in HOST_INFLATING for s in overhead.get("settings") or [])
 
 
 def behind_collectives(metrics: dict[str, Outcome]) -> int:

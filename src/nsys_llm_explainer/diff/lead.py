@@ -111,9 +111,12 @@ def build(comp: Comparability, step_rows: list[dict[str, Any]], categories: list
     items = candidates(step_rows, categories, kernel_rows, label) if not in_step_reason else []
     parts = []
     if not comp.comparable:
+        # The verdict stops at "not comparable": a shift "beyond the noise" between two different
+        # workloads is not the effect of a change, so none is named here.
         parts.append("Not comparable: " + "; ".join(comp.reasons) + ". Figures below are for reference only")
-    parts.append(step_text(step, in_step_reason))
-    if in_step_reason:
+    else:
+        parts.append(step_text(step, in_step_reason))
+    if in_step_reason or not comp.comparable:
         pass
     elif items:
         parts.append("largest change beyond the noise: " + item_text(items[0], hardware))

@@ -55,8 +55,12 @@ def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
         text = (f"**{who} is a straggler**; no collective wait was measured "
                 f"({coll.get('reason', 'no rank arrived last beyond the tie threshold')}).")
     else:
-        why = coll.get("reason") if coll.get("status") != "ok" else "no rank arrives last beyond the tie threshold"
-        text = f"**No rank makes the others wait** ({why})."
+        if coll.get("status") != "ok":
+            # Nothing was matched (one rank, no collectives): who waits for whom is not measured,
+            # which is not the same as no one waiting.
+            text = f"**Which rank makes the others wait: not measured** ({coll.get('reason')})."
+        else:
+            text = "**No rank makes the others wait** (no rank arrives last beyond the tie threshold)."
     strag = run["stragglers"]
     if strag.get("status") == "ok" and strag["stragglers"]:
         parts = []

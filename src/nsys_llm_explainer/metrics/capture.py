@@ -65,6 +65,7 @@ of a longer run has no start-up: its checks are listed, and their time is not co
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -437,9 +438,14 @@ def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]
     """What the capture is (module docstring): program, slice, carried, missing, overhead."""
     program = command_line.program(data)
     w0, w1 = window if window else (None, None)
+    cut = capture_facts.slice_of(data.capture_span(), w0, w1)
+    if cut is not None and program is not None and program.one_shot:
+        # A window cut from a longer run shows part of the work, not the whole of a run that
+        # does its work once: the slice is judged as a slice (no start-up in it).
+        program = dataclasses.replace(program, one_shot=False)
     return {
         "program": program.to_json() if program is not None else None,
-        "slice": capture_facts.slice_of(data.capture_span(), w0, w1),
+        "slice": cut,
         "carried": capture_facts.carried_fact(data) if window else None,
         "missing": capture_facts.missing_events(data),
         "overhead": capture_facts.overhead(data),

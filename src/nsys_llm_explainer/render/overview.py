@@ -173,7 +173,11 @@ def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
     return m if isinstance(m, dict) and m.get("status") == "ok" else None
 
 
-def verdict_words(verdict: str) -> str:
+def verdict_words(verdict: str, kind: str | None = None) -> str:
+    """The verdict in words; no_gpu_work on a capture that did not trace CUDA says that the GPU's
+    work was not seen, not that there was none."""
+    if verdict == "no_gpu_work" and kind == "cuda_not_traced":
+        return "GPU work not traced"
     return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
 
 
@@ -235,6 +239,12 @@ def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
     steps = None if serving is not None else metric(doc, "steps")
     rows.extend(serving_rows(serving) if serving is not None else [])
     phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
+    if steps is not None and steps.get("confidence") == "low" and phases:
+        # Repeats guessed from the launch sequence alone are not a step a reader could time:
+        # no latency figure stands on them.
+        rows.append(("Step latency", f"not measured: {plural(sum(p['steps'] for p in phases), 'repeat')} found "
+                                     "with low confidence (pass --step-range or a phase map)"))
+        phases = []
     for p in phases[:STEP_PHASES]:
         what = "Step latency" if len(phases) == 1 else f"Step latency ({p['phase']})"
         if p["steps"] == 1:  # percentiles of one step say nothing more than its latency

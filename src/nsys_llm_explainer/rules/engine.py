@@ -23,7 +23,16 @@ import dataclasses
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
 from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
-from nsys_llm_explainer.model import Cause, Finding, MetricResult, Outcome, Schema, Severity, typed_result
+from nsys_llm_explainer.model import (
+    GAIN_WHY_PREFIXES,
+    Cause,
+    Finding,
+    MetricResult,
+    Outcome,
+    Schema,
+    Severity,
+    typed_result,
+)
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules import RULES, gain
@@ -150,7 +159,36 @@ def apply_rules(
     if amd_gpus(view):
         findings = [dataclasses.replace(f, recommendation=for_amd(tuple(f.recommendation))) for f in findings]
     findings = gain.attach(findings, metrics)
-    return tuple(sorted(findings, key=order))
+    return tuple(sorted(overlapping(sorted(findings, key=order)), key=order))
+
+
+# Findings whose time at stake contains others': a serving phase's host time (the GPU idle in
+# and between its iterations) is the launch and host-work idle of the idle-cause rules, seen
+# per phase. The idle-cause rules split the idle time into disjoint parts among themselves.
+COVERS = {"NLE401": ("NLE209", "NLE210"), "NLE402": ("NLE209", "NLE210")}
+
+
+def overlapping(findings: list[Finding]) -> list[Finding]:
+    """Findings in rank order, each whose time at stake is part of one ranked before it on the
+    same GPU (COVERS, either way round) saying so: the two figures never add up. Only the first
+    keeps HIGH: one high finding per cause (the other drops to MEDIUM)."""
+    related = {(a, b) for a, bs in COVERS.items() for b in bs}
+    related |= {(b, a) for a, b in related}
+    out: list[Finding] = []
+    for f in findings:
+        devices = {a.device_id for a in f.affected}
+        before = next((g for g in out if g.impact_ns and (g.rule_id, f.rule_id) in related
+                       and devices & {a.device_id for a in g.affected}), None) if f.impact_ns else None
+        if before is not None:
+            why = len(f.evidence)
+            while why and f.evidence[why - 1].startswith(GAIN_WHY_PREFIXES):
+                why -= 1
+            line = (f"overlaps {before.rule_id}'s time at stake: the same GPU idle time counted another way, so "
+                    "the two figures are parts of one, not additional")
+            f = dataclasses.replace(f, evidence=(*f.evidence[:why], line, *f.evidence[why:]),
+                                    severity=Severity.MEDIUM if f.severity is Severity.HIGH else f.severity)
+        out.append(f)
+    return out
 
 
 def order(f: Finding) -> tuple[bool, int, int, int, str]:

@@ -178,18 +178,23 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
                             "without its record): a replay cannot tell what the change buys")
         elif row is not None:
             window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
-            if f.impact_ns and window == 0 and step == 0 and row.get("note"):
+            noted = bool(f.impact_ns and window == 0 and step == 0 and row.get("note"))
+            if noted:  # the row says why the change buys nothing: that is the why
                 f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row['note']}"))
             if f.impact_ns is not None and window > f.impact_ns:
                 # The change buys more than this cause's idle time (it also shortens other
                 # waits): the finding claims at most its ceiling, per step in proportion.
                 step = int(step * f.impact_ns / window) if window else 0
                 window = f.impact_ns
+            if f.impact_ns is not None:
+                # A step's gain is part of the capture's: never more than it, nor than the ceiling
+                # (a step's own window can replay a little differently from the whole capture's).
+                step = min(step, max(window, 0), f.impact_ns) if window else min(step, f.impact_ns)
             f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step if per_step else None,
                                     what_if=str(row["change"]))
             factor = _factor(str(row["change"]))
             ceiling = (f.impact_ns or 0) * ((1 - 1 / factor) if factor > 1.0 else 1.0)
-            if ceiling > 0 and window < FAR_BELOW * ceiling:
+            if ceiling > 0 and window < FAR_BELOW * ceiling and not noted:
                 why = far_below_why(str(row["change"]), cp, int(row.get("measured_window_ns") or 0))
                 f = dataclasses.replace(f, evidence=(*f.evidence, BELOW + why))
         out.append(f)

@@ -10,6 +10,7 @@ from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
+from nsys_llm_explainer.rules.nle320_gemm_below_roof import LARGE_ADVICE, LOW_ROOF_PCT, SMALL_M
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
 MIN_DEVICE_PCT = 10.0  # devices with less kernel time than this share of the busiest one are skipped
@@ -61,14 +62,28 @@ def _fp32_gemms(view: RuleInput) -> set[tuple[str, int]]:
 
 def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
     """(name, device) -> share of its roof, for kernels compute_efficiency placed plausibly."""
+    return {key: pct_of_roof for key, (pct_of_roof, _) in _placed(view).items()}
+
+
+def _placed(view: RuleInput) -> dict[tuple[str, int], tuple[float, float | None]]:
+    """(name, device) -> (share of its roof, FLOP per byte), for kernels compute_efficiency placed
+    plausibly."""
     res = view.metric("compute_efficiency")
     if res is None:
         return {}
     return {
-        (k["name"], int(k["device_id"])): float(k["pct_of_roof"])
+        (k["name"], int(k["device_id"])): (float(k["pct_of_roof"]), k.get("flop_per_byte"))
         for k in res.data.get("kernels", [])
         if k.get("pct_of_roof") is not None and not k.get("implausible")
     }
+
+
+def _gemm_roof_devices(view: RuleInput) -> set[int]:
+    """Devices where NLE320 puts GEMM operations' time below their roof at stake."""
+    res = view.metric("compute_efficiency")
+    return {int(o["device_id"]) for o in (res.data.get("operations") or [] if res is not None else [])
+            if o.get("family") == "gemm" and o.get("pct_of_roof") is not None and o.get("flops")
+            and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")}
 
 
 def dominant(view: RuleInput) -> dict[str, list[tuple[dict[str, Any], float, int | None]]]:
@@ -148,16 +163,23 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         above = {k["device_id"]: a for k, _, a in rows if a is not None}
         profile = ROCPROF if amd_gpus(view) else NCU
         recommendation = [profile]
-        reached = _roof(view).get((name, int(best["device_id"])))
+        reached, intensity = _placed(view).get((name, int(best["device_id"])), (None, None))
         near = reached is not None and reached >= NEAR_ROOF_PCT
-        if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores and not near:
+        gemm = view.kernel_category(name) == "gemm"
+        if gemm and math_mode(name).tensor_cores and not near:
             # Below its roof, a tensor-core GEMM's first fix is its shape; the profile says more.
-            # One that reaches NEAR_ROOF_PCT of its roof is not starved by a tiny M: no shape advice.
-            recommendation = [GEMM_SHAPES, profile] if above else [profile, GEMM_SHAPES]
-        where = (f"GPU {best['device_id']}'s" if len(rows) == 1
-                 else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
-        title = (f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
-                 else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
+            # One that reaches NEAR_ROOF_PCT of its roof is not starved by a tiny M: no shape advice,
+            # nor one whose arithmetic intensity (at most about its smallest side) rules a tiny M out.
+            shapes = LARGE_ADVICE[0] if intensity is not None and intensity >= SMALL_M else GEMM_SHAPES
+            recommendation = [shapes, profile] if above else [profile, shapes]
+        if above and gemm and reached is not None and reached < LOW_ROOF_PCT and int(best["device_id"]) in _gemm_roof_devices(view):
+            # A GEMM below half its roof is NLE320's time at stake: one finding per cause.
+            evidence.append(f"it reaches {reached:.1f}% of the roof it sits under: its time below the roof is "
+                            "counted once, in NLE320 (GEMMs far below their roofline)")
+            yield rule.note(confidence=Confidence.HIGH, evidence=evidence, recommendation=recommendation,
+                            title=title_of(rows, share, best))
+            continue
+        title = title_of(rows, share, best)
         if above:
             affected, impact = per_device(view.acct, above)
             at = f": it reaches {reached:.1f}% of the roof it sits under" if reached is not None else ""
@@ -185,6 +207,13 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             recommendation=recommendation,
             title=title,
         )
+
+
+def title_of(rows: list[tuple[dict[str, Any], float, int | None]], share: float, best: dict[str, Any]) -> str:
+    if len(rows) == 1:
+        return f"One kernel takes {pct(share)} of GPU {best['device_id']}'s kernel time"
+    return (f"One kernel takes up to {pct(share)} of the kernel time of {len(rows)} GPUs (GPU {best['device_id']}: "
+            f"{pct(share)})")
 
 
 RULE = Rule(

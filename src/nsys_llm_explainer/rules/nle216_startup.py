@@ -82,7 +82,8 @@ def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity=severity,
         confidence=Confidence.HIGH,
         evidence=lines,
-        recommendation=(*recipe, STARTUP_COST),
+        # cold starts and serving warm-up do not apply to a program that runs its work once
+        recommendation=recipe if one_shot else (*recipe, STARTUP_COST),
         title=f"Start-up: the GPU sits idle before the steady part begins ({impact[1]:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=impact,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nsys_llm_explainer.api import Report, explain
-from tests.conftest import NSYS_TRACES, SHARED_TRACES
+from tests.conftest import NSYS_TRACES, SHARED_TRACES, run_cli
 
 KINETO = SHARED_TRACES / "kineto"
 
@@ -61,6 +61,8 @@ def test_sglang_prefill_is_judged_not_its_lead_in() -> None:
     d = r.diagnosis
     assert (d.verdict, d.confidence.value) == ("gpu_bound", "medium")
     assert "Cannot judge" not in d.summary and "the prefill is GPU-bound, busy 99.8% of its span" in d.summary
+    # its GEMMs are 15,360 rows deep: below their roof, but not for launch or occupancy reasons
+    assert "most of it matrix math large on every side" in d.summary and "occupancy limit it" not in d.summary
     # the dominant GEMM kernel's time below its roof is NLE320's, once
     nle101, nle320 = finding(r, "NLE101"), finding(r, "NLE320")
     assert nle101.severity.value == "info" and nle101.impact_ns is None
@@ -129,3 +131,16 @@ def test_cuda_not_traced_says_so(tmp_path: Path) -> None:
     r = report("centerformer_baseline")
     md = (r.write(tmp_path / "out", formats="md") / "report.md").read_text(encoding="utf-8")
     assert "**Verdict:** GPU work not traced (`no_gpu_work`" in md
+
+
+def test_two_captures_without_gpu_work_are_not_compared(tmp_path: Path) -> None:
+    base, new = NSYS_TRACES / "centerformer_baseline.sqlite", NSYS_TRACES / "dynamicvit_nsys_profile.sqlite"
+    if not (base.is_file() and new.is_file()):
+        pytest.skip("shared real traces not found (a clone outside /work)")
+    out = tmp_path / "d"
+    assert run_cli("diff", base, new, "--out", out).exit_code == 0
+    first = (out / "diff.md").read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("Not comparable: nothing to compare: BASE captured no GPU work: CUDA was not traced")
+    assert "NEW captured no GPU work: the profiler failed to attach" in first
+    # a gate on such a pair never passes
+    assert run_cli("diff", base, new, "--out", tmp_path / "g", "--fail-on", "step_time_pct>5").exit_code == 5

@@ -289,6 +289,10 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome], scope: str = "kernel ti
     elif limit == "compute":
         text = (f"matrix-math kernels ({_pct(mix.pct('compute'))} of {scope} in GEMMs, convolutions or "
                 "attention: compute-bound when large, but no operand shapes place them on the roofline)")
+    elif limit == "far" and 2 * mix.far_large_ns >= mix.ns["far"]:
+        text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of {scope} below 60% of the roof it sits "
+                "under, most of it matrix math large on every side: the kernel the library picked or the "
+                "clocks, not launch or occupancy)")
     elif limit == "far":
         text = (f"{LIMIT_WORDS['far']} ({_pct(mix.pct('far'))} of {scope} below 60% of the roof it sits "
                 "under: launch, latency or occupancy limit it)")

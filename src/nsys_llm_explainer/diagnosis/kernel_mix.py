@@ -39,6 +39,10 @@ from nsys_llm_explainer.kernels.subject import subjects
 from nsys_llm_explainer.model import MetricResult, Outcome
 
 CLASS_PCT = 60.0
+# FLOP per byte from which a matrix product is large on every side: its arithmetic intensity is
+# at most about its smallest dimension, so it has no small batch to starve its tiles (and
+# enough tiles to fill the GPU): below its roof, the kernel the library picked or the clocks.
+LARGE_INTENSITY = 64.0
 NO_MATRIX_PCT = 10.0
 DOMINANT_PCT = 20.0  # a kernel family is named when it holds at least this share
 MEMORY_FAMILIES = frozenset({
@@ -69,6 +73,7 @@ class KernelMix:
     families: dict[str, int] = field(default_factory=dict)  # category -> ns
     dominant: tuple[str, int, int] | None = None  # (family subject or name, ns, kernel names)
     dominant_name: str | None = None  # the full name when the family is one kernel name
+    far_large_ns: int = 0  # "far" time in compute-bound matrix math of high arithmetic intensity
 
     def pct(self, cls: str) -> float:
         """A class's share of all kernel time (communication kernels included)."""
@@ -187,8 +192,14 @@ def of_devices(metrics: dict[str, Outcome], devices: list[int]) -> KernelMix | N
         if r.get("device_id") in devices:
             per_name[r["name"]] = per_name.get(r["name"], 0) + int(r["total_ns"])
     roof: dict[str, tuple[str, float]] = {}
+    large: set[str] = set()
     ce = _ok(metrics, "compute_efficiency")
     for k in (ce or {}).get("kernels", []):
         if k.get("device_id") in devices and k.get("bound") and k.get("pct_of_roof") is not None:
             roof.setdefault(k["name"], (str(k["bound"]), float(k["pct_of_roof"])))
-    return classify(((n, category(n), ns) for n, ns in per_name.items()), roof)
+            if k["bound"] == "compute" and float(k.get("flop_per_byte") or 0.0) >= LARGE_INTENSITY:
+                large.add(k["name"])
+    mix = classify(((n, category(n), ns) for n, ns in per_name.items()), roof)
+    mix.far_large_ns = sum(ns for n, ns in per_name.items()
+                           if n in large and category(n) in MATRIX_FAMILIES and roof[n][1] < NEAR_ROOF_PCT)
+    return mix

@@ -313,7 +313,28 @@ def implausible(side: Side) -> list[str]:
     return out
 
 
+def _why_no_work(side: Side) -> str | None:
+    """Why a side captured no GPU work (its diagnosis), or None when it has some."""
+    diag = side.doc.get("diagnosis")
+    if not isinstance(diag, dict) or diag.get("verdict") != "no_gpu_work":
+        return None
+    summary = str(diag.get("summary") or "no kernels were captured").removeprefix("No GPU work: ")
+    return summary.split(". ")[0].rstrip(".")
+
+
+def _gpu_work(base: Side, new: Side) -> Check | None:
+    """A capture with no GPU work has nothing to compare: the reason is its own (how the run
+    went, what was not traced), not a metric that followed from it. None when both have work."""
+    b, n = _why_no_work(base), _why_no_work(new)
+    if b is None and n is None:
+        return None
+    parts = [f"{side.role} captured no GPU work: {why}" for side, why in ((base, b), (new, n)) if why]
+    return Check("gpu_work", "GPU work captured", "no" if b else "yes", "no" if n else "yes",
+                 "same" if b and n else "differs", True, "nothing to compare: " + "; ".join(parts))
+
+
 def check(base: Side, new: Side, kern: dict[str, Any]) -> Comparability:
-    checks = [_gpus(base, new), _world(base, new), _versions(base, new), _kernels(kern),
-              _steps(base, new), _capture(base, new)]
+    work = _gpu_work(base, new)
+    checks = [*([work] if work else []), _gpus(base, new), _world(base, new), _versions(base, new),
+              _kernels(kern), _steps(base, new), _capture(base, new)]
     return Comparability(checks, implausible(base) + implausible(new))

@@ -10,11 +10,11 @@ Unwrapping, repeated until a program remains:
 - process launchers with their options: `mpirun`/`mpiexec`/`srun`/`jsrun`/`aprun`, `torchrun`
   (and `python -m torch.distributed.run|launch`), `deepspeed`, `accelerate launch`, `nsys
   profile|launch`;
-- Python: `python [options] script.py` is script.py; `python -m module` is module (a
+- Python: `python [options] SCRIPT` is the script; `python -m module` is module (a
   launcher module is unwrapped again); `python -c ...` is "python -c".
 
 Test runners: `pytest`/`py.test`/`python -m pytest` (the program is the first test file
-named; `-k EXPR` and `file.py::test` select tests), `python -m unittest`, `ctest` (`-R`), a
+named; `-k EXPR` and `FILE::test` select tests), `python -m unittest`, `ctest` (`-R`), a
 Google Test binary (`--gtest_filter`), a test binary by name (`test_*`, `*_test`,
 `*_tests`). Benchmarks: Google Benchmark's `--benchmark_filter`, or a name with "bench".
 

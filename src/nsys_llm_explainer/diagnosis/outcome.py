@@ -86,7 +86,7 @@ def _stream(ending: dict[str, Any]) -> str:
 
 
 def where(ending: dict[str, Any]) -> str:
-    """Where a traceback says the program was: "in `http_get` (file_download.py:467), called
+    """Where a traceback says the program was: "in `http_get` (FILE:467), called
     from `from_pretrained` > `cached_file`", or ""."""
     if not ending.get("where"):
         return ""

@@ -179,8 +179,6 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
         elif row is not None:
             window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
             noted = bool(f.impact_ns and window == 0 and step == 0 and row.get("note"))
-            if noted:  # the row says why the change buys nothing: that is the why
-                f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row['note']}"))
             if f.impact_ns is not None and window > f.impact_ns:
                 # The change buys more than this cause's idle time (it also shortens other
                 # waits): the finding claims at most its ceiling, per step in proportion.
@@ -194,8 +192,10 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
                                     what_if=str(row["change"]))
             factor = _factor(str(row["change"]))
             ceiling = (f.impact_ns or 0) * ((1 - 1 / factor) if factor > 1.0 else 1.0)
-            if ceiling > 0 and window < FAR_BELOW * ceiling and not noted:
+            if ceiling > 0 and window < FAR_BELOW * ceiling:
                 why = far_below_why(str(row["change"]), cp, int(row.get("measured_window_ns") or 0))
                 f = dataclasses.replace(f, evidence=(*f.evidence, BELOW + why))
+            if noted:  # the replay's own words on why the change buys nothing, last
+                f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row['note']}"))
         out.append(f)
     return out

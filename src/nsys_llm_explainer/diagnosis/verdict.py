@@ -18,6 +18,9 @@ Order of decision:
    - the verdict would blame idle time, and at least UNPLACED_GRAPH_SHARE of the CUDA graph
      launches have no device work joined to them (graphs traced whole without graph-trace
      rows): their GPU time may fill what looks idle.
+   Not when that idle time lies outside the serving iterations (a lead-in, a tail) and what
+   remains of it inside them no longer exceeds the busy time: the main serving phase is then
+   judged (_serving_decision; diagnosis/serving.py), host-bound or GPU-bound.
 4. The rule (rule()): the GPU's own work (compute: busy time minus communication kernels with
    nothing beside them) against the idle causes (accounting.py), as shares of the devices'
    windows. T1 and T2 are the largest and the second idle cause.

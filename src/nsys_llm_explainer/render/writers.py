@@ -102,15 +102,15 @@ class NcuWriter:
     format: ClassVar[Format] = Format.NCU
 
     def render(self, report: Report, shared: Shared) -> dict[str, str]:
-        from nsys_llm_explainer.model import MetricResult
+        from nsys_llm_explainer.model import typed_result
+        from nsys_llm_explainer.results.kernels import NcuPlan
 
-        outcome = report.metrics.get("ncu_plan")
-        if not isinstance(outcome, MetricResult) or not outcome.data.get("targets"):
+        result = typed_result(report.metrics, NcuPlan)
+        if result is None or not result.targets:
             return {}
         from nsys_llm_explainer.compute import ncu_plan
-        from nsys_llm_explainer.metrics.ncu_targets import plan_of
 
-        plan = plan_of(outcome.data)
+        plan = dict(result.plan)
         return {"ncu_plan.sh": ncu_plan.plan_script(plan), "ncu_targets.json": ncu_plan.targets_json(plan)}
 
     def prepare(self, md: str) -> None:

@@ -1,0 +1,133 @@
+"""The results of the kernel tables: top_kernels (metrics/top_kernels.py), per_process
+(metrics/per_process.py) and ncu_plan (metrics/ncu_targets.py). report.json
+`metrics.<id>` is each one's to_json(); schema/metrics/<id>.json documents it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+# One duration mode of a multi-modal kernel (analysis/modes.py): p50_ns, min_ns, max_ns,
+# calls, pct_of_calls.
+Mode = Mapping[str, int | float]
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One (kernel name, device): its calls and durations."""
+
+    name: str
+    device_id: int
+    calls: int
+    total_ns: int
+    avg_ns: int
+    min_ns: int
+    max_ns: int
+    p50_ns: int
+    p90_ns: int
+    p99_ns: int
+    pct_of_kernel_time: float
+    multimodal: bool
+    modes: list[Mode]
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> KernelRow:
+        """A row of analysis/kernel_stats.kernel_table as a record."""
+        return cls(**record)
+
+
+@dataclass(frozen=True)
+class TopKernels:
+    METRIC_ID: ClassVar[str] = "top_kernels"
+
+    name_mode: str
+    total_kernel_ns: int
+    kernel_count: int
+    distinct_kernels: int
+    devices: tuple[int, ...]  # every device that ran kernels
+    kernels: tuple[KernelRow, ...]  # by total time, longest first
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name_mode": self.name_mode,
+            "total_kernel_ns": self.total_kernel_ns,
+            "kernel_count": self.kernel_count,
+            "distinct_kernels": self.distinct_kernels,
+            "devices": list(self.devices),
+            "kernels": [asdict(k) for k in self.kernels],
+        }
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    pid: int
+    kernel_count: int
+    kernel_ns: int
+    pct_of_kernel_time: float
+    devices: tuple[int, ...]
+    launches_per_s: float | None
+    blocking_sync_ns: int | None
+    nvtx_ranges: int
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["devices"] = list(self.devices)
+        return out
+
+
+@dataclass(frozen=True)
+class ProcessKernel:
+    """One of a process's top kernels."""
+
+    pid: int
+    kernel: KernelRow
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, **asdict(self.kernel)}
+
+
+@dataclass(frozen=True)
+class PerProcess:
+    METRIC_ID: ClassVar[str] = "per_process"
+
+    processes: tuple[ProcessRow, ...]  # by kernel time, longest first
+    top_kernels: tuple[ProcessKernel, ...]
+    pid_warning: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "processes": [p.to_json() for p in self.processes],
+            "top_kernels": [k.to_json() for k in self.top_kernels],
+            "pid_warning": self.pid_warning,
+        }
+
+
+@dataclass(frozen=True)
+class NcuPlan:
+    """An Nsight Compute plan for the top kernels (compute/ncu_plan.py)."""
+
+    METRIC_ID: ClassVar[str] = "ncu_plan"
+
+    steady_from_launch: int | None  # the first launch after the capture's steady start
+    warmup: str
+    launches: int
+    counting: str
+    files: tuple[str, ...]
+    plan: Mapping[str, Any]  # ncu_targets.json's object: version, metrics, targets, skipped
+
+    @property
+    def targets(self) -> list[Any]:
+        return list(self.plan["targets"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steady_from_launch": self.steady_from_launch,
+            "warmup": self.warmup,
+            "launches": self.launches,
+            "counting": self.counting,
+            "files": list(self.files),
+            "metrics": self.plan["metrics"],
+            "targets": self.plan["targets"],
+            "skipped": self.plan["skipped"],
+        }

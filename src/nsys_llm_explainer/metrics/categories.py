@@ -204,4 +204,5 @@ METRIC = Metric(
         "Kernel time per category (GEMM, attention, MoE, norm, ...) overall, per "
         "device, process and phase."
     ),
+    reads=("kernel_attribution", "kernel_categories:"),
 )

@@ -232,4 +232,8 @@ METRIC = Metric(
             "critical_path_timeline": S.TIMELINE_COLUMNS},
     description="Per-step dependency graph, replay check, and the critical path by kind and item.",
     after=("steps",),
+    reads=(
+        "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
+        "graph_analysis", "graph_calls:", "graph_calls_by_correlation", "graph_peer_waits",
+    ),
 )

@@ -112,4 +112,5 @@ METRIC = Metric(
     description=(
         "Graph launches, node-traced kernels per graph and launch, and the CUDA-graph trace mode."
     ),
+    reads=("runtime", "kernel_launch_index"),
 )

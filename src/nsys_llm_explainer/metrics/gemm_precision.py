@@ -122,4 +122,5 @@ METRIC = Metric(
         "from the accumulator, tensor cores or not; float32 ones on CUDA cores per device; the GPU "
         "architecture."
     ),
+    reads=("kernel_categories:",),
 )

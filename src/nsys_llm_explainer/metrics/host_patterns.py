@@ -451,4 +451,8 @@ METRIC = Metric(
     description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), per-layer sync stalls, one "
     "synchronize per launch and synchronous copies, each with its count and the GPU idle time it causes.",
     after=("steps",),
+    reads=(
+        "runtime", "host_rows", "gap_causes", "kernel_launch_index", "kernel_attribution",
+        "comm_mask", "readbacks", "nvtx_normalized",
+    ),
 )

@@ -313,4 +313,9 @@ METRIC = Metric(
     description="Every nanosecond of GPU idle time split by what covered it: transfer, "
     "communication, sync_wait, launch_bound, capture_edge, host_other, device_wait.",
     after=("capture", "steps"),
+    reads=(
+        "runtime", "host_rows", "gap_causes", "device_busy", "kernel_launch_index",
+        "kernel_attribution", "comm_mask", "gpu_work", "work_calls", "work_launch_times",
+        "transfer_union:", "host_source_names:", "readbacks", "draining_calls", "nvtx_normalized",
+    ),
 )

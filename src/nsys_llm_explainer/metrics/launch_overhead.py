@@ -180,4 +180,5 @@ METRIC = Metric(
     run=run,
     tables={"launch_overhead": PROCESS_COLUMNS, "launch_overhead_kernels": KERNEL_COLUMNS},
     description="Launch API time, queue time and launch-to-start latency per launch call; TKLQT.",
+    reads=("runtime", "launch_pairs", "kernel_launch_index"),
 )

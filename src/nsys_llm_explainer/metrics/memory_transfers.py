@@ -259,4 +259,5 @@ METRIC = Metric(
         "memcpy/memset by kind and device (count, bytes, time, GB/s); pageable "
         "async, synchronous and tiny copies."
     ),
+    reads=("runtime", "kernel_launch_index"),
 )

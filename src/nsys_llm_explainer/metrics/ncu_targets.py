@@ -193,4 +193,5 @@ METRIC = Metric(
         "ncu_targets.json): escaped name regex, launch skip past the warm-up, sections for the question."
     ),
     after=("top_kernels", "capture", "compute_efficiency", "steps"),
+    reads=("runtime", "kernel_launch_index", "kernel_categories:"),
 )

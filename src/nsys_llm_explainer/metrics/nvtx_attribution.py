@@ -153,4 +153,5 @@ METRIC = Metric(
     run=run,
     tables={"nvtx_attribution": COLUMNS},
     description="Kernel time credited to the innermost NVTX range around each launch call.",
+    reads=("runtime", "kernel_launch_index", "kernel_attribution", "nvtx_normalized"),
 )

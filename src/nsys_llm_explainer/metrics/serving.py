@@ -585,4 +585,9 @@ METRIC = Metric(
     "sequences, tokens, GPU span and busy, host gaps, graph replays; per phase latency, time per token, "
     "category split, host share; latency fits; per-configuration operator and kernel times.",
     after=("workload", "steps", "model_utilization"),
+    reads=(
+        "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
+        "operator_attribution", "carried", "serving_iterations", "serving_iterations:structure",
+        "compute_instances", "compute_view", "compute_peaks:",
+    ),
 )

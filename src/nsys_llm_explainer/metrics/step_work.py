@@ -275,4 +275,5 @@ METRIC = Metric(
     description="Per complete step: latency, kernel time, GPU busy and host time outside CUDA calls; "
     "per kernel name and category: calls and time in steps.",
     after=("steps",),
+    reads=("runtime", "kernel_launch_index", "kernel_categories:", "comm_mask", "carried"),
 )

@@ -367,4 +367,9 @@ METRIC = Metric(
     tables={"steps": STEP_COLUMNS, "steps_phases": PHASE_COLUMNS},
     description="Steps (the outermost repeating unit, not its layers) per phase: latency on the host and "
     "of each step's own GPU work, steps/s, kernels/step, outliers.",
+    reads=(
+        "runtime", "host_rows", "gap_causes", "device_busy", "launch_first_kernels",
+        "kernel_launch_index", "kernel_attribution", "comm_mask", "carried", "serving_iterations",
+        "nvtx_normalized",
+    ),
 )

@@ -41,4 +41,5 @@ METRIC = Metric(
     tables={"what_if": S.WHAT_IF_COLUMNS},
     description="Predicted step time and window for each change, by replaying the step graph.",
     after=("critical_path",),
+    reads=("graph_analysis",),
 )

@@ -262,4 +262,5 @@ METRIC = Metric(
     run=run,
     description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) and, where shown, "
     "the model kind (recommendation, CNN), from kernel and range names, with the evidence.",
+    reads=("nvtx_normalized",),
 )

@@ -8,21 +8,23 @@ same total. Names are classified once per distinct name, then mapped to kernels 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.attribution import (
+    NO_PHASE,
+    KernelCategories,
+    instance_phases,
+    kernel_attribution,
+    kernel_categories,
+)
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.kernels.categories import OTHER, CategoryTable, load_table
+from nsys_llm_explainer.kernels.categories import OTHER, load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.nvtx_attribution import NO_PHASE, instance_phases
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.columns import factorize
-from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.trace.data import Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
 NAME_COLUMNS = (
@@ -30,39 +32,6 @@ NAME_COLUMNS = (
 )
 TOP_UNCATEGORIZED = 20
 NO_PHASE_LABEL = "(no phase)"
-
-
-@dataclass(frozen=True)
-class KernelCategories:
-    categories: list[str]  # code -> category name, "other" last
-    code: np.ndarray  # per kernel row of data.kernels()
-    name_ids: np.ndarray  # distinct name ids
-    name_code: np.ndarray  # per kernel: index into name_ids
-    name_category: np.ndarray  # per distinct name: category code
-    name_rule: np.ndarray  # per distinct name: matching rule index, -1 for none
-    names: list[str]
-    matched: list[str]  # per distinct name: the text the deciding rule matched
-
-
-def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories:
-    """Category code of every kernel (cached per table; fusion_candidates reuses it)."""
-
-    def build() -> KernelCategories:
-        k = data.kernels()
-        codes, uniq = factorize(k.name_id)
-        name_ids = np.asarray(uniq, dtype=np.int64)
-        lookup = data.kernel_names(name_ids)
-        names = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in name_ids]
-        cats, rule, matched = table.explain(names)
-        order = table.categories()
-        code_of = {c: i for i, c in enumerate(order)}
-        name_cat = np.array([code_of[c] for c in cats], dtype=np.int64)
-        kcode = name_cat[codes] if len(codes) else np.empty(0, np.int64)
-        return KernelCategories(
-            order, kcode, name_ids, codes.astype(np.int64), name_cat, rule, names, matched
-        )
-
-    return data.cached(f"kernel_categories:{table.source}", build)
 
 
 def _rows(

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.compute import gpu_specs
@@ -28,7 +29,6 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 COLUMNS = ("name", "device_id", "family", "math_dtype", "accumulator", "scaling", "tensor_cores", "dtype_token",

@@ -24,6 +24,7 @@ import re
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.compute import ncu_plan
@@ -31,7 +32,6 @@ from nsys_llm_explainer.compute.ncu_plan import nvtx_include
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, TraceFormat
 from nsys_llm_explainer.results.kernels import KernelRow, NcuPlan, TopKernels
 from nsys_llm_explainer.trace.columns import factorize

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import KernelAttribution, kernel_attribution
+from nsys_llm_explainer.analysis.attribution import NO_PHASE, instance_phases, kernel_attribution
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct, group_sum
 from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
@@ -28,20 +28,6 @@ COLUMNS = ("name", "normalized_name", "phase", "kernel_count", "kernel_ns", "inc
            "pct_of_kernel_time")
 JSON_COLUMNS = ("name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns", "pct_of_kernel_time")
 TOP_LEVEL_MAX = 50
-NO_PHASE = -1
-
-
-def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Phase code per sorted range: its own name's phase, else its nearest ancestor's."""
-    phases = ctx.options.phase_map.phases()
-    code_of = {p: i for i, p in enumerate(phases)}
-    by_name = np.array([code_of.get(ctx.options.phase_map.phase_of(n) or "", NO_PHASE) for n in names] or [NO_PHASE])
-    name = ctx.data.nvtx().name[att.index.order]
-    phase = by_name[name] if len(name) else np.empty(0, np.int64)
-    for level in range(1, int(att.depth.max(initial=0)) + 1):
-        idx = np.flatnonzero((att.depth == level) & (phase == NO_PHASE))
-        phase[idx] = phase[att.index.parent[idx]]
-    return phase, phases
 
 
 def inclusive_by_name(

@@ -15,7 +15,7 @@ from nsys_llm_explainer.analysis.program_output import StreamText, ending
 from nsys_llm_explainer.api import Report, explain
 from nsys_llm_explainer.model import Severity
 from nsys_llm_explainer.rules.advice import CONFLICT_ADVICE, FAILED_ADVICE, for_amd
-from nsys_llm_explainer.rules.nle107_no_kernels import INTERRUPTED_ADVICE
+from nsys_llm_explainer.rules.capture import INTERRUPTED_ADVICE
 from tests.conftest import SHARED_TRACES
 from tests.fixtures import planted_runs as pr
 from tests.fixtures.planted_capture import SECRET_HOME

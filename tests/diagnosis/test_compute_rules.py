@@ -11,7 +11,7 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Severity
-from nsys_llm_explainer.rules.nle312_fusion_candidate import PER_LAUNCH_SAVING_NS
+from nsys_llm_explainer.rules.kernels import PER_LAUNCH_SAVING_NS
 from tests.fixtures import planted
 from tests.fixtures.builder import TraceBuilder
 from tests.rule_inputs import device_metrics, fire

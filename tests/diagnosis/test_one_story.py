@@ -17,7 +17,7 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.options.phases import PhaseMap
 from nsys_llm_explainer.render.overview import key_numbers
 from nsys_llm_explainer.rules.advice import advice
-from nsys_llm_explainer.rules.nle315_repeated_casts import FSDP_ADVICE
+from nsys_llm_explainer.rules.kernels import FSDP_ADVICE
 from tests.fixtures import planted
 from tests.fixtures import planted_story as ps
 from tests.fixtures.builder import TraceBuilder

@@ -1,4 +1,4 @@
-"""Precision advice fits the GPU: by architecture (rules/precision_advice.py) and by the
+"""Precision advice fits the GPU: by architecture (rules/efficiency.py) and by the
 number format already in use (an FP32 accumulator is not an FP32 GEMM)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from nsys_llm_explainer.compute.arch import resolve
 from nsys_llm_explainer.compute.gpu_specs import lookup
 from nsys_llm_explainer.model import GpuInfo
-from nsys_llm_explainer.rules.precision_advice import fp32_matmul
+from nsys_llm_explainer.rules.efficiency import fp32_matmul
 from tests.compute_rule_data import precision
 from tests.rule_inputs import device_metrics, fire
 

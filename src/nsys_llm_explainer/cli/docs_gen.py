@@ -15,6 +15,7 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import CodeType, FunctionType
 
 import typer
 
@@ -84,13 +85,48 @@ def _doc_markdown(doc: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-def rule_thresholds(rule: Rule) -> list[tuple[str, object]]:
-    """Numeric UPPER_CASE constants of the rule's module: its named thresholds."""
+def _names_used(code: CodeType) -> set[str]:
+    """The global names a function's code reads, its nested functions' included."""
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            out |= _names_used(const)
+    return out
+
+
+def _rule_lines(rule: Rule) -> tuple[int, int]:
+    """The lines of the rule's part of its topic module: after the previous rule's definition,
+    up to its own check function's end."""
     module = sys.modules[rule.check.__module__]
+    ends = sorted(r.check.__code__.co_firstlineno for r in vars(module)["RULES"])
+    first = rule.check.__code__.co_firstlineno
+    before = [n for n in ends if n < first]
+    start = before[-1] + 1 if before else 0
+    return start, first
+
+
+def rule_thresholds(rule: Rule) -> list[tuple[str, object]]:
+    """Numeric UPPER_CASE constants of the rule's module that its check reads, directly or
+    through the functions of its own part of the module: its named thresholds."""
+    module = sys.modules[rule.check.__module__]
+    names = vars(module)
+    lo, hi = _rule_lines(rule)
+    used: set[str] = set()
+    todo = [rule.check]
+    seen = {rule.check.__name__}
+    while todo:
+        fn = todo.pop()
+        for name in _names_used(fn.__code__):
+            used.add(name)
+            obj = names.get(name)
+            if (isinstance(obj, FunctionType) and obj.__module__ == module.__name__ and name not in seen
+                    and lo <= obj.__code__.co_firstlineno <= hi):
+                seen.add(name)
+                todo.append(obj)
     return [
         (name, value)
-        for name, value in vars(module).items()
-        if name.isupper() and isinstance(value, int | float) and not isinstance(value, bool)
+        for name, value in names.items()
+        if name in used and name.isupper() and isinstance(value, int | float) and not isinstance(value, bool)
     ]
 
 

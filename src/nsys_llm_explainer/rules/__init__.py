@@ -3,23 +3,23 @@ NLE3xx GPU work diagnostics, NLE9xx trace quality."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import re
-
+from nsys_llm_explainer.rules import (
+    capture,
+    communication,
+    copies,
+    efficiency,
+    host,
+    kernels,
+    phases,
+    serving,
+    sync,
+)
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
-# A rule is a module named for its id (nle208_idle_memcpy.py holds NLE208) that defines
-# RULE: adding the module registers it. RULES is in id order.
-RULE_MODULE = re.compile(r"nle\d{3}_\w+")
-
-
-def _discover() -> tuple[Rule, ...]:
-    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if RULE_MODULE.fullmatch(m.name))
-    return tuple(importlib.import_module(f"{__name__}.{name}").RULE for name in names)
-
-
-RULES: tuple[Rule, ...] = _discover()
+# The rules live in topic modules, each listing its own in RULES; RULES here is all of them
+# in id order.
+TOPICS = (capture, communication, copies, efficiency, host, kernels, phases, serving, sync)
+RULES: tuple[Rule, ...] = tuple(sorted((r for t in TOPICS for r in t.RULES), key=lambda r: r.id))
 
 # Ids no longer used, and where their finding went. An id is never reused.
 RETIRED: dict[str, str] = {

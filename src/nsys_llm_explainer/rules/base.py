@@ -1,7 +1,7 @@
 """The rule interface: a stable id, a title, and a check function whose docstring is the
 rule's documentation page (docs/rules.md is generated from it).
 
-    RULE = Rule(id="NLE101", name="dominant-kernel", title="...", check=check)
+    NLE101 = Rule(id="NLE101", name="dominant-kernel", title="...", check=dominant_kernel)
 """
 
 from __future__ import annotations

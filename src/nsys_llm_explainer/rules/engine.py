@@ -36,7 +36,7 @@ from nsys_llm_explainer.rules.advice import (
 )
 from nsys_llm_explainer.rules.base import RuleInput
 from nsys_llm_explainer.rules.impact import band
-from nsys_llm_explainer.rules.nle101_dominant_kernel import amd_gpus
+from nsys_llm_explainer.rules.kernels import amd_gpus
 
 MIN_STEADY_PCT = 10.0  # of the device's window
 MIN_STEADY_NS = 10_000_000

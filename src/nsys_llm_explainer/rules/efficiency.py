@@ -12,6 +12,7 @@ from typing import Any
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Affected, Cause, Confidence, Finding, Severity, TraceFormat
+from nsys_llm_explainer.results.kernels import TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -465,9 +466,9 @@ def fp32_gemm(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     )
     kineto = view.schema is not None and view.schema.format is TraceFormat.KINETO  # a PyTorch profiler trace
     pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
-    tk = view.metric("top_kernels")
-    conv = "conv" in families or any(view.kernel_category(k["name"]) == "conv"
-                                      for k in (tk.data["kernels"] if tk is not None else []))
+    tk = view.result(TopKernels)
+    conv = "conv" in families or any(view.kernel_category(k.name) == "conv"
+                                      for k in (tk.kernels if tk is not None else ()))
     yield rule.finding(
         severity=severity,
         confidence=Confidence.HIGH,

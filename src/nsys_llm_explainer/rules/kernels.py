@@ -6,7 +6,7 @@ another of them already claims (claims, fusion_chain, repeated_casts_reported)."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
+from nsys_llm_explainer.results.kernels import KernelRow, TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, device_lines, per_device, where, whole
@@ -49,14 +50,14 @@ def amd_gpus(view: RuleInput) -> bool:
     return ctx is not None and any(str(g.get("name") or "").startswith("AMD") for g in ctx.data.get("gpus", []))
 
 
-def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
+def device_kernel_ns(view: RuleInput, kernels: Sequence[KernelRow]) -> dict[int, int]:
     """Kernel time per device: categories' per-device totals, else the kernel rows' sums."""
     cats = view.metric("categories")
     if cats is not None and cats.data.get("by_device"):
         return {d["device_id"]: int(d["total_ns"]) for d in cats.data["by_device"]}
     out: dict[int, int] = {}
     for k in kernels:
-        out[k["device_id"]] = out.get(k["device_id"], 0) + int(k["total_ns"])
+        out[k.device_id] = out.get(k.device_id, 0) + int(k.total_ns)
     return out
 
 
@@ -80,38 +81,38 @@ def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
     }
 
 
-def dominant(view: RuleInput) -> dict[str, list[tuple[dict[str, Any], float, int | None]]]:
+def dominant(view: RuleInput) -> dict[str, list[tuple[KernelRow, float, int | None]]]:
     """Kernel name -> [(top_kernels row, share of its device's kernel time, GPU ns above the
     roof or None when the roof is not known)] for every device where it dominates."""
-    res = view.metric("top_kernels")
-    if res is None or not res.data["kernels"]:
+    res = view.result(TopKernels)
+    if res is None or not res.kernels:
         return {}
-    totals = device_kernel_ns(view, res.data["kernels"])
-    top: dict[int, dict[str, Any]] = {}
+    totals = device_kernel_ns(view, res.kernels)
+    top: dict[int, KernelRow] = {}
     comm = re.compile(COMM_PATTERN, re.IGNORECASE)
-    for k in res.data["kernels"]:  # sorted by time: the first row per device is its top kernel
-        if not comm.search(k["name"]):  # collectives mostly wait: NLE307 reports them
-            top.setdefault(k["device_id"], k)
+    for k in res.kernels:  # sorted by time: the first row per device is its top kernel
+        if not comm.search(k.name):  # collectives mostly wait: NLE307 reports them
+            top.setdefault(k.device_id, k)
     busiest = max(totals.values(), default=0)
     fp32, roof = _fp32_gemms(view), _roof(view)
-    out: dict[str, list[tuple[dict[str, Any], float, int | None]]] = {}
+    out: dict[str, list[tuple[KernelRow, float, int | None]]] = {}
     for dev, k in top.items():
         if totals.get(dev, 0) < MIN_DEVICE_PCT / 100.0 * busiest:
             continue  # a device that ran a warm-up kernel or two says nothing about the run
-        if (k["name"], dev) in fp32:
+        if (k.name, dev) in fp32:
             continue  # NLE323 reports it, with the fix (tensor cores)
-        share = 100.0 * k["total_ns"] / totals[dev] if totals.get(dev) else 0.0
+        share = 100.0 * k.total_ns / totals[dev] if totals.get(dev) else 0.0
         if share >= SHARE_PCT:
-            reached = roof.get((k["name"], dev))
-            above = int(k["total_ns"] * max(0.0, 1.0 - reached / 100.0)) if reached is not None else None
-            out.setdefault(k["name"], []).append((k, share, above))
+            reached = roof.get((k.name, dev))
+            above = int(k.total_ns * max(0.0, 1.0 - reached / 100.0)) if reached is not None else None
+            out.setdefault(k.name, []).append((k, share, above))
     return out
 
 
 def claims(view: RuleInput) -> set[tuple[str, int]]:
     """(name, device) whose time this rule puts at stake (known roof): other compute rules
     leave that kernel time out."""
-    return {(k["name"], int(k["device_id"])) for rows in dominant(view).values()
+    return {(k.name, int(k.device_id)) for rows in dominant(view).values()
             for k, _, above in rows if above}
 
 
@@ -145,26 +146,26 @@ def dominant_kernel(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     totals = None
     for name, rows in dominant(view).items():
         if totals is None:
-            res = view.metric("top_kernels")
-            totals = device_kernel_ns(view, res.data["kernels"] if res is not None else [])
+            res = view.result(TopKernels)
+            totals = device_kernel_ns(view, res.kernels if res is not None else ())
         best, share, _ = max(rows, key=lambda r: r[1])
         evidence = [
-            *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} "
+            *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k.device_id}'s {ms(totals[k.device_id])} "
               "of kernel time" for k, s, _ in rows[:8]),
-            f"{best['calls']:,} call{'' if best['calls'] == 1 else 's'}, {ms(best['total_ns'])} total, "
-            f"p50 {us(best['p50_ns'])}, max {us(best['max_ns'])}",
+            f"{best.calls:,} call{'' if best.calls == 1 else 's'}, {ms(best.total_ns)} total, "
+            f"p50 {us(best.p50_ns)}, max {us(best.max_ns)}",
         ]
-        above = {k["device_id"]: a for k, _, a in rows if a is not None}
+        above = {k.device_id: a for k, _, a in rows if a is not None}
         profile = ROCPROF if amd_gpus(view) else NCU
         recommendation = [profile]
-        reached = _roof(view).get((name, int(best["device_id"])))
+        reached = _roof(view).get((name, int(best.device_id)))
         near = reached is not None and reached >= NEAR_ROOF_PCT
         if view.kernel_category(name) == "gemm" and math_mode(name).tensor_cores and not near:
             # Below its roof, a tensor-core GEMM's first fix is its shape; the profile says more.
             # One that reaches NEAR_ROOF_PCT of its roof is not starved by a tiny M: no shape advice.
             recommendation = [GEMM_SHAPES, profile] if above else [profile, GEMM_SHAPES]
-        where = (f"GPU {best['device_id']}'s" if len(rows) == 1
-                 else f"the kernel time of {len(rows)} GPUs (GPU {best['device_id']}:")
+        where = (f"GPU {best.device_id}'s" if len(rows) == 1
+                 else f"the kernel time of {len(rows)} GPUs (GPU {best.device_id}:")
         title = (f"One kernel takes {pct(share)} of {where} kernel time" if len(rows) == 1
                  else f"One kernel takes up to {pct(share)} of {where} {pct(share)})")
         if above:
@@ -283,7 +284,7 @@ def small_op_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: activation_elementwise 20.1%, memory 11.0%, reduction 6.2%, norm 4.0% of 120.000 ms
         - 3 small-op kernels with a median over 30.0 us (8.200 ms) are not counted: they are not short
     """
-    res = view.metric("top_kernels")
+    res = view.result(TopKernels)
     if res is None:
         return
     taken = claims(view)
@@ -291,20 +292,20 @@ def small_op_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     total: dict[int, int] = {}
     small: dict[int, dict[str, int]] = {}
     long_n, long_ns, cast_ns = 0, 0, 0
-    for k in res.data["kernels"]:
-        dev = int(k["device_id"])
-        total[dev] = total.get(dev, 0) + int(k["total_ns"])
-        cat = view.kernel_category(k["name"])
-        if cat not in SMALL_OP_CATEGORIES or (k["name"], dev) in taken:
+    for k in res.kernels:
+        dev = int(k.device_id)
+        total[dev] = total.get(dev, 0) + int(k.total_ns)
+        cat = view.kernel_category(k.name)
+        if cat not in SMALL_OP_CATEGORIES or (k.name, dev) in taken:
             continue
-        if casts_reported and CAST_NAME.search(k["name"]):
-            cast_ns += int(k["total_ns"])
+        if casts_reported and CAST_NAME.search(k.name):
+            cast_ns += int(k.total_ns)
             continue
-        if int(k["p50_ns"]) > SHORT_KERNEL_NS:
-            long_n, long_ns = long_n + 1, long_ns + int(k["total_ns"])
+        if int(k.p50_ns) > SHORT_KERNEL_NS:
+            long_n, long_ns = long_n + 1, long_ns + int(k.total_ns)
             continue
         per = small.setdefault(dev, {})
-        per[cat] = per.get(cat, 0) + int(k["total_ns"])
+        per[cat] = per.get(cat, 0) + int(k.total_ns)
     heavy = {dev: per for dev, per in small.items()
              if total.get(dev) and 100.0 * sum(per.values()) / total[dev] >= SMALL_OP_MEDIUM_PCT}
     if not heavy:

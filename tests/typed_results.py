@@ -48,8 +48,9 @@ def _dataclass(cls: type, data: Mapping[str, Any], strict: bool) -> Any:
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _value(hints[f.name], data[f.name], strict)
+        key = f.name.rstrip("_")  # global_: report.json's "global"
+        if key in data:
+            kwargs[f.name] = _value(hints[f.name], data[key], strict)
         elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
         elif strict:

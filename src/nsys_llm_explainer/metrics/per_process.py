@@ -13,6 +13,7 @@ from nsys_llm_explainer.analysis.modes import KERNEL_COLUMNS, csv_frame, kernel_
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.kernels import KernelRow, PerProcess, ProcessKernel, ProcessRow
+from nsys_llm_explainer.results.launches import LaunchStorm
 
 TOP_KERNELS_PER_PID = 10
 COLUMNS = ("pid", "kernel_count", "kernel_ns", "pct_of_kernel_time", "devices",
@@ -46,7 +47,8 @@ def run(ctx: Context) -> Outcome:
         frame.insert(0, "pid", int(pid))
         frames.append(frame.head(TOP_KERNELS_PER_PID))
     by_pid = pd.concat(frames, ignore_index=True)
-    rates = _by_pid(ctx, "launch_storm", "launches_per_s")
+    storm = ctx.typed(LaunchStorm)
+    rates = {int(p.pid): p.launches_per_s for p in storm.processes} if storm is not None else {}
     syncs = _by_pid(ctx, "sync", "blocking_ns")
     nvtx_counts: dict[int, int] = {}
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.model import Cause, Confidence, Finding, IdleCause
+from nsys_llm_explainer.results.ranges import NvtxAttribution
 from nsys_llm_explainer.results.run import StepOutlier, Steps
 from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules.advice import advice
@@ -32,18 +33,18 @@ def phase_dominates(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE105 info: Phase "decode" takes 91.0% of attributed kernel time
         - decode: 910.000 ms of 1,000.000 ms attributed kernel time; prefill: 90.000 ms
     """
-    res = view.metric("nvtx_attribution")
+    res = view.result(NvtxAttribution)
     if res is None:
         return
     s = view.result(Serving)
-    if res.data["phases"]:
-        rows = [(p["phase"], int(p["kernel_ns"])) for p in res.data["phases"]]
+    if res.phases:
+        rows = [(p.phase, int(p.kernel_ns)) for p in res.phases]
         source = "phase map"
     elif s is not None and s.phases:
         rows = [(p.phase, sum(p.categories.values())) for p in s.phases]
         source = "serving iterations"
     else:
-        rows = [(r["name"], int(r["inclusive_kernel_ns"])) for r in res.data["top_level"]]
+        rows = [(r.name, int(r.inclusive_kernel_ns)) for r in res.top_level]
         source = "top-level NVTX ranges"
     rows = [r for r in rows if r[1] > 0]
     total = sum(ns for _, ns in rows)
@@ -98,24 +99,24 @@ def low_nvtx_coverage(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 120.000 ms of 1,000.000 ms kernel time attributed (threshold 70.0%)
         - 310 kernels were launched outside any range
     """
-    res = view.metric("nvtx_attribution")
+    res = view.result(NvtxAttribution)
     if res is None:
         return
-    launched_ns = int(res.data["total_kernel_ns"]) - int(res.data.get("kernels_without_launch_ns", 0))
+    launched_ns = int(res.total_kernel_ns) - int(res.kernels_without_launch_ns)
     if launched_ns <= 0:
         return
-    cov = min(int(res.data["attributed_ns"]) / launched_ns, 1.0)
+    cov = min(int(res.attributed_ns) / launched_ns, 1.0)
     threshold = float(view.options.nvtx_coverage_warn_threshold)
     if cov >= threshold:
         return
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"{ms(res.data['attributed_ns'])} of {ms(launched_ns)} kernel time attributed "
+            f"{ms(res.attributed_ns)} of {ms(launched_ns)} kernel time attributed "
             f"(threshold {pct(100 * threshold)})"
-            + (f"; the {res.data['kernels_without_launch']:,} kernels without a launch call (NLE202) "
-               "are left out" if res.data["kernels_without_launch"] else ""),
-            f"{res.data['kernels_outside_ranges']:,} kernels were launched outside any range",
+            + (f"; the {res.kernels_without_launch:,} kernels without a launch call (NLE202) "
+               "are left out" if res.kernels_without_launch else ""),
+            f"{res.kernels_outside_ranges:,} kernels were launched outside any range",
         ],
         recommendation=_advice(view),
         title=f"NVTX ranges cover only {pct(100 * cov)} of kernel time",

@@ -24,6 +24,15 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import OTHER, load_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.kernels import (
+    Categories,
+    CategoryShare,
+    CategoryTotal,
+    DeviceCategories,
+    PhaseCategories,
+    ProcessCategories,
+    UncategorizedName,
+)
 from nsys_llm_explainer.trace.data import Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
@@ -125,24 +134,31 @@ def run(ctx: Context) -> Outcome:
         .reset_index(drop=True)
     )
     other = names[names["category"] == OTHER].head(TOP_UNCATEGORIZED)
-    data = {
-        "table_source": table.source,
-        "rule_count": len(table.rules),
-        "name_mode": ctx.data.kernel_name_mode,
-        "kernel_count": int(len(k)),
-        "total_kernel_ns": total,
-        "categorized_pct": round(100.0 * (total - other_ns) / total, 2) if total else 0.0,
-        "other_pct": round(100.0 * other_ns / total, 2) if total else 0.0,
-        "categories": [
-            {k_: v for k_, v in r.items() if k_ not in ("scope", "scope_id")}
-            | {"distinct_names": int((names["category"] == r["category"]).sum())}
+    def shares(entry: dict) -> tuple[CategoryShare, ...]:
+        return tuple(CategoryShare(r["category"], r["kernel_count"], r["total_ns"], r["pct_of_scope_time"])
+                     for r in entry["categories"])
+
+    result = Categories(
+        table_source=table.source,
+        rule_count=len(table.rules),
+        name_mode=ctx.data.kernel_name_mode,
+        kernel_count=int(len(k)),
+        total_kernel_ns=total,
+        categorized_pct=round(100.0 * (total - other_ns) / total, 2) if total else 0.0,
+        other_pct=round(100.0 * other_ns / total, 2) if total else 0.0,
+        categories=tuple(
+            CategoryTotal(r["category"], r["kernel_count"], r["total_ns"], r["pct_of_scope_time"],
+                          int((names["category"] == r["category"]).sum()))
             for r in global_rows
-        ],
-        "by_device": [_strip(e, "device_id") for e in by_device],
-        "by_process": [_strip(e, "pid") for e in by_process],
-        "by_phase": [_strip(e, "phase") for e in by_phase] if by_phase is not None else None,
-        "top_uncategorized": other.drop(columns=["category", "rule"]).to_dict("records"),
-    }
+        ),
+        by_device=tuple(DeviceCategories(e["id"], e["total_ns"], shares(e)) for e in by_device),
+        by_process=tuple(ProcessCategories(e["id"], e["total_ns"], shares(e)) for e in by_process),
+        by_phase=tuple(PhaseCategories(e["id"], e["total_ns"], shares(e)) for e in by_phase)
+        if by_phase is not None else None,
+        top_uncategorized=tuple(
+            UncategorizedName(**r) for r in other.drop(columns=["category", "rule"]).to_dict("records")
+        ),
+    )
     scope_rows = global_rows + [
         r for e in by_device + by_process + (by_phase or []) for r in e["categories"]
     ]
@@ -154,14 +170,7 @@ def run(ctx: Context) -> Outcome:
         ),
         Table("kernel_category_names", NAME_COLUMNS, names),
     )
-    return MetricResult(METRIC.id, data, tables, tuple(notes))
-
-
-def _strip(entry: dict, id_key: str) -> dict:
-    cats = [
-        {k: v for k, v in r.items() if k not in ("scope", "scope_id")} for r in entry["categories"]
-    ]
-    return {id_key: entry["id"], "total_ns": entry["total_ns"], "categories": cats}
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
 METRIC = Metric(

@@ -131,3 +131,85 @@ class NcuPlan:
             "targets": self.plan["targets"],
             "skipped": self.plan["skipped"],
         }
+
+
+@dataclass(frozen=True)
+class CategoryShare:
+    """A kernel category's share of a scope (the capture, a device, a process, a phase)."""
+
+    category: str
+    kernel_count: int
+    total_ns: int
+    pct_of_scope_time: float
+
+
+@dataclass(frozen=True)
+class CategoryTotal(CategoryShare):
+    distinct_names: int = 0  # kernel names in the category
+
+
+@dataclass(frozen=True)
+class DeviceCategories:
+    device_id: int
+    total_ns: int
+    categories: tuple[CategoryShare, ...]  # largest first
+
+
+@dataclass(frozen=True)
+class ProcessCategories:
+    pid: int
+    total_ns: int
+    categories: tuple[CategoryShare, ...]
+
+
+@dataclass(frozen=True)
+class PhaseCategories:
+    phase: str
+    total_ns: int
+    categories: tuple[CategoryShare, ...]
+
+
+@dataclass(frozen=True)
+class UncategorizedName:
+    name: str
+    matched_text: str
+    calls: int
+    total_ns: int
+    pct_of_kernel_time: float
+
+
+@dataclass(frozen=True)
+class Categories:
+    METRIC_ID: ClassVar[str] = "categories"
+
+    table_source: str  # "built-in" or the --kernel-categories file
+    rule_count: int
+    name_mode: str
+    kernel_count: int
+    total_kernel_ns: int
+    categorized_pct: float
+    other_pct: float
+    categories: tuple[CategoryTotal, ...]  # largest first
+    by_device: tuple[DeviceCategories, ...]
+    by_process: tuple[ProcessCategories, ...]
+    by_phase: tuple[PhaseCategories, ...] | None  # with a phase map only
+    top_uncategorized: tuple[UncategorizedName, ...]
+
+    def category(self, name: str) -> CategoryTotal | None:
+        return next((c for c in self.categories if c.category == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table_source": self.table_source,
+            "rule_count": self.rule_count,
+            "name_mode": self.name_mode,
+            "kernel_count": self.kernel_count,
+            "total_kernel_ns": self.total_kernel_ns,
+            "categorized_pct": self.categorized_pct,
+            "other_pct": self.other_pct,
+            "categories": [asdict(c) for c in self.categories],
+            "by_device": [asdict(d) for d in self.by_device],
+            "by_process": [asdict(p) for p in self.by_process],
+            "by_phase": None if self.by_phase is None else [asdict(p) for p in self.by_phase],
+            "top_uncategorized": [asdict(u) for u in self.top_uncategorized],
+        }

@@ -16,7 +16,7 @@ from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
-from nsys_llm_explainer.results.kernels import KernelRow, TopKernels
+from nsys_llm_explainer.results.kernels import Categories, KernelRow, TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, device_lines, per_device, where, whole
@@ -52,9 +52,9 @@ def amd_gpus(view: RuleInput) -> bool:
 
 def device_kernel_ns(view: RuleInput, kernels: Sequence[KernelRow]) -> dict[int, int]:
     """Kernel time per device: categories' per-device totals, else the kernel rows' sums."""
-    cats = view.metric("categories")
-    if cats is not None and cats.data.get("by_device"):
-        return {d["device_id"]: int(d["total_ns"]) for d in cats.data["by_device"]}
+    cats = view.result(Categories)
+    if cats is not None and cats.by_device:
+        return {d.device_id: int(d.total_ns) for d in cats.by_device}
     out: dict[int, int] = {}
     for k in kernels:
         out[k.device_id] = out.get(k.device_id, 0) + int(k.total_ns)
@@ -223,25 +223,24 @@ def uncategorized_kernels(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 42.0% of 812.300 ms kernel time is "other" (table: built-in)
         - largest: my_custom_kernel (301.200 ms)
     """
-    res = view.metric("categories")
-    if res is None or res.data["other_pct"] < UNCATEGORIZED_MEDIUM_PCT:
+    d = view.result(Categories)
+    if d is None or d.other_pct < UNCATEGORIZED_MEDIUM_PCT:
         return
-    d = res.data
     top = ", ".join(
-        f"{view.kernel_label(k['name'])} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
+        f"{view.kernel_label(k.name)} ({ms(k.total_ns)})" for k in d.top_uncategorized[:SHOWN]
     )
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f'{pct(d["other_pct"])} of {ms(d["total_kernel_ns"])} kernel time is "other" '
-            f"(table: {d['table_source']})",
+            f'{pct(d.other_pct)} of {ms(d.total_kernel_ns)} kernel time is "other" '
+            f"(table: {d.table_source})",
             f"largest: {top}",
         ],
         recommendation=[
             "Add rules for these kernels in a JSON file and pass it with --kernel-categories "
             "(format: docs/metrics/categories.md)."
         ],
-        title=f"{pct(d['other_pct'])} of kernel time is in no kernel category",
+        title=f"{pct(d.other_pct)} of kernel time is in no kernel category",
     )
 
 
@@ -374,15 +373,15 @@ def sampling_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE303 medium: Sampling takes 14.2% of kernel time
         - 14.2% of 96.000 ms kernel time in category sampling (812 kernels)
     """
-    res = view.metric("categories")
+    res = view.result(Categories)
     if res is None or view.workload not in LLM_WORKLOADS:
         return
-    row = next((c for c in res.data["categories"] if c["category"] == "sampling"), None)
-    if row is None or row["pct_of_scope_time"] < SAMPLING_MEDIUM_PCT:
+    row = res.category("sampling")
+    if row is None or row.pct_of_scope_time < SAMPLING_MEDIUM_PCT:
         return
     affected, impact = per_device(view.acct, {
-        d["device_id"]: sum(c["total_ns"] for c in d["categories"] if c["category"] == "sampling")
-        for d in res.data["by_device"]
+        d.device_id: sum(c.total_ns for c in d.categories if c.category == "sampling")
+        for d in res.by_device
     })
     severity = band(impact[1])
     if severity is None:
@@ -391,16 +390,16 @@ def sampling_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=[
-            f"{pct(row['pct_of_scope_time'])} of {ms(res.data['total_kernel_ns'])} "
+            f"{pct(row.pct_of_scope_time)} of {ms(res.total_kernel_ns)} "
             "kernel time in category "
-            f"sampling ({row['kernel_count']:,} kernels)"
+            f"sampling ({row.kernel_count:,} kernels)"
         ],
         recommendation=[
             "Use sorting-free fused sampling kernels (e.g. FlashInfer top-k/top-p "
             "sampling) and batch "
             "sampling across requests."
         ],
-        title=f"Sampling takes {pct(row['pct_of_scope_time'])} of kernel time",
+        title=f"Sampling takes {pct(row.pct_of_scope_time)} of kernel time",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,

@@ -17,6 +17,7 @@ from nsys_llm_explainer.diagnosis.capture import (
     startup_parts,
 )
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding, Severity, TraceFormat
+from nsys_llm_explainer.results.devices import GpuContext
 from nsys_llm_explainer.results.launches import CudaGraphs, LaunchOverhead
 from nsys_llm_explainer.rules.advice import GROUP
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct
@@ -410,17 +411,17 @@ def unknown_gpu(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE310 info: No peak figures for NVIDIA RTX A2000 12GB
         - devices 0 run work on a model the built-in table does not list
     """
-    res = view.metric("gpu_context")
+    res = view.result(GpuContext)
     if res is None:
         return
-    unknown = [g for g in res.data["gpus"] if g["active"] and not g["known"]]
+    unknown = [g for g in res.gpus if g.active and not g.known]
     if not unknown:
         return
-    names = sorted({g["name"] or "(no name)" for g in unknown})
+    names = sorted({g.name or "(no name)" for g in unknown})
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"devices {', '.join(str(g['device_id']) for g in unknown)} run work on a "
+            f"devices {', '.join(str(g.device_id) for g in unknown)} run work on a "
             "model the built-in "
             "table does not list"
         ],

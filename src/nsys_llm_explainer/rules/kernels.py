@@ -16,6 +16,7 @@ from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
+from nsys_llm_explainer.results.devices import GpuContext
 from nsys_llm_explainer.results.kernels import Categories, KernelRow, TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
@@ -46,8 +47,8 @@ def amd_gpus(view: RuleInput) -> bool:
     skipped = view.skipped("ncu_plan")
     if skipped is not None and "Nsight Compute profiles NVIDIA GPUs only" in skipped.reason:
         return True
-    ctx = view.metric("gpu_context")
-    return ctx is not None and any(str(g.get("name") or "").startswith("AMD") for g in ctx.data.get("gpus", []))
+    ctx = view.result(GpuContext)
+    return ctx is not None and any(str(g.name or "").startswith("AMD") for g in ctx.gpus)
 
 
 def device_kernel_ns(view: RuleInput, kernels: Sequence[KernelRow]) -> dict[int, int]:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 # One duration mode of a multi-modal kernel (analysis/modes.py): p50_ns, min_ns, max_ns,
@@ -212,4 +212,151 @@ class Categories:
             "by_process": [asdict(p) for p in self.by_process],
             "by_phase": None if self.by_phase is None else [asdict(p) for p in self.by_phase],
             "top_uncategorized": [asdict(u) for u in self.top_uncategorized],
+        }
+
+
+@dataclass(frozen=True)
+class CastDevice:
+    device_id: int
+    cast_ns: int
+
+
+@dataclass(frozen=True)
+class CastKernel:
+    name: str
+    calls: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
+class CastsPerStep:
+    steps: int
+    steps_with_casts: int
+    casts_per_step_p50: int
+    cast_ns_per_step_p50: int
+    every_step: bool  # the same casts in (nearly) every step, in stable numbers
+
+
+@dataclass(frozen=True)
+class Casts:
+    METRIC_ID: ClassVar[str] = "casts"
+
+    cast_kernels: int
+    cast_ns: int
+    pct_of_kernel_time: float
+    devices: tuple[CastDevice, ...]
+    top: tuple[CastKernel, ...]
+    per_step: CastsPerStep | None  # None with fewer than casts.MIN_STEPS steps
+    fsdp_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cast_kernels": self.cast_kernels,
+            "cast_ns": self.cast_ns,
+            "pct_of_kernel_time": self.pct_of_kernel_time,
+            "devices": [asdict(d) for d in self.devices],
+            "top": [asdict(t) for t in self.top],
+            "per_step": None if self.per_step is None else asdict(self.per_step),
+            "fsdp_ns": self.fsdp_ns,
+        }
+
+
+@dataclass(frozen=True)
+class FusionCandidate:
+    """A chain of short kernels that runs back to back on one stream, again and again."""
+
+    rank: int
+    length: int
+    occurrences: int
+    kernel_ns: int
+    removable_gap_ns: int
+    proximity: float
+    first_kernel_count: int
+    kernels: list[str]
+    avg_gap_ns: int
+
+
+@dataclass(frozen=True)
+class FusionCandidates:
+    METRIC_ID: ClassVar[str] = "fusion_candidates"
+
+    short_kernel_ns: int
+    max_link_gap_ns: int
+    min_occurrences: int
+    min_proximity: float
+    short_kernels: int
+    short_kernel_ns_total: int
+    candidates_found: int
+    candidates: tuple[FusionCandidate, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "candidates"}
+        out["candidates"] = [asdict(c) for c in self.candidates]
+        return out
+
+
+@dataclass(frozen=True)
+class GemmMode:
+    math_dtype: str
+    tensor_cores: str  # yes, no, unknown
+    kernels: int
+    calls: int
+    kernel_ns: int
+    pct_of_gemm_time: float
+
+
+@dataclass(frozen=True)
+class GemmDevice:
+    device_id: int
+    gemm_ns: int
+    fp32_cuda_core_ns: int
+    fp32_cuda_core_pct: float
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    """A GEMM or convolution kernel name on a device, with the math mode its name shows."""
+
+    name: str
+    device_id: int
+    family: str
+    math_dtype: str | None
+    accumulator: str | None
+    scaling: str | None
+    tensor_cores: bool | None
+    dtype_token: str | None
+    calls: int
+    kernel_ns: int
+    pct_of_gemm_time: float
+
+
+@dataclass(frozen=True)
+class Arch:
+    """compute/arch.GpuArch as report.json holds it."""
+
+    vendor: str | None
+    family: str | None
+    exact: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class GemmPrecision:
+    METRIC_ID: ClassVar[str] = "gemm_precision"
+
+    gemm_ns: int
+    kernel_names: int
+    modes: tuple[GemmMode, ...]  # most time first
+    by_device: tuple[GemmDevice, ...]
+    fp32_kernels: tuple[GemmKernel, ...]  # float32 on CUDA cores, most time first
+    arch: Arch
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gemm_ns": self.gemm_ns,
+            "kernel_names": self.kernel_names,
+            "modes": [asdict(m) for m in self.modes],
+            "by_device": [asdict(d) for d in self.by_device],
+            "fp32_kernels": [asdict(k) for k in self.fp32_kernels],
+            "arch": asdict(self.arch),
         }

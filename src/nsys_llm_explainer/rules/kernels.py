@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
@@ -17,7 +16,15 @@ from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.results.devices import GpuContext
-from nsys_llm_explainer.results.kernels import Categories, KernelRow, TopKernels
+from nsys_llm_explainer.results.kernels import (
+    Casts,
+    Categories,
+    FusionCandidate,
+    FusionCandidates,
+    GemmPrecision,
+    KernelRow,
+    TopKernels,
+)
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, device_lines, per_device, where, whole
@@ -64,10 +71,10 @@ def device_kernel_ns(view: RuleInput, kernels: Sequence[KernelRow]) -> dict[int,
 
 def _fp32_gemms(view: RuleInput) -> set[tuple[str, int]]:
     """(name, device) of the float32 CUDA-core GEMMs NLE323 reports."""
-    res = view.metric("gemm_precision")
+    res = view.result(GemmPrecision)
     if res is None:
         return set()
-    return {(k["name"], int(k["device_id"])) for k in res.data.get("fp32_kernels", [])}
+    return {(k.name, int(k.device_id)) for k in res.fp32_kernels}
 
 
 def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
@@ -427,7 +434,7 @@ COMPUTE_CATEGORIES = ("gemm", "attention", "conv", "fft", "moe", "communication"
 
 @dataclass(frozen=True)
 class Chain:
-    candidate: dict[str, Any]
+    candidate: FusionCandidate
     gaps_ns: int  # removable gaps inside the occurrences, at most the devices' host-side idle
     saving_ns: int  # the per-launch saving of the kernels fusion removes
 
@@ -438,26 +445,26 @@ class Chain:
 
 def fusion_chain(view: RuleInput) -> Chain | None:
     """The best-ranked fusion candidate this rule reports, with its time at stake (see check)."""
-    res = view.metric("fusion_candidates")
+    res = view.result(FusionCandidates)
     if res is None:
         return None
     casts: bool | None = None  # whether NLE315 reports the casts, asked only when a chain is all casts
-    for c in res.data["candidates"]:
+    for c in res.candidates:
         if (
-            c["occurrences"] < MIN_OCCURRENCES
-            or c["proximity"] < MIN_PROXIMITY
-            or c["kernel_ns"] < MIN_KERNEL_NS
-            or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c["kernels"])
+            c.occurrences < MIN_OCCURRENCES
+            or c.proximity < MIN_PROXIMITY
+            or c.kernel_ns < MIN_KERNEL_NS
+            or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c.kernels)
         ):
             continue
-        if all(CAST_NAME.search(k) for k in c["kernels"]):
+        if all(CAST_NAME.search(k) for k in c.kernels):
             if casts is None:
                 casts = repeated_casts_reported(view)
             if casts:  # the same casts in every step: NLE315's cause, not a fusion chain
                 continue
-        gaps = min(int(c["removable_gap_ns"]), view.acct.total(Cause.HOST))
-        removed = int(c["occurrences"]) * (int(c["length"]) - 1)
-        saving = min(removed * PER_LAUNCH_SAVING_NS, int(c["kernel_ns"]) // 2)
+        gaps = min(int(c.removable_gap_ns), view.acct.total(Cause.HOST))
+        removed = int(c.occurrences) * (int(c.length) - 1)
+        saving = min(removed * PER_LAUNCH_SAVING_NS, int(c.kernel_ns) // 2)
         return Chain(c, gaps, saving)
     return None
 
@@ -497,19 +504,19 @@ def fusion_candidate(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     severity = band(impact[1])
     if severity is None:
         return
-    removed = int(c["occurrences"]) * (int(c["length"]) - 1)
+    removed = int(c.occurrences) * (int(c.length) - 1)
     yield rule.finding(
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=[
-            " -> ".join(view.kernel_label(k) for k in c["kernels"]),
+            " -> ".join(view.kernel_label(k) for k in c.kernels),
             f"at stake: {ms(found.gaps_ns)} of gaps inside the chain and {removed:,} launches removed x "
             f"{us(PER_LAUNCH_SAVING_NS)} ({ms(found.saving_ns)})",
-            f"{ms(c['kernel_ns'])} of kernel time (not at stake: the fused kernel does the same work), "
-            f"proximity {pct(100 * c['proximity'])}",
+            f"{ms(c.kernel_ns)} of kernel time (not at stake: the fused kernel does the same work), "
+            f"proximity {pct(100 * c.proximity)}",
         ],
         recommendation=advice("fusion", view.workload),
-        title=f"A chain of {c['length']} short memory-bound kernels repeats {c['occurrences']:,} times",
+        title=f"A chain of {c.length} short memory-bound kernels repeats {c.occurrences:,} times",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,
@@ -572,32 +579,31 @@ def repeated_casts(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 21.000 ms of cast kernels (2.1% of its window)
         - 392 casts per step at the median, 3.500 ms per step; in 24 of 24 steps
     """
-    res = view.metric("casts")
-    if res is None or not res.data["per_step"] or not res.data["per_step"]["every_step"]:
+    d = view.result(Casts)
+    if d is None or d.per_step is None or not d.per_step.every_step:
         return
-    d = res.data
-    affected, impact = per_device(view.acct, {r["device_id"]: r["cast_ns"] for r in d["devices"]})
+    affected, impact = per_device(view.acct, {r.device_id: r.cast_ns for r in d.devices})
     severity = band(impact[1])
     if severity is None:
         return
-    s = d["per_step"]
+    s = d.per_step
     group = "training" if "training" in view.workload else "inference" if view.workload != "generic_cuda" else "generic"
-    fsdp = int(d.get("fsdp_ns") or 0) >= FSDP_SHARE * int(d["cast_ns"]) > 0
+    fsdp = int(d.fsdp_ns or 0) >= FSDP_SHARE * int(d.cast_ns) > 0
     evidence = [
         *device_lines(affected, "of cast kernels"),
-        f"{s['casts_per_step_p50']:,} casts per step at the median, {ms(s['cast_ns_per_step_p50'])} per step; "
-        f"in {s['steps_with_casts']:,} of {s['steps']:,} steps",
-        "largest: " + ", ".join(f"{view.kernel_label(t['name'])} ({ms(t['total_ns'])})" for t in d["top"][:3]),
+        f"{s.casts_per_step_p50:,} casts per step at the median, {ms(s.cast_ns_per_step_p50)} per step; "
+        f"in {s.steps_with_casts:,} of {s.steps:,} steps",
+        "largest: " + ", ".join(f"{view.kernel_label(t.name)} ({ms(t.total_ns)})" for t in d.top[:3]),
     ]
     if fsdp:
-        evidence.append(f"{ms(d['fsdp_ns'])} of them launched inside FSDP's ranges: its mixed-precision parameter "
+        evidence.append(f"{ms(d.fsdp_ns)} of them launched inside FSDP's ranges: its mixed-precision parameter "
                         "and gradient casts, one cause (the short-kernel and fusion findings leave them to this one)")
     yield rule.finding(
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=evidence,
         recommendation=FSDP_ADVICE if fsdp else ADVICE[group],
-        title=f"{s['casts_per_step_p50']:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
+        title=f"{s.casts_per_step_p50:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,

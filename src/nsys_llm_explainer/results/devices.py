@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class GpuRow:
     source: str | None
     described_as: int | None = None  # the listed device whose model this one is (absent: itself)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "described_as"}
         if self.described_as is not None:
             out["described_as"] = self.described_as
@@ -61,7 +61,7 @@ class GpuContext:
     large_copy_bytes: int
     copy_bandwidth: tuple[CopyBandwidth, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "gpus": [g.to_json() for g in self.gpus],
             "unknown_models": list(self.unknown_models),
@@ -150,7 +150,7 @@ class MemoryTransfers:
     sync_on_launch_thread: LaunchThreadCopies
     issues: tuple[TransferIssue, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "kinds_from_enum": self.kinds_from_enum,
             "transfer_count": self.transfer_count,

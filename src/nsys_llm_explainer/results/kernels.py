@@ -48,7 +48,7 @@ class TopKernels:
     devices: tuple[int, ...]  # every device that ran kernels
     kernels: tuple[KernelRow, ...]  # by total time, longest first
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name_mode": self.name_mode,
             "total_kernel_ns": self.total_kernel_ns,
@@ -70,7 +70,7 @@ class ProcessRow:
     blocking_sync_ns: int | None
     nvtx_ranges: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = asdict(self)
         out["devices"] = list(self.devices)
         return out
@@ -83,7 +83,7 @@ class ProcessKernel:
     pid: int
     kernel: KernelRow
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"pid": self.pid, **asdict(self.kernel)}
 
 
@@ -95,7 +95,7 @@ class PerProcess:
     top_kernels: tuple[ProcessKernel, ...]
     pid_warning: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "processes": [p.to_json() for p in self.processes],
             "top_kernels": [k.to_json() for k in self.top_kernels],
@@ -120,7 +120,7 @@ class NcuPlan:
     def targets(self) -> list[Any]:
         return list(self.plan["targets"])
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "steady_from_launch": self.steady_from_launch,
             "warmup": self.warmup,
@@ -198,7 +198,7 @@ class Categories:
     def category(self, name: str) -> CategoryTotal | None:
         return next((c for c in self.categories if c.category == name), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "table_source": self.table_source,
             "rule_count": self.rule_count,
@@ -249,7 +249,7 @@ class Casts:
     per_step: CastsPerStep | None  # None with fewer than casts.MIN_STEPS steps
     fsdp_ns: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "cast_kernels": self.cast_kernels,
             "cast_ns": self.cast_ns,
@@ -289,7 +289,7 @@ class FusionCandidates:
     candidates_found: int
     candidates: tuple[FusionCandidate, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "candidates"}
         out["candidates"] = [asdict(c) for c in self.candidates]
         return out
@@ -351,7 +351,7 @@ class GemmPrecision:
     fp32_kernels: tuple[GemmKernel, ...]  # float32 on CUDA cores, most time first
     arch: Arch
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "gemm_ns": self.gemm_ns,
             "kernel_names": self.kernel_names,

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class LaunchRate:
 class ProcessLaunchRate(LaunchRate):
     pid: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"pid": self.pid, **{f.name: getattr(self, f.name) for f in fields(LaunchRate)}}
 
 
@@ -60,7 +60,7 @@ class LaunchStorm:
     processes: tuple[ProcessLaunchRate, ...]  # most kernels first
     tiny_kernels: tuple[TinyKernel, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "thresholds": asdict(self.thresholds),
             "global": asdict(self.global_),
@@ -91,7 +91,7 @@ class LaunchTimes:
     latency_total_ns: int
 
 
-def _times(row: LaunchTimes) -> dict[str, Any]:
+def _times(row: LaunchTimes) -> dict[str, object]:
     return {f.name: getattr(row, f.name) for f in fields(LaunchTimes)}
 
 
@@ -103,7 +103,7 @@ class ProcessLaunches(LaunchTimes):
     kernels_without_launch: int = 0
     kernel_ns: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"pid": self.pid, "launch_calls": self.launch_calls, "kernels": self.kernels,
                 "kernels_without_launch": self.kernels_without_launch, "kernel_ns": self.kernel_ns,
                 **_times(self)}
@@ -115,7 +115,7 @@ class KernelLaunches(LaunchTimes):
     launch_calls: int = 0
     kernel_ns: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "launch_calls": self.launch_calls, "kernel_ns": self.kernel_ns,
                 **_times(self)}
 
@@ -145,7 +145,7 @@ class LaunchOverhead:
     processes: tuple[ProcessLaunches, ...]  # by total latency, largest first
     top_kernels: tuple[KernelLaunches, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "launch_apis": [asdict(a) for a in self.launch_apis],
             "kernels": self.kernels,
@@ -190,7 +190,7 @@ class CudaGraphs:
     fix_flag: str | None
     graphs: tuple[GraphRow, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "trace_mode": self.trace_mode,
             "graph_launches": self.graph_launches,

@@ -4,7 +4,7 @@ report.json `metrics.<id>` is each one's to_json(); schema/metrics/<id>.json doc
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class NvtxAttribution:
     phases: tuple[PhaseShare, ...]  # only with a phase map
     top_level: tuple[TopLevelRange, ...]  # outermost ranges by inclusive time
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "total_kernel_ns": self.total_kernel_ns,
             "attributed_ns": self.attributed_ns,

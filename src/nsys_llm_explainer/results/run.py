@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Workload:
     kernel_signals: Mapping[str, KernelSignal]  # signal id -> what matched, in signal order
     range_signals: Mapping[str, RangeSignal]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "confidence": self.confidence,
@@ -133,7 +133,7 @@ class Steps:
     def phase(self, name: str) -> StepPhase | None:
         return next((p for p in self.phases if p.phase == name), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "method": self.method,
             "confidence": self.confidence,

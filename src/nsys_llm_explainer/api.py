@@ -283,11 +283,11 @@ class Report(model.Report):
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html, ncu). `force`: write into a non-empty directory that holds no previous report.
         `md`: report.md's layout, "compact" (details closed, for pull requests) or "full"."""
-        from nsys_llm_explainer.render import Format, files, output
+        from nsys_llm_explainer.render import Format, output, writers
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        output.write(out, files.build(self.shared.report, chosen, md, self.shared), force=force)
+        output.write(out, writers.build(self.shared.report, chosen, md, self.shared), force=force)
         return out
 
 

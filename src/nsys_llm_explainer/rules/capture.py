@@ -12,10 +12,12 @@ from nsys_llm_explainer.diagnosis.capture import (
     KINETO_RECIPE,
     NSYS_RECIPE,
     STARTUP_WORDS,
+    calls_text,
     one_shot_recipe,
     one_shot_words,
     startup_parts,
 )
+from nsys_llm_explainer.diagnosis.capture import where as ending_where
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding, Severity, TraceFormat
 from nsys_llm_explainer.results.devices import GpuContext
 from nsys_llm_explainer.results.launches import CudaGraphs, LaunchOverhead
@@ -83,8 +85,6 @@ NO_KERNEL_ADVICE = (
 def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
     if not run:
         return [reason]
-    from nsys_llm_explainer.diagnosis.outcome import calls_text, where
-
     lines = [reason]
     end = run.get("ending")
     if end and end.get("conflict"):
@@ -93,7 +93,7 @@ def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
         lines.append(f"the program's {end['stream']}: {end['line']!r}"
                      + (f", then {end['context']!r}" if end.get("context") else ""))
     if end and end.get("where"):
-        lines.append(f"where it was: {where(end)}")
+        lines.append(f"where it was: {ending_where(end)}")
     if run.get("cuda_calls"):
         lines.append(f"CUDA calls traced: {calls_text(run)}")
     elif run.get("cuda_trace_requested") is False:
@@ -105,7 +105,7 @@ def no_kernels(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """No CUDA kernels were captured, so no GPU-side numbers can be computed.
 
     Fires when the export has no kernel table or the table is empty. What to do depends on why
-    (the capture metric's run outcome, diagnosis/outcome.py): the profiler failed to attach
+    (the capture metric's run outcome, diagnosis/capture.py): the profiler failed to attach
     (its injection library did not load: fix the Nsight Systems installation), the program
     failed because its own profiler or timer found nothing while Nsight Systems held CUPTI
     (run that profiler outside Nsight Systems: fixing the program would not help), the program

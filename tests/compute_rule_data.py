@@ -43,6 +43,6 @@ def precision(fp32_ns: int, gemm_ns: int, device: int = 0) -> dict[str, Any]:
     return {
         "by_device": [{"device_id": device, "gemm_ns": gemm_ns, "fp32_cuda_core_ns": fp32_ns,
                        "fp32_cuda_core_pct": round(100.0 * fp32_ns / gemm_ns, 2)}],
-        "fp32_kernels": [{"name": "ampere_sgemm_128x64_nn", "device_id": device, "calls": 7,
+        "fp32_kernels": [{"name": "ampere_sgemm_128x64_nn", "device_id": device, "family": "gemm", "calls": 7,
                           "kernel_ns": fp32_ns, "dtype_token": "sgemm"}],
     }

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from nsys_llm_explainer.diagnosis import accounting
-from nsys_llm_explainer.model import MetricResult, Outcome, Schema, Skipped
+from nsys_llm_explainer.model import Outcome, Schema, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
+from tests.typed_results import result
 
 SCHEMA = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None, export_schema_version=None)
 IDLE_CAUSES = ("transfer", "communication", "sync_wait", "launch_bound", "capture_edge", "host_other", "device_wait")
@@ -44,7 +45,7 @@ def device_metrics(devices: dict[int, dict[str, int]], window: int = WINDOW, pid
 
 
 def outcomes(data: dict[str, Any], skipped: dict[str, str] | None = None) -> dict[str, Outcome]:
-    metrics: dict[str, Outcome] = {m: MetricResult(m, d) for m, d in data.items()}
+    metrics: dict[str, Outcome] = {m: result(m, d) for m, d in data.items()}
     metrics.update({m: Skipped(m, r) for m, r in (skipped or {}).items()})
     return metrics
 

@@ -1,5 +1,6 @@
-"""The layer contract (pyproject.toml [tool.importlinter]): each package imports only from
-the layers below it, imports inside functions included. `make lint` checks it too."""
+"""The import contracts (pyproject.toml [tool.importlinter]): each package imports only from
+the layers below it, and one metric module never imports another, imports inside functions
+included. `make lint` checks them too."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ def test_layers_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     # import-linter caches the import graph in the working directory: keep the checkout clean
     code = cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=str(tmp_path), no_logo=True)
-    assert code == 0, "a module imports from a layer above its own; the contract's report is above"
+    assert code == 0, (
+        "a module imports from a layer above its own, or a metric from another metric; the "
+        "contracts' report is above"
+    )
 
 
 def test_imports_inside_functions_are_in_the_graph_the_contract_checks() -> None:

@@ -111,9 +111,10 @@ def test_every_rule_is_registered_under_its_id() -> None:
             assert rule.check.__name__ == rule.name.replace("-", "_"), rule.id
 
 
-def test_metrics_package_holds_only_metric_modules() -> None:
-    """metrics/ is the metric modules (each defines METRIC) and the interface; every metric
-    module runs (ORDER names it). Helpers belong to analysis/ or compute/."""
+def test_every_metric_module_runs() -> None:
+    """metrics/ is one module per metric (each defines METRIC, with the helpers only it uses)
+    and the interface; ORDER names each once. That one metric's code never imports another's
+    is the independence contract in pyproject.toml (tests/test_layers.py runs it)."""
     import pkgutil
 
     from nsys_llm_explainer import metrics
@@ -124,4 +125,16 @@ def test_metrics_package_holds_only_metric_modules() -> None:
     assert len(ORDER) == len(set(ORDER))
     assert [m.id for m in REGISTRY] == [
         importlib.import_module(f"nsys_llm_explainer.metrics.{name}").METRIC.id for name in ORDER
+    ]
+
+
+def test_metrics_are_independent_under_the_import_contract() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    independent = [c for c in contracts if c["type"] == "independence"]
+    assert [c["modules"] for c in independent] == [["nsys_llm_explainer.metrics.*"]]
+    assert independent[0].get("ignore_imports") == [
+        "nsys_llm_explainer.metrics.* -> nsys_llm_explainer.metrics.base"
     ]

@@ -24,16 +24,17 @@ from nsys_llm_explainer.errors import InputError, MetricTimeout
 from nsys_llm_explainer.metrics import REGISTRY, Metric, in_run_order
 from nsys_llm_explainer.model import (
     GpuInfo,
-    MetricResult,
     Outcome,
     ProcessInfo,
     Schema,
     Skipped,
     TraceFormat,
     TraceInfo,
+    typed_result,
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import ALL_FORMATS
+from nsys_llm_explainer.results.kernels import PerProcess, TopKernels
 from nsys_llm_explainer.rules.engine import apply_rules
 from nsys_llm_explainer.runtime import alloc, runner
 from nsys_llm_explainer.runtime.cpus import default_jobs
@@ -86,16 +87,14 @@ def _trace_info(
         if span is not None:
             starts.append(span[0])
             ends.append(span[1])
-    tk = metrics.get("top_kernels")
-    if isinstance(tk, MetricResult):
-        for dev in tk.data["devices"]:  # every device that ran kernels is listed, described or not
+    tk = typed_result(metrics, TopKernels)
+    if tk is not None:
+        for dev in tk.devices:  # every device that ran kernels is listed, described or not
             gpus.setdefault(dev, GpuInfo(device_id=dev, name=None))
-    pp = metrics.get("per_process")
+    pp = typed_result(metrics, PerProcess)
     processes: tuple[ProcessInfo, ...] = ()
-    if isinstance(pp, MetricResult):
-        processes = tuple(
-            ProcessInfo(pid=p["pid"], kernel_count=p["kernel_count"]) for p in pp.data["processes"]
-        )
+    if pp is not None:
+        processes = tuple(ProcessInfo(pid=p.pid, kernel_count=p.kernel_count) for p in pp.processes)
     tables = data.table_counts()
     return TraceInfo(
         path=str(path),
@@ -284,11 +283,11 @@ class Report(model.Report):
         """Write the report files into `out_dir`, as the CLI does (`formats`: md, json, csv,
         html, ncu). `force`: write into a non-empty directory that holds no previous report.
         `md`: report.md's layout, "compact" (details closed, for pull requests) or "full"."""
-        from nsys_llm_explainer.render import Format, files, output
+        from nsys_llm_explainer.render import Format, output, writers
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        output.write(out, files.build(self.shared.report, chosen, md, self.shared), force=force)
+        output.write(out, writers.build(self.shared.report, chosen, md, self.shared), force=force)
         return out
 
 

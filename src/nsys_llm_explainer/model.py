@@ -250,7 +250,7 @@ GAIN_WHY_PREFIXES = (GAIN_NOT_GIVEN, GAIN_FAR_BELOW)
 class Primary:
     """The bottleneck behind the verdict."""
 
-    kind: str  # a Cause; with no GPU work or a failed run, the run's outcome (diagnosis/outcome.py)
+    kind: str  # a Cause; with no GPU work or a failed run, the run's outcome (diagnosis/capture.py)
     devices: tuple[int, ...]
     processes: tuple[int, ...]
     impact_ns: int

@@ -188,7 +188,7 @@ def _readback_trace(tmp_path: Path) -> Path:
 
 
 def test_readback_ranges_and_gap_ranges_are_normalized(tmp_path):
-    from nsys_llm_explainer.render import Format, files
+    from nsys_llm_explainer.render import Format, writers
 
     report = analyze(_readback_trace(tmp_path))
     rb = ok(report, "host_patterns")["scalar_readbacks"]
@@ -200,7 +200,7 @@ def test_readback_ranges_and_gap_ranges_are_normalized(tmp_path):
     doc = report.to_dict()
     assert doc["metrics"]["host_patterns"]["scalar_readbacks"]["ranges"] == rb["ranges"]
     assert [g["nvtx_range"] for g in doc["metrics"]["idle_causes"]["top_gaps"]] == [g["nvtx_range"] for g in gaps]
-    text = files.build(report, (Format.MD,), md="full")["report.md"]
+    text = writers.build(report, (Format.MD,), md="full")["report.md"]
     assert "| aten::\\_local\\_scalar\\_dense | 7 |\n| aten::copy\\_ | 3 |\n" in text
     raw = table(report, "nvtx_ranges", "nvtx_ranges")
     assert sorted(raw["name"]) == sorted(

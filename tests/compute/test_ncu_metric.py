@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nsys_llm_explainer.compute import ncu_plan
 from nsys_llm_explainer.compute.ncu_plan import WARMUP_SHARE
-from nsys_llm_explainer.metrics.ncu_targets import WARMUP_PCT, plan_of
+from nsys_llm_explainer.metrics.ncu_targets import WARMUP_PCT
 from tests.compute.test_kineto_metric import decode_trace
 from tests.compute.test_nvtx_metric import GEMM_KERNEL, nvtx_trace
 from tests.conftest import analyze, ok, run_cli
@@ -107,7 +107,8 @@ def test_nvtx_step_ranges_give_a_filter_counted_inside_them(build) -> None:
     assert (d["launches"], gemm["calls"]) == (29, 23)
     assert (gemm["launch_skip"], gemm["nvtx_include"], gemm["nvtx_launch_skip"]) == (3, "step/", 1)
     assert gemm["counting"].endswith("--nvtx --nvtx-include 'step/' --launch-skip 1")
-    script = ncu_plan.plan_script(plan_of(d))
+    plan = {"version": 1, **{key: d[key] for key in ("metrics", "targets", "skipped")}}
+    script = ncu_plan.plan_script(plan)
     assert "# from the start of the process" in script
     assert "# launch counting: add the launches that ran before the capture" in script
     # steps found another way: no filter to offer

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
@@ -36,7 +37,7 @@ def _metrics(path: Path, keep: bool = False) -> tuple[dict, dict, tuple[str, ...
             ctx.results[metric.id] = metric.run(ctx)
         cp, wi = ctx.results["critical_path"], ctx.results["what_if"]
         assert isinstance(cp, MetricResult) and isinstance(wi, MetricResult)
-        return cp.data, wi.data, cp.notes, critical_path.analysis(ctx) if keep else cp.tables[0].frame
+        return cp.data, wi.data, cp.notes, A.trace_analysis(ctx) if keep else cp.tables[0].frame
     finally:
         data.close()
 
@@ -203,8 +204,6 @@ def test_a_path_a_change_left_alone_is_not_followed_again(name: str, monkeypatch
     """What bounds each change is the median step's critical path after it; where the change
     only shortened things off that path and left the step's ends, the path is the unchanged
     one. Following every path again gives the same composition for every row."""
-    from nsys_llm_explainer.graph import analyze as A
-
     _, _, _, (fast, *_) = _metrics(SHARED_TRACES / name, keep=True)
     monkeypatch.setattr(A, "_path_kept", lambda *args: False)
     _, _, _, (slow, *_) = _metrics(SHARED_TRACES / name, keep=True)

@@ -19,9 +19,9 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.kernels.labels import kernel_names
 from nsys_llm_explainer.kernels.short_labels import LABEL_MAX
 from nsys_llm_explainer.metrics import REGISTRY
-from nsys_llm_explainer.render import Format, files
+from nsys_llm_explainer.render import Format, writers
 from nsys_llm_explainer.render.escape import md
-from nsys_llm_explainer.render.summary import CUTS
+from nsys_llm_explainer.render.json_writer import CUTS
 from nsys_llm_explainer.schema import errors
 from tests.conftest import NSYS_TRACES, nsys_trace_files
 
@@ -61,7 +61,7 @@ def built(request, tmp_path_factory) -> dict[str, Any]:
     else:
         trace = NSYS_TRACES / f"{request.param}.sqlite"
     report = explain(trace)
-    return {"report": report, "files": files.build(report, tuple(Format))}
+    return {"report": report, "files": writers.build(report, tuple(Format))}
 
 
 def md_tables(text: str) -> dict[str, list[list[dict[str, str]]]]:

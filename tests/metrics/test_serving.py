@@ -312,13 +312,13 @@ def test_host_gaps_between_decode_iterations(tmp_path: Path, fmt: str) -> None:
 
 def test_key_numbers_speak_of_iterations(tmp_path: Path) -> None:
     from nsys_llm_explainer.fmt import dur
-    from nsys_llm_explainer.render import Format, files
+    from nsys_llm_explainer.render import Format, writers
     from tests.conftest import md_open_lines
     from tests.render.test_report_layout import key_table
 
     path = ss.write(ss.Plan(BATCHES, marks="vllm"), tmp_path / "k.json", "kineto")
     report = explain(path)
-    keys = key_table(md_open_lines(files.build(report, (Format.MD,))["report.md"]))
+    keys = key_table(md_open_lines(writers.build(report, (Format.MD,))["report.md"]))
     dec = next(p for p in report.document["metrics"]["serving"]["phases"] if p["phase"] == "decode")
     assert keys["Iterations"] == "16 (3 prefill, 13 decode), from vLLM's marks"
     assert keys["Decode"].startswith(f"{dur(dec['period_p50_ns'])} per output token (p50; p90 "

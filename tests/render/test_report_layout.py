@@ -18,7 +18,7 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
-from nsys_llm_explainer.render import Format, files, rich
+from nsys_llm_explainer.render import Format, rich, writers
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.render.overview import gain_text, impact, verdict_words
 from tests.conftest import SHARED_TRACES, md_open_lines, nsys_trace_files
@@ -37,8 +37,8 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     else:
         trace = next(p for p in nsys_trace_files() + KINETO if p.name == request.param)
     report = explain(trace)
-    out = files.build(report, (Format.MD, Format.HTML))
-    full = files.build(report, (Format.MD,), md="full")["report.md"]
+    out = writers.build(report, (Format.MD, Format.HTML))
+    full = writers.build(report, (Format.MD,), md="full")["report.md"]
     return {"report": report, "doc": report.document, "md": out["report.md"], "full": full,
             "html": out["report.html"], "plots": sorted(k for k in out if k.startswith("plots/")),
             "svg": {k: v for k, v in out.items() if k.startswith("plots/")}}

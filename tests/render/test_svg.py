@@ -17,16 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import MetricResult, Report, Table, TraceInfo
 from nsys_llm_explainer.render.json_writer import report_dict
-from nsys_llm_explainer.render.svg import (
-    PLOTS,
-    build_plots,
-    gap_histogram,
-    per_process,
-    plot_files,
-    steps,
-    timeline,
-    top_kernels,
-)
+from nsys_llm_explainer.render.svg import PLOTS, build_plots, plot_files, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput, esc, n
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -138,7 +129,7 @@ def assert_accessible(root: ET.Element, plot: Plot) -> None:
 
 @pytest.mark.parametrize("bins", [1, 10, 1000])
 def test_timeline_element_count_does_not_grow_with_bins(bins):
-    plot = timeline.build(plot_input({"timeline": timeline_data(bins)}))
+    plot = timeline.build_timeline(plot_input({"timeline": timeline_data(bins)}))
     root = parse(plot)
     assert_inside_viewbox(root)
     assert_accessible(root, plot)
@@ -150,7 +141,7 @@ def test_timeline_element_count_does_not_grow_with_bins(bins):
 def test_timeline_busy_outline_follows_the_bins():
     data = timeline_data(4, devices=1, causes=False)
     data["devices"][0]["busy_pct"] = [0.0, 100.0, 100.0, 50.0]
-    plot = timeline.build(plot_input({"timeline": data}))
+    plot = timeline.build_timeline(plot_input({"timeline": data}))
     busy = next(el for el in parse(plot).iter(f"{NS}path") if el.get("class") == "busy")
     top = timeline.ROW_H  # bins are 250 px wide; 100% rises ROW_H above the strip bottom
     xs = [x for x, _ in pen_points(busy.get("d"))]
@@ -188,7 +179,7 @@ def test_top_kernels_escapes_and_colours_by_category():
         },
         {"categories": (Table("kernel_category_names", ("name", "category"), names),)},
     )
-    plot = top_kernels.build(inp)
+    plot = top_kernels.build_top_kernels(inp)
     text = plot.svg()
     assert "<script>" not in text and "</svg><b>" not in text and "&lt;script&gt;" in text
     root = parse(plot)
@@ -233,7 +224,7 @@ def test_gap_histogram_shares_and_bounds():
         }
         for d in range(5)
     ]
-    plot = gap_histogram.build(plot_input({"gpu_idle": {"histograms": hist}}))
+    plot = timeline.build_gap_histogram(plot_input({"gpu_idle": {"histograms": hist}}))
     root = parse(plot)
     assert_inside_viewbox(root)
     assert_accessible(root, plot)
@@ -256,7 +247,7 @@ def test_steps_marks_are_bounded_by_pixels_not_steps():
         }
         for i in range(k)
     ]
-    plot = steps.build(plot_input({"steps": {"steps": rows}}))
+    plot = steps.build_steps(plot_input({"steps": {"steps": rows}}))
     root = parse(plot)
     assert_inside_viewbox(root)
     assert_accessible(root, plot)
@@ -273,7 +264,7 @@ def test_steps_from_the_csv_table_when_json_has_no_rows():
     inp = plot_input(
         {"steps": {"phases": []}}, {"steps": (Table("steps", tuple(frame.columns), frame),)}
     )
-    plot = steps.build(inp)
+    plot = steps.build_steps(inp)
     assert plot is not None and plot.rows[0][:2] == ("step", "2")
 
 
@@ -288,11 +279,11 @@ def test_per_process_bars():
         }
         for p in range(30, 0, -1)
     ]
-    plot = per_process.build(plot_input({"per_process": {"processes": procs}}))
+    plot = top_kernels.build_per_process(plot_input({"per_process": {"processes": procs}}))
     root = parse(plot)
     assert_inside_viewbox(root)
     assert_accessible(root, plot)
-    assert len(plot.rows) == per_process.TOP
+    assert len(plot.rows) == top_kernels.PER_PROCESS_TOP
 
 
 def test_missing_metrics_give_reasons_not_empty_plots():
@@ -309,7 +300,7 @@ def test_a_failing_builder_loses_only_its_plot():
 
 
 def test_plot_files_are_standalone_xml_with_a_stylesheet():
-    files = plot_files([timeline.build(plot_input({"timeline": timeline_data(100)}))])
+    files = plot_files([timeline.build_timeline(plot_input({"timeline": timeline_data(100)}))])
     text = files["plots/timeline.svg"]
     root = ET.fromstring(text.split("\n", 1)[1])
     assert root.tag == f"{NS}svg" and root.find(f"{NS}style") is not None
@@ -336,7 +327,7 @@ def test_timeline_band_labels_stay_distinct():
         {"name": "autograd::engine::evaluate_function: SelectBackward0", "covered_ns": 7, "runs": [[1, 2]]},
         {"name": "decode", "covered_ns": 6, "runs": [[2, 3]]},
     ]
-    root = parse(timeline.build(plot_input({"timeline": data})))
+    root = parse(timeline.build_timeline(plot_input({"timeline": data})))
     shown = [
         (tip.text, tip.tail) for el in root.iter(f"{NS}text")
         if (tip := el.find(f"{NS}title")) is not None and (tip.text or "").startswith("NVTX ")

@@ -18,7 +18,7 @@ from jinja2 import meta, nodes
 
 from nsys_llm_explainer.diff import page as diff_page
 from nsys_llm_explainer.diff import render as diff_render
-from nsys_llm_explainer.render import Format, files, html, templates
+from nsys_llm_explainer.render import Format, html, templates, writers
 from nsys_llm_explainer.render import ncu as ncu_render
 from nsys_llm_explainer.render.md_env import environment as md_environment
 from nsys_llm_explainer.render.md_env import report_environment
@@ -121,7 +121,7 @@ def test_prepare_compiles_only_what_the_run_renders(
     report_environment.cache_clear()
     html.environment.cache_clear()
     try:
-        files.prepare(formats, md)
+        writers.prepare(formats, md)
         md_env, html_env = report_environment(), html.environment()
         md_loaded, html_loaded = _loaded(md_env), _loaded(html_env)
     finally:
@@ -148,11 +148,11 @@ def test_every_writer_warms_up_on_a_cold_cache(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != templates.NO_CACHE_ENV}
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
     code = (
-        "from nsys_llm_explainer.render import Format, files\n"
+        "from nsys_llm_explainer.render import Format, writers\n"
         "from nsys_llm_explainer.diff import page, render\n"
         "from nsys_llm_explainer.render import templates\n"
-        "files.prepare(tuple(Format), 'compact')\n"
-        "files.prepare(tuple(Format), 'full')\n"
+        "writers.prepare(tuple(Format), 'compact')\n"
+        "writers.prepare(tuple(Format), 'full')\n"
         "for e in (render.environment(), page.environment()):\n"
         "    templates.warm(e, templates.names(e))\n"
         "from nsys_llm_explainer.render import ncu\n"

@@ -88,7 +88,7 @@ def test_every_format_has_one_writer() -> None:
 
 
 def test_each_writer_writes_what_build_writes_for_it(report: Report) -> None:
-    """files.build is the writers' union: each writer alone gives its own files, the same
+    """writers.build is the writers' union: each writer alone gives its own files, the same
     texts, and no two writers write one path."""
     together = build_files(report, tuple(Format))
     alone = {fmt: writer.render(report, Shared(report)) for fmt, writer in WRITERS.items()}

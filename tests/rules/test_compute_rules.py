@@ -7,18 +7,19 @@ from typing import Any
 import pytest
 
 from nsys_llm_explainer.diagnosis import accounting
-from nsys_llm_explainer.model import Confidence, MetricResult, Severity
+from nsys_llm_explainer.model import Confidence, Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
 from tests.compute_rule_data import efficiency, gemm_op, phase, precision, utilization
 from tests.rule_inputs import device_metrics, outcomes
+from tests.typed_results import result
 
 WINDOW = 100_000_000  # each device's window: 100 ms
 
 
 def check(rid: str, workload: str = "llm_inference", **data: dict[str, Any]) -> list[Any]:
     metrics = outcomes(device_metrics({0: {}, 1: {}}, window=WINDOW))
-    metrics.update({m: MetricResult(m, d) for m, d in data.items()})
+    metrics.update({m: result(m, d) for m, d in data.items()})
     rule = next(r for r in RULES if r.id == rid)
     return list(rule.check(RuleInput(metrics, Options(), None, accounting.build(metrics), workload), rule))  # type: ignore[arg-type]
 

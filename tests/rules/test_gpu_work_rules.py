@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from nsys_llm_explainer.diagnosis import accounting
-from nsys_llm_explainer.model import MetricResult, Severity
+from nsys_llm_explainer.model import Severity
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.rules import RULES, RuleInput
 from tests.compute_rule_data import efficiency, gemm_op, phase, precision, utilization
 from tests.rule_inputs import device_metrics, outcomes
+from tests.typed_results import result
 
 # NLE33x (Nsight Compute results) have their cases in tests/ncu/test_report.py.
 MINE = [r for r in RULES if r.id.startswith("NLE3") and r.id not in ("NLE307", "NLE313", "NLE315")
@@ -21,7 +22,7 @@ WINDOW = 100_000_000  # one device, 100 ms; 20 ms of it transfer and 10 ms sync_
 
 def view(metric_id: str, data: dict[str, Any], workload: str = "llm_inference") -> RuleInput:
     metrics = outcomes(device_metrics({0: {"transfer": 20_000_000, "sync_wait": 10_000_000}}, window=WINDOW))
-    metrics[metric_id] = MetricResult(metric_id, data)
+    metrics[metric_id] = result(metric_id, data)
     return RuleInput(metrics, Options(), None, accounting.build(metrics), workload)  # type: ignore[arg-type]
 
 

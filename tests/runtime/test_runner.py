@@ -22,7 +22,7 @@ from nsys_llm_explainer.metrics import REGISTRY, RUN_AFTER, Metric, in_run_order
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner
-from nsys_llm_explainer.runtime.lifetimes import HEAVY, READERS, Releases
+from nsys_llm_explainer.runtime.lifetimes import HEAVY, Releases
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.data import TraceData
 from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
@@ -101,17 +101,15 @@ def test_run_order_keeps_dependencies_and_the_report_keeps_registry_order(tmp_pa
 @settings(max_examples=60)
 @given(st.permutations(REGISTRY_IDS))
 def test_keys_are_released_once_all_their_readers_finished(order: list[str]) -> None:
-    releases = Releases(REGISTRY_IDS)
+    releases = Releases(REGISTRY)
     released_at = {}
     for i, mid in enumerate(order):
         for key in releases.finished(mid):
             assert key not in released_at
             released_at[key] = i
     expected = {}
-    for key, readers in READERS.items():
-        positions = [order.index(r) for r in readers if r in order]
-        if positions:
-            expected[key] = max(positions)
+    for key in {k for m in REGISTRY for k in m.reads}:
+        expected[key] = max(order.index(m.id) for m in REGISTRY if key in m.reads)
     assert released_at == expected
 
 
@@ -152,7 +150,7 @@ def test_deadline_stays_enforced_when_another_limit_on_the_connection_ends() -> 
 
 
 def test_no_released_key_is_built_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """READERS lists every metric that reads a key (directly or through a helper): a key
+    """Every metric declares the keys it reads (Metric.reads, helpers included): a key
     released before its last reader would be built again, costing the time its cache saved."""
     import sys
 

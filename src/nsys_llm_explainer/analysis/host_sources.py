@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -505,3 +506,12 @@ def device_sources(data: TraceData, gc, host_side: tuple[int, ...], skip_names: 
     return DeviceSources(gc.device_id, idle, tuple(ordered),
                          dict(sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))), unnamed_ns,
                          _samples(data, left_t, left_s, left_e))
+
+
+def step_range_names(data: TraceData, step_range: str | None, ranges: Iterable[str]) -> set[str]:
+    """The range names that mark steps (the steps metric's `ranges`, the trace's own step
+    marks, --step-range): a step range is not what the host was doing, its inside is."""
+    out = set(data.step_marks())
+    if step_range:
+        out.add(step_range)
+    return out | set(ranges)

@@ -16,13 +16,18 @@ with 10% of its calls beyond it; rare slow outliers (under 10% of calls) are not
 
 Each mode: its nearest-rank p50, min, max, calls and share of the group's calls; listed by
 calls descending, then p50 descending.
+
+kernel_table: the statistics of kernels per group (calls, total, percentiles, modes), the
+rows of top_kernels and per_process.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from nsys_llm_explainer.analysis.stats import SortedGroups, rank_of
+from nsys_llm_explainer.analysis.groups import group_max, group_min, group_sum
+from nsys_llm_explainer.analysis.stats import SortedGroups, rank_of, sort_within_groups
 
 GAP_FACTOR = 2  # an integer, so the comparison stays in exact int64
 MIN_MODE_PCT = 10.0
@@ -86,3 +91,45 @@ def group_modes(sg: SortedGroups) -> list[list[dict]]:
 def modes_text(modes: list[dict]) -> str:
     """CSV form: 'p50_ns:pct_of_calls' per mode, joined by ';' (empty when unimodal)."""
     return ";".join(f"{m['p50_ns']}:{m['pct_of_calls']:g}" for m in modes)
+
+
+KERNEL_COLUMNS = (
+    "name", "device_id", "calls", "total_ns", "avg_ns", "min_ns", "max_ns",
+    "p50_ns", "p90_ns", "p99_ns", "pct_of_kernel_time", "multimodal", "modes",
+)
+
+
+def kernel_table(names: list[str], devices: np.ndarray, dur: np.ndarray, codes: np.ndarray) -> pd.DataFrame:
+    """Per-group statistics of kernels grouped by `codes`, longest total first: the rows of
+    top_kernels (per name and device) and per_process (per pid, name and device)."""
+    g = len(names)
+    calls = np.bincount(codes, minlength=g).astype(np.int64)
+    total = group_sum(dur, codes, g)
+    ordered = sort_within_groups(dur, codes, g)
+    pct = ordered.percentiles((50, 90, 99))
+    modes = group_modes(ordered)
+    all_ns = int(total.sum())
+    frame = pd.DataFrame(
+        {
+            "name": names,
+            "device_id": devices.astype(np.int64),
+            "calls": calls,
+            "total_ns": total,
+            "avg_ns": np.rint(total / np.maximum(calls, 1)).astype(np.int64),
+            "min_ns": group_min(dur, codes, g),
+            "max_ns": group_max(dur, codes, g),
+            "p50_ns": pct[50],
+            "p90_ns": pct[90],
+            "p99_ns": pct[99],
+            "pct_of_kernel_time": np.round(100.0 * total / all_ns, 4) if all_ns else 0.0,
+            "multimodal": np.array([len(m) > 1 for m in modes], dtype=bool),
+            "modes": modes,
+        }
+    )
+    frame = frame.sort_values(["total_ns", "name", "device_id"], ascending=[False, True, True], kind="stable")
+    return frame.reset_index(drop=True)
+
+
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The kernel rows with `modes` as text (see modes_text) for the CSV."""
+    return frame.assign(modes=frame["modes"].map(modes_text))

@@ -251,7 +251,7 @@ def report(
             from nsys_llm_explainer.cli.report_files import summary_lines, write_report
 
             if prefetching:  # while the helper reads the trace: the writers and their templates
-                from nsys_llm_explainer.render.files import prepare
+                from nsys_llm_explainer.render.writers import prepare
 
                 prepare(formats, md.value)
             report = write_report(trace, out, options, formats, force=force, quiet=quiet, jobs=jobs, md=md.value)

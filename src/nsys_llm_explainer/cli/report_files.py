@@ -8,7 +8,7 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import Format
-from nsys_llm_explainer.render.files import build as build_files
+from nsys_llm_explainer.render.writers import build as build_files
 from nsys_llm_explainer.runtime.progress import make_progress
 
 __all__ = ["build_files", "summary_lines", "write_report"]

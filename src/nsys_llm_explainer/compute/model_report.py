@@ -18,6 +18,7 @@ from nsys_llm_explainer.compute.model_inputs import StepShapes, matmul_dtype, mo
 from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, phase_rows, step_row
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table, TraceFormat
+from nsys_llm_explainer.results.run import Steps, Workload
 
 
 def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
@@ -40,8 +41,8 @@ def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
 
 def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
     """The metric's result; `columns`: tables/model_utilization_steps.csv's (model_utilization.py)."""
-    steps = ctx.result("steps")
-    if steps is None:
+    steps, found = ctx.result("steps"), ctx.typed(Steps)
+    if steps is None or found is None:
         why = getattr(ctx.results.get("steps"), "reason", "the steps metric did not run")
         return Skipped(metric_id, f"MFU and MBU are per step, and there are no steps: {why}")
     opts = ctx.options
@@ -52,8 +53,8 @@ def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
         return Skipped(metric_id, exc.message)
     view = compute_view(ctx.data)
     v = None if isinstance(view, str) else view
-    wl = ctx.result("workload")
-    workload, fmt = (str(wl.data.get("kind", "unknown")) if wl else "unknown"), ctx.data.format
+    wl = ctx.typed(Workload)
+    workload, fmt = (wl.kind if wl else "unknown"), ctx.data.format
     if cfg is None and opts.model_flops_per_token is None and v is None:
         return Skipped(metric_id,
             f"no model FLOPs and no operator FLOPs: {model_inputs(workload, fmt)}; operator "
@@ -97,7 +98,7 @@ def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
             "dtype": dtype,
             "peak_dtype": cls,
             "dtype_from": dtype_from,
-            "steps_from": f"{steps.data.get('method')}: {steps.data.get('detail')}",
+            "steps_from": f"{found.method}: {found.detail}",
         },
         "phases": phases,
         "steps": table.to_dict("records"),

@@ -28,6 +28,7 @@ from nsys_llm_explainer.compute.tables import (
 )
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
+from nsys_llm_explainer.results.run import Workload
 
 UNCOVERED_LISTED = 10
 OPERATORS_LISTED = 30
@@ -127,8 +128,8 @@ def run(ctx: Context, metric_id: str) -> Outcome:
         return Skipped(metric_id, NO_KERNELS)
     v = compute_view(ctx.data)
     if isinstance(v, str):
-        wl = ctx.result("workload")
-        why = shapes_missing(v, str(wl.data.get("kind", "unknown")) if wl else "unknown", ctx.data.format)
+        wl = ctx.typed(Workload)
+        why = shapes_missing(v, wl.kind if wl else "unknown", ctx.data.format)
         return Skipped(metric_id, f"FLOPs and bytes per operation need operator shapes: {why}")
     try:
         dp = device_peaks(ctx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, outcome, serving, verdict
+from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, serving, verdict
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import (
@@ -140,12 +140,12 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     second: dict[str, Any] | None = None
     mix_json: dict[str, Any] | None = None
     if result == Verdict.NO_GPU_WORK:
-        text, primary = outcome.no_gpu_work(run, _no_gpu_reason(metrics))
+        text, primary = capture.no_gpu_work(run, _no_gpu_reason(metrics))
         extra["text"] = text
     elif cause == Cause.PROGRAM_FAILED and run is not None:
         primary = _failed_primary(run, acct)
-        extra["failed"] = outcome.failed_with_work(run)
-        extra["fix"] = outcome.failure_fix(run)
+        extra["failed"] = capture.failed_with_work(run)
+        extra["fix"] = capture.failure_fix(run)
         extra["before"] = _summary_before(metrics, acct)
     elif result == Verdict.NOT_STEADY_STATE and cap is not None:
         primary = _startup_primary(cap, acct)

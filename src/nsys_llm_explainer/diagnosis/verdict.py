@@ -2,7 +2,7 @@
 (docs/diagnosis.md, "The verdict", documents the rule and its thresholds).
 
 Order of decision:
-1. no_gpu_work: no kernels or graph executions were captured (diagnosis/outcome.py says
+1. no_gpu_work: no kernels or graph executions were captured (diagnosis/capture.py says
    why: the profiler failed to attach, the program failed or was killed first, CUDA was not
    traced, or no kernel was launched).
 2. not_steady_state: the program ended in a failure its captured output records (cause

@@ -15,6 +15,12 @@ work queued before the capture (kept as measured).
 
 For each change the median step's critical path is followed again after the change: what
 it is made of says what bounds the change's gain.
+
+trace_analysis(ctx) builds all of it for one trace, once (the critical_path metric reports
+it, what_if reads it after): the graph of the steps metric's steps (or of the whole capture
+per process), the task labels (kernel categories, names, the slow rank's saving), the
+--what-if changes and the automatic ones (the top category's and the top kernel's 2x,
+fusion, slow_rank).
 """
 
 from __future__ import annotations
@@ -26,12 +32,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis.attribution import kernel_attribution, kernel_categories
+from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import composition as C
 from nsys_llm_explainer.graph.build import Graph, build
 from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN, Path, critical_paths
+from nsys_llm_explainer.graph.peers import peer_waits, slow_rank
 from nsys_llm_explainer.graph.replay import Params, Times, replay
 from nsys_llm_explainer.graph.steps import SPAN, Anchors, Plan, StepTimes, anchors, plan, step_times
+from nsys_llm_explainer.graph.tasks import KERNEL
+from nsys_llm_explainer.kernels.categories import load_table
+from nsys_llm_explainer.kernels.demangled import parse as parse_name
+from nsys_llm_explainer.model import Skipped
+from nsys_llm_explainer.results.run import Steps
+from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 
 @dataclass(frozen=True)
@@ -262,3 +279,164 @@ def _process_sum(pl: Plan, gain: np.ndarray) -> int:
         total = float(mine.mean()) * pl.pid_steps.get(int(pid), len(mine))
         best = max(best, total)
     return int(round(best))
+
+
+# -- the analysis of one trace, from its data and the steps metric (cached) --------------------
+ANALYSIS_KEY = "graph_analysis"
+
+
+AUTO_FACTOR = 2.0
+NOT_AUTO = ("other", "communication")  # categories no kernel change is proposed for
+
+
+def what_if_changes(ctx: Context) -> list[ch.Change]:
+    """The --what-if changes, then one for the category and one for the kernel with the most
+    kernel time (each 2x faster), which the findings about that kernel or category use."""
+    given = [ch.parse(t) for t in ctx.options.what_if]
+    return given + [c for c in auto_changes(ctx) if c.key not in {g.key for g in given}]
+
+
+def auto_changes(ctx: Context) -> list[ch.Change]:
+    """The top category's and the top kernel's 2x; fusion where short memory-bound kernels
+    ran; slow_rank where one capture's ranks pair their collectives and one is late."""
+    k = ctx.data.kernels()
+    if len(k) == 0:
+        return []
+    kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    out = _kernel_changes(k, kc)
+    fusable = [kc.categories.index(c) for c in ch.FUSABLE if c in kc.categories]
+    if (np.isin(kc.code, fusable) & (k.dur <= ch.FUSE_MAX_NS)).sum() >= 2:
+        out.append(ch.Change("fusion"))
+    if _slow_rank(ctx.data, kc)[0] >= 0:
+        out.append(ch.Change("slow_rank"))
+    return out
+
+
+def _slow_rank(data: TraceData, kc: Any) -> tuple[int, np.ndarray]:
+    comm = kc.categories.index("communication") if "communication" in kc.categories else -2
+    return slow_rank(data, kc.code == comm)
+
+
+def _kernel_changes(k: Any, kc: Any) -> list[ch.Change]:
+    out = []
+    per_cat = np.bincount(kc.code, weights=k.dur, minlength=len(kc.categories))
+    for c in np.argsort(-per_cat, kind="stable").tolist():
+        if kc.categories[c] not in NOT_AUTO and per_cat[c] > 0:
+            out.append(ch.Change(f"kernel:{kc.categories[c]}={AUTO_FACTOR:g}x", kc.categories[c], AUTO_FACTOR))
+            break
+    per_name = np.bincount(kc.name_code, weights=k.dur, minlength=len(kc.names))
+    top = int(np.argmax(per_name))
+    if kc.categories[int(kc.name_category[top])] not in NOT_AUTO:
+        base = parse_name(kc.names[top]).base_name or kc.names[top]
+        out.append(ch.Change(f"kernel:{base}={AUTO_FACTOR:g}x", base, AUTO_FACTOR))
+    return out
+
+
+def _steps(ctx: Context) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+    res, found = ctx.result("steps"), ctx.typed(Steps)
+    table = next((t for t in res.tables if t.name == "steps"), None) if res is not None else None
+    if table is None or table.frame is None or len(table.frame) == 0:
+        skipped = ctx.results.get("steps")
+        reason = skipped.reason if isinstance(skipped, Skipped) else "no steps were found"
+        return None, {"step_source": "whole_capture",
+                      "step_detail": f"The whole capture is replayed, one block per process ({reason})"}
+    assert found is not None
+    method = found.method.replace("_", " ")
+    return table.frame, {"step_source": "steps", "step_detail": f"Steps as the steps metric found them ({method})"}
+
+
+def _capture(data: TraceData) -> list[tuple[int, int, int]]:
+    """Per process that ran kernels: its first and last CUDA call or kernel time."""
+    k, rt = data.kernels(), data.runtime()
+    out = []
+    for pid in np.unique(k.pid).tolist():
+        ks, ke = k.start[k.pid == pid], k.end[k.pid == pid]
+        mine = rt.pid == pid
+        first = min(int(ks.min()), int(rt.start[mine].min()) if mine.any() else int(ks.min()))
+        last = max(int(ke.max()), int(rt.end[mine].max()) if mine.any() else int(ke.max()))
+        out.append((int(pid), first, last))
+    return out
+
+
+def task_labels(data: TraceData, categories_file: str | None) -> Any:
+    table = load_table(categories_file)
+    kc = kernel_categories(data, table)
+    order = np.argsort(kc.name_ids, kind="stable")
+    sorted_ids = kc.name_ids[order]
+
+    def labels(g: Graph) -> ch.TaskLabels:
+        code = np.full(g.n_device, -1, np.int64)
+        isk = np.flatnonzero(g.d_kind == KERNEL)
+        if len(isk) and len(sorted_ids):
+            pos = np.minimum(np.searchsorted(sorted_ids, g.d_name[isk]), len(sorted_ids) - 1)
+            hit = sorted_ids[pos] == g.d_name[isk]
+            code[isk[hit]] = kc.name_category[order[pos[hit]]]
+
+        def names(ids: np.ndarray) -> list[str]:
+            found = data.kernel_names(ids)
+            return [found.get(int(i), "") for i in ids.tolist()]
+
+        slow, saving = _slow_rank(data, kc)
+        per_task = np.where(g.d_kind == KERNEL, saving[np.where(g.d_kind == KERNEL, g.d_row, 0)], 0) \
+            if len(saving) else np.zeros(g.n_device, np.int64)
+        return ch.TaskLabels(list(kc.categories), code, names, per_task, slow)
+
+    return labels
+
+
+def _host_ranges(data: TraceData) -> Any:
+    try:
+        index = kernel_attribution(data).index
+        nv = data.nvtx()
+        names = data.nvtx_names()
+    except Unavailable:
+        index = None
+
+    def lookup(tkey: np.ndarray, t: np.ndarray) -> list[str]:
+        if index is None or len(t) == 0:
+            return [C.NO_RANGE] * len(t)
+        hit = nvtx_tree.innermost(index, tkey, t, t)
+        inside = hit >= 0
+        codes = np.zeros(len(hit), np.int64)
+        codes[inside] = nv.name[index.order[hit[inside]]]
+        text = {code: normalize(names[code]) for code in np.unique(codes[inside]).tolist()}
+        return [text[c] if i else C.NO_RANGE for c, i in zip(codes.tolist(), inside.tolist(), strict=True)]
+
+    return lookup
+
+
+def _peer_waits(ctx: Context, g: Graph) -> np.ndarray:
+    """Per task of the graph: its collective's wait on the other ranks, -1 when unknown."""
+    kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+    comm = kc.categories.index("communication") if "communication" in kc.categories else -2
+    per_row = peer_waits(ctx.data, kc.code == comm)
+    return np.where(g.d_kind == KERNEL, per_row[np.where(g.d_kind == KERNEL, g.d_row, 0)], -1)
+
+
+def trace_analysis(ctx: Context) -> tuple[Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
+    """The analysis of this trace, built once: the critical_path metric reports it, the
+    what_if metric reads it after (Metric.reads keeps it until then)."""
+    return ctx.data.cached(ANALYSIS_KEY, lambda: build_analysis(ctx))
+
+
+def build_analysis(ctx: Context) -> tuple[Analysis, C.Pieces, np.ndarray, dict[str, Any]]:
+    """The step graph, its replays and critical paths, and their pieces by kind."""
+    data = ctx.data
+    frame, info = _steps(ctx)
+    labels = task_labels(data, ctx.options.kernel_categories)
+    nodes = 1.0
+    if frame is not None:
+        cols = [c for c in ("kernels", "launches") if c in frame]
+        nodes = float(frame[cols].sum(axis=1).mean()) * 1.25 if cols else \
+            (len(data.kernels()) + len(data.runtime())) / max(len(frame), 1)
+    spans = [s for s in (data.span("kernels"), data.span("runtime")) if s is not None]
+    span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    window = span[1] - span[0] if span else 0
+    res = analyze(data, frame, labels, what_if_changes(ctx), _capture(data) if frame is None else None,
+                    nodes, window, span)
+    task = labels(res.graph)
+    waits = _peer_waits(ctx, res.graph)
+    pieces = C.classify(res.path, res.graph, task, data.runtime_api_names(), _host_ranges(data),
+                        waits, res.times.d_start)
+    cats = C.kernel_categories_of(pieces, task)
+    return res, pieces, cats, info

@@ -62,8 +62,9 @@ def kernel_names(metrics: Mapping[str, Outcome]) -> set[str]:
     for mid, outcome in metrics.items():
         if not isinstance(outcome, MetricResult):
             continue
+        section = outcome.data  # what report.json shows of the metric: the names to label
         for key, field in KERNEL_FIELDS.get(mid, {}).items():
-            rows = outcome.data.get(key)
+            rows = section.get(key)
             if isinstance(rows, list):
                 for row in rows:
                     if isinstance(row, dict):

@@ -5,6 +5,8 @@
 `run(ctx)` returns a MetricResult (JSON-ready `data` + CSV tables) or a Skipped(reason).
 Raising Unavailable(reason) inside `run` is the same as returning Skipped(reason).
 `ctx` (analysis/context.py) holds the trace data, the options and earlier results.
+`reads` names the cached tables and intermediates it reads (the runner frees them after their
+last reader).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ class Metric:
     tables: dict[str, tuple[str, ...]] = field(default_factory=dict)  # csv stem -> columns
     description: str = ""
     after: tuple[str, ...] = ()  # metrics whose results this one reads (ctx.result): run first
+    # The TraceData cache keys (data.cached) it reads, directly or through a helper; a trailing
+    # ":" stands for every key with that prefix. Each key is released once all its readers have
+    # finished (runtime/lifetimes.py); a reader left out costs the time of building it again.
+    reads: tuple[str, ...] = ()
     # An option the metric needs (an Options.extra key): without it the metric does not run
     # and is absent from the report (no section, no tables, no "not measured" line).
     option: str | None = None

@@ -161,4 +161,5 @@ METRIC = Metric(
     tables={"boundness": COLUMNS},
     description="Per process and phase: queue time (kernel start after its launch) and GPU busy share, "
     "evidence under the one verdict of the diagnosis.",
+    reads=("runtime", "launch_pairs", "kernel_launch_index", "kernel_attribution"),
 )

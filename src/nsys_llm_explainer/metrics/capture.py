@@ -499,4 +499,5 @@ METRIC = Metric(
     description="Is the capture steady state? How the run ended, too little data (by repetition), JIT "
     "compilation, lazy module loading, start-up calls, autotuning and the profiler's own diagnostics.",
     after=("workload", "steps"),
+    reads=("runtime", "device_busy", "kernel_launch_index", "nvtx_normalized"),
 )

@@ -26,6 +26,7 @@ from nsys_llm_explainer.analysis.nvtx_tree import climb
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.results.kernels import CastDevice, CastKernel, Casts, CastsPerStep
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -111,18 +112,19 @@ def run(ctx: Context) -> Outcome:
         {"device_id": int(d), "cast_ns": int(k.dur[is_cast & (k.device == d)].sum())}
         for d in np.unique(k.device[is_cast]).tolist()
     ]
-    data = {
-        "cast_kernels": int(is_cast.sum()),
-        "cast_ns": int(k.dur[is_cast].sum()),
-        "pct_of_kernel_time": round(100.0 * int(k.dur[is_cast].sum()) / int(k.dur.sum()), 2) if k.dur.sum() else 0.0,
-        "devices": devices,
-        "top": [{"name": names[i], "calls": int(calls[i]), "total_ns": int(time[i])} for i in top],
-        "per_step": _per_step(ctx, is_cast),
-        "fsdp_ns": _fsdp_ns(ctx, is_cast),
-    }
-    notes = () if data["per_step"] is not None else (
+    per_step = _per_step(ctx, is_cast)
+    result = Casts(
+        cast_kernels=int(is_cast.sum()),
+        cast_ns=int(k.dur[is_cast].sum()),
+        pct_of_kernel_time=round(100.0 * int(k.dur[is_cast].sum()) / int(k.dur.sum()), 2) if k.dur.sum() else 0.0,
+        devices=tuple(CastDevice(**d) for d in devices),
+        top=tuple(CastKernel(names[i], int(calls[i]), int(time[i])) for i in top),
+        per_step=CastsPerStep(**per_step) if per_step is not None else None,
+        fsdp_ns=_fsdp_ns(ctx, is_cast),
+    )
+    notes = () if result.per_step is not None else (
         f"per-step repetition not measured, because fewer than {MIN_STEPS} steps were found",)
-    return MetricResult(METRIC.id, data, notes=notes)
+    return MetricResult(METRIC.id, result.to_json(), notes=notes, typed=result)
 
 
 METRIC = Metric(

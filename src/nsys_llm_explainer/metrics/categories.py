@@ -8,21 +8,32 @@ same total. Names are classified once per distinct name, then mapped to kernels 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.attribution import (
+    NO_PHASE,
+    KernelCategories,
+    instance_phases,
+    kernel_attribution,
+    kernel_categories,
+)
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.kernels.categories import OTHER, CategoryTable, load_table
+from nsys_llm_explainer.kernels.categories import OTHER, load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.nvtx_attribution import NO_PHASE, instance_phases
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.trace.columns import factorize
-from nsys_llm_explainer.trace.data import TraceData, Unavailable
+from nsys_llm_explainer.results.kernels import (
+    Categories,
+    CategoryShare,
+    CategoryTotal,
+    DeviceCategories,
+    PhaseCategories,
+    ProcessCategories,
+    UncategorizedName,
+)
+from nsys_llm_explainer.trace.data import Unavailable
 
 SCOPE_COLUMNS = ("scope", "scope_id", "category", "kernel_count", "total_ns", "pct_of_scope_time")
 NAME_COLUMNS = (
@@ -30,39 +41,6 @@ NAME_COLUMNS = (
 )
 TOP_UNCATEGORIZED = 20
 NO_PHASE_LABEL = "(no phase)"
-
-
-@dataclass(frozen=True)
-class KernelCategories:
-    categories: list[str]  # code -> category name, "other" last
-    code: np.ndarray  # per kernel row of data.kernels()
-    name_ids: np.ndarray  # distinct name ids
-    name_code: np.ndarray  # per kernel: index into name_ids
-    name_category: np.ndarray  # per distinct name: category code
-    name_rule: np.ndarray  # per distinct name: matching rule index, -1 for none
-    names: list[str]
-    matched: list[str]  # per distinct name: the text the deciding rule matched
-
-
-def kernel_categories(data: TraceData, table: CategoryTable) -> KernelCategories:
-    """Category code of every kernel (cached per table; fusion_candidates reuses it)."""
-
-    def build() -> KernelCategories:
-        k = data.kernels()
-        codes, uniq = factorize(k.name_id)
-        name_ids = np.asarray(uniq, dtype=np.int64)
-        lookup = data.kernel_names(name_ids)
-        names = [lookup.get(int(i), f"(unnamed kernel #{int(i)})") for i in name_ids]
-        cats, rule, matched = table.explain(names)
-        order = table.categories()
-        code_of = {c: i for i, c in enumerate(order)}
-        name_cat = np.array([code_of[c] for c in cats], dtype=np.int64)
-        kcode = name_cat[codes] if len(codes) else np.empty(0, np.int64)
-        return KernelCategories(
-            order, kcode, name_ids, codes.astype(np.int64), name_cat, rule, names, matched
-        )
-
-    return data.cached(f"kernel_categories:{table.source}", build)
 
 
 def _rows(
@@ -156,24 +134,31 @@ def run(ctx: Context) -> Outcome:
         .reset_index(drop=True)
     )
     other = names[names["category"] == OTHER].head(TOP_UNCATEGORIZED)
-    data = {
-        "table_source": table.source,
-        "rule_count": len(table.rules),
-        "name_mode": ctx.data.kernel_name_mode,
-        "kernel_count": int(len(k)),
-        "total_kernel_ns": total,
-        "categorized_pct": round(100.0 * (total - other_ns) / total, 2) if total else 0.0,
-        "other_pct": round(100.0 * other_ns / total, 2) if total else 0.0,
-        "categories": [
-            {k_: v for k_, v in r.items() if k_ not in ("scope", "scope_id")}
-            | {"distinct_names": int((names["category"] == r["category"]).sum())}
+    def shares(entry: dict) -> tuple[CategoryShare, ...]:
+        return tuple(CategoryShare(r["category"], r["kernel_count"], r["total_ns"], r["pct_of_scope_time"])
+                     for r in entry["categories"])
+
+    result = Categories(
+        table_source=table.source,
+        rule_count=len(table.rules),
+        name_mode=ctx.data.kernel_name_mode,
+        kernel_count=int(len(k)),
+        total_kernel_ns=total,
+        categorized_pct=round(100.0 * (total - other_ns) / total, 2) if total else 0.0,
+        other_pct=round(100.0 * other_ns / total, 2) if total else 0.0,
+        categories=tuple(
+            CategoryTotal(r["category"], r["kernel_count"], r["total_ns"], r["pct_of_scope_time"],
+                          int((names["category"] == r["category"]).sum()))
             for r in global_rows
-        ],
-        "by_device": [_strip(e, "device_id") for e in by_device],
-        "by_process": [_strip(e, "pid") for e in by_process],
-        "by_phase": [_strip(e, "phase") for e in by_phase] if by_phase is not None else None,
-        "top_uncategorized": other.drop(columns=["category", "rule"]).to_dict("records"),
-    }
+        ),
+        by_device=tuple(DeviceCategories(e["id"], e["total_ns"], shares(e)) for e in by_device),
+        by_process=tuple(ProcessCategories(e["id"], e["total_ns"], shares(e)) for e in by_process),
+        by_phase=tuple(PhaseCategories(e["id"], e["total_ns"], shares(e)) for e in by_phase)
+        if by_phase is not None else None,
+        top_uncategorized=tuple(
+            UncategorizedName(**r) for r in other.drop(columns=["category", "rule"]).to_dict("records")
+        ),
+    )
     scope_rows = global_rows + [
         r for e in by_device + by_process + (by_phase or []) for r in e["categories"]
     ]
@@ -185,14 +170,7 @@ def run(ctx: Context) -> Outcome:
         ),
         Table("kernel_category_names", NAME_COLUMNS, names),
     )
-    return MetricResult(METRIC.id, data, tables, tuple(notes))
-
-
-def _strip(entry: dict, id_key: str) -> dict:
-    cats = [
-        {k: v for k, v in r.items() if k not in ("scope", "scope_id")} for r in entry["categories"]
-    ]
-    return {id_key: entry["id"], "total_ns": entry["total_ns"], "categories": cats}
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
 METRIC = Metric(
@@ -204,4 +182,5 @@ METRIC = Metric(
         "Kernel time per category (GEMM, attention, MoE, norm, ...) overall, per "
         "device, process and phase."
     ),
+    reads=("kernel_attribution", "kernel_categories:"),
 )

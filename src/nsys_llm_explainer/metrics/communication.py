@@ -176,4 +176,5 @@ METRIC = Metric(
         "Communication kernel time per device, overlap with compute on the same "
         "device, exposed time, rank skew."
     ),
+    reads=("device_busy", "comm_mask", "gpu_work"),
 )

@@ -34,4 +34,8 @@ METRIC = Metric(
         "arithmetic intensity, compute- or memory-bound against the GPU's ridge point, share of the roof."
     ),
     after=("workload",),  # what to capture when shapes are missing depends on it
+    reads=(
+        "runtime", "kernel_launch_index", "kernel_attribution", "operator_attribution",
+        "compute_instances", "compute_view", "compute_peaks:", "nvtx_normalized",
+    ),
 )

@@ -21,6 +21,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.launches import CudaGraphs, GraphRow
 
 FIX_FLAG = "--cuda-graph-trace=node"
 COLUMNS = ("pid", "graph_id", "launches", "node_kernels", "kernels_per_launch", "kernel_ns")
@@ -57,20 +58,21 @@ def run(ctx: Context) -> Outcome:
         notes.append(
             "the kernel table has no graphNodeId/graphId columns: node kernels cannot be told apart"
         )
-    data = {
-        "trace_mode": mode,
-        "graph_launches": launches,
-        "launching_processes": sorted(int(p) for p in distinct_few(rt.pid[is_launch]).tolist()),
-        "node_kernels": node_kernels,
-        "node_kernel_ns": int(k.dur[node].sum()),
-        "node_kernels_attributed": int(attributed.sum()),
-        "kernels_per_launch_avg": round(float(per_launch.mean()), 2) if len(per_launch) else None,
-        "kernels_per_launch_max": int(per_launch.max()) if len(per_launch) else None,
-        "traced_whole": bool(whole),
-        "fix_flag": FIX_FLAG if whole else None,
-        "graphs": rows.to_dict("records"),
-    }
-    return MetricResult(METRIC.id, data, (Table("cuda_graphs", COLUMNS, rows),), tuple(notes))
+    result = CudaGraphs(
+        trace_mode=mode,
+        graph_launches=launches,
+        launching_processes=tuple(sorted(int(p) for p in distinct_few(rt.pid[is_launch]).tolist())),
+        node_kernels=node_kernels,
+        node_kernel_ns=int(k.dur[node].sum()),
+        node_kernels_attributed=int(attributed.sum()),
+        kernels_per_launch_avg=round(float(per_launch.mean()), 2) if len(per_launch) else None,
+        kernels_per_launch_max=int(per_launch.max()) if len(per_launch) else None,
+        traced_whole=bool(whole),
+        fix_flag=FIX_FLAG if whole else None,
+        graphs=tuple(GraphRow(**r) for r in rows.to_dict("records")),
+    )
+    tables = (Table("cuda_graphs", COLUMNS, rows),)
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
 def _per_graph(
@@ -112,4 +114,5 @@ METRIC = Metric(
     description=(
         "Graph launches, node-traced kernels per graph and launch, and the CUDA-graph trace mode."
     ),
+    reads=("runtime", "kernel_launch_index"),
 )

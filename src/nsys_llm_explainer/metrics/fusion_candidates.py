@@ -28,6 +28,7 @@ from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.windows import non_overlapping
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.kernels import FusionCandidate, FusionCandidates
 from nsys_llm_explainer.trace.columns import factorize, first_appearance_codes, narrow
 
 SHORT_KERNEL_NS = 30_000
@@ -242,17 +243,17 @@ def run(ctx: Context) -> Outcome:
     records = cand.head(JSON_ROWS).to_dict("records")
     for r in records:
         r["kernels"] = r["kernels"].split(SEP)
-    data = {
-        "short_kernel_ns": SHORT_KERNEL_NS,
-        "max_link_gap_ns": MAX_LINK_GAP_NS,
-        "min_occurrences": MIN_OCCURRENCES,
-        "min_proximity": MIN_PROXIMITY,
-        "short_kernels": short_kernels,
-        "short_kernel_ns_total": short_ns,
-        "candidates_found": int(len(cand)),
-        "candidates": records,
-    }
-    return MetricResult(METRIC.id, data, (Table("fusion_candidates", COLUMNS, cand),))
+    result = FusionCandidates(
+        short_kernel_ns=SHORT_KERNEL_NS,
+        max_link_gap_ns=MAX_LINK_GAP_NS,
+        min_occurrences=MIN_OCCURRENCES,
+        min_proximity=MIN_PROXIMITY,
+        short_kernels=short_kernels,
+        short_kernel_ns_total=short_ns,
+        candidates_found=int(len(cand)),
+        candidates=tuple(FusionCandidate(**r) for r in records),
+    )
+    return MetricResult(METRIC.id, result.to_json(), (Table("fusion_candidates", COLUMNS, cand),), typed=result)
 
 
 METRIC = Metric(

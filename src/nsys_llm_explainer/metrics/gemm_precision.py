@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.compute import gpu_specs
@@ -28,8 +29,8 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.kernels import Arch, GemmDevice, GemmKernel, GemmMode, GemmPrecision
 
 COLUMNS = ("name", "device_id", "family", "math_dtype", "accumulator", "scaling", "tensor_cores", "dtype_token",
            "calls", "kernel_ns", "pct_of_gemm_time")
@@ -89,8 +90,8 @@ def run(ctx: Context) -> Outcome:
     by_device = []
     for dev in sorted(dev_total):
         f = int(fp32.loc[fp32["device_id"] == dev, "kernel_ns"].sum())
-        by_device.append({"device_id": dev, "gemm_ns": dev_total[dev], "fp32_cuda_core_ns": f,
-                          "fp32_cuda_core_pct": round(100.0 * f / dev_total[dev], 2) if dev_total[dev] else 0.0})
+        by_device.append(GemmDevice(dev, dev_total[dev], f,
+                                    round(100.0 * f / dev_total[dev], 2) if dev_total[dev] else 0.0))
     mode_rows: list[dict[str, Any]] = []
     tc = frame["tensor_cores"].map({True: "yes", False: "no"}).fillna("unknown")
     key = frame["math_dtype"].fillna("unknown") + "|" + tc
@@ -101,15 +102,16 @@ def run(ctx: Context) -> Outcome:
         mode_rows.append({"math_dtype": dtype, "tensor_cores": tc, "kernels": int(len(part)),
                           "calls": int(part["calls"].sum()), "kernel_ns": t,
                           "pct_of_gemm_time": round(100.0 * t / gemm_ns, 2) if gemm_ns else 0.0})
-    data = {
-        "gemm_ns": gemm_ns,
-        "kernel_names": int(len(frame)),
-        "modes": sorted(mode_rows, key=lambda r: -int(r["kernel_ns"])),
-        "by_device": by_device,
-        "fp32_kernels": fp32.head(LISTED).to_dict("records"),
-        "arch": architecture(ctx, set(dev_total), names).to_json(),
-    }
-    return MetricResult(METRIC.id, data, (Table("gemm_precision", COLUMNS, frame),))
+    arch = architecture(ctx, set(dev_total), names)
+    result = GemmPrecision(
+        gemm_ns=gemm_ns,
+        kernel_names=int(len(frame)),
+        modes=tuple(GemmMode(**r) for r in sorted(mode_rows, key=lambda r: -int(r["kernel_ns"]))),
+        by_device=tuple(by_device),
+        fp32_kernels=tuple(GemmKernel(**r) for r in fp32.head(LISTED).to_dict("records")),
+        arch=Arch(arch.vendor, arch.family, arch.exact, arch.why),
+    )
+    return MetricResult(METRIC.id, result.to_json(), (Table("gemm_precision", COLUMNS, frame),), typed=result)
 
 
 METRIC = Metric(
@@ -122,4 +124,5 @@ METRIC = Metric(
         "from the accumulator, tensor cores or not; float32 ones on CUDA cores per device; the GPU "
         "architecture."
     ),
+    reads=("kernel_categories:",),
 )

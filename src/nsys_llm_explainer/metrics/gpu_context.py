@@ -22,6 +22,7 @@ from nsys_llm_explainer.compute.device_peaks import peak_table
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
+from nsys_llm_explainer.results.devices import CopyBandwidth, GpuContext, GpuRow
 from nsys_llm_explainer.trace.data import Unavailable
 
 LARGE_COPY_BYTES = 1 << 20
@@ -151,18 +152,18 @@ def run(ctx: Context) -> Outcome:
         }
         for r in rows
     ]
-    data = {
-        "gpus": rows,
-        "unknown_models": unknown,
-        "devices_without_info": missing,
-        "large_copy_bytes": LARGE_COPY_BYTES,
-        "copy_bandwidth": copies,
-    }
+    result = GpuContext(
+        gpus=tuple(GpuRow(**r) for r in rows),
+        unknown_models=tuple(unknown),
+        devices_without_info=tuple(missing),
+        large_copy_bytes=LARGE_COPY_BYTES,
+        copy_bandwidth=tuple(CopyBandwidth(**c) for c in copies),
+    )
     tables = (
         Table("gpu_context", COLUMNS, _frame(flat, COLUMNS)),
         Table("gpu_copy_bandwidth", COPY_COLUMNS, _frame(copies, COPY_COLUMNS)),
     )
-    return MetricResult(METRIC.id, data, tables, tuple(notes))
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
 def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:

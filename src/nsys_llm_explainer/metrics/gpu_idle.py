@@ -144,4 +144,5 @@ METRIC = Metric(
     tables={"gpu_idle": DEVICE_COLUMNS, "gpu_idle_gaps": GAP_COLUMNS},
     description="Per-device busy time (union of kernels, whole-graph executions, device-local copies and "
     "memsets), idle time, gap histogram, largest gaps.",
+    reads=("device_busy", "kernel_launch_index", "gpu_work", "work_calls", "transfer_union:"),
 )

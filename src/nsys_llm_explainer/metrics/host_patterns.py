@@ -51,6 +51,7 @@ from nsys_llm_explainer.analysis import readbacks as rbk
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import rows_by_value
+from nsys_llm_explainer.analysis.host_sources import step_range_names
 from nsys_llm_explainer.analysis.idle_sweep import (
     CAUSES,
     HOST_OTHER,
@@ -63,8 +64,8 @@ from nsys_llm_explainer.analysis.idle_sweep import (
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.idle_causes import step_range_names
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.names import api_base_name
 
@@ -133,7 +134,8 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
     refill = np.maximum(refill, rb.end)
     during = _idle_cost(data, rb.device, rb.start, refill)
     window = max((b.window[1] - b.window[0] for b in device_busy(data).values()), default=0)
-    skip = step_range_names(ctx)
+    steps = ctx.typed(Steps)
+    skip = step_range_names(data, ctx.options.step_range, steps.ranges if steps else ())
     region, op = rbk.origins(data, rb, skip, window)
     devices = []
     after_ns: dict[int, int] = {}
@@ -451,4 +453,8 @@ METRIC = Metric(
     description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), per-layer sync stalls, one "
     "synchronize per launch and synchronous copies, each with its count and the GPU idle time it causes.",
     after=("steps",),
+    reads=(
+        "runtime", "host_rows", "gap_causes", "kernel_launch_index", "kernel_attribution",
+        "comm_mask", "readbacks", "nvtx_normalized",
+    ),
 )

@@ -37,6 +37,7 @@ from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import IdleCause, MetricResult, Outcome, Table
+from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.trace.data import Unavailable
 
 CAUSE_COLUMNS = ("device_id", "cause", "idle_ns", "pct_of_idle", "pct_of_window", "gaps")
@@ -130,22 +131,15 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
     }
 
 
-def step_range_names(ctx: Context) -> set[str]:
-    """The range names that mark steps (the steps metric's `ranges`, the trace's own step
-    marks, --step-range): a step range is not what the host was doing, its inside is."""
-    out = set(ctx.data.step_marks())
-    if ctx.options.step_range:
-        out.add(ctx.options.step_range)
-    steps = ctx.result("steps")
-    if steps is not None:
-        out |= set(steps.data.get("ranges", []))
-    return out
+def _step_ranges(ctx: Context) -> set[str]:
+    steps = ctx.typed(Steps)
+    return host_sources.step_range_names(ctx.data, ctx.options.step_range, steps.ranges if steps else ())
 
 
 def _host_sources(ctx: Context, gc: GapCauses, window: int) -> dict[str, Any]:
     """What the launching thread did during the device's host-caused idle time
     (analysis/host_sources.py): the top sources, the families, the CPU samples."""
-    skip = step_range_names(ctx)
+    skip = _step_ranges(ctx)
     ds = host_sources.device_sources(ctx.data, gc, HOST_SIDE, skip, window)
     return {
         "idle_ns": ds.idle_ns,
@@ -313,4 +307,9 @@ METRIC = Metric(
     description="Every nanosecond of GPU idle time split by what covered it: transfer, "
     "communication, sync_wait, launch_bound, capture_edge, host_other, device_wait.",
     after=("capture", "steps"),
+    reads=(
+        "runtime", "host_rows", "gap_causes", "device_busy", "kernel_launch_index",
+        "kernel_attribution", "comm_mask", "gpu_work", "work_calls", "work_launch_times",
+        "transfer_union:", "host_source_names:", "readbacks", "draining_calls", "nvtx_normalized",
+    ),
 )

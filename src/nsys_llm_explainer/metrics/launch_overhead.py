@@ -9,8 +9,6 @@ queuing time) = sum of the clamped latencies.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -20,6 +18,13 @@ from nsys_llm_explainer.analysis.launch_pairs import LaunchPairs, launch_api_mas
 from nsys_llm_explainer.analysis.stats import group_summary
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.launches import (
+    ApiCalls,
+    KernelLaunches,
+    LaunchOverhead,
+    LaunchTimes,
+    ProcessLaunches,
+)
 
 PERCENTILES = (50, 90, 99)
 MEASURES = ("api", "queue", "latency")
@@ -103,34 +108,33 @@ def run(ctx: Context) -> Outcome:
     skew_clamped = int((p.latency_raw < 0).sum())
     early = int((p.queue_raw < 0).sum())
     del values_of
-    data: dict[str, Any] = {
-        "launch_apis": [
-            {"api": names[int(a)], "calls": int(c)}
-            for a, c in zip(api_codes, api_counts, strict=True)
-        ],
-        "kernels": int(len(k)),
-        "kernels_with_launch": int(len(k) - n_without),
-        "kernels_without_launch": n_without,
-        "kernels_without_launch_pct": round(100.0 * n_without / len(k), 2),
-        "kernels_joined_to_other_api": int(p.non_launch_match.sum()),
-        "launch_calls": int(n_pairs),
-        "graph_launch_calls": int(p.graph.sum()),
-        "skew_clamped": skew_clamped,
-        "started_before_call_returned": early,
-        "tklqt_ns": int(glob["latency_total_ns"]),
-        "global": glob,
-        "processes": processes,
-        "top_kernels": top.to_dict("records"),
-    }
+    result = LaunchOverhead(
+        launch_apis=tuple(
+            ApiCalls(names[int(a)], int(c)) for a, c in zip(api_codes, api_counts, strict=True)
+        ),
+        kernels=int(len(k)),
+        kernels_with_launch=int(len(k) - n_without),
+        kernels_without_launch=n_without,
+        kernels_without_launch_pct=round(100.0 * n_without / len(k), 2),
+        kernels_joined_to_other_api=int(p.non_launch_match.sum()),
+        launch_calls=int(n_pairs),
+        graph_launch_calls=int(p.graph.sum()),
+        skew_clamped=skew_clamped,
+        started_before_call_returned=early,
+        tklqt_ns=int(glob["latency_total_ns"]),
+        global_=LaunchTimes(**glob),
+        processes=tuple(ProcessLaunches(**r) for r in processes),
+        top_kernels=tuple(KernelLaunches(**r) for r in top.to_dict("records")),
+    )
     notes = []
     if n_without:
         notes.append(
             f"{n_without} kernels have no matching launch call (same pid and correlationId); "
             "usually launches issued before the capture window began"
         )
-    if data["skew_clamped"]:
+    if result.skew_clamped:
         notes.append(
-            f"{data['skew_clamped']} kernels start before their launch call (clock skew); "
+            f"{result.skew_clamped} kernels start before their launch call (clock skew); "
             "their latency is clamped to 0"
         )
     tables = (
@@ -141,7 +145,7 @@ def run(ctx: Context) -> Outcome:
         ),
         Table("launch_overhead_kernels", KERNEL_COLUMNS, top),
     )
-    return MetricResult(METRIC.id, data, tables, tuple(notes))
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
 def _top_kernels(ctx: Context, p: LaunchPairs, values_of: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -180,4 +184,5 @@ METRIC = Metric(
     run=run,
     tables={"launch_overhead": PROCESS_COLUMNS, "launch_overhead_kernels": KERNEL_COLUMNS},
     description="Launch API time, queue time and launch-to-start latency per launch call; TKLQT.",
+    reads=("runtime", "launch_pairs", "kernel_launch_index"),
 )

@@ -12,6 +12,7 @@ from nsys_llm_explainer.analysis.groups import group_codes, group_sum, rows_by_v
 from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.launches import LaunchRate, LaunchStorm, ProcessLaunchRate, StormThresholds, TinyKernel
 
 # A launch storm: very many kernels per second, and most of them short.
 STORM_RATE_PER_S = 50_000
@@ -80,20 +81,17 @@ def run(ctx: Context) -> Outcome:
             "pct_of_launches": np.round(100.0 * calls[tiny] / len(k), 2),
         }
     )
-    data = {
-        "thresholds": {
-            "storm_rate_per_s": STORM_RATE_PER_S, "storm_p50_ns": STORM_P50_NS,
-            "severe_rate_per_s": SEVERE_STORM_RATE_PER_S, "severe_p50_ns": SEVERE_STORM_P50_NS,
-        },
-        "global": glob,
-        "processes": per_pid,
-        "tiny_kernels": frame.to_dict("records"),
-    }
+    result = LaunchStorm(
+        thresholds=StormThresholds(STORM_RATE_PER_S, STORM_P50_NS, SEVERE_STORM_RATE_PER_S, SEVERE_STORM_P50_NS),
+        global_=LaunchRate(**glob),
+        processes=tuple(ProcessLaunchRate(**p) for p in per_pid),
+        tiny_kernels=tuple(TinyKernel(**r) for r in frame.to_dict("records")),
+    )
     tables = (
         Table("tiny_kernels", TINY_COLUMNS, frame),
         Table("launch_storm_by_pid", BY_PID_COLUMNS, pd.DataFrame(per_pid, columns=list(BY_PID_COLUMNS))),
     )
-    return MetricResult(METRIC.id, data, tables)
+    return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 
 
 METRIC = Metric(

@@ -8,8 +8,6 @@ Achieved bandwidth is bytes / busy time of the copies (bytes per ns = GB/s, 1 GB
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -20,6 +18,16 @@ from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.devices import (
+    CopySummary,
+    DeviceTransfers,
+    KindTransfers,
+    LaunchThreadCopies,
+    MemoryTransfers,
+    SizeBucket,
+    TinyTransfers,
+    TransferIssue,
+)
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -41,10 +49,10 @@ def pageable_codes(data: TraceData) -> set[int]:
     return {PAGEABLE_KIND}
 
 
-def _size_buckets(b: np.ndarray) -> list[dict[str, Any]]:
+def _size_buckets(b: np.ndarray) -> tuple[SizeBucket, ...]:
     idx = np.searchsorted(SIZE_EDGES, b, side="left")  # edges are inclusive upper bounds
     counts = np.bincount(idx, minlength=len(SIZE_LABELS))
-    return [{"label": lab, "count": int(c)} for lab, c in zip(SIZE_LABELS, counts, strict=True)]
+    return tuple(SizeBucket(lab, int(c)) for lab, c in zip(SIZE_LABELS, counts, strict=True))
 
 
 def _launch_threads(data: TraceData) -> np.ndarray:
@@ -214,39 +222,39 @@ def run(ctx: Context) -> Outcome:
     ]
     issues = pd.concat(frames, ignore_index=True)
     span = int(c.end.max() - c.start.min())
-    data = {
-        "kinds_from_enum": from_enum,
-        "transfer_count": int(len(c)),
-        "total_bytes": int(c.bytes.sum()),
-        "total_time_ns": int(c.dur.sum()),
-        "by_kind": by_kind.to_dict("records"),
-        "by_device": per.to_dict("records"),
-        "size_buckets": _size_buckets(c.bytes),
-        "tiny_bytes": TINY_BYTES,
-        "tiny": {
-            "count": int(tiny.sum()),
-            "time_ns": int(c.dur[tiny].sum()),
-            "bytes": int(c.bytes[tiny].sum()),
-            "per_s": round(float(tiny.sum()) * 1e9 / span, 1) if span > 0 else None,
-        },
-        "pageable_async": _summary(c, pageable_async),
-        "sync_on_launch_thread": _summary(c, sync_copy)
-        | {"scope": step_scope, "launch_threads": int(len(launchers))},
-        "issues": issues.groupby("issue", sort=False).head(ISSUE_LIMIT).to_dict("records"),
-    }
+    sync = _summary(c, sync_copy)
+    result = MemoryTransfers(
+        kinds_from_enum=from_enum,
+        transfer_count=int(len(c)),
+        total_bytes=int(c.bytes.sum()),
+        total_time_ns=int(c.dur.sum()),
+        by_kind=tuple(KindTransfers(**r) for r in by_kind.to_dict("records")),
+        by_device=tuple(DeviceTransfers(**r) for r in per.to_dict("records")),
+        size_buckets=_size_buckets(c.bytes),
+        tiny_bytes=TINY_BYTES,
+        tiny=TinyTransfers(
+            count=int(tiny.sum()),
+            time_ns=int(c.dur[tiny].sum()),
+            bytes=int(c.bytes[tiny].sum()),
+            per_s=round(float(tiny.sum()) * 1e9 / span, 1) if span > 0 else None,
+        ),
+        pageable_async=_summary(c, pageable_async),
+        sync_on_launch_thread=LaunchThreadCopies(
+            sync.count, sync.bytes, sync.time_ns, scope=step_scope, launch_threads=int(len(launchers))
+        ),
+        issues=tuple(
+            TransferIssue(**r) for r in issues.groupby("issue", sort=False).head(ISSUE_LIMIT).to_dict("records")
+        ),
+    )
     tables = (
         Table("memory_transfers", KIND_COLUMNS, per),
         Table("memory_transfer_issues", ISSUE_COLUMNS, issues),
     )
-    return MetricResult(METRIC.id, data, tables, tuple(notes))
+    return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
 
-def _summary(c: Columns, sel: np.ndarray) -> dict[str, int]:
-    return {
-        "count": int(sel.sum()),
-        "bytes": int(c.bytes[sel].sum()),
-        "time_ns": int(c.dur[sel].sum()),
-    }
+def _summary(c: Columns, sel: np.ndarray) -> CopySummary:
+    return CopySummary(count=int(sel.sum()), bytes=int(c.bytes[sel].sum()), time_ns=int(c.dur[sel].sum()))
 
 
 METRIC = Metric(
@@ -259,4 +267,5 @@ METRIC = Metric(
         "memcpy/memset by kind and device (count, bytes, time, GB/s); pageable "
         "async, synchronous and tiny copies."
     ),
+    reads=("runtime", "kernel_launch_index"),
 )

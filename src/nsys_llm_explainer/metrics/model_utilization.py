@@ -54,4 +54,5 @@ METRIC = Metric(
         "decode steps (weights + KV cache), hardware FLOPs utilisation from measured operator FLOPs."
     ),
     after=("steps", "workload"),
+    reads=("compute_instances", "compute_view", "compute_peaks:"),
 )

@@ -21,10 +21,10 @@ fields, HIP calls): ncu profiles NVIDIA GPUs only.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.compute import ncu_plan
@@ -32,8 +32,8 @@ from nsys_llm_explainer.compute.ncu_plan import nvtx_include
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, TraceFormat
+from nsys_llm_explainer.results.kernels import KernelRow, NcuPlan, TopKernels
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -128,7 +128,7 @@ def run(ctx: Context) -> Outcome:
     vendor = not_nvidia(ctx)
     if vendor is not None:
         return METRIC.skipped(f"{vendor}: Nsight Compute profiles NVIDIA GPUs only")
-    top = ctx.result("top_kernels")
+    top = ctx.typed(TopKernels)
     if top is None:
         return METRIC.skipped("top_kernels did not run")
     order = np.argsort(k.start, kind="stable")
@@ -142,53 +142,46 @@ def run(ctx: Context) -> Outcome:
     code_of = {names.get(int(i), ""): j for j, i in enumerate(uniq.tolist())}
     total = int(k.dur.sum())
     categories, bounds = _categories(ctx), _bounds(ctx)
-    chosen: list[tuple[dict[str, Any], int]] = []
-    for row in top.data["kernels"]:
-        j = code_of.get(row["name"])
+    chosen: list[tuple[KernelRow, int]] = []
+    for row in top.kernels:
+        j = code_of.get(row.name)
         if j is None:
             continue
         chosen.append((row, int(uniq[j])))
-        if sum(1 for r, _ in chosen if not r["name"].startswith("nccl")) >= TARGETS:
+        if sum(1 for r, _ in chosen if not r.name.startswith("nccl")) >= TARGETS:
             break
     mangled = ctx.data.kernel_mangled_names(np.array([i for _, i in chosen], dtype=np.int64))
     expr, inside = _step_ranges(ctx)
     before, captured = _steps_before(ctx)
     targets = []
     for row, name_id in chosen:
-        dev = int(row["device_id"])
+        dev = int(row.device_id)
         sel = (k.name_id == name_id) & (k.device == dev)
         targets.append(ncu_plan.KernelTarget(
-            name=row["name"], device=dev, calls=int(row["calls"]), total_ns=int(row["total_ns"]),
+            name=row.name, device=dev, calls=int(row.calls), total_ns=int(row.total_ns),
             call_order=ordinal[sel].tolist(), category=categories.get(name_id, "other"),
-            bound=bounds.get((row["name"], dev)),
-            mangled_name=row["name"] if ctx.data.kernel_name_mode == "mangled" else mangled.get(name_id),
-            share_pct=100.0 * int(row["total_ns"]) / total if total else None,
+            bound=bounds.get((row.name, dev)),
+            mangled_name=row.name if ctx.data.kernel_name_mode == "mangled" else mangled.get(name_id),
+            share_pct=100.0 * int(row.total_ns) / total if total else None,
             in_ranges=ordinal[sel & inside].tolist() if inside is not None else None,
         ))
     counting = ncu_plan.Counting(expr, before, captured)
     plan = ncu_plan.plan(targets, steady_from, len(order), counting)
-    data = {
-        "steady_from_launch": steady_from,
-        "warmup": "launches before the capture's steady start (capture.steady_start_ns)"
+    result = NcuPlan(
+        steady_from_launch=steady_from,
+        warmup="launches before the capture's steady start (capture.steady_start_ns)"
         if steady_from is not None else f"the first {WARMUP_PCT}% of the capture's launches",
-        "launches": int(len(order)),
-        "counting": (
+        launches=int(len(order)),
+        counting=(
             "launch skips count from the capture's first launch; ncu counts from the start of the "
             "process, so launches before the capture must be added"
             + (f" ({before} profiler steps ran before the first captured one)" if before else "")
             + (f"; an NVTX filter on the step ranges ({expr}) is offered per kernel" if expr else "")
         ),
-        "files": list(FILES),
-        "metrics": plan["metrics"],
-        "targets": plan["targets"],
-        "skipped": plan["skipped"],
-    }
-    return MetricResult(METRIC.id, data)
-
-
-def plan_of(data: dict[str, Any]) -> dict[str, Any]:
-    """The ncu_targets.json object of a finished ncu_plan metric."""
-    return {"version": 1, "metrics": data["metrics"], "targets": data["targets"], "skipped": data["skipped"]}
+        files=FILES,
+        plan=plan,
+    )
+    return MetricResult(METRIC.id, result.to_json(), typed=result)
 
 
 METRIC = Metric(
@@ -200,4 +193,5 @@ METRIC = Metric(
         "ncu_targets.json): escaped name regex, launch skip past the warm-up, sections for the question."
     ),
     after=("top_kernels", "capture", "compute_efficiency", "steps"),
+    reads=("runtime", "kernel_launch_index", "kernel_categories:"),
 )

@@ -17,31 +17,18 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import KernelAttribution, kernel_attribution
+from nsys_llm_explainer.analysis.attribution import NO_PHASE, instance_phases, kernel_attribution
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct, group_sum
 from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.ranges import NvtxAttribution, PhaseShare, RangeRow, TopLevelRange
 
 COLUMNS = ("name", "normalized_name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns",
            "pct_of_kernel_time")
 JSON_COLUMNS = ("name", "phase", "kernel_count", "kernel_ns", "inclusive_kernel_ns", "pct_of_kernel_time")
 TOP_LEVEL_MAX = 50
-NO_PHASE = -1
-
-
-def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Phase code per sorted range: its own name's phase, else its nearest ancestor's."""
-    phases = ctx.options.phase_map.phases()
-    code_of = {p: i for i, p in enumerate(phases)}
-    by_name = np.array([code_of.get(ctx.options.phase_map.phase_of(n) or "", NO_PHASE) for n in names] or [NO_PHASE])
-    name = ctx.data.nvtx().name[att.index.order]
-    phase = by_name[name] if len(name) else np.empty(0, np.int64)
-    for level in range(1, int(att.depth.max(initial=0)) + 1):
-        idx = np.flatnonzero((att.depth == level) & (phase == NO_PHASE))
-        phase[idx] = phase[att.index.parent[idx]]
-    return phase, phases
 
 
 def inclusive_by_name(
@@ -120,31 +107,30 @@ def run(ctx: Context) -> Outcome:
         norm_phases = group_phases([names[i] for i in present], norm_of[present], len(norm_names), pm.phase_of,
                                    pm.phases())
     ops = _frame(norm_names, own_ns, own_count, norm_range, pairs, total, norm_phases)
-    phase_rows = []
+    phase_rows: list[PhaseShare] = []
     if pm:
         inst_phase, phase_list = instance_phases(ctx, att, names)
         kphase = np.where(hit, inst_phase[np.maximum(att.range_pos, 0)], NO_PHASE)
         for i, ph in enumerate(phase_list):
             sel = kphase == i
-            phase_rows.append({"phase": ph, "kernel_count": int(sel.sum()), "kernel_ns": int(k.dur[sel].sum()),
-                               "pct_of_kernel_time": round(100.0 * int(k.dur[sel].sum()) / total, 2) if total else 0.0})
+            phase_rows.append(PhaseShare(ph, int(sel.sum()), int(k.dur[sel].sum()),
+                                         round(100.0 * int(k.dur[sel].sum()) / total, 2) if total else 0.0))
     top_level = _inclusive(pairs, own_ns, norm_range, len(norm_names), att.index.parent == -1)
     top_idx = np.flatnonzero(top_level > 0)
     top_idx = top_idx[np.argsort(-top_level[top_idx], kind="stable")]
-    data = {
-        "total_kernel_ns": total,
-        "attributed_ns": attributed,
-        "coverage": round(attributed / total, 4) if total else 0.0,
-        "kernels_without_launch": int((att.launch < 0).sum()),
-        "kernels_without_launch_ns": int(k.dur[att.launch < 0].sum()),
-        "kernels_outside_ranges": int(((att.launch >= 0) & ~hit).sum()),
-        "coverage_warn_threshold": ctx.options.nvtx_coverage_warn_threshold,
-        "ranges": ops[list(JSON_COLUMNS)].to_dict("records"),
-        "phases": phase_rows,
-        "top_level": [{"name": norm_names[i], "inclusive_kernel_ns": int(top_level[i])}
-                      for i in top_idx[:TOP_LEVEL_MAX]],
-    }
-    return MetricResult(METRIC.id, data, (Table("nvtx_attribution", COLUMNS, frame),))
+    result = NvtxAttribution(
+        total_kernel_ns=total,
+        attributed_ns=attributed,
+        coverage=round(attributed / total, 4) if total else 0.0,
+        kernels_without_launch=int((att.launch < 0).sum()),
+        kernels_without_launch_ns=int(k.dur[att.launch < 0].sum()),
+        kernels_outside_ranges=int(((att.launch >= 0) & ~hit).sum()),
+        coverage_warn_threshold=ctx.options.nvtx_coverage_warn_threshold,
+        ranges=tuple(RangeRow(**r) for r in ops[list(JSON_COLUMNS)].to_dict("records")),
+        phases=tuple(phase_rows),
+        top_level=tuple(TopLevelRange(norm_names[i], int(top_level[i])) for i in top_idx[:TOP_LEVEL_MAX]),
+    )
+    return MetricResult(METRIC.id, result.to_json(), (Table("nvtx_attribution", COLUMNS, frame),), typed=result)
 
 
 METRIC = Metric(
@@ -153,4 +139,5 @@ METRIC = Metric(
     run=run,
     tables={"nvtx_attribution": COLUMNS},
     description="Kernel time credited to the innermost NVTX range around each launch call.",
+    reads=("runtime", "kernel_launch_index", "kernel_attribution", "nvtx_normalized"),
 )

@@ -111,4 +111,5 @@ METRIC = Metric(
     run=run,
     tables={"nvtx_ranges": COLUMNS, "nvtx_by_pid": BY_PID_COLUMNS},
     description="NVTX push/pop and start/end ranges by name: count, total, average, p50, p90.",
+    reads=("nvtx_normalized",),
 )

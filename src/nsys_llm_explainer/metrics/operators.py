@@ -156,4 +156,5 @@ METRIC = Metric(
         "time of the innermost operator, kernels and launches per call, launch overhead, input shapes, "
         "per step and phase, Python call sites."
     ),
+    reads=("runtime", "kernel_launch_index", "operator_attribution"),
 )

@@ -9,10 +9,11 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
+from nsys_llm_explainer.analysis.modes import KERNEL_COLUMNS, csv_frame, kernel_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.top_kernels import COLUMNS as KERNEL_COLUMNS
-from nsys_llm_explainer.metrics.top_kernels import csv_frame, kernel_table
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.kernels import KernelRow, PerProcess, ProcessKernel, ProcessRow
+from nsys_llm_explainer.results.launches import LaunchStorm
 
 TOP_KERNELS_PER_PID = 10
 COLUMNS = ("pid", "kernel_count", "kernel_ns", "pct_of_kernel_time", "devices",
@@ -46,7 +47,8 @@ def run(ctx: Context) -> Outcome:
         frame.insert(0, "pid", int(pid))
         frames.append(frame.head(TOP_KERNELS_PER_PID))
     by_pid = pd.concat(frames, ignore_index=True)
-    rates = _by_pid(ctx, "launch_storm", "launches_per_s")
+    storm = ctx.typed(LaunchStorm)
+    rates = {int(p.pid): p.launches_per_s for p in storm.processes} if storm is not None else {}
     syncs = _by_pid(ctx, "sync", "blocking_ns")
     nvtx_counts: dict[int, int] = {}
     try:
@@ -70,20 +72,23 @@ def run(ctx: Context) -> Outcome:
     processes.sort(key=lambda r: (-r["kernel_ns"], r["pid"]))
     # Each format says in its own terms why a pid is not real (Nsight Systems: globalPid).
     warning = ctx.data.kernel_pid_note(k.pid)
-    data = {
-        "processes": processes,
-        "top_kernels": by_pid.to_dict("records"),
-        "pid_warning": warning,
-    }
+    result = PerProcess(
+        processes=tuple(ProcessRow(**{**p, "devices": tuple(p["devices"])}) for p in processes),
+        top_kernels=tuple(
+            ProcessKernel(pid=r.pop("pid"), kernel=KernelRow.of(r)) for r in by_pid.to_dict("records")
+        ),
+        pid_warning=warning,
+    )
     table = pd.DataFrame(processes, columns=list(COLUMNS))
     table["devices"] = table["devices"].map(lambda d: " ".join(str(x) for x in d))
     return MetricResult(
-        METRIC.id, data,
+        METRIC.id, result.to_json(),
         (
             Table("processes", COLUMNS, table),
             Table("kernels_by_pid", BY_PID_COLUMNS, csv_frame(by_pid)),
         ),
         notes=(warning,) if warning else (),
+        typed=result,
     )
 
 

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis.attribution import kernel_attribution, kernel_categories
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes
@@ -71,7 +71,6 @@ from nsys_llm_explainer.compute.dtypes import size as dtype_size
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.serving import (
     CATEGORY_GROUPS,
@@ -585,4 +584,9 @@ METRIC = Metric(
     "sequences, tokens, GPU span and busy, host gaps, graph replays; per phase latency, time per token, "
     "category split, host share; latency fits; per-configuration operator and kernel times.",
     after=("workload", "steps", "model_utilization"),
+    reads=(
+        "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
+        "operator_attribution", "carried", "serving_iterations", "serving_iterations:structure",
+        "compute_instances", "compute_view", "compute_peaks:",
+    ),
 )

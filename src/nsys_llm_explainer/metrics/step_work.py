@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
 from nsys_llm_explainer.analysis.context import Context
@@ -42,7 +43,6 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.metrics.categories import kernel_categories
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -275,4 +275,5 @@ METRIC = Metric(
     description="Per complete step: latency, kernel time, GPU busy and host time outside CUDA calls; "
     "per kernel name and category: calls and time in steps.",
     after=("steps",),
+    reads=("runtime", "kernel_launch_index", "kernel_categories:", "comm_mask", "carried"),
 )

@@ -45,6 +45,7 @@ from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS,
 from nsys_llm_explainer.analysis.steps_explain import explain_outliers
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.run import CarriedWork, StepLayers, StepOutlier, StepPhase, Steps
 from nsys_llm_explainer.trace.data import Unavailable
 
 OUTLIER_FACTOR = 2.0
@@ -332,19 +333,22 @@ def run(ctx: Context) -> Outcome:
     ranges = info.pop("ranges", None)
     if ranges is None:
         ranges = sorted({str(n) for n in frame["name"]}) if "name" in frame else []
-    data = {
-        **info,
-        "outlier_factor": OUTLIER_FACTOR,
-        "step_count": int(len(steps)),
-        "window": "gpu_annotation" if _annotated(ctx, steps) else "own_kernels",
-        "layers": layers,
-        "ranges": ranges,
-        "phases": phases,
-        "outliers": explain_outliers(ctx, top, kernel_step),
-        "carried": carried(ctx.data).to_json(),
-    }
+    cw = carried(ctx.data)
+    result = Steps(
+        method=info["method"],
+        confidence=info["confidence"],
+        detail=info["detail"],
+        outlier_factor=OUTLIER_FACTOR,
+        step_count=int(len(steps)),
+        window="gpu_annotation" if _annotated(ctx, steps) else "own_kernels",
+        layers=None if layers is None else StepLayers(**layers),
+        ranges=tuple(ranges),
+        phases=tuple(StepPhase(**p) for p in phases),
+        outliers=tuple(StepOutlier(**o) for o in explain_outliers(ctx, top, kernel_step)),
+        carried=CarriedWork(cw.kernels, cw.kernel_ns, cw.busy_ns, cw.end_ns, cw.devices),
+    )
     notes: tuple[str, ...] = ()
-    if info["confidence"] == "low":
+    if result.confidence == "low":
         notes = (
             "steps were detected automatically with low confidence; pass --step-range or a phase "
             "map",
@@ -353,7 +357,7 @@ def run(ctx: Context) -> Outcome:
         Table("steps", STEP_COLUMNS, steps),
         Table("steps_phases", PHASE_COLUMNS, _phase_table(phases)),
     )
-    return MetricResult(METRIC.id, data, tables, notes)
+    return MetricResult(METRIC.id, result.to_json(), tables, notes, typed=result)
 
 
 METRIC = Metric(
@@ -363,4 +367,9 @@ METRIC = Metric(
     tables={"steps": STEP_COLUMNS, "steps_phases": PHASE_COLUMNS},
     description="Steps (the outermost repeating unit, not its layers) per phase: latency on the host and "
     "of each step's own GPU work, steps/s, kernels/step, outliers.",
+    reads=(
+        "runtime", "host_rows", "gap_causes", "device_busy", "launch_first_kernels",
+        "kernel_launch_index", "kernel_attribution", "comm_mask", "carried", "serving_iterations",
+        "nvtx_normalized",
+    ),
 )

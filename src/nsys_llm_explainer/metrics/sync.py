@@ -89,4 +89,5 @@ METRIC = Metric(
     run=run,
     tables={"sync": COLUMNS, "sync_by_pid": BY_PID_COLUMNS},
     description="Blocking synchronize calls and synchronous copies; non-blocking waits listed apart.",
+    reads=("runtime",),
 )

@@ -176,4 +176,5 @@ METRIC = Metric(
     after=("idle_causes",),
     description="The kernel window in at most 1,000 bins: busy share per device and bin, "
     "idle causes, NVTX bands.",
+    reads=("gap_causes", "device_busy"),
 )

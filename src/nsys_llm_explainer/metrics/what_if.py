@@ -13,10 +13,10 @@ nothing in the trace to change).
 from __future__ import annotations
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.metrics.base import Context, Metric
-from nsys_llm_explainer.metrics.critical_path import analysis
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
 
@@ -26,7 +26,7 @@ def run(ctx: Context) -> Outcome:
         reason = getattr(cp, "reason", "the critical path was not measured")
         return METRIC.skipped(reason)
     try:
-        res = analysis(ctx)[0]
+        res = A.trace_analysis(ctx)[0]
     except UsageError as exc:
         return METRIC.skipped(exc.message)
     given = frozenset(ch.parse(t).key for t in ctx.options.what_if)
@@ -41,4 +41,5 @@ METRIC = Metric(
     tables={"what_if": S.WHAT_IF_COLUMNS},
     description="Predicted step time and window for each change, by replaying the step graph.",
     after=("critical_path",),
+    reads=("graph_analysis",),
 )

@@ -51,6 +51,7 @@ from nsys_llm_explainer.analysis.nvtx_names import normalized_names
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.render.escape import shorten
+from nsys_llm_explainer.results.run import KernelSignal, RangeSignal, Workload
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -244,15 +245,15 @@ def run(ctx: Context) -> Outcome:
     model = model_of(kind, kernels, ranges)
     if kind != "tensorrt_inference":  # xmma tactics are TensorRT evidence only beside TensorRT ranges
         kernels.pop("xmma", None)
-    data = {
-        "kind": kind,
-        "confidence": confidence,
-        "model": model,
-        "evidence": ([test] if test else []) + _evidence(kernels, ranges, kind, kernel_ns),
-        "kernel_signals": kernels,
-        "range_signals": ranges,
-    }
-    return MetricResult(METRIC.id, data)
+    result = Workload(
+        kind=kind,
+        confidence=confidence,
+        model=model,
+        evidence=tuple(([test] if test else []) + _evidence(kernels, ranges, kind, kernel_ns)),
+        kernel_signals={sid: KernelSignal(**row) for sid, row in kernels.items()},
+        range_signals={sid: RangeSignal(**row) for sid, row in ranges.items()},
+    )
+    return MetricResult(METRIC.id, result.to_json(), typed=result)
 
 
 METRIC = Metric(
@@ -261,4 +262,5 @@ METRIC = Metric(
     run=run,
     description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) and, where shown, "
     "the model kind (recommendation, CNN), from kernel and range names, with the evidence.",
+    reads=("nvtx_normalized",),
 )

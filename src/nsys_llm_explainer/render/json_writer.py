@@ -1,10 +1,12 @@
-"""report.json: the machine-readable contract (schema: schema/report.schema.json)."""
+"""report.json: the machine-readable contract (schema: schema/report.schema.json), a summary
+of the report whose long lists are cut (summarize, below)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -12,7 +14,6 @@ import numpy as np
 
 from nsys_llm_explainer import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
-from nsys_llm_explainer.render.summary import summarize
 
 SCHEMA_VERSION = "3.1"
 EXTENSION = ".json"
@@ -91,3 +92,76 @@ def render(report: Report) -> str:
 
 def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# report.json stays a summary: long lists keep their first rows, the rest is in a CSV.
+#
+# The lists below can grow with the trace (one row per kernel name, NVTX name, process or
+# graph). report.json keeps the first max(KEEP, --top-n) rows of each, in the metric's own
+# order (largest first), so report.md can still show --top-n of them; the CSV table named
+# beside it holds every row. Every metric that ran carries `left_out`, empty when nothing was
+# cut:
+#
+#     "left_out": {"ranges": {"rows": 76, "csv": "tables/nvtx_ranges.csv"}}
+#
+# `rows` counts the list rows not in report.json. The NVTX lists are per normalized name while
+# their CSV tables hold one row per raw name with a `normalized_name` column: the rows left out
+# are the normalized names beyond the kept ones, found by grouping the CSV on that column.
+KEY = "left_out"
+
+
+@dataclass(frozen=True)
+class Cut:
+    metric_id: str
+    key: str  # the list in the metric's data
+    csv: str  # stem of the CSV table holding every row
+    keep: int  # rows kept (at least --top-n)
+
+
+CUTS: tuple[Cut, ...] = (
+    Cut("top_kernels", "kernels", "kernels", 500),
+    Cut("nvtx_ranges", "ranges", "nvtx_ranges", 100),
+    Cut("nvtx_attribution", "ranges", "nvtx_attribution", 100),
+    Cut("per_process", "processes", "processes", 100),
+    Cut("cuda_graphs", "graphs", "cuda_graphs", 100),
+    Cut("compute_efficiency", "operations", "compute_operations", 50),
+    Cut("compute_efficiency", "kernels", "compute_kernels", 50),
+    Cut("model_utilization", "steps", "model_utilization_steps", 100),
+    Cut("step_work", "names", "step_work_kernels", 500),
+    Cut("serving", "iterations", "iterations", 200),
+    Cut("ncu", "kernels", "ncu_kernels", 100),
+    Cut("ncu", "launches", "ncu_launches", 200),
+)
+_BY_METRIC: dict[str, tuple[Cut, ...]] = {}
+for _cut in CUTS:
+    _BY_METRIC[_cut.metric_id] = _BY_METRIC.get(_cut.metric_id, ()) + (_cut,)
+
+
+def csv_path(stem: str) -> str:
+    return f"tables/{stem}.csv"
+
+
+def summarize(metric_id: str, data: dict[str, Any], top_n: int) -> dict[str, Any]:
+    """`data` with its long lists cut and `left_out` added (a shallow copy; `data` is kept)."""
+    out = dict(data)
+    left: dict[str, dict[str, Any]] = {}
+    for cut in _BY_METRIC.get(metric_id, ()):
+        rows = out.get(cut.key)
+        keep = max(cut.keep, top_n)
+        if isinstance(rows, list) and len(rows) > keep:
+            out[cut.key] = rows[:keep]
+            left[cut.key] = {"rows": len(rows) - keep, "csv": csv_path(cut.csv)}
+    out[KEY] = left
+    return out
+
+
+def more(metric: dict[str, Any], key: str, shown: int) -> int:
+    """Rows of the list `key` not among the first `shown`: those cut from report.json
+    included (templates use it for "N more in tables/...")."""
+    rows = metric.get(key)
+    listed = len(rows) if isinstance(rows, list) else 0
+    left = metric.get(KEY, {}).get(key, {}).get("rows", 0)
+    return max(listed - shown, 0) + int(left)
+
+
+__all__ = ["CUTS", "KEY", "Cut", "csv_path", "more", "summarize"]

@@ -25,7 +25,7 @@ from markupsafe import Markup
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.render import escape, overview, rich, templates
-from nsys_llm_explainer.render.summary import more
+from nsys_llm_explainer.render.json_writer import more
 
 # A kernel name as a mark (U+E000 index U+E001) into a list of full names: the metric
 # sections are rendered once, and report.md and report.html each put their own label there.

@@ -17,7 +17,7 @@ from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, Results, document, la
 from nsys_llm_explainer.render import templates
 from nsys_llm_explainer.render.csv_writer import render_frame
 from nsys_llm_explainer.render.svg import plot_files
-from nsys_llm_explainer.render.svg.ncu_roofline import build_ncu
+from nsys_llm_explainer.render.svg.roofline import build_ncu
 
 MD_NAME, JSON_NAME, CSV_NAME = "ncu.md", "ncu.json", "ncu.csv"
 OWN = (MD_NAME, JSON_NAME, CSV_NAME, "ncu_roofline.svg")

@@ -31,7 +31,8 @@ def _is_ours(directory: Path) -> bool:
     except (OSError, ValueError):
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("tool"), dict):
-        return doc["tool"].get("name") == TOOL_NAME
+        name: object = doc["tool"].get("name")
+        return name == TOOL_NAME
     try:  # written with --format md,... but not json
         with (directory / MD_MARKER).open(encoding="utf-8", errors="replace") as fh:
             if fh.readline().startswith(MD_HEADING):

@@ -72,7 +72,7 @@ WORKLOAD_WORDS = {
 
 
 MODEL_WORDS = {"recommendation": ", a recommendation model", "cnn": ", a convolutional network"}
-# Primary kinds that say how the run went, with no GPU time at stake (diagnosis/outcome.py).
+# Primary kinds that say how the run went, with no GPU time at stake (diagnosis/capture.py).
 RUN_KINDS = ("program_failed", "killed", "profiler_failed", "cuda_not_traced", "kernels_not_recorded", "no_kernels")
 # How the run ended, in words, for the key numbers (the id stays in report.json).
 RUN_WORDS = {
@@ -401,7 +401,8 @@ WHAT_IF_WORDS = WORDS
 def gain_why(finding: dict[str, Any]) -> str | None:
     """Why the estimated gain is far below the time at stake, or why none is given: the
     evidence line rules/gain.py writes (GAIN_WHY_PREFIXES), without its prefix."""
-    for e in finding.get("evidence") or []:
+    evidence: list[str] = finding.get("evidence") or []
+    for e in evidence:
         for prefix in GAIN_WHY_PREFIXES:
             if e.startswith(prefix):
                 return e[len(prefix):]

@@ -1,23 +1,21 @@
-"""One writer per output format, and WRITERS, the one mapping from Format to writer that
-every loop over formats reads (files.build, files.prepare).
+"""One writer per output format, WRITERS, the one mapping from Format to writer that every
+loop over formats reads, and the files of a report: every chosen format's writer over one
+Shared (build, prepare).
 
 A writer turns the Report, with what writers share (render/shared.py: report.json's dict,
 the kernel labels, the plots and metric sections of report.md and report.html), into
 files: relative path -> text. Each imports its module only when it runs, so choosing
 `--format json` loads no Jinja and no plot code. To add a format: a Format member
 (render/__init__.py) and a writer here; tests/render/test_writer_registry.py checks
-that every Format has one.
-"""
+that every Format has one."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
-from nsys_llm_explainer.render import Format
-
-if TYPE_CHECKING:  # the command line reads WRITERS before pandas (which model.py loads) is imported
-    from nsys_llm_explainer.model import Report
-    from nsys_llm_explainer.render.shared import Shared
+from nsys_llm_explainer.model import Report
+from nsys_llm_explainer.render import MD_LAYOUTS, Format
+from nsys_llm_explainer.render.shared import Shared
 
 
 class Writer(Protocol):
@@ -102,15 +100,15 @@ class NcuWriter:
     format: ClassVar[Format] = Format.NCU
 
     def render(self, report: Report, shared: Shared) -> dict[str, str]:
-        from nsys_llm_explainer.model import MetricResult
+        from nsys_llm_explainer.model import typed_result
+        from nsys_llm_explainer.results.kernels import NcuPlan
 
-        outcome = report.metrics.get("ncu_plan")
-        if not isinstance(outcome, MetricResult) or not outcome.data.get("targets"):
+        result = typed_result(report.metrics, NcuPlan)
+        if result is None or not result.targets:
             return {}
         from nsys_llm_explainer.compute import ncu_plan
-        from nsys_llm_explainer.metrics.ncu_targets import plan_of
 
-        plan = plan_of(outcome.data)
+        plan = dict(result.plan)
         return {"ncu_plan.sh": ncu_plan.plan_script(plan), "ncu_targets.json": ncu_plan.targets_json(plan)}
 
     def prepare(self, md: str) -> None:
@@ -120,3 +118,26 @@ class NcuWriter:
 WRITERS: dict[Format, Writer] = {
     w.format: w for w in (MarkdownWriter(), JsonWriter(), CsvWriter(), HtmlWriter(), NcuWriter())
 }
+
+
+def build(
+    report: Report, formats: tuple[Format, ...], md: str = "compact", shared: Shared | None = None
+) -> dict[str, str]:
+    """Relative path -> text for every file of the chosen formats. `md`: the report.md
+    layout, "compact" (closed sections, for pull requests) or "full" (everything open).
+    `shared`: what the writers share (render/shared.py), when the caller has it already."""
+    if md not in MD_LAYOUTS:
+        raise ValueError(f"unknown report.md layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
+    shared = Shared(report, md) if shared is None else shared.with_layout(md)
+    files: dict[str, str] = {}
+    for fmt in formats:
+        files.update(WRITERS[fmt].render(report, shared))
+    return files
+
+
+def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:
+    """Import the writers of `formats` and compile (or load from the cache) the templates
+    they will render, and only those (render/templates.py): what the first report of a
+    process costs beyond rendering, for a caller that has time to spare now."""
+    for fmt in formats:
+        WRITERS[fmt].prepare(md)

@@ -12,11 +12,15 @@ from nsys_llm_explainer.diagnosis.capture import (
     KINETO_RECIPE,
     NSYS_RECIPE,
     STARTUP_WORDS,
+    calls_text,
     one_shot_recipe,
     one_shot_words,
     startup_parts,
 )
+from nsys_llm_explainer.diagnosis.capture import where as ending_where
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding, Severity, TraceFormat
+from nsys_llm_explainer.results.devices import GpuContext
+from nsys_llm_explainer.results.launches import CudaGraphs, LaunchOverhead
 from nsys_llm_explainer.rules.advice import GROUP
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct
 from nsys_llm_explainer.rules.impact import (
@@ -81,8 +85,6 @@ NO_KERNEL_ADVICE = (
 def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
     if not run:
         return [reason]
-    from nsys_llm_explainer.diagnosis.outcome import calls_text, where
-
     lines = [reason]
     end = run.get("ending")
     if end and end.get("conflict"):
@@ -91,7 +93,7 @@ def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
         lines.append(f"the program's {end['stream']}: {end['line']!r}"
                      + (f", then {end['context']!r}" if end.get("context") else ""))
     if end and end.get("where"):
-        lines.append(f"where it was: {where(end)}")
+        lines.append(f"where it was: {ending_where(end)}")
     if run.get("cuda_calls"):
         lines.append(f"CUDA calls traced: {calls_text(run)}")
     elif run.get("cuda_trace_requested") is False:
@@ -103,7 +105,7 @@ def no_kernels(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """No CUDA kernels were captured, so no GPU-side numbers can be computed.
 
     Fires when the export has no kernel table or the table is empty. What to do depends on why
-    (the capture metric's run outcome, diagnosis/outcome.py): the profiler failed to attach
+    (the capture metric's run outcome, diagnosis/capture.py): the profiler failed to attach
     (its injection library did not load: fix the Nsight Systems installation), the program
     failed because its own profiler or timer found nothing while Nsight Systems held CUPTI
     (run that profiler outside Nsight Systems: fixing the program would not help), the program
@@ -169,19 +171,18 @@ def kernels_without_launch(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE202 info: 52.6% of kernels have no launch call in the trace
         - 1,810 of 3,442 kernels; launch and queue figures cover the other 1,632
     """
-    res = view.metric("launch_overhead")
-    if res is None or res.data["kernels_without_launch_pct"] < NO_LAUNCH_MIN_PCT:
+    d = view.result(LaunchOverhead)
+    if d is None or d.kernels_without_launch_pct < NO_LAUNCH_MIN_PCT:
         return
-    d = res.data
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"{d['kernels_without_launch']:,} of {d['kernels']:,} kernels; launch and queue "
+            f"{d.kernels_without_launch:,} of {d.kernels:,} kernels; launch and queue "
             "figures "
-            f"cover the other {d['kernels_with_launch']:,}"
+            f"cover the other {d.kernels_with_launch:,}"
         ],
         recommendation=[capture_hint(view.schema.format, "launches") or ""],
-        title=f"{pct(d['kernels_without_launch_pct'])} of kernels have no launch call in the trace",
+        title=f"{pct(d.kernels_without_launch_pct)} of kernels have no launch call in the trace",
     )
 
 
@@ -206,14 +207,14 @@ def clock_skew(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE203 info: 12 kernels start before their launch call (clock skew)
         - their launch-to-start latency is clamped to 0; host-GPU timings below 1 us are unreliable
     """
-    res = view.metric("launch_overhead")
-    if res is None or res.data["skew_clamped"] <= 0:
+    res = view.result(LaunchOverhead)
+    if res is None or res.skew_clamped <= 0:
         return
-    n = res.data["skew_clamped"]
+    n = res.skew_clamped
     yield rule.note(
         confidence=Confidence.MEDIUM,
         evidence=[
-            f"{n:,} of {res.data['launch_calls']:,} launch calls; their launch-to-start latency is "
+            f"{n:,} of {res.launch_calls:,} launch calls; their launch-to-start latency is "
             "clamped to 0, and host-GPU timings of about a microsecond are unreliable in this trace"
         ],
         recommendation=[
@@ -375,19 +376,18 @@ def graphs_traced_whole(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE309 info: CUDA graphs were traced as a whole: their kernels are missing
         - 4,096 graph launches, 0 kernels traced as graph nodes (trace mode: graph)
     """
-    res = view.metric("cuda_graphs")
-    if res is None or not res.data["traced_whole"]:
+    d = view.result(CudaGraphs)
+    if d is None or not d.traced_whole:
         return
-    d = res.data
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"{d['graph_launches']:,} graph launches, {d['node_kernels']:,} kernels "
+            f"{d.graph_launches:,} graph launches, {d.node_kernels:,} kernels "
             "traced as graph nodes "
-            f"(trace mode: {d['trace_mode'] or 'not recorded'})",
+            f"(trace mode: {d.trace_mode or 'not recorded'})",
             "kernel names, GPU idle time and NVTX attribution do not include graph work",
         ],
-        recommendation=[f"Capture again with nsys profile {d['fix_flag']} to see each kernel inside the graphs."],
+        recommendation=[f"Capture again with nsys profile {d.fix_flag} to see each kernel inside the graphs."],
         title="CUDA graphs were traced as a whole: their kernels are missing",
     )
 
@@ -412,17 +412,17 @@ def unknown_gpu(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE310 info: No peak figures for NVIDIA RTX A2000 12GB
         - devices 0 run work on a model the built-in table does not list
     """
-    res = view.metric("gpu_context")
+    res = view.result(GpuContext)
     if res is None:
         return
-    unknown = [g for g in res.data["gpus"] if g["active"] and not g["known"]]
+    unknown = [g for g in res.gpus if g.active and not g.known]
     if not unknown:
         return
-    names = sorted({g["name"] or "(no name)" for g in unknown})
+    names = sorted({g.name or "(no name)" for g in unknown})
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"devices {', '.join(str(g['device_id']) for g in unknown)} run work on a "
+            f"devices {', '.join(str(g.device_id) for g in unknown)} run work on a "
             "model the built-in "
             "table does not list"
         ],

@@ -11,6 +11,7 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY
 from nsys_llm_explainer.diagnosis.evidence import transfer_lines
 from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
+from nsys_llm_explainer.results.devices import GpuContext, MemoryTransfers
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, cause_finding, per_device, whole
@@ -132,11 +133,11 @@ def pageable_async_copy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE304 low: 4 async copies use pageable host memory
         - 4 copies, 3.1 KiB, 0.003 ms (memory_transfer_issues.csv, issue pageable_async)
     """
-    res = view.metric("memory_transfers")
-    if res is None or res.data["pageable_async"]["count"] == 0:
+    res = view.result(MemoryTransfers)
+    if res is None or res.pageable_async.count == 0:
         return
-    p = res.data["pageable_async"]
-    affected, impact = whole(view.acct, p["time_ns"])
+    p = res.pageable_async
+    affected, impact = whole(view.acct, p.time_ns)
     severity = band(impact[1])
     if severity is None:
         return
@@ -144,11 +145,11 @@ def pageable_async_copy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity=severity,
         confidence=Confidence.HIGH,
         evidence=[
-            f"{p['count']:,} copies, {p['bytes']:,} bytes, {ms(p['time_ns'])} "
+            f"{p.count:,} copies, {p.bytes:,} bytes, {ms(p.time_ns)} "
             "(memory_transfer_issues.csv, issue pageable_async)"
         ],
         recommendation=advice("pinned", view.workload),
-        title=f"{p['count']:,} async copies use pageable host memory",
+        title=f"{p.count:,} async copies use pageable host memory",
         affected=affected,
         impact=impact,
         cause=Cause.TRANSFER,
@@ -181,27 +182,27 @@ def tiny_transfers(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE306 low: 12,000 tiny transfers (<= 4 KiB)
         - 12,000 of 12,400 transfers (96.8%), 48.000 ms, 1,200.0 per second
     """
-    res = view.metric("memory_transfers")
+    res = view.result(MemoryTransfers)
     if res is None:
         return
-    t, total = res.data["tiny"], res.data["transfer_count"]
-    share = 100.0 * t["count"] / total if total else 0.0
-    if t["count"] < MIN_COUNT or share < MIN_SHARE_PCT:
+    t, total = res.tiny, res.transfer_count
+    share = 100.0 * t.count / total if total else 0.0
+    if t.count < MIN_COUNT or share < MIN_SHARE_PCT:
         return
-    rate = f", {t['per_s']:,.1f} per second" if t["per_s"] is not None else ""
-    affected, impact = whole(view.acct, min(int(t["time_ns"]), view.acct.total(Cause.TRANSFER)))
+    rate = f", {t.per_s:,.1f} per second" if t.per_s is not None else ""
+    affected, impact = whole(view.acct, min(int(t.time_ns), view.acct.total(Cause.TRANSFER)))
     severity = band(impact[1])
     if severity is None:
         return
     yield rule.finding(
         severity=severity,
         confidence=Confidence.HIGH,
-        evidence=[f"{t['count']:,} of {total:,} transfers ({pct(share)}), {ms(t['time_ns'])}{rate}"],
+        evidence=[f"{t.count:,} of {total:,} transfers ({pct(share)}), {ms(t.time_ns)}{rate}"],
         recommendation=[
             "Batch small host-device transfers into one pinned buffer per step, or keep the values "
             "on the GPU."
         ],
-        title=f"{t['count']:,} tiny transfers (<= {res.data['tiny_bytes']:,} bytes)",
+        title=f"{t.count:,} tiny transfers (<= {res.tiny_bytes:,} bytes)",
         affected=affected,
         impact=impact,
         cause=Cause.TRANSFER,
@@ -235,16 +236,16 @@ def slow_host_copies(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE311 medium: Host-to-Device copies on GPU 0 reach 12.0% of PCIe bandwidth
         - 7.7 GB/s achieved vs 64.0 GB/s per direction over 250.000 ms of copies
     """
-    res = view.metric("gpu_context")
+    res = view.result(GpuContext)
     if res is None:
         return
-    for c in res.data["copy_bandwidth"]:
-        if c["kind"] == "Device-to-Device" or c["pct_of_reference"] is None:
+    for c in res.copy_bandwidth:
+        if c.kind == "Device-to-Device" or c.pct_of_reference is None:
             continue
-        if c["pct_of_reference"] >= LOW_PCT or c["time_ns"] < MIN_TIME_NS:
+        if c.pct_of_reference >= LOW_PCT or c.time_ns < MIN_TIME_NS:
             continue
-        saved = int(c["time_ns"] * (1.0 - c["pct_of_reference"] / 100.0))  # at full link speed
-        affected, impact = per_device(view.acct, {c["device_id"]: saved})
+        saved = int(c.time_ns * (1.0 - c.pct_of_reference / 100.0))  # at full link speed
+        affected, impact = per_device(view.acct, {c.device_id: saved})
         severity = band(impact[1])
         if severity is None:
             continue
@@ -252,17 +253,17 @@ def slow_host_copies(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             severity=severity,
             confidence=Confidence.MEDIUM,
             evidence=[
-                f"{fmt.sig(c['achieved_gbps'])} GB/s achieved vs {fmt.sig(c['reference_gbps'])} GB/s "
+                f"{fmt.sig(c.achieved_gbps)} GB/s achieved vs {fmt.sig(c.reference_gbps)} GB/s "
                 "per direction "
-                f"over {ms(c['time_ns'])} of copies"
+                f"over {ms(c.time_ns)} of copies"
             ],
             recommendation=[
                 "Pin host memory; check the link with nvidia-smi -q (PCIe generation and "
                 "width) and "
                 "the process's NUMA placement."
             ],
-            title=(f"{c['kind']} copies on GPU {c['device_id']} reach "
-                f"{pct(c['pct_of_reference'])} of PCIe bandwidth"),
+            title=(f"{c.kind} copies on GPU {c.device_id} reach "
+                f"{pct(c.pct_of_reference)} of PCIe bandwidth"),
             affected=affected,
             impact=impact,
             cause=Cause.TRANSFER,

@@ -7,11 +7,13 @@ without a trace kernel (NLE332)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Affected, Cause, Confidence, Finding, Severity, TraceFormat
+from nsys_llm_explainer.results.kernels import GemmKernel, GemmPrecision, TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
 from nsys_llm_explainer.rules.impact import band, per_device
@@ -425,55 +427,55 @@ def fp32_gemm(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 412 ms of 644 ms of GEMM time
         - GPU: NVIDIA A100-SXM4-80GB (Ampere)
     """
-    res = view.metric("gemm_precision")
+    res = view.result(GemmPrecision)
     if res is None:
         return
-    rows = [d for d in res.data["by_device"] if d["fp32_cuda_core_pct"] >= MIN_SHARE_PCT]
+    rows = [d for d in res.by_device if d.fp32_cuda_core_pct >= MIN_SHARE_PCT]
     if not rows:
         return
-    affected, impact = per_device(view.acct, {d["device_id"]: int(d["fp32_cuda_core_ns"]) for d in rows})
+    affected, impact = per_device(view.acct, {d.device_id: int(d.fp32_cuda_core_ns) for d in rows})
     severity = band(impact[1])
     if severity is None:
         return
-    devices = {d["device_id"] for d in rows}
-    by_name: dict[str, dict[str, Any]] = {}  # one line per kernel name, summed over the devices
-    for k in res.data["fp32_kernels"]:
-        if k["device_id"] in devices:
-            row = by_name.setdefault(k["name"], {**k, "kernel_ns": 0, "calls": 0})
-            row["kernel_ns"] += k["kernel_ns"]
-            row["calls"] += k["calls"]
-    kernels = sorted(by_name.values(), key=lambda k: -k["kernel_ns"])
-    families = {k.get("family", "gemm") for k in kernels}
+    devices = {d.device_id for d in rows}
+    by_name: dict[str, GemmKernel] = {}  # one line per kernel name, summed over the devices
+    for k in res.fp32_kernels:
+        if k.device_id in devices:
+            row = by_name.get(k.name)
+            by_name[k.name] = k if row is None else replace(
+                row, kernel_ns=row.kernel_ns + k.kernel_ns, calls=row.calls + k.calls)
+    kernels = sorted(by_name.values(), key=lambda k: -k.kernel_ns)
+    families = {k.family for k in kernels}
     what = {frozenset({"gemm"}): "GEMMs", frozenset({"conv"}): "convolutions"}.get(
         frozenset(families), "GEMMs and convolutions")
     scope = {"GEMMs": "GEMM", "convolutions": "convolution"}.get(what, "GEMM and convolution")
-    worst = max(rows, key=lambda d: d["fp32_cuda_core_pct"])
+    worst = max(rows, key=lambda d: d.fp32_cuda_core_pct)
     evidence = [
-        f"{view.kernel_label(k['name'])}: {ms(k['kernel_ns'])} in {k['calls']:,} calls; "
-        f"{named_by(k['name'], k['dtype_token'])}"
+        f"{view.kernel_label(k.name)}: {ms(k.kernel_ns)} in {k.calls:,} calls; "
+        f"{named_by(k.name, k.dtype_token)}"
         for k in kernels[:FP32_EVIDENCE]
     ]
-    evidence += [f"GPU {d['device_id']}: {ms(d['fp32_cuda_core_ns'])} of {ms(d['gemm_ns'])} of {scope} time"
+    evidence += [f"GPU {d.device_id}: {ms(d.fp32_cuda_core_ns)} of {ms(d.gemm_ns)} of {scope} time"
                  for d in rows]
-    arch = res.data.get("arch") or {}
-    evidence.append(f"GPU: {arch.get('why') or 'unknown'}")
-    share = pct(worst["fp32_cuda_core_pct"])
+    arch = res.arch
+    evidence.append(f"GPU: {arch.why or 'unknown'}")
+    share = pct(worst.fp32_cuda_core_pct)
     title = (
-        f"Float32 {what} on CUDA cores take {share} of GPU {worst['device_id']}'s {scope} time"
+        f"Float32 {what} on CUDA cores take {share} of GPU {worst.device_id}'s {scope} time"
         if len(rows) == 1
         else f"Float32 {what} on CUDA cores take up to {share} of the {scope} time of {len(rows)} GPUs"
     )
     kineto = view.schema is not None and view.schema.format is TraceFormat.KINETO  # a PyTorch profiler trace
     pytorch = kineto or view.workload not in ("generic_cuda", "unknown", "tensorrt_inference")
-    tk = view.metric("top_kernels")
-    conv = "conv" in families or any(view.kernel_category(k["name"]) == "conv"
-                                      for k in (tk.data["kernels"] if tk is not None else []))
+    tk = view.result(TopKernels)
+    conv = "conv" in families or any(view.kernel_category(k.name) == "conv"
+                                      for k in (tk.kernels if tk is not None else ()))
     yield rule.finding(
         severity=severity,
         confidence=Confidence.HIGH,
         evidence=evidence,
         recommendation=fp32_matmul(
-            arch.get("family"), bool(arch.get("exact")), pytorch, amd=arch.get("vendor") == "amd", conv=conv
+            arch.family, bool(arch.exact), pytorch, amd=arch.vendor == "amd", conv=conv
         ),
         title=title,
         affected=affected,

@@ -19,6 +19,7 @@ finding is capped at low.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
@@ -51,7 +52,7 @@ MIN_STEADY_PCT = 10.0  # of the device's window
 MIN_STEADY_NS = 10_000_000
 
 
-def _capture(metrics: dict[str, Outcome]) -> dict | None:
+def _capture(metrics: dict[str, Outcome]) -> dict[str, Any] | None:
     cap = metrics.get("capture")
     return cap.data if isinstance(cap, MetricResult) else None
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis import host_work
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
+from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.rules.advice import HOST_FAMILY_TOPIC, advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, pct, us
 from nsys_llm_explainer.rules.impact import cause_finding
@@ -94,17 +95,17 @@ def idle_launch_bound(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 1,204,113 kernels at 182,300 per second, median 4.1 us, 88.0% under 10 us
     """
     evidence = []
-    ls = view.metric("launch_storm")
+    ls = view.result(LaunchStorm)
     if ls is not None:
-        g = ls.data["global"]
-        evidence.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median "
-                        f"{us(g['p50_ns'])}, {pct(g['pct_under_10us'])} under 10 µs")
-    lo = view.metric("launch_overhead")
+        g = ls.global_
+        evidence.append(f"{g.kernels:,} kernels at {g.launches_per_s:,.0f} per second, median "
+                        f"{us(g.p50_ns)}, {pct(g.pct_under_10us)} under 10 µs")
+    lo = view.result(LaunchOverhead)
     if lo is not None:
-        for p in lo.data["processes"][:3]:
-            if p.get("launch_calls"):
-                evidence.append(f"process {p['pid']}: {p['launch_calls']:,} launch calls, launch API time "
-                                f"p50 {us(p['api_p50_ns'])}")
+        for p in lo.processes[:3]:
+            if p.launch_calls:
+                evidence.append(f"process {p.pid}: {p.launch_calls:,} launch calls, launch API time "
+                                f"p50 {us(p.api_p50_ns)}")
     evidence += host_bound_phases(view)
     f = cause_finding(
         view,

@@ -6,9 +6,8 @@ another of them already claims (claims, fusion_chain, repeated_casts_reported)."
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
@@ -16,6 +15,16 @@ from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
+from nsys_llm_explainer.results.devices import GpuContext
+from nsys_llm_explainer.results.kernels import (
+    Casts,
+    Categories,
+    FusionCandidate,
+    FusionCandidates,
+    GemmPrecision,
+    KernelRow,
+    TopKernels,
+)
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
 from nsys_llm_explainer.rules.efficiency import LARGE_ADVICE, LOW_ROOF_PCT, SMALL_M
@@ -46,27 +55,27 @@ def amd_gpus(view: RuleInput) -> bool:
     skipped = view.skipped("ncu_plan")
     if skipped is not None and "Nsight Compute profiles NVIDIA GPUs only" in skipped.reason:
         return True
-    ctx = view.metric("gpu_context")
-    return ctx is not None and any(str(g.get("name") or "").startswith("AMD") for g in ctx.data.get("gpus", []))
+    ctx = view.result(GpuContext)
+    return ctx is not None and any(str(g.name or "").startswith("AMD") for g in ctx.gpus)
 
 
-def device_kernel_ns(view: RuleInput, kernels: list[dict[str, Any]]) -> dict[int, int]:
+def device_kernel_ns(view: RuleInput, kernels: Sequence[KernelRow]) -> dict[int, int]:
     """Kernel time per device: categories' per-device totals, else the kernel rows' sums."""
-    cats = view.metric("categories")
-    if cats is not None and cats.data.get("by_device"):
-        return {d["device_id"]: int(d["total_ns"]) for d in cats.data["by_device"]}
+    cats = view.result(Categories)
+    if cats is not None and cats.by_device:
+        return {d.device_id: int(d.total_ns) for d in cats.by_device}
     out: dict[int, int] = {}
     for k in kernels:
-        out[k["device_id"]] = out.get(k["device_id"], 0) + int(k["total_ns"])
+        out[k.device_id] = out.get(k.device_id, 0) + int(k.total_ns)
     return out
 
 
 def _fp32_gemms(view: RuleInput) -> set[tuple[str, int]]:
     """(name, device) of the float32 CUDA-core GEMMs NLE323 reports."""
-    res = view.metric("gemm_precision")
+    res = view.result(GemmPrecision)
     if res is None:
         return set()
-    return {(k["name"], int(k["device_id"])) for k in res.data.get("fp32_kernels", [])}
+    return {(k.name, int(k.device_id)) for k in res.fp32_kernels}
 
 
 def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
@@ -95,38 +104,38 @@ def _gemm_roof_devices(view: RuleInput) -> set[int]:
             and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")}
 
 
-def dominant(view: RuleInput) -> dict[str, list[tuple[dict[str, Any], float, int | None]]]:
+def dominant(view: RuleInput) -> dict[str, list[tuple[KernelRow, float, int | None]]]:
     """Kernel name -> [(top_kernels row, share of its device's kernel time, GPU ns above the
     roof or None when the roof is not known)] for every device where it dominates."""
-    res = view.metric("top_kernels")
-    if res is None or not res.data["kernels"]:
+    res = view.result(TopKernels)
+    if res is None or not res.kernels:
         return {}
-    totals = device_kernel_ns(view, res.data["kernels"])
-    top: dict[int, dict[str, Any]] = {}
+    totals = device_kernel_ns(view, res.kernels)
+    top: dict[int, KernelRow] = {}
     comm = re.compile(COMM_PATTERN, re.IGNORECASE)
-    for k in res.data["kernels"]:  # sorted by time: the first row per device is its top kernel
-        if not comm.search(k["name"]):  # collectives mostly wait: NLE307 reports them
-            top.setdefault(k["device_id"], k)
+    for k in res.kernels:  # sorted by time: the first row per device is its top kernel
+        if not comm.search(k.name):  # collectives mostly wait: NLE307 reports them
+            top.setdefault(k.device_id, k)
     busiest = max(totals.values(), default=0)
     fp32, roof = _fp32_gemms(view), _roof(view)
-    out: dict[str, list[tuple[dict[str, Any], float, int | None]]] = {}
+    out: dict[str, list[tuple[KernelRow, float, int | None]]] = {}
     for dev, k in top.items():
         if totals.get(dev, 0) < MIN_DEVICE_PCT / 100.0 * busiest:
             continue  # a device that ran a warm-up kernel or two says nothing about the run
-        if (k["name"], dev) in fp32:
+        if (k.name, dev) in fp32:
             continue  # NLE323 reports it, with the fix (tensor cores)
-        share = 100.0 * k["total_ns"] / totals[dev] if totals.get(dev) else 0.0
+        share = 100.0 * k.total_ns / totals[dev] if totals.get(dev) else 0.0
         if share >= SHARE_PCT:
-            reached = roof.get((k["name"], dev))
-            above = int(k["total_ns"] * max(0.0, 1.0 - reached / 100.0)) if reached is not None else None
-            out.setdefault(k["name"], []).append((k, share, above))
+            reached = roof.get((k.name, dev))
+            above = int(k.total_ns * max(0.0, 1.0 - reached / 100.0)) if reached is not None else None
+            out.setdefault(k.name, []).append((k, share, above))
     return out
 
 
 def claims(view: RuleInput) -> set[tuple[str, int]]:
     """(name, device) whose time this rule puts at stake (known roof): other compute rules
     leave that kernel time out."""
-    return {(k["name"], int(k["device_id"])) for rows in dominant(view).values()
+    return {(k.name, int(k.device_id)) for rows in dominant(view).values()
             for k, _, above in rows if above}
 
 
@@ -160,19 +169,19 @@ def dominant_kernel(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     totals = None
     for name, rows in dominant(view).items():
         if totals is None:
-            res = view.metric("top_kernels")
-            totals = device_kernel_ns(view, res.data["kernels"] if res is not None else [])
+            res = view.result(TopKernels)
+            totals = device_kernel_ns(view, res.kernels if res is not None else ())
         best, share, _ = max(rows, key=lambda r: r[1])
         evidence = [
-            *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k['device_id']}'s {ms(totals[k['device_id']])} "
+            *(f"{view.kernel_label(name)}: {pct(s)} of GPU {k.device_id}'s {ms(totals[k.device_id])} "
               "of kernel time" for k, s, _ in rows[:8]),
-            f"{best['calls']:,} call{'' if best['calls'] == 1 else 's'}, {ms(best['total_ns'])} total, "
-            f"p50 {us(best['p50_ns'])}, max {us(best['max_ns'])}",
+            f"{best.calls:,} call{'' if best.calls == 1 else 's'}, {ms(best.total_ns)} total, "
+            f"p50 {us(best.p50_ns)}, max {us(best.max_ns)}",
         ]
-        above = {k["device_id"]: a for k, _, a in rows if a is not None}
+        above = {k.device_id: a for k, _, a in rows if a is not None}
         profile = ROCPROF if amd_gpus(view) else NCU
         recommendation = [profile]
-        reached, intensity = _placed(view).get((name, int(best["device_id"])), (None, None))
+        reached, intensity = _placed(view).get((name, int(best.device_id)), (None, None))
         near = reached is not None and reached >= NEAR_ROOF_PCT
         gemm = view.kernel_category(name) == "gemm"
         if gemm and math_mode(name).tensor_cores and not near:
@@ -182,7 +191,7 @@ def dominant_kernel(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             shapes = LARGE_ADVICE[0] if intensity is not None and intensity >= SMALL_M else GEMM_SHAPES
             recommendation = [shapes, profile] if above else [profile, shapes]
         below_half = reached is not None and reached < LOW_ROOF_PCT
-        if above and gemm and below_half and int(best["device_id"]) in _gemm_roof_devices(view):
+        if above and gemm and below_half and int(best.device_id) in _gemm_roof_devices(view):
             # A GEMM below half its roof is NLE320's time at stake: one finding per cause.
             evidence.append(f"it reaches {reached:.1f}% of the roof it sits under: its time below the roof is "
                             "counted once, in NLE320 (GEMMs far below their roofline)")
@@ -219,10 +228,10 @@ def dominant_kernel(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         )
 
 
-def title_of(rows: list[tuple[dict[str, Any], float, int | None]], share: float, best: dict[str, Any]) -> str:
+def title_of(rows: list[tuple[KernelRow, float, int | None]], share: float, best: KernelRow) -> str:
     if len(rows) == 1:
-        return f"One kernel takes {pct(share)} of GPU {best['device_id']}'s kernel time"
-    return (f"One kernel takes up to {pct(share)} of the kernel time of {len(rows)} GPUs (GPU {best['device_id']}: "
+        return f"One kernel takes {pct(share)} of GPU {best.device_id}'s kernel time"
+    return (f"One kernel takes up to {pct(share)} of the kernel time of {len(rows)} GPUs (GPU {best.device_id}: "
             f"{pct(share)})")
 
 
@@ -252,25 +261,24 @@ def uncategorized_kernels(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 42.0% of 812.300 ms kernel time is "other" (table: built-in)
         - largest: my_custom_kernel (301.200 ms)
     """
-    res = view.metric("categories")
-    if res is None or res.data["other_pct"] < UNCATEGORIZED_MEDIUM_PCT:
+    d = view.result(Categories)
+    if d is None or d.other_pct < UNCATEGORIZED_MEDIUM_PCT:
         return
-    d = res.data
     top = ", ".join(
-        f"{view.kernel_label(k['name'])} ({ms(k['total_ns'])})" for k in d["top_uncategorized"][:SHOWN]
+        f"{view.kernel_label(k.name)} ({ms(k.total_ns)})" for k in d.top_uncategorized[:SHOWN]
     )
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f'{pct(d["other_pct"])} of {ms(d["total_kernel_ns"])} kernel time is "other" '
-            f"(table: {d['table_source']})",
+            f'{pct(d.other_pct)} of {ms(d.total_kernel_ns)} kernel time is "other" '
+            f"(table: {d.table_source})",
             f"largest: {top}",
         ],
         recommendation=[
             "Add rules for these kernels in a JSON file and pass it with --kernel-categories "
             "(format: docs/metrics/categories.md)."
         ],
-        title=f"{pct(d['other_pct'])} of kernel time is in no kernel category",
+        title=f"{pct(d.other_pct)} of kernel time is in no kernel category",
     )
 
 
@@ -313,7 +321,7 @@ def small_op_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: activation_elementwise 20.1%, memory 11.0%, reduction 6.2%, norm 4.0% of 120.000 ms
         - 3 small-op kernels with a median over 30.0 us (8.200 ms) are not counted: they are not short
     """
-    res = view.metric("top_kernels")
+    res = view.result(TopKernels)
     if res is None:
         return
     taken = claims(view)
@@ -321,20 +329,20 @@ def small_op_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     total: dict[int, int] = {}
     small: dict[int, dict[str, int]] = {}
     long_n, long_ns, cast_ns = 0, 0, 0
-    for k in res.data["kernels"]:
-        dev = int(k["device_id"])
-        total[dev] = total.get(dev, 0) + int(k["total_ns"])
-        cat = view.kernel_category(k["name"])
-        if cat not in SMALL_OP_CATEGORIES or (k["name"], dev) in taken:
+    for k in res.kernels:
+        dev = int(k.device_id)
+        total[dev] = total.get(dev, 0) + int(k.total_ns)
+        cat = view.kernel_category(k.name)
+        if cat not in SMALL_OP_CATEGORIES or (k.name, dev) in taken:
             continue
-        if casts_reported and CAST_NAME.search(k["name"]):
-            cast_ns += int(k["total_ns"])
+        if casts_reported and CAST_NAME.search(k.name):
+            cast_ns += int(k.total_ns)
             continue
-        if int(k["p50_ns"]) > SHORT_KERNEL_NS:
-            long_n, long_ns = long_n + 1, long_ns + int(k["total_ns"])
+        if int(k.p50_ns) > SHORT_KERNEL_NS:
+            long_n, long_ns = long_n + 1, long_ns + int(k.total_ns)
             continue
         per = small.setdefault(dev, {})
-        per[cat] = per.get(cat, 0) + int(k["total_ns"])
+        per[cat] = per.get(cat, 0) + int(k.total_ns)
     heavy = {dev: per for dev, per in small.items()
              if total.get(dev) and 100.0 * sum(per.values()) / total[dev] >= SMALL_OP_MEDIUM_PCT}
     if not heavy:
@@ -403,15 +411,15 @@ def sampling_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE303 medium: Sampling takes 14.2% of kernel time
         - 14.2% of 96.000 ms kernel time in category sampling (812 kernels)
     """
-    res = view.metric("categories")
+    res = view.result(Categories)
     if res is None or view.workload not in LLM_WORKLOADS:
         return
-    row = next((c for c in res.data["categories"] if c["category"] == "sampling"), None)
-    if row is None or row["pct_of_scope_time"] < SAMPLING_MEDIUM_PCT:
+    row = res.category("sampling")
+    if row is None or row.pct_of_scope_time < SAMPLING_MEDIUM_PCT:
         return
     affected, impact = per_device(view.acct, {
-        d["device_id"]: sum(c["total_ns"] for c in d["categories"] if c["category"] == "sampling")
-        for d in res.data["by_device"]
+        d.device_id: sum(c.total_ns for c in d.categories if c.category == "sampling")
+        for d in res.by_device
     })
     severity = band(impact[1])
     if severity is None:
@@ -420,16 +428,16 @@ def sampling_heavy(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=[
-            f"{pct(row['pct_of_scope_time'])} of {ms(res.data['total_kernel_ns'])} "
+            f"{pct(row.pct_of_scope_time)} of {ms(res.total_kernel_ns)} "
             "kernel time in category "
-            f"sampling ({row['kernel_count']:,} kernels)"
+            f"sampling ({row.kernel_count:,} kernels)"
         ],
         recommendation=[
             "Use sorting-free fused sampling kernels (e.g. FlashInfer top-k/top-p "
             "sampling) and batch "
             "sampling across requests."
         ],
-        title=f"Sampling takes {pct(row['pct_of_scope_time'])} of kernel time",
+        title=f"Sampling takes {pct(row.pct_of_scope_time)} of kernel time",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,
@@ -456,7 +464,7 @@ COMPUTE_CATEGORIES = ("gemm", "attention", "conv", "fft", "moe", "communication"
 
 @dataclass(frozen=True)
 class Chain:
-    candidate: dict[str, Any]
+    candidate: FusionCandidate
     gaps_ns: int  # removable gaps inside the occurrences, at most the devices' host-side idle
     saving_ns: int  # the per-launch saving of the kernels fusion removes
 
@@ -467,26 +475,26 @@ class Chain:
 
 def fusion_chain(view: RuleInput) -> Chain | None:
     """The best-ranked fusion candidate this rule reports, with its time at stake (see check)."""
-    res = view.metric("fusion_candidates")
+    res = view.result(FusionCandidates)
     if res is None:
         return None
     casts: bool | None = None  # whether NLE315 reports the casts, asked only when a chain is all casts
-    for c in res.data["candidates"]:
+    for c in res.candidates:
         if (
-            c["occurrences"] < MIN_OCCURRENCES
-            or c["proximity"] < MIN_PROXIMITY
-            or c["kernel_ns"] < MIN_KERNEL_NS
-            or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c["kernels"])
+            c.occurrences < MIN_OCCURRENCES
+            or c.proximity < MIN_PROXIMITY
+            or c.kernel_ns < MIN_KERNEL_NS
+            or any(view.kernel_category(k) in COMPUTE_CATEGORIES for k in c.kernels)
         ):
             continue
-        if all(CAST_NAME.search(k) for k in c["kernels"]):
+        if all(CAST_NAME.search(k) for k in c.kernels):
             if casts is None:
                 casts = repeated_casts_reported(view)
             if casts:  # the same casts in every step: NLE315's cause, not a fusion chain
                 continue
-        gaps = min(int(c["removable_gap_ns"]), view.acct.total(Cause.HOST))
-        removed = int(c["occurrences"]) * (int(c["length"]) - 1)
-        saving = min(removed * PER_LAUNCH_SAVING_NS, int(c["kernel_ns"]) // 2)
+        gaps = min(int(c.removable_gap_ns), view.acct.total(Cause.HOST))
+        removed = int(c.occurrences) * (int(c.length) - 1)
+        saving = min(removed * PER_LAUNCH_SAVING_NS, int(c.kernel_ns) // 2)
         return Chain(c, gaps, saving)
     return None
 
@@ -526,19 +534,19 @@ def fusion_candidate(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     severity = band(impact[1])
     if severity is None:
         return
-    removed = int(c["occurrences"]) * (int(c["length"]) - 1)
+    removed = int(c.occurrences) * (int(c.length) - 1)
     yield rule.finding(
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=[
-            " -> ".join(view.kernel_label(k) for k in c["kernels"]),
+            " -> ".join(view.kernel_label(k) for k in c.kernels),
             f"at stake: {ms(found.gaps_ns)} of gaps inside the chain and {removed:,} launches removed x "
             f"{us(PER_LAUNCH_SAVING_NS)} ({ms(found.saving_ns)})",
-            f"{ms(c['kernel_ns'])} of kernel time (not at stake: the fused kernel does the same work), "
-            f"proximity {pct(100 * c['proximity'])}",
+            f"{ms(c.kernel_ns)} of kernel time (not at stake: the fused kernel does the same work), "
+            f"proximity {pct(100 * c.proximity)}",
         ],
         recommendation=advice("fusion", view.workload),
-        title=f"A chain of {c['length']} short memory-bound kernels repeats {c['occurrences']:,} times",
+        title=f"A chain of {c.length} short memory-bound kernels repeats {c.occurrences:,} times",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,
@@ -601,32 +609,31 @@ def repeated_casts(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 21.000 ms of cast kernels (2.1% of its window)
         - 392 casts per step at the median, 3.500 ms per step; in 24 of 24 steps
     """
-    res = view.metric("casts")
-    if res is None or not res.data["per_step"] or not res.data["per_step"]["every_step"]:
+    d = view.result(Casts)
+    if d is None or d.per_step is None or not d.per_step.every_step:
         return
-    d = res.data
-    affected, impact = per_device(view.acct, {r["device_id"]: r["cast_ns"] for r in d["devices"]})
+    affected, impact = per_device(view.acct, {r.device_id: r.cast_ns for r in d.devices})
     severity = band(impact[1])
     if severity is None:
         return
-    s = d["per_step"]
+    s = d.per_step
     group = "training" if "training" in view.workload else "inference" if view.workload != "generic_cuda" else "generic"
-    fsdp = int(d.get("fsdp_ns") or 0) >= FSDP_SHARE * int(d["cast_ns"]) > 0
+    fsdp = int(d.fsdp_ns or 0) >= FSDP_SHARE * int(d.cast_ns) > 0
     evidence = [
         *device_lines(affected, "of cast kernels"),
-        f"{s['casts_per_step_p50']:,} casts per step at the median, {ms(s['cast_ns_per_step_p50'])} per step; "
-        f"in {s['steps_with_casts']:,} of {s['steps']:,} steps",
-        "largest: " + ", ".join(f"{view.kernel_label(t['name'])} ({ms(t['total_ns'])})" for t in d["top"][:3]),
+        f"{s.casts_per_step_p50:,} casts per step at the median, {ms(s.cast_ns_per_step_p50)} per step; "
+        f"in {s.steps_with_casts:,} of {s.steps:,} steps",
+        "largest: " + ", ".join(f"{view.kernel_label(t.name)} ({ms(t.total_ns)})" for t in d.top[:3]),
     ]
     if fsdp:
-        evidence.append(f"{ms(d['fsdp_ns'])} of them launched inside FSDP's ranges: its mixed-precision parameter "
+        evidence.append(f"{ms(d.fsdp_ns)} of them launched inside FSDP's ranges: its mixed-precision parameter "
                         "and gradient casts, one cause (the short-kernel and fusion findings leave them to this one)")
     yield rule.finding(
         severity=severity,
         confidence=Confidence.MEDIUM,
         evidence=evidence,
         recommendation=FSDP_ADVICE if fsdp else ADVICE[group],
-        title=f"{s['casts_per_step_p50']:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
+        title=f"{s.casts_per_step_p50:,} dtype casts in every step ({pct(impact[1])} of {where(affected)} time)",
         affected=affected,
         impact=impact,
         cause=Cause.COMPUTE,

@@ -5,9 +5,10 @@ little (NLE106) or nothing (NLE108) of the kernel time, steps much slower than t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from nsys_llm_explainer.model import Cause, Confidence, Finding, IdleCause
+from nsys_llm_explainer.results.ranges import NvtxAttribution
+from nsys_llm_explainer.results.run import StepOutlier, Steps
 from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, shorten, us
@@ -32,18 +33,18 @@ def phase_dominates(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE105 info: Phase "decode" takes 91.0% of attributed kernel time
         - decode: 910.000 ms of 1,000.000 ms attributed kernel time; prefill: 90.000 ms
     """
-    res = view.metric("nvtx_attribution")
+    res = view.result(NvtxAttribution)
     if res is None:
         return
     s = view.result(Serving)
-    if res.data["phases"]:
-        rows = [(p["phase"], int(p["kernel_ns"])) for p in res.data["phases"]]
+    if res.phases:
+        rows = [(p.phase, int(p.kernel_ns)) for p in res.phases]
         source = "phase map"
     elif s is not None and s.phases:
         rows = [(p.phase, sum(p.categories.values())) for p in s.phases]
         source = "serving iterations"
     else:
-        rows = [(r["name"], int(r["inclusive_kernel_ns"])) for r in res.data["top_level"]]
+        rows = [(r.name, int(r.inclusive_kernel_ns)) for r in res.top_level]
         source = "top-level NVTX ranges"
     rows = [r for r in rows if r[1] > 0]
     total = sum(ns for _, ns in rows)
@@ -98,24 +99,24 @@ def low_nvtx_coverage(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - 120.000 ms of 1,000.000 ms kernel time attributed (threshold 70.0%)
         - 310 kernels were launched outside any range
     """
-    res = view.metric("nvtx_attribution")
+    res = view.result(NvtxAttribution)
     if res is None:
         return
-    launched_ns = int(res.data["total_kernel_ns"]) - int(res.data.get("kernels_without_launch_ns", 0))
+    launched_ns = int(res.total_kernel_ns) - int(res.kernels_without_launch_ns)
     if launched_ns <= 0:
         return
-    cov = min(int(res.data["attributed_ns"]) / launched_ns, 1.0)
+    cov = min(int(res.attributed_ns) / launched_ns, 1.0)
     threshold = float(view.options.nvtx_coverage_warn_threshold)
     if cov >= threshold:
         return
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[
-            f"{ms(res.data['attributed_ns'])} of {ms(launched_ns)} kernel time attributed "
+            f"{ms(res.attributed_ns)} of {ms(launched_ns)} kernel time attributed "
             f"(threshold {pct(100 * threshold)})"
-            + (f"; the {res.data['kernels_without_launch']:,} kernels without a launch call (NLE202) "
-               "are left out" if res.data["kernels_without_launch"] else ""),
-            f"{res.data['kernels_outside_ranges']:,} kernels were launched outside any range",
+            + (f"; the {res.kernels_without_launch:,} kernels without a launch call (NLE202) "
+               "are left out" if res.kernels_without_launch else ""),
+            f"{res.kernels_outside_ranges:,} kernels were launched outside any range",
         ],
         recommendation=_advice(view),
         title=f"NVTX ranges cover only {pct(100 * cov)} of kernel time",
@@ -177,10 +178,10 @@ GAP_CAUSE: dict[str, Cause] = {
 }
 
 
-def _shared_cause(view: RuleInput, outliers: list[dict[str, Any]]) -> Cause | None:
+def _shared_cause(view: RuleInput, outliers: list[StepOutlier]) -> Cause | None:
     """The diagnosis cause most slow steps' gaps belong to, when that cause is large enough to
     have its own finding (then the steps' excess is not reported twice)."""
-    causes = [GAP_CAUSE.get(o["gap_cause"] or "") for o in outliers if o["reason"] == "idle_gap"]
+    causes = [GAP_CAUSE.get(o.gap_cause or "") for o in outliers if o.reason == "idle_gap"]
     if not causes or len(causes) * 2 < len(outliers):
         return None
     cause = max(set(causes), key=causes.count)
@@ -209,44 +210,43 @@ def slow_steps(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE212 medium: 3 of 40 decode steps take over 2x the median (28.100 ms)
         - slowest: step 17, 120.400 ms (4.3x): idle gap of 80.000 ms (sync_wait)
     """
-    res = view.metric("steps")
-    if res is None:
+    d = view.result(Steps)
+    if d is None:
         return
-    d = res.data
-    for p in d["phases"]:
-        if p["outliers"] <= 0:
+    for p in d.phases:
+        if p.outliers <= 0:
             continue
-        share = 100.0 * p["outliers"] / p["steps"]
-        noun = "steps" if p["phase"] == "step" else f"{p['phase']} steps"
-        mine = [o for o in d["outliers"] if o["phase"] == p["phase"]]
+        share = 100.0 * p.outliers / p.steps
+        noun = "steps" if p.phase == "step" else f"{p.phase} steps"
+        mine = [o for o in d.outliers if o.phase == p.phase]
         evidence = [
-            f"{p['outliers']:,} of {p['steps']:,} steps ({pct(share)}); median {ms(p['p50_ns'])}, "
-            f"max {ms(p['max_ns'])}"
+            f"{p.outliers:,} of {p.steps:,} steps ({pct(share)}); median {ms(p.p50_ns)}, "
+            f"max {ms(p.max_ns)}"
         ]
         if mine:
             o = mine[0]
             why = {
-                "idle_gap": f"idle gap of {ms(o['gap_ns'])} ({o['gap_cause']})",
-                "slow_kernel": f"kernel {view.kernel_label(o['kernel_name'] or '')} ran "
-                f"{us(o['kernel_ns'] or 0)} "
-                f"(median {us(o['kernel_median_ns'] or 0)})",
-                "host_call": f"{o['host_call']} took {ms(o['host_call_ns'])}",
-            }.get(o["reason"] or "", "no single cause stands out")
+                "idle_gap": f"idle gap of {ms(o.gap_ns)} ({o.gap_cause})",
+                "slow_kernel": f"kernel {view.kernel_label(o.kernel_name or '')} ran "
+                f"{us(o.kernel_ns or 0)} "
+                f"(median {us(o.kernel_median_ns or 0)})",
+                "host_call": f"{o.host_call} took {ms(o.host_call_ns)}",
+            }.get(o.reason or "", "no single cause stands out")
             evidence.append(
-                f"slowest: step {o['step']}, {ms(o['latency_ns'])} ({o['ratio_to_median']}x): {why}"
+                f"slowest: step {o.step}, {ms(o.latency_ns)} ({o.ratio_to_median}x): {why}"
             )
-        excess = sum(max(0, int(o["latency_ns"]) - int(p["p50_ns"])) for o in mine)
+        excess = sum(max(0, int(o.latency_ns) - int(p.p50_ns)) for o in mine)
         affected, impact = whole(view.acct, excess)
         severity = band(impact[1])
         if severity is None:
             continue
         cause = _shared_cause(view, mine)
-        title = f"{p['outliers']:,} of {p['steps']:,} {noun} take over 2x the median ({ms(p['p50_ns'])})"
+        title = f"{p.outliers:,} of {p.steps:,} {noun} take over 2x the median ({ms(p.p50_ns)})"
         if cause is not None:  # the gaps are the same time the cause's own finding reports
             evidence.append(f"the slow steps' gaps are {cause} time ({ms(excess)} beyond the median), "
                             "at stake in that cause's own finding, not here")
             yield rule.note(
-                confidence=Confidence(d["confidence"]),
+                confidence=Confidence(d.confidence),
                 evidence=evidence,
                 recommendation=RECOMMENDATION,
                 title=title,
@@ -254,7 +254,7 @@ def slow_steps(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             continue
         yield rule.finding(
             severity=severity,
-            confidence=Confidence(d["confidence"]),
+            confidence=Confidence(d.confidence),
             evidence=evidence,
             recommendation=RECOMMENDATION,
             title=title,
@@ -288,12 +288,12 @@ def steps_not_found(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - no steps found: no phase map or --step-range, and neither a repeating launch sequence ...
     """
     skipped = view.skipped("steps")
-    res = view.metric("steps")
+    res = view.result(Steps)
     if skipped is not None and skipped.reason.startswith(NOT_FOUND_PREFIX):
         evidence = [skipped.reason]
         title = "Steps were not identified"
-    elif res is not None and res.data["confidence"] == "low":
-        evidence = [f"automatic detection ({res.data['method']}): {res.data['detail']}"]
+    elif res is not None and res.confidence == "low":
+        evidence = [f"automatic detection ({res.method}): {res.detail}"]
         title = "Steps were identified with low confidence"
     else:
         return

@@ -60,7 +60,7 @@ def run_metrics(
         early = [d for d in metric.after if d in ids and ids.index(d) > ids.index(metric.id)]
         if early:
             raise ValueError(f"{metric.id} reads {early}, which run after it")
-    releases = Releases(ids)
+    releases = Releases(metrics)
     if how.threads < 2 or len(metrics) < 2:
         results: dict[str, Outcome] = {}
         for metric in metrics:

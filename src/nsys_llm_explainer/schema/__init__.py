@@ -4,7 +4,7 @@ report.schema.json describes everything except the metric payloads. Each file
 schema/metrics/<metric_id>.json describes that metric's data when it ran (an object schema);
 load_report_schema() inserts it as `metrics.<metric_id>`, adding the keys every metric
 carries: `status` ("ok"), `notes` (limitations, plain text) and `left_out` (rows of long
-lists that only the CSV tables hold, render/summary.py), or the skipped form
+lists that only the CSV tables hold, render/json_writer.py summarize), or the skipped form
 {status: "skipped", reason}.
 
 jsonschema is a test dependency only: the package never imports it at module level, and

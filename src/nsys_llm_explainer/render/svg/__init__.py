@@ -1,4 +1,5 @@
-"""Plots as hand-written SVG: one builder module per plot, each reading the Report.
+"""Plots as hand-written SVG: one builder function per plot, each reading the Report, in
+modules by topic (timeline, top_kernels, steps, roofline).
 
 `build_plots(inp)` returns the plots that have data, and for the others the reason they
 are not drawn (the writers show it, never an empty chart). Shared.plots (render/shared.py)
@@ -10,16 +11,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nsys_llm_explainer.render.svg import (
-    critical_path,
-    gap_histogram,
-    ncu_roofline,
-    per_process,
-    roofline,
-    steps,
-    timeline,
-    top_kernels,
-)
+from nsys_llm_explainer.render.svg import roofline, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
 
@@ -31,14 +23,14 @@ class PlotSpec:
 
 
 PLOTS: tuple[PlotSpec, ...] = (
-    PlotSpec("GPU timeline", "timeline", timeline.build),
-    PlotSpec("Top kernels by GPU time", "top_kernels", top_kernels.build),
-    PlotSpec("Idle-gap sizes", "gpu_idle", gap_histogram.build),
-    PlotSpec("Step latency", "steps", steps.build),
-    PlotSpec(critical_path.TITLE, "critical_path", critical_path.build),
-    PlotSpec("Kernel time per process", "per_process", per_process.build),
-    PlotSpec("Roofline", "compute_efficiency", roofline.build),
-    PlotSpec(ncu_roofline.TITLE, "ncu", ncu_roofline.build),
+    PlotSpec("GPU timeline", "timeline", timeline.build_timeline),
+    PlotSpec("Top kernels by GPU time", "top_kernels", top_kernels.build_top_kernels),
+    PlotSpec("Idle-gap sizes", "gpu_idle", timeline.build_gap_histogram),
+    PlotSpec("Step latency", "steps", steps.build_steps),
+    PlotSpec(steps.CRITICAL_PATH_TITLE, "critical_path", steps.build_critical_path),
+    PlotSpec("Kernel time per process", "per_process", top_kernels.build_per_process),
+    PlotSpec("Roofline", "compute_efficiency", roofline.build_compute_roofline),
+    PlotSpec(roofline.NCU_TITLE, "ncu", roofline.build_ncu_roofline),
 )
 
 

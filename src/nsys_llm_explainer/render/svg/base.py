@@ -121,7 +121,7 @@ def nice_step(span: float, max_ticks: int) -> float:
     if span <= 0:
         return 1.0
     raw = span / max(1, max_ticks)
-    mag = 10 ** math.floor(math.log10(raw))
+    mag: float = 10 ** math.floor(math.log10(raw))
     return next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
 
 

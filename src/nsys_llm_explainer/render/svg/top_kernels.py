@@ -1,4 +1,7 @@
-"""Top kernels by total time: horizontal bars, coloured by kernel category when the
+"""Kernel time as bars: the top kernels (build_top_kernels) and the time per process
+(build_per_process, below).
+
+Top kernels by total time: horizontal bars, coloured by kernel category when the
 categories metric ran (its kernel_category_names table maps each name to a category).
 Rows of metrics.top_kernels are per (name, device); the plot sums a name over devices, from
 the full table (report.json may hold only the first rows). Bars are labelled with the
@@ -45,13 +48,13 @@ def by_name(tk: dict[str, Any], table: pd.DataFrame | None = None) -> list[dict[
         ["total_ns", "name"], ascending=[False, True], kind="stable"
     )
     total = tk["total_kernel_ns"]
-    rows = grouped.head(TOP).to_dict("records")
+    rows: list[dict[str, Any]] = grouped.head(TOP).to_dict("records")
     for r in rows:
         r["pct"] = 100.0 * r["total_ns"] / total if total else 0.0
     return rows
 
 
-def build(inp: PlotInput) -> Plot | None:
+def build_top_kernels(inp: PlotInput) -> Plot | None:
     tk = inp.metric("top_kernels")
     if tk is None or not tk["kernels"]:
         return None
@@ -112,4 +115,55 @@ def build(inp: PlotInput) -> Plot | None:
         headers,
         table,
         tuple(str(r["name"]) for r in rows),
+    )
+
+
+# Kernel time per process: one bar per pid (metrics.per_process).
+PER_PROCESS_TOP = 12
+PER_PROCESS_LABEL_W, PER_PROCESS_BAR_W, PER_PROCESS_VALUE_W = 160, 600, 170
+
+
+def build_per_process(inp: PlotInput) -> Plot | None:
+    pp = inp.metric("per_process")
+    if pp is None or not pp["processes"]:
+        return None
+    rows = pp["processes"][:PER_PROCESS_TOP]
+    bars = [
+        Bar(
+            f"pid {p['pid']}",
+            float(p["kernel_ns"]),
+            f"{dur(p['kernel_ns'])} · {pct(p['pct_of_kernel_time'])}",
+            tip=f"pid {p['pid']}: {dur(p['kernel_ns'])} in {num(p['kernel_count'])} kernels on GPU "
+            + ", ".join(str(d) for d in p["devices"]),
+        )
+        for p in rows
+    ]
+    body, h = hbars(bars, 8, PER_PROCESS_LABEL_W, PER_PROCESS_BAR_W)
+    summary = (
+        f"{len(pp['processes'])} processes ran kernels; "
+        + "; ".join(
+            f"pid {p['pid']}: {dur(p['kernel_ns'])} ({pct(p['pct_of_kernel_time'])})" for p in rows
+        )
+        + "."
+    )
+    headers = ("Process", "Kernels", "Kernel time", "Share", "Devices")
+    table = tuple(
+        (
+            f"pid {p['pid']}",
+            num(p["kernel_count"]),
+            dur(p["kernel_ns"]),
+            pct(p["pct_of_kernel_time"]),
+            " ".join(str(d) for d in p["devices"]),
+        )
+        for p in rows
+    )
+    return Plot(
+        "per_process",
+        "Kernel time per process",
+        summary,
+        PER_PROCESS_LABEL_W + PER_PROCESS_BAR_W + PER_PROCESS_VALUE_W,
+        int(h + 22),
+        body,
+        headers,
+        table,
     )

@@ -1,0 +1,167 @@
+"""The results about the GPUs and the data moved to and from them: gpu_context
+(metrics/gpu_context.py) and memory_transfers (metrics/memory_transfers.py). report.json
+`metrics.<id>` is each one's to_json(); schema/metrics/<id>.json documents it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """A GPU the trace describes, with the peak figures of its model where known."""
+
+    device_id: int
+    name: str | None
+    active: bool  # ran work in the capture
+    known: bool  # its model has peak figures
+    model: str | None
+    sm_count: int | None
+    total_memory_bytes: int | None
+    trace_memory_bandwidth_gbps: float | None
+    clock_hz: int | None
+    tf32_tflops: float | None
+    bf16_tflops: float | None
+    fp8_tflops: float | None
+    hbm_gbps: float | None
+    host_link_gbps: float | None
+    ridge_flop_per_byte: dict[str, float | None] | None
+    source: str | None
+    described_as: int | None = None  # the listed device whose model this one is (absent: itself)
+
+    def to_json(self) -> dict[str, object]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "described_as"}
+        if self.described_as is not None:
+            out["described_as"] = self.described_as
+        return out
+
+
+@dataclass(frozen=True)
+class CopyBandwidth:
+    """A device's copies of one kind against the link they cross."""
+
+    device_id: int
+    kind: str
+    count: int
+    bytes: int
+    time_ns: int
+    achieved_gbps: float
+    reference_gbps: float | None
+    pct_of_reference: float | None
+
+
+@dataclass(frozen=True)
+class GpuContext:
+    METRIC_ID: ClassVar[str] = "gpu_context"
+
+    gpus: tuple[GpuRow, ...]
+    unknown_models: tuple[str, ...]
+    devices_without_info: tuple[int, ...]
+    large_copy_bytes: int
+    copy_bandwidth: tuple[CopyBandwidth, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "gpus": [g.to_json() for g in self.gpus],
+            "unknown_models": list(self.unknown_models),
+            "devices_without_info": list(self.devices_without_info),
+            "large_copy_bytes": self.large_copy_bytes,
+            "copy_bandwidth": [asdict(c) for c in self.copy_bandwidth],
+        }
+
+
+@dataclass(frozen=True)
+class KindTransfers:
+    kind: str  # Host-to-Device, Device-to-Host, ...
+    count: int
+    bytes: int
+    time_ns: int
+    tiny_count: int
+    achieved_gbps: float  # NaN when no time was recorded
+
+
+@dataclass(frozen=True)
+class DeviceTransfers:
+    device_id: int
+    kind: str
+    count: int
+    bytes: int
+    time_ns: int
+    tiny_count: int
+    achieved_gbps: float
+
+
+@dataclass(frozen=True)
+class SizeBucket:
+    label: str
+    count: int
+
+
+@dataclass(frozen=True)
+class TinyTransfers:
+    count: int
+    time_ns: int
+    bytes: int
+    per_s: float | None
+
+
+@dataclass(frozen=True)
+class CopySummary:
+    count: int
+    bytes: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class LaunchThreadCopies(CopySummary):
+    """Synchronous copies on a thread that launches kernels."""
+
+    scope: str = ""
+    launch_threads: int = 0
+
+
+@dataclass(frozen=True)
+class TransferIssue:
+    issue: str  # pageable_async, sync_on_launch_thread, ...
+    pid: int
+    device_id: int
+    kind: str
+    start_ns: int
+    duration_ns: int
+    bytes: int
+    api: str
+
+
+@dataclass(frozen=True)
+class MemoryTransfers:
+    METRIC_ID: ClassVar[str] = "memory_transfers"
+
+    kinds_from_enum: bool
+    transfer_count: int
+    total_bytes: int
+    total_time_ns: int
+    by_kind: tuple[KindTransfers, ...]
+    by_device: tuple[DeviceTransfers, ...]
+    size_buckets: tuple[SizeBucket, ...]
+    tiny_bytes: int  # a transfer of at most this many bytes is tiny
+    tiny: TinyTransfers
+    pageable_async: CopySummary  # asynchronous copies from or to pageable memory
+    sync_on_launch_thread: LaunchThreadCopies
+    issues: tuple[TransferIssue, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kinds_from_enum": self.kinds_from_enum,
+            "transfer_count": self.transfer_count,
+            "total_bytes": self.total_bytes,
+            "total_time_ns": self.total_time_ns,
+            "by_kind": [asdict(k) for k in self.by_kind],
+            "by_device": [asdict(d) for d in self.by_device],
+            "size_buckets": [asdict(b) for b in self.size_buckets],
+            "tiny_bytes": self.tiny_bytes,
+            "tiny": asdict(self.tiny),
+            "pageable_async": asdict(self.pageable_async),
+            "sync_on_launch_thread": asdict(self.sync_on_launch_thread),
+            "issues": [asdict(i) for i in self.issues],
+        }

@@ -297,6 +297,11 @@ def test_every_shared_trace_diffed_with_itself_shows_no_change_and_passes_every_
     doc = report_dict(explain(path))
     conds = ["incomparable"] + [f"{m}{op}0" for m in gate.GATE_METRICS if m != "incomparable" for op in (">", "<")]
     out = compare(Side("a", "report", doc, "BASE"), Side("a", "report", doc, "NEW"), gate.parse(conds)).doc
+    if doc["diagnosis"]["verdict"] == "no_gpu_work":
+        # nothing to compare, even with itself: every gate fails rather than pass on nothing
+        assert out["comparability"]["reasons"][0].startswith("nothing to compare: BASE captured no GPU work: ")
+        assert out["gate"]["tripped"] is True
+        return
     assert out["comparability"]["comparable"] is True, out["comparability"]["reasons"]
     assert out["gate"]["tripped"] is False
     evaluated = [c for c in out["gate"]["conditions"] if c["status"] != "not_evaluated"]

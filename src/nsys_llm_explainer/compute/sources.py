@@ -2,7 +2,7 @@
 
 - PyTorch profiler traces: the operators (cpu_op events) with record_shapes' Input Dims and
   Input type (and Concrete Inputs, PyTorch 2.1+); kernels belong to the innermost operator
-  around their launch (operators_attr.py).
+  around their launch (analysis/operators.py).
 - Nsight Systems exports: NVTX ranges PyTorch names `aten::addmm, seq = 12, sizes = [...]`
   (emit_nvtx(record_shapes=True), nsys --pytorch=autograd-shapes-nvtx); kernels belong to the
   innermost range around their launch call (nvtx_attribution.py). NVTX names carry no dtype:
@@ -32,7 +32,7 @@ from nsys_llm_explainer.analysis import nvtx_tree
 from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.nvtx_names import normalized_names
-from nsys_llm_explainer.analysis.operators_attr import operator_attribution
+from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, short_name
 from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel

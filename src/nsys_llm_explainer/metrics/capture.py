@@ -26,7 +26,7 @@ Checks, each with what it found (thresholds are the named constants below):
   the driver loaded the kernel's module on first use (CUDA lazy loading).
 - startup: context creation, device queries and allocator calls (STARTUP_API) of at least
   STARTUP_CALL_NS each.
-- autotuning: cuBLAS/cuDNN or framework algorithm searches (capture_autotune.py): several
+- autotuning: cuBLAS/cuDNN or framework algorithm searches (analysis/capture.py): several
   variants of one GEMM/convolution family tried once each, close together, then one winner
   repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
   (workload tensorrt_inference), whose tactics are chosen when the engine is built.
@@ -38,7 +38,7 @@ Checks, each with what it found (thresholds are the named constants below):
   failures, and an interrupted run (Ctrl-C, SIGTERM, the profiler's duration limit) is not
   one either: the figures up to the interrupt stand.
 - diagnostics: warnings and errors the profiler wrote about its own capture, each classified
-  (capture_messages.py); found when one concerns the CUDA trace (events missing, or a driver
+  (analysis/capture.py); found when one concerns the CUDA trace (events missing, or a driver
   or library version this Nsight Systems does not support). CPU-sampling notes and "No NVTX
   events collected" are listed but do not count.
 
@@ -50,7 +50,7 @@ but no launch, completed), the decisive output line with where a traceback says 
 was, whether CUDA API calls were traced (and asked for, from the capture settings), how many
 and of what kind, and the call that created the CUDA context.
 
-`captured` holds what the capture is (analysis/command_line.py, analysis/capture_facts.py):
+`captured` holds what the capture is (analysis/command_line.py, analysis/capture.py):
 the program (its base name, the model or the test selected, whether it runs its work once),
 whether the trace is a slice of a longer capture and where it sits, the work queued before
 the capture (carried), missing events, and profiler settings that inflate host times.
@@ -72,9 +72,9 @@ import numpy as np
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis import (
-    capture_autotune,
-    capture_facts,
-    capture_messages,
+    capture as capture_parts,
+)
+from nsys_llm_explainer.analysis import (
     command_line,
     intervals,
     program_output,
@@ -327,7 +327,7 @@ def run(ctx: Context) -> Outcome:
         checks.append(_check("autotuning", False, "not checked: a TensorRT engine chooses its tactics when it "
                              "is built, and runs one kernel per layer", variants=0))
     else:
-        found = capture_autotune.find(data)
+        found = capture_parts.find(data)
         ats, ate = _clip(found.starts, found.ends, w0, w1)
         checks.append(_check(
             "autotuning", found.searches > 0,
@@ -342,7 +342,7 @@ def run(ctx: Context) -> Outcome:
     us, ue = intervals.merge(s, e)
     startup_total = int((ue - us).sum())
     steady_start = int(ue[-1]) if len(ue) and int(ue[-1]) < w1 else None
-    if capture_facts.slice_of(data.capture_span(), w0, w1) is not None:
+    if capture_parts.slice_of(data.capture_span(), w0, w1) is not None:
         startup_total, steady_start = 0, None  # a slice of a longer run: no start-up (module docstring)
     return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
 
@@ -420,7 +420,7 @@ def _program_check(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
-    cuda = [d for d in diags if d["kind"] in capture_messages.CUDA_KINDS]
+    cuda = [d for d in diags if d["kind"] in capture_parts.CUDA_KINDS]
     harmless = len(diags) - len(cuda)
     summary = f"{len(diags)} profiler warnings/errors"
     if cuda:
@@ -439,10 +439,10 @@ def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]
     w0, w1 = window if window else (None, None)
     return {
         "program": program.to_json() if program is not None else None,
-        "slice": capture_facts.slice_of(data.capture_span(), w0, w1),
-        "carried": capture_facts.carried_fact(data) if window else None,
-        "missing": capture_facts.missing_events(data),
-        "overhead": capture_facts.overhead(data),
+        "slice": capture_parts.slice_of(data.capture_span(), w0, w1),
+        "carried": capture_parts.carried_fact(data) if window else None,
+        "missing": capture_parts.missing_events(data),
+        "overhead": capture_parts.overhead(data),
     }
 
 
@@ -452,7 +452,7 @@ def _data(
 ) -> dict[str, Any]:
     diags = []
     for d in data.diagnostics():
-        kind = capture_messages.kind_of(d.text)
+        kind = capture_parts.kind_of(d.text)
         diags.append({"severity": d.severity, "text": d.text, "kind": kind,
                       "events_may_be_missing": kind == "events_missing"})
     span = window[1] - window[0] if window else 0
@@ -479,9 +479,9 @@ def _data(
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
             "not_steady_pct": NOT_STEADY_PCT, "min_repeats": MIN_REPEATS, "min_repeat_ns": MIN_REPEAT_NS,
             "lazy_launch_ns": LAZY_LAUNCH_NS,
-            "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_autotune.VARIANTS,
-            "autotune_winner_runs": capture_autotune.WINNER_RUNS, "autotune_rare_runs": capture_autotune.RARE_RUNS,
-            "autotune_burst_gap_ns": capture_autotune.BURST_GAP_NS,
+            "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_parts.VARIANTS,
+            "autotune_winner_runs": capture_parts.WINNER_RUNS, "autotune_rare_runs": capture_parts.RARE_RUNS,
+            "autotune_burst_gap_ns": capture_parts.BURST_GAP_NS,
         },
     }
 

@@ -9,7 +9,7 @@ before the gap: the GPU waited on a device-side dependency, not on the host) and
 how many had a transfer ahead of the work on its own stream; the refill delay after blocking
 calls; transfers outside the work window (before the first or after the last work: time the
 device spent copying that the work window does not show); what the owning processes'
-blocking calls overlapped on the device and its transfers by kind (idle_causes_detail.py);
+blocking calls overlapped on the device and its transfers by kind (analysis/idle_sweep.py);
 what the launching thread was doing during the host-caused idle time (sync_wait,
 launch_bound, host_other): its top sources by time, their families and, where no range
 names it, the CPU samples (analysis/host_sources.py);
@@ -31,8 +31,15 @@ from nsys_llm_explainer.analysis import host_sources, intervals, nvtx_tree
 from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.busy import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.idle_causes_detail import host_blocked, transfers
-from nsys_llm_explainer.analysis.idle_sweep import CAUSES, HOST_SIDE, NO_REFILL, GapCauses, gap_causes
+from nsys_llm_explainer.analysis.idle_sweep import (
+    CAUSES,
+    HOST_SIDE,
+    NO_REFILL,
+    GapCauses,
+    gap_causes,
+    host_blocked,
+    transfers,
+)
 from nsys_llm_explainer.analysis.nvtx_names import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
@@ -237,9 +244,9 @@ class IdleCausesDevice(TypedDict):
     activity_start_ns: int
     activity_end_ns: int
     edge_transfer_ns: int
-    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_causes_detail.py)
+    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_sweep.py)
     host_sources: dict[str, Any]  # what the launching thread did in host-caused idle time (_host_sources)
-    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_causes_detail.py)
+    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_sweep.py)
     steady: SteadyPart | None
 
 

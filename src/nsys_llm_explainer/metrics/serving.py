@@ -61,7 +61,7 @@ from nsys_llm_explainer.analysis.iterations import Iterations, find
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.launch_pairs import GRAPH_API, launch_api_mask
 from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.analysis.operators_attr import operator_attribution
+from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.compute.cost import OpCost

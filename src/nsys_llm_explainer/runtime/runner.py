@@ -155,7 +155,7 @@ class _Pool:
 
     def _take(self) -> Metric | Callable[[], None] | None:
         """The next metric this thread runs (marked running), else a part a running metric
-        offered (analysis/parts.py, it raises nothing), else None: nothing is left."""
+        offered (analysis/idle_sweep.py, it raises nothing), else None: nothing is left."""
         with self.cond:
             while (metric := self._next()) is None:
                 if not self.pending or self.error is not None:

@@ -144,7 +144,7 @@ def _span(cols: Columns) -> tuple[int, int] | None:
 
 
 class Offers:
-    """Parts of a build offered to idle metric threads (analysis/parts.py offers them,
+    """Parts of a build offered to idle metric threads (analysis/idle_sweep.py offers them,
     runtime/runner.py takes them); `wake` tells the waiting threads that one came."""
 
     def __init__(self) -> None:
@@ -181,7 +181,7 @@ class TraceData:
         self._lock = threading.Lock()  # guards the dicts above; builds run outside it
         self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
         # Threads the run's metrics use (runtime/runner.plan): from 2, a build may offer
-        # its independent parts to idle metric threads (analysis/parts.py) through `parts`.
+        # its independent parts to idle metric threads (analysis/idle_sweep.py) through `parts`.
         self.threads = 1
         self.parts = Offers()
 

@@ -164,8 +164,8 @@ def test_calls_on_threads_without_ranges_have_no_origin(cached: bool) -> None:
     every thread (with a range on another thread, 9, that must not matter)."""
     from types import SimpleNamespace
 
-    from nsys_llm_explainer.analysis import nvtx_tree
-    from nsys_llm_explainer.analysis.attribution import KEY
+    from nsys_llm_explainer.analysis import nvtx as nvtx_tree
+    from nsys_llm_explainer.analysis.join import KEY
     from nsys_llm_explainer.analysis.readbacks import call_origins
 
     data = _Host()

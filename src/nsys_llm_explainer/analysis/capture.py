@@ -77,8 +77,7 @@ import numpy as np
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import CaptureSpan, TraceData, Unavailable

@@ -15,7 +15,7 @@ records the trace holds for it:
   then Nsight Systems CPU samples on that thread (counted, not timed).
 
 A piece is cut wherever a record on its thread starts or ends, so every sub-piece has one
-stack. Range names are normalized (analysis/nvtx_names) and their instance numbers replaced
+stack. Range names are normalized (analysis/nvtx) and their instance numbers replaced
 (`layer_9` -> `layer_N`), so a loop's layers are one source. A sub-piece's source is the
 outermost record of its stack below the step: the step ranges (ProfilerStep#N, the
 --step-range name, the ranges the steps metric used) and containers (a range at least
@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import normalize, normalized_names
-from nsys_llm_explainer.analysis.program_output import scrub
+from nsys_llm_explainer.analysis.nvtx import normalize, normalized_names
+from nsys_llm_explainer.analysis.program import scrub
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -230,7 +230,7 @@ def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
         rt = _optional(data.runtime)
         if rt is not None:
             from nsys_llm_explainer.analysis.idle_sweep import HostRows
-            from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+            from nsys_llm_explainer.analysis.join import launch_api_mask
 
             names = data.runtime_api_names()
             keep = ~launch_api_mask(names)[rt.api]
@@ -311,7 +311,7 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     -1, piece index)."""
     rec = records.cols
     pt, ps, pe, pi = _split(tkey, s, e, rec)
-    index = nvtx_tree.build(rec)
+    index = nvtx.build(rec)
     if len(index.order) == 0:
         none = np.full(len(ps), -1, np.int64)
         return ps, pe, none, none, none, pi
@@ -325,8 +325,8 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     _activation_checkpoints(records.names, used, fam_of_name)
     fam = fam_of_name[name]
     mid = ps + (pe - ps) // 2
-    inner = nvtx_tree.innermost(index, pt, mid, mid)
-    src, _, family = nvtx_tree.climb(index, inner, skip, fam)
+    inner = nvtx.innermost(index, pt, mid, mid)
+    src, _, family = nvtx.climb(index, inner, skip, fam)
     # A container of a known family with nothing recorded inside it at that instant is the
     # source itself (a DataLoader range over most of the window); a step range never is.
     at = np.maximum(inner, 0)

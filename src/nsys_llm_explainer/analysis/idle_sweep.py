@@ -102,8 +102,8 @@ from nsys_llm_explainer.analysis.busy import (
 )
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
 from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few, rows_by_value
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.analysis.nvtx_names import name_mask
+from nsys_llm_explainer.analysis.join import launch_api_mask
+from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.model import IdleCause
 from nsys_llm_explainer.trace.columns import Columns, narrow

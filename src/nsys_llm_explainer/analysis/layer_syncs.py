@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import cached_range_index
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.host_sources import numbered
-from nsys_llm_explainer.analysis.join import match_calls
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.join import cached_range_index, match_calls
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.readbacks import READBACK_GAP_NS, Calls
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -89,7 +88,7 @@ def units(data: TraceData, calls: np.ndarray) -> tuple[list[str | None], list[st
     index = cached_range_index(data)
     if index is None:
         nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
-        index = nvtx_tree.build(nv)
+        index = nvtx.build(nv)
     if len(index.order) == 0:
         return [None] * n, [None] * n
     raw = data.nvtx_names()
@@ -104,7 +103,7 @@ def units(data: TraceData, calls: np.ndarray) -> tuple[list[str | None], list[st
         return cache[c]
 
     found: list[tuple[str, str] | None] = [None] * n
-    cur = nvtx_tree.innermost(index, tkey, rt.start[calls], rt.end[calls])
+    cur = nvtx.innermost(index, tkey, rt.start[calls], rt.end[calls])
     live = np.flatnonzero(cur >= 0)
     while len(live):
         keep = []

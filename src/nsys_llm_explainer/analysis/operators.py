@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct, group_codes, group_sum
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
 from nsys_llm_explainer.analysis.phase_scope import phase_scope
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -39,7 +38,7 @@ CACHE_KEY = "operator_attribution"
 @dataclass(frozen=True)
 class OperatorAttribution:
     ops: Columns  # data.operators(), rows as loaded
-    index: nvtx_tree.RangeIndex  # operators sorted per thread (order: sorted pos -> row)
+    index: nvtx.RangeIndex  # operators sorted per thread (order: sorted pos -> row)
     self_ns: np.ndarray  # per operator row: duration minus its child operators' durations
     kernel_op: np.ndarray  # per kernel: operator row, or -1
     kernel_via_ext: np.ndarray  # per kernel: True when placed by External id (no launch call)
@@ -48,11 +47,11 @@ class OperatorAttribution:
     calls: np.ndarray  # runtime rows of launch API calls
 
 
-def _rows(index: nvtx_tree.RangeIndex, pos: np.ndarray) -> np.ndarray:
+def _rows(index: nvtx.RangeIndex, pos: np.ndarray) -> np.ndarray:
     return np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
 
 
-def _self_time(ops: Columns, index: nvtx_tree.RangeIndex) -> np.ndarray:
+def _self_time(ops: Columns, index: nvtx.RangeIndex) -> np.ndarray:
     """Per operator row: own duration minus the durations of its direct child operators
     (clipped at 0: children of damaged traces may overlap)."""
     dur = ops.end - ops.start
@@ -97,7 +96,7 @@ def operator_attribution(data: TraceData) -> OperatorAttribution:
 
     def build() -> OperatorAttribution:
         ops = data.operators()
-        index = nvtx_tree.build(ops)
+        index = nvtx.build(ops)
         k = data.kernels()
         try:
             rt = data.runtime()
@@ -111,9 +110,9 @@ def operator_attribution(data: TraceData) -> OperatorAttribution:
         if rt is not None and len(rt):
             hit = np.flatnonzero(launch >= 0)
             c = launch[hit]
-            kernel_op[hit] = _rows(index, nvtx_tree.innermost(index, rt.tkey[c], rt.start[c], rt.end[c]))
+            kernel_op[hit] = _rows(index, nvtx.innermost(index, rt.tkey[c], rt.start[c], rt.end[c]))
             calls = np.flatnonzero(launch_api_mask(api_names)[rt.api]) if len(api_names) else calls
-            call_op = _rows(index, nvtx_tree.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls]))
+            call_op = _rows(index, nvtx.innermost(index, rt.tkey[calls], rt.start[calls], rt.end[calls]))
         via_ext = (launch < 0) & ("ext" in k)
         if via_ext.any():
             kernel_op[via_ext] = _by_external_id(ops, k.ext[via_ext], k.start[via_ext], k.pid[via_ext])
@@ -129,7 +128,7 @@ def inclusive_per_name(att: OperatorAttribution, own: np.ndarray, n_names: int) 
     an operator of that name on its thread, each row counted once per name even when the
     name nests in itself (aten::linear around aten::linear)."""
     own_sorted = own[att.index.order]
-    rr, cc = nvtx_tree.containers(att.index, np.flatnonzero(own_sorted > 0))
+    rr, cc = nvtx.containers(att.index, np.flatnonzero(own_sorted > 0))
     name_sorted = att.ops.name[att.index.order]
     width = max(n_names, 1)
     key = distinct(rr * width + name_sorted[cc])
@@ -343,7 +342,7 @@ def call_sites(
         return [], exc.reason
     ops, k = att.ops, data.kernels()
     names = data.operator_names()
-    index = nvtx_tree.build(py)
+    index = nvtx.build(py)
     builtin = np.array([n.startswith("<") for n in names] or [False], dtype=bool)
     hit = att.kernel_op >= 0
     own = group_sum(k.dur[hit], att.kernel_op[hit], len(ops))
@@ -351,7 +350,7 @@ def call_sites(
     out = []
     for code in frame["code"].head(CALL_SITE_OPERATORS).tolist():
         rows = np.flatnonzero(codes == code)
-        pos = nvtx_tree.innermost(index, ops.tkey[rows], ops.start[rows], ops.end[rows])
+        pos = nvtx.innermost(index, ops.tkey[rows], ops.start[rows], ops.end[rows])
         for _ in range(64):  # walk out of built-ins (<built-in method ...>) to a source line
             row = np.where(pos >= 0, index.order[np.maximum(pos, 0)], -1)
             up = (row >= 0) & builtin[py.name[np.maximum(row, 0)]]

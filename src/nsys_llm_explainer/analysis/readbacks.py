@@ -33,11 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
-from nsys_llm_explainer.analysis.attribution import cached_range_index
+from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.join import match_calls
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.join import cached_range_index, match_calls
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 READBACK_BYTES = 1024
@@ -177,15 +176,15 @@ def call_origins(data: TraceData, calls: np.ndarray, skip_names: set[str],
     if index is None:
         # Only the ranges of the calls' threads: the tree of each thread is its own.
         nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
-        index = nvtx_tree.build(nv)
+        index = nvtx.build(nv)
     if len(index.order) == 0:  # no ended range on those threads: none holds a call
         return [None] * n, [None] * n
     names = [normalize(x) for x in data.nvtx_names()]
     name = nv.name[index.order]
     skip_name = np.array([x in skip_names for x in data.nvtx_names()] or [False])
     skip = skip_name[name] | (index.end - index.start >= max(1, int(CONTAINER_SHARE * window_ns)))
-    inner = nvtx_tree.innermost(index, tkey, rt.start[calls], rt.end[calls])
-    top, below, _ = nvtx_tree.climb(index, inner, skip)
+    inner = nvtx.innermost(index, tkey, rt.start[calls], rt.end[calls])
+    top, below, _ = nvtx.climb(index, inner, skip)
     region = [names[int(name[t])] if t >= 0 else None for t in top.tolist()]
     # The operator the program called: the region when it is one (`aten::item`), else the
     # range right below it (`## sparse_data_dist ##` > `aten::to`).

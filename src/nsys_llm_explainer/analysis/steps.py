@@ -83,7 +83,7 @@ from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_codes
 from nsys_llm_explainer.analysis.idle_sweep import CAUSES, gap_at, gap_causes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.fmt import dur
@@ -126,7 +126,7 @@ class Units:
 
 def _graph_calls(data: TraceData) -> np.ndarray:
     """Per runtime row: a CUDA graph launch call."""
-    from nsys_llm_explainer.analysis.launch_pairs import GRAPH_API, launch_api_mask
+    from nsys_llm_explainer.analysis.join import GRAPH_API, launch_api_mask
 
     rt = data.runtime()
     return launch_api_mask(data.runtime_api_names(), GRAPH_API)[rt.api] if len(rt) else np.zeros(0, bool)

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.analysis.nvtx_names import normalized_names
+from nsys_llm_explainer.analysis.join import kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import normalized_names
 from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, short_name
@@ -60,7 +60,7 @@ class Instances:
     """Operator calls in nvtx_tree order (sorted position = instance), with their cost."""
 
     source: str  # "kineto" or "nvtx"
-    index: nvtx_tree.RangeIndex
+    index: nvtx.RangeIndex
     kernel_pos: np.ndarray  # per kernel row: sorted position of its innermost call, or -1
     name: np.ndarray  # per position: code into names
     names: list[str]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
+from nsys_llm_explainer.analysis.join import launch_api_mask
 from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.trace.columns import factorize
 

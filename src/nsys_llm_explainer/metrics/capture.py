@@ -31,7 +31,7 @@ Checks, each with what it found (thresholds are the named constants below):
   repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
   (workload tensorrt_inference), whose tactics are chosen when the engine is built.
 - program_failed: the program's captured output (Nsight Systems ProcessStreams) ends in a
-  failure (analysis/program_output.py: an exception, an error message, a kill, the profiler
+  failure (analysis/program.py: an exception, an error message, a kill, the profiler
   failing to attach, or the program's own profiler failing because Nsight Systems holds
   CUPTI): the capture ends in that failure, not in the steady loop. The decisive line is kept,
   scrubbed (paths cut to file names, nothing from the environment). Warnings are not
@@ -50,7 +50,7 @@ but no launch, completed), the decisive output line with where a traceback says 
 was, whether CUDA API calls were traced (and asked for, from the capture settings), how many
 and of what kind, and the call that created the CUDA context.
 
-`captured` holds what the capture is (analysis/command_line.py, analysis/capture.py):
+`captured` holds what the capture is (analysis/program.py, analysis/capture.py):
 the program (its base name, the model or the test selected, whether it runs its work once),
 whether the trace is a slice of a longer capture and where it sits, the work queued before
 the capture (carried), missing events, and profiler settings that inflate host times.
@@ -74,17 +74,13 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis import (
     capture as capture_parts,
 )
-from nsys_llm_explainer.analysis import (
-    command_line,
-    intervals,
-    program_output,
-)
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import program as prog
 from nsys_llm_explainer.analysis.busy import copy_union, device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.analysis.nvtx_names import name_mask
+from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
+from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -349,7 +345,7 @@ def run(ctx: Context) -> Outcome:
 
 def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
     """What the capture says about how the program ran (module docstring)."""
-    end = program_output.ending(data.program_output())
+    end = prog.ending(data.program_output())
     try:
         rt = data.runtime()
         api_table, calls = True, len(rt)
@@ -435,7 +431,7 @@ def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]:
     """What the capture is (module docstring): program, slice, carried, missing, overhead."""
-    program = command_line.program(data)
+    program = prog.program(data)
     w0, w1 = window if window else (None, None)
     return {
         "program": program.to_json() if program is not None else None,

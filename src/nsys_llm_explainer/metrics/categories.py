@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
+from nsys_llm_explainer.analysis.join import kernel_attribution
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import OTHER, CategoryTable, load_table
 from nsys_llm_explainer.metrics.base import Metric

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis import nvtx
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
@@ -152,7 +152,7 @@ def _host_ranges(data: TraceData) -> Any:
     def lookup(tkey: np.ndarray, t: np.ndarray) -> list[str]:
         if index is None or len(t) == 0:
             return [C.NO_RANGE] * len(t)
-        hit = nvtx_tree.innermost(index, tkey, t, t)
+        hit = nvtx.innermost(index, tkey, t, t)
         inside = hit >= 0
         codes = np.zeros(len(hit), np.int64)
         codes[inside] = nv.name[index.order[hit[inside]]]

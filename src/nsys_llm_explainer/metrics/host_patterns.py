@@ -35,7 +35,7 @@ by the API of the blocking call in flight there: a finding reports a source's ti
 the general blocking-sync finding counts exactly what the reported sources leave.
 
 Ranges: the innermost NVTX range (or PyTorch operator) around the copy call, by normalized
-name (analysis/nvtx_names: `aten::copy_, op_id = 7` counts as `aten::copy_`), most frequent
+name (analysis/nvtx: `aten::copy_, op_id = 7` counts as `aten::copy_`), most frequent
 first (ties by name).
 """
 
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis import layer_syncs as lsync
 from nsys_llm_explainer.analysis import readbacks as rbk
 from nsys_llm_explainer.analysis.busy import device_busy
@@ -61,7 +61,7 @@ from nsys_llm_explainer.analysis.idle_sweep import (
     gap_causes,
 )
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.idle_causes import step_range_names
 from nsys_llm_explainer.model import MetricResult, Outcome
@@ -100,10 +100,10 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
         return []
     if len(nv) == 0 or len(t) == 0:
         return []
-    from nsys_llm_explainer.analysis.attribution import kernel_attribution
+    from nsys_llm_explainer.analysis.join import kernel_attribution
 
     index = kernel_attribution(data).index
-    hit = nvtx_tree.innermost(index, tkey, t, t)
+    hit = nvtx.innermost(index, tkey, t, t)
     names = data.nvtx_names()
     found = np.where(hit >= 0, nv.name[index.order[np.maximum(hit, 0)]], -1)
     codes, counts = np.unique(found[found >= 0], return_counts=True)

@@ -16,7 +16,7 @@ names it, the CPU samples (analysis/host_sources.py);
 and the same split restricted to the steady part of the capture (after the last start-up
 event the capture metric found). The largest gaps are listed with their split and the
 innermost NVTX range active on the launch thread at the middle of the gap (its
-normalized name, analysis/nvtx_names).
+normalized name, analysis/nvtx).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import host_sources, intervals, nvtx_tree
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis import host_sources, intervals, nvtx
 from nsys_llm_explainer.analysis.busy import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.idle_sweep import (
@@ -40,7 +39,8 @@ from nsys_llm_explainer.analysis.idle_sweep import (
     host_blocked,
     transfers,
 )
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.join import kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import IdleCause, MetricResult, Outcome, Table
@@ -199,7 +199,7 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     tkey = np.where(row >= 0, data.runtime().tkey[np.maximum(row, 0)], -1)
     mid = (top["start_ns"].to_numpy(np.int64) + top["end_ns"].to_numpy(np.int64)) // 2
     index = kernel_attribution(data).index
-    hit = nvtx_tree.innermost(index, tkey, mid, mid)
+    hit = nvtx.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
     return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
 

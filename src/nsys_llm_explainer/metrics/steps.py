@@ -37,10 +37,15 @@ from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.iterations import Iterations
-from nsys_llm_explainer.analysis.launch_pairs import launch_first_kernels
-from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.join import launch_first_kernels
 from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
-from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
+from nsys_llm_explainer.analysis.stats import (
+    group_modes,
+    group_percentiles,
+    modes_text,
+    percentiles,
+    sort_within_groups,
+)
 from nsys_llm_explainer.analysis.steps import (
     CONFIDENCE_RANK,
     MIN_STEPS,

@@ -1,5 +1,5 @@
 """top_kernels: time per (kernel name, device), with percentiles and duration modes (a
-kernel whose calls take two or more clearly different times, analysis/modes.py) from one
+kernel whose calls take two or more clearly different times, analysis/stats.py) from one
 sort."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_min, group_sum
-from nsys_llm_explainer.analysis.modes import group_modes, modes_text
-from nsys_llm_explainer.analysis.stats import sort_within_groups
+from nsys_llm_explainer.analysis.stats import group_modes, modes_text, sort_within_groups
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 

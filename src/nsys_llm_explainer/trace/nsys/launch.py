@@ -5,7 +5,7 @@ directory, user or host rows), process names (PROCESSES), how long the whole cap
 "start-end" in ns) and the capture's start delay and trigger (META_DATA_CAPTURE
 START_DELAY_MS, START_TRIGGER).
 
-The command line is private: analysis/command_line.py reads it to name the program and the
+The command line is private: analysis/program.py reads it to name the program and the
 model, and shows nothing else. Each query is a constant; table names are fixed.
 """
 

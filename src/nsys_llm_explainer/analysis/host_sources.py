@@ -50,8 +50,9 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx
+from nsys_llm_explainer.analysis.blocking import BLOCKING_APIS, HostRows, call_origins, find_blocking, sync_kinds
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few
-from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
 from nsys_llm_explainer.analysis.nvtx import normalize, normalized_names
 from nsys_llm_explainer.analysis.program import scrub
 from nsys_llm_explainer.trace.columns import Columns
@@ -193,8 +194,6 @@ def _optional(load) -> Columns | None:  # type: ignore[no-untyped-def]
 
 
 def _sync_apis(names: list[str]) -> np.ndarray:
-    from nsys_llm_explainer.analysis.sync_calls import sync_kinds
-
     return np.flatnonzero(sync_kinds(names) == 1)
 
 
@@ -229,9 +228,6 @@ def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
             parts.append((os_calls, data.os_call_names(), KINDS.index(OS)))
         rt = _optional(data.runtime)
         if rt is not None:
-            from nsys_llm_explainer.analysis.idle_sweep import HostRows
-            from nsys_llm_explainer.analysis.join import launch_api_mask
-
             names = data.runtime_api_names()
             keep = ~launch_api_mask(names)[rt.api]
             blocking_copy = HostRows.of(data).blocking & ~np.isin(rt.api, _sync_apis(names))
@@ -396,15 +392,13 @@ def _samples(data: TraceData, tkey: np.ndarray, s: np.ndarray, e: np.ndarray) ->
 def draining_calls(data: TraceData) -> np.ndarray:
     """Per runtime row: a call that waits for the GPU's queue to drain without moving data
     the host asked for: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize ...) or a
-    read-back (analysis/readbacks.py). Bulk synchronous copies are not: they move data."""
-    from nsys_llm_explainer.analysis import readbacks
-    from nsys_llm_explainer.analysis.sync_calls import BLOCKING_APIS
+    read-back (analysis/blocking.py). Bulk synchronous copies are not: they move data."""
 
     def build() -> np.ndarray:
         rt = data.runtime()
         names = data.runtime_api_names()
         out = np.isin(rt.api, [i for i, n in enumerate(names) if n in BLOCKING_APIS])
-        rb = readbacks.find_blocking(data)
+        rb = find_blocking(data)
         if rb is not None:
             out[rb.call] = True
         return out
@@ -417,8 +411,6 @@ def _drains(data: TraceData, gc, ps: np.ndarray, pt: np.ndarray, skip_names: set
     """Per elementary piece: index into the returned labels of the blocking call that was in
     flight on the piece's thread when its gap began and returned before the piece (the call
     drained the GPU's queue: "after aten::item"), else -1."""
-    from nsys_llm_explainer.analysis.readbacks import call_origins
-
     out = np.full(len(ps), -1, np.int64)
     rt = data.runtime()
     if len(ps) == 0 or len(rt) == 0 or len(gc.gap_start) == 0:

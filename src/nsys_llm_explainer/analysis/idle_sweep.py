@@ -89,6 +89,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.blocking import HostRows
 from nsys_llm_explainer.analysis.busy import (
     GRAPH,
     KERNEL,
@@ -101,10 +102,8 @@ from nsys_llm_explainer.analysis.busy import (
     work_calls,
 )
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
-from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few, rows_by_value
-from nsys_llm_explainer.analysis.join import launch_api_mask
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
 from nsys_llm_explainer.analysis.nvtx import name_mask
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.model import IdleCause
 from nsys_llm_explainer.trace.columns import Columns, narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -163,7 +162,6 @@ TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVI
 )
 HOST_SIDE = (SYNC_WAIT, LAUNCH_BOUND, HOST_OTHER)  # idle the host could have prevented
 NOT_DEVICE_SIDE = (*HOST_SIDE, CAPTURE_EDGE)  # what a queued gap's time cannot be
-REFILL_GRACE_NS = 20_000
 NO_REFILL = -1
 UNKNOWN_LAUNCH = np.iinfo(np.int64).max  # no launch row: when it was launched is unknown
 LAUNCHED_EARLY = np.iinfo(np.int64).min  # launched before the capture started
@@ -175,8 +173,6 @@ COMM_RANGE = re.compile(
     r"barrier)(_\w+)?)\b",
     re.IGNORECASE,
 )
-# Async copies that block the host: to or from pageable host memory (CUPTI memory kind 0).
-PAGEABLE = 0
 
 
 @dataclass(frozen=True)
@@ -223,110 +219,6 @@ class GapCauses:
         for i, (s, e) in enumerate(self.segments):
             out[i] = intervals.overlap_with_union(g0, g1, s, e)
         return out
-
-
-@dataclass(frozen=True)
-class HostRows:
-    """CUDA API rows grouped once for every device's classification."""
-
-    by_pid: dict[int, np.ndarray]  # pid -> its rows in runtime(), ascending
-    blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
-    launching: np.ndarray  # per row: a launch call
-    refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
-    after_wait: np.ndarray  # per row: a launch made after a stream wait on its thread (since its last launch)
-
-    @staticmethod
-    def of(data: TraceData) -> HostRows:
-        return data.cached("host_rows", lambda: HostRows._build(data))
-
-    @staticmethod
-    def _build(data: TraceData) -> HostRows:
-        rt = data.runtime()
-        names = data.runtime_api_names()
-        blocking = sync_kinds(names)[rt.api] == 1
-        blocking |= _pageable_copy_calls(data)
-        launching = launch_api_mask(names)[rt.api]
-        by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
-        return HostRows(by_pid, blocking, launching,
-                        _refill_end(data, blocking, launching), _after_wait(data, launching))
-
-    def rows_of(self, pids: np.ndarray) -> np.ndarray:
-        parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
-        if len(parts) == 1:
-            return parts[0]
-        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
-
-
-def _pageable_copy_calls(data: TraceData) -> np.ndarray:
-    """Per runtime row: the call started a copy to or from pageable memory (it blocks)."""
-    rt = data.runtime()
-    out = np.zeros(len(rt), dtype=bool)
-    try:
-        mc = data.memcpy()
-    except Unavailable:
-        return out
-    pageable = (mc.src_kind == PAGEABLE) | (mc.dst_kind == PAGEABLE)
-    if not pageable.any() or len(rt) == 0:
-        return out
-    from nsys_llm_explainer.analysis.join import match_calls
-
-    rows = match_calls(mc.pid[pageable], mc.corr[pageable], rt)
-    out[rows[rows >= 0]] = True
-    return out
-
-
-def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
-    """Per row: the end of the launch call that follows a blocking call on the same thread
-    within REFILL_GRACE_NS of its return (the host refilling the GPU), else the row's end."""
-    rt = data.runtime()
-    out = rt.end.copy()
-    if len(rt) < 2 or not blocking.any():
-        return out
-    wanted = set(distinct_few(rt.tkey[blocking]).tolist())
-    for tkey, order in rows_by_value(rt.tkey):
-        if tkey not in wanted:
-            continue
-        # the thread's rows in (start, row) order, as np.lexsort((start, tkey)) has them
-        start = rt.start[order]
-        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = order[np.argsort(start, kind="stable")]
-        cur, nxt = order[:-1], order[1:]
-        ok = blocking[cur] & launching[nxt] & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
-        out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
-    return out
-
-
-STREAM_WAIT = re.compile(r"StreamWaitEvent|StreamWaitValue")
-
-
-def _after_wait(data: TraceData, launching: np.ndarray) -> np.ndarray:
-    """Per row: a launch call made after its thread issued a stream wait on an event since its
-    previous launch (the work it launches waits on that event)."""
-    rt = data.runtime()
-    out = np.zeros(len(rt), dtype=bool)
-    names = data.runtime_api_names()
-    waits = np.array([STREAM_WAIT.search(n) is not None for n in names] or [False])
-    is_wait = waits[rt.api] if len(rt) else np.zeros(0, dtype=bool)
-    if not is_wait.any():
-        return out
-    wanted = set(distinct_few(rt.tkey[is_wait]).tolist())
-    for tkey, order in rows_by_value(rt.tkey):
-        if tkey not in wanted:
-            continue
-        start = rt.start[order]
-        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = order[np.argsort(start, kind="stable")]
-        launch = launching[order]
-        # per row: the number of launches before it on the thread; a wait and the launch after
-        # it have the same count when no launch lies between them
-        seen = np.cumsum(launch) - launch
-        wait_at = np.flatnonzero(is_wait[order])
-        if not len(wait_at):
-            continue
-        marked = np.zeros(int(seen[-1]) + 2, dtype=bool)
-        marked[seen[wait_at]] = True
-        out[order[launch]] = marked[seen[launch]]
-    return out
 
 
 def _kernel_launch_times(w: Columns, launched: np.ndarray, n_kernels: int) -> np.ndarray:

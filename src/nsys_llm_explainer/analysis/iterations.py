@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.iteration_marks import DECODE, MIXED, PREFILL, Mark, parse_frame, parse_mark
 from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 KEY = "serving_iterations"

@@ -11,7 +11,7 @@ work only after the GPU drained.
 
 Each stall is placed in its repeated unit: the innermost range around the synchronize whose
 name carries an instance number (`layer_7`, `model.layers.7`), named with the numbers replaced
-(`layer_N`), and the instances counted (the layers). The GPU cost is read-backs' (readbacks.py
+(`layer_N`), and the instances counted (the layers). The GPU cost is read-backs' (analysis/blocking.py
 cost): idle time with nothing queued while the host was blocked, plus the idle time after the
 return until the host queued more work.
 """
@@ -21,12 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_llm_explainer.analysis import nvtx
+from nsys_llm_explainer.analysis.blocking import READBACK_GAP_NS, Calls, sync_kinds
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.host_sources import numbered
 from nsys_llm_explainer.analysis.join import cached_range_index, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize
-from nsys_llm_explainer.analysis.readbacks import READBACK_GAP_NS, Calls
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 STALL_COPY_BYTES = 4096

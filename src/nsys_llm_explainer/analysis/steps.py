@@ -79,13 +79,13 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_codes
 from nsys_llm_explainer.analysis.idle_sweep import CAUSES, gap_at, gap_causes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import group_percentiles
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 

@@ -1,6 +1,6 @@
 """host_patterns: host-side habits that stall the GPU, each with its count and GPU cost.
 
-- Read-backs (analysis/readbacks.py): a device-to-host copy of at most READBACK_BYTES whose
+- Read-backs (analysis/blocking.py): a device-to-host copy of at most READBACK_BYTES whose
   call blocks the host (synchronous cudaMemcpy*, or pageable memory), or that is followed on
   the same thread by a blocking synchronize starting within READBACK_GAP_NS of the copy
   call's return. That is what `.item()`, `.cpu()`, `.tolist()`, `aten::is_nonzero` or a Python
@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.analysis import blocking as rbk
 from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis import layer_syncs as lsync
-from nsys_llm_explainer.analysis import readbacks as rbk
+from nsys_llm_explainer.analysis.blocking import HostRows
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import rows_by_value
@@ -57,7 +58,6 @@ from nsys_llm_explainer.analysis.idle_sweep import (
     LAUNCH_BOUND,
     SYNC_WAIT,
     TRANSFER,
-    HostRows,
     gap_causes,
 )
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
@@ -116,7 +116,7 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
 
 
 def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
-    """Read-backs (analysis/readbacks.py) with their cost, where they come from and how many
+    """Read-backs (analysis/blocking.py) with their cost, where they come from and how many
     each step holds."""
     data = ctx.data
     rb = rbk.find_blocking(data) if host is HostRows.of(data) else rbk.find(data, host.blocking)

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes
@@ -61,7 +62,6 @@ from nsys_llm_explainer.analysis.join import GRAPH_API, kernel_attribution, kern
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import compute_view
 from nsys_llm_explainer.compute.device_peaks import device_peaks

@@ -58,7 +58,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "compute_view": ("compute_efficiency", "model_utilization", "serving"),
     "compute_peaks:": ("compute_efficiency", "model_utilization", "serving"),
     "host_source_names:": ("idle_causes",),
-    # the read-back calls (analysis/readbacks.find_blocking) and the calls that drain the queue
+    # the read-back calls (analysis/blocking.find_blocking) and the calls that drain the queue
     "readbacks": ("host_patterns", "idle_causes"),
     "draining_calls": ("idle_causes",),
     "nvtx_normalized": (

@@ -26,5 +26,5 @@ def test_imports_inside_functions_are_in_the_graph_the_contract_checks() -> None
     grimp = pytest.importorskip("grimp", reason="import-linter is not installed")
     graph = grimp.build_graph("nsys_llm_explainer", cache_dir=None)
     assert graph.direct_import_exists(
-        importer="nsys_llm_explainer.metrics.compute_efficiency", imported="nsys_llm_explainer.compute.report"
+        importer="nsys_llm_explainer.metrics.compute_efficiency", imported="nsys_llm_explainer.compute.efficiency"
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from nsys_llm_explainer.compute.model_steps import StepContext
-from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE
+from nsys_llm_explainer.compute.peaks import PLAUSIBLE_TOLERANCE
 
 UTILIZATION_TOLERANCE = PLAUSIBLE_TOLERANCE
 MIN_COVERAGE = 0.9

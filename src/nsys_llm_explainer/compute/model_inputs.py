@@ -29,7 +29,7 @@ from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import ComputeView
-from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
+from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
 from nsys_llm_explainer.compute.model_config import ModelConfig, load_model_config
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData

@@ -10,12 +10,12 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.compute import model_flops as mf
-from nsys_llm_explainer.compute.advice import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.compute.count import compute_view
-from nsys_llm_explainer.compute.device_peaks import device_peaks
 from nsys_llm_explainer.compute.model_checks import phase_warnings
 from nsys_llm_explainer.compute.model_inputs import StepShapes, matmul_dtype, model_config, step_shapes
 from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, phase_rows, step_row
+from nsys_llm_explainer.compute.peaks import device_peaks
+from nsys_llm_explainer.compute.sources import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table, TraceFormat
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
+from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.kernels.subject import subjects
 from nsys_llm_explainer.model import MetricResult, Outcome

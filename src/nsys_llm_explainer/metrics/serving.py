@@ -64,8 +64,8 @@ from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import compute_view
-from nsys_llm_explainer.compute.device_peaks import device_peaks
 from nsys_llm_explainer.compute.dtypes import size as dtype_size
+from nsys_llm_explainer.compute.peaks import device_peaks
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
-from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
+from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us

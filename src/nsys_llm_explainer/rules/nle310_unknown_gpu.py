@@ -9,7 +9,7 @@ from nsys_llm_explainer.rules.base import Rule, RuleInput
 def check(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """A GPU that ran work is not in the built-in peak table, so no peak context is given.
 
-    The table in compute/gpu_specs.py matches exact CUDA device names only; similar names are never
+    The table in compute/peaks.py matches exact CUDA device names only; similar names are never
     guessed. Fires (low) once, listing the unknown active models.
 
     Example:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from nsys_llm_explainer.compute.roofline import Roof
+from nsys_llm_explainer.compute.peaks import Roof
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 from nsys_llm_explainer.render.svg.roofline import RooflinePoint, build_roofline
 

@@ -14,7 +14,7 @@ import pytest
 from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 from tests.fixtures import counterfactual_pairs as cp
 from tests.fixtures.counterfactual import STEP_RANGE
 
@@ -23,7 +23,7 @@ NULL_PCT = 3.0  # the fixed capture still holds a little of what some changes re
 
 
 def rows(path: Path, change: str, fmt: str) -> tuple[dict, dict]:
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         given = (change,) if change.startswith("kernel:") else ()
         ctx = Context(data.schema, data, Options(step_range=STEP_RANGE if fmt == "nsys" else None, what_if=given))

@@ -11,7 +11,7 @@ from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph.build import WAIT_QUEUE, WAIT_SYNC
 from nsys_llm_explainer.graph.replay import replay
-from nsys_llm_explainer.trace import sources
+from nsys_llm_explainer.trace import formats
 from tests.fixtures.builder import TraceBuilder
 
 US = 1_000
@@ -55,7 +55,7 @@ def _full_queue(tmp_path: Path) -> tuple[Path, list[int], list[int], list[int]]:
 
 def test_calls_blocked_on_a_full_queue_wait_for_the_device(tmp_path: Path) -> None:
     path, call_ends, kernel_ends, waited = _full_queue(tmp_path)
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         res = A.analyze(data, None, _labels, [ch.parse("kernel:gemm=2x")],
                         capture=[(100, 0, kernel_ends[-1] + RETURN_NS)])
@@ -102,7 +102,7 @@ def test_a_sync_without_its_stream_waits_for_what_it_returned_after(tmp_path: Pa
     b.runtime(12 * US, 314 * US, pid=100, corr=3, name="cudaStreamSynchronize_v3020")
     path = tmp_path / "sync.sqlite"
     b.write(path)
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         def labels(g: object) -> ch.TaskLabels:
             return ch.TaskLabels(["other"], np.full(g.n_device, -1),
@@ -142,7 +142,7 @@ def _fusable(tmp_path: Path) -> Path:
 
 
 def test_fusion_runs_one_kernel_per_run(tmp_path: Path) -> None:
-    data = sources.open_trace(_fusable(tmp_path), jobs=1)
+    data = formats.open_trace(_fusable(tmp_path), jobs=1)
     try:
         def labels(g: object) -> ch.TaskLabels:
             names = data.kernel_names(np.unique(g.d_name))
@@ -182,7 +182,7 @@ def test_the_slow_rank_is_the_one_the_others_wait_for(tmp_path: Path) -> None:
             b.kernel(s * US, s * US + 500 * US, pid=pid, device=dev, name=ar)
     path = tmp_path / "ranks.sqlite"
     b.write(path)
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         k = data.kernels()
         names = data.kernel_names(k.name_id)

@@ -13,8 +13,8 @@ nothing in the trace to change).
 from __future__ import annotations
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.graph import analyze as S
 from nsys_llm_explainer.graph import changes as ch
-from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.metrics.critical_path import analysis
 from nsys_llm_explainer.model import MetricResult, Outcome, Table

@@ -17,17 +17,7 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import (
-    categories,
-    comparability,
-    critical_path,
-    findings,
-    gate,
-    in_step,
-    kernels,
-    lead,
-    steps,
-)
+from nsys_llm_explainer.diff import comparability, critical_path, findings, gate, in_step, kernels, lead, steps, totals
 from nsys_llm_explainer.diff import totals as totals_mod
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
@@ -228,7 +218,7 @@ def compare(
         "in_step": per_step,
         "steps": st,
         "kernels": kern,
-        "categories": _guarded("category", {"rows": []}, categories.compare, base, new),
+        "categories": _guarded("category", {"rows": []}, totals.compare, base, new),
         "critical_path": _guarded("critical path", {"rows": [], "categories": []}, critical_path.compare,
                                   base, new),
         "findings": found,

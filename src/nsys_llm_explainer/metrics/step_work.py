@@ -24,7 +24,7 @@ closed by the next one):
 report.json keeps the per-step series of at most SERIES_STEPS steps (evenly spaced over the
 complete steps when there are more, said by `series_steps`) and of the SERIES_NAMES names
 with the most in-step time; the CSV tables hold every step and every name. diff compares
-two captures on these series (diff/shift.py).
+two captures on these series (diff/in_step.py).
 """
 
 from __future__ import annotations

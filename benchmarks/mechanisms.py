@@ -39,9 +39,9 @@ def _no_helper() -> None:
 def _no_adbc() -> None:
     import os
 
-    from nsys_llm_explainer.trace.nsys import arrow
+    from nsys_llm_explainer.trace.nsys import fetch
 
-    os.environ[arrow.OFF_VAR] = "1"  # the read helper process inherits it
+    os.environ[fetch.OFF_VAR] = "1"  # the read helper process inherits it
 
 
 def _no_prefetch() -> None:
@@ -95,7 +95,7 @@ def available() -> dict[str, Callable[[], None]]:
     import importlib
 
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
-             "adbc": ("nsys_llm_explainer.trace.nsys.arrow", "OFF_VAR"),
+             "adbc": ("nsys_llm_explainer.trace.nsys.fetch", "OFF_VAR"),
              "prefetch": ("nsys_llm_explainer.trace.kineto.prefetch", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
              "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),

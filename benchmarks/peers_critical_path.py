@@ -33,11 +33,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nsys_llm_explainer.graph import path as P  # noqa: E402
-from nsys_llm_explainer.metrics import (  # noqa: E402
-    Context,  # noqa: E402
-    critical_path,
-    steps,
-)
+from nsys_llm_explainer.metrics import Context  # noqa: E402
+from nsys_llm_explainer.metrics import critical_path, steps  # noqa: E402
 from nsys_llm_explainer.model import Skipped  # noqa: E402
 from nsys_llm_explainer.options import Options  # noqa: E402
 from nsys_llm_explainer.trace import formats  # noqa: E402

@@ -10,11 +10,11 @@ Unwrapping, repeated until a program remains:
 - process launchers with their options: `mpirun`/`mpiexec`/`srun`/`jsrun`/`aprun`, `torchrun`
   (and `python -m torch.distributed.run|launch`), `deepspeed`, `accelerate launch`, `nsys
   profile|launch`;
-- Python: `python [options] script.py` is script.py; `python -m module` is module (a
+- Python: `python [options] SCRIPT` is the script; `python -m module` is module (a
   launcher module is unwrapped again); `python -c ...` is "python -c".
 
 Test runners: `pytest`/`py.test`/`python -m pytest` (the program is the first test file
-named; `-k EXPR` and `file.py::test` select tests), `python -m unittest`, `ctest` (`-R`), a
+named; `-k EXPR` and `FILE::test` select tests), `python -m unittest`, `ctest` (`-R`), a
 Google Test binary (`--gtest_filter`), a test binary by name (`test_*`, `*_test`,
 `*_tests`). Benchmarks: Google Benchmark's `--benchmark_filter`, or a name with "bench".
 
@@ -42,7 +42,7 @@ Each line is classified once, the first rule that matches:
   already active", "CUPTI initialization failed", "no events were recorded"): the program
   runs, but its own measurements are empty. Decisive only when the program then fails (the failure is the
   profiling's, not the program's): outcome profiler_conflict.
-- warning: a warning (`UserWarning: ...`, `file.py:12: FutureWarning: ...` with the source
+- warning: a warning (`UserWarning: ...`, `FILE:12: FutureWarning: ...` with the source
   line Python prints under it, `Warning: ...`, `[W ...]`): never decisive, even when it
   mentions an error ("... will raise an error in a future release").
 - interrupted: the run was stopped from outside (INTERRUPT_LINE: KeyboardInterrupt, SIGINT,
@@ -158,7 +158,7 @@ class Ending:
     stream: str
     pid: int
     context: str | None = None  # the indented line after it, scrubbed
-    where: str | None = None  # a traceback's innermost frame: "http_get (file_download.py:467)"
+    where: str | None = None  # a traceback's innermost frame: "http_get (FILE:467)"
     stack: tuple[str, ...] = ()  # the traceback's functions, outermost first (at most MAX_STACK)
     conflict: str | None = None  # kind conflict: the line where the program's own profiler failed
 
@@ -265,7 +265,7 @@ def _warning_lines(lines: list[str]) -> list[bool]:
 
 
 def _frames(lines: list[str], tb: _Traceback) -> tuple[str | None, tuple[str, ...]]:
-    """(innermost frame "func (file.py:12)", the functions outermost first) of a traceback."""
+    """(innermost frame "func (FILE:12)", the functions outermost first) of a traceback."""
     frames = [m for ln in lines[tb.start:tb.end] if (m := FRAME.match(ln.replace("Traceback (most recent "
                                                                                    "call last):", "")))]
     if not frames:

@@ -65,8 +65,8 @@ from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.metrics.idle_causes import step_range_names
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.trace.clean import api_base_name
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
-from nsys_llm_explainer.trace.names import api_base_name
 
 READBACK_BYTES = rbk.READBACK_BYTES
 READBACK_GAP_NS = rbk.READBACK_GAP_NS

@@ -60,15 +60,14 @@ def _no_threads() -> None:
 
 
 def _no_mallopt() -> None:
-    from nsys_llm_explainer.runtime import alloc
+    from nsys_llm_explainer.runtime import machine
 
-    alloc.tune_allocator = lambda: False  # type: ignore[assignment]
+    machine.tune_allocator = lambda: False  # type: ignore[assignment]
 
 
 def _no_trim() -> None:
-    from nsys_llm_explainer.runtime import alloc
 
-    alloc.release_free_memory = lambda: None  # type: ignore[assignment]
+    machine.release_free_memory = lambda: None  # type: ignore[assignment]
 
 
 def _no_fast_exit() -> None:
@@ -98,8 +97,8 @@ def available() -> dict[str, Callable[[], None]]:
              "adbc": ("nsys_llm_explainer.trace.nsys.fetch", "OFF_VAR"),
              "prefetch": ("nsys_llm_explainer.trace.kineto.prefetch", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
-             "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
-             "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),
+             "mallopt": ("nsys_llm_explainer.runtime.machine", "tune_allocator"),
+             "trim": ("nsys_llm_explainer.runtime.machine", "release_free_memory"),
              "fast-exit": ("nsys_llm_explainer.cli", "_exit_now")}
     out = {}
     for name, (module, attr) in where.items():

@@ -15,9 +15,8 @@ from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.ncu import assess, load
 from nsys_llm_explainer.ncu.classify import BUSY_PCT, classify
 from nsys_llm_explainer.ncu.counters import figures
-from nsys_llm_explainer.ncu.csvfile import read_file
+from nsys_llm_explainer.ncu.csvfile import number, read_file, scale
 from nsys_llm_explainer.ncu.launches import join
-from nsys_llm_explainer.ncu.units import number, scale
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_NCU = ROOT.parent / "shared" / "ncu"

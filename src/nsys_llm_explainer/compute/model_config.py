@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.options.files import read_json_file
+from nsys_llm_explainer.options import read_json_file
 
 MAX_FILE_BYTES = 4 << 20
 # Architectures whose MLP is up -> activation -> down (two matrices), not gated (three).

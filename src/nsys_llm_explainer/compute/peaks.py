@@ -86,7 +86,7 @@ from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE, ArchInference, infer_from_kernels
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.options.files import read_json_file
+from nsys_llm_explainer.options import read_json_file
 
 DATA_FILE = "data/gpu_specs.json"
 # Peak columns per dtype class; "fp64" prefers the Tensor Core figure where there is one.

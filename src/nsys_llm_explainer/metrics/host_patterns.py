@@ -14,7 +14,7 @@
   by where they come from (the outermost range below the step, the innermost range, the
   size), and counted per step (steps metric). Tiny host-to-device copies that block are
   synchronous copies, not read-backs.
-- Per-layer sync stalls (analysis/layer_syncs.py): a tiny host-to-device copy from pageable
+- Per-layer sync stalls (analysis/host_sources.py): a tiny host-to-device copy from pageable
   memory, then a synchronize holding the host at least a millisecond, once per layer. Per
   group (the repeated range around them, `layer_N`, the copy size and the synchronize's API):
   the count, the layers, the host time blocked and the GPU cost read-backs have (idle with
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.analysis import blocking as rbk
+from nsys_llm_explainer.analysis import host_sources as lsync
 from nsys_llm_explainer.analysis import intervals, nvtx
-from nsys_llm_explainer.analysis import layer_syncs as lsync
 from nsys_llm_explainer.analysis.blocking import HostRows
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
@@ -164,7 +164,7 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
 
 
 def layer_syncs(ctx: Context, host: HostRows) -> dict[str, Any] | None:
-    """Per-layer sync stalls (analysis/layer_syncs.py) with their cost, their layers and how
+    """Per-layer sync stalls (analysis/host_sources.py) with their cost, their layers and how
     many each step holds; None without memcpy records."""
     data = ctx.data
     st = lsync.find(data)

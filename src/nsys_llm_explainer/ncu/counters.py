@@ -6,7 +6,7 @@ details page's name for it in its section, then a derivation. The first source p
 with a number gives the figure, and `sources` names it; a figure with none is None, with
 the reason in `missing` ("not measured, because ...").
 
-Units are read from the export (units.py); a metric id without a unit (a raw page without
+Units are read from the export (ncu/csvfile.py); a metric id without a unit (a raw page without
 its units row) is read in ncu's base unit for it (nsecond, byte, cycle/second).
 
 FLOPs per precision: adds + multiplies + 2 x fused multiply-adds of the predicated-on
@@ -33,8 +33,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from nsys_llm_explainer.ncu.csvfile import number, scale
 from nsys_llm_explainer.ncu.launches import Launch
-from nsys_llm_explainer.ncu.units import number, scale
 
 CLI_SECTION = "Command line profiler metrics"
 SOL = ("GPU Speed Of Light Throughput", "GPU Speed Of Light", "SpeedOfLight")

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nsys_llm_explainer.ncu.csvfile import Key, Record, RuleRow, Table, Value
-from nsys_llm_explainer.ncu.units import number, scale
+from nsys_llm_explainer.ncu.csvfile import Key, Record, RuleRow, Table, Value, number, scale
 
 SAME_VALUE_TOLERANCE = 0.01  # relative
 _COMPARED = ("Kernel Time", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")

@@ -28,10 +28,8 @@ from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.ncu import classify as cls
 from nsys_llm_explainer.ncu.counters import Figures, figures
-from nsys_llm_explainer.ncu.csvfile import FileRead, read_file
-from nsys_llm_explainer.ncu.files import resolve
+from nsys_llm_explainer.ncu.csvfile import FileRead, number, read_file, resolve
 from nsys_llm_explainer.ncu.launches import Launch, join
-from nsys_llm_explainer.ncu.units import number
 
 SCHEMA_VERSION = "1.1"
 MAX_RULES = 5  # ncu's own rule results kept per launch (largest estimated speedup first)

@@ -315,7 +315,7 @@ def _compute_options(kw: dict[str, Any]) -> None:
 
         load_gpu_peaks(kw["gpu_peaks"])
     if kw.get("model_config") is not None:
-        from nsys_llm_explainer.compute.model_config import load_model_config
+        from nsys_llm_explainer.compute.model_flops import load_model_config
 
         load_model_config(kw["model_config"])
     if kw.get("model_flops_per_token") is not None or kw.get("tokens_per_step") is not None:

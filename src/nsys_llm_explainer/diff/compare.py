@@ -2,7 +2,7 @@
 
 Order of reasoning: first whether the captures can be compared (comparability.py), then the
 per-step changes from the work inside complete steps with their intervals (in_step.py), the
-headline that leads with the largest change beyond the noise (lead.py), then the per-phase
+headline that leads with the largest change beyond the noise (diff/comparability.py), then the per-phase
 step times, kernels (per step, else per call), categories, the critical path's composition
 (critical_path.py), findings and whole-capture totals as measured (basis.py: nothing is
 divided by the captured window). A gate never passes on captures that are not comparable.
@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import comparability, critical_path, findings, gate, in_step, kernels, lead, steps, totals
+from nsys_llm_explainer.diff import comparability, critical_path, findings, gate, in_step, kernels, steps, totals
 from nsys_llm_explainer.diff import totals as totals_mod
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
@@ -203,7 +203,7 @@ def compare(
     st = steps.compare(base, new, sb, sn, wb, wn)
     per_step = _in_step(wb, wn, base, new)
     found = findings.compare(base, new, hardware)
-    head = lead.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
+    head = comparability.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
                       _labels(kern), per_step["reason"], hardware)
     stepped: set[str] = set()
     values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp, stepped)

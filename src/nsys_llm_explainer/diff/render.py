@@ -18,10 +18,10 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.diff.comparability import interval, pct
 from nsys_llm_explainer.diff.compare import Diff
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
-from nsys_llm_explainer.diff.lead import interval, pct
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
 from nsys_llm_explainer.render import escape, md_env, md_html, templates

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, model
+from nsys_llm_explainer import model
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of

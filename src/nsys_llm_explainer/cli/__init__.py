@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.cli.common import CONTEXT_SETTINGS, EXIT_CODES_HELP, internal_error, usage_error
 
 # name -> (module, its typer app, one line for the group's help), in help order

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.cli.common import EXIT_CODES_HELP, new_app, user_facing_errors
 from nsys_llm_explainer.diff import diff, gate
 from nsys_llm_explainer.diff import render as diff_render

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.cli.common import new_app, user_facing_errors
 from nsys_llm_explainer.errors import ExitCode, InputError, UsageError
 from nsys_llm_explainer.fleet import inputs as fleet_inputs

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.diff import comparability, critical_path, findings, gate, in_step, kernels, steps, totals
 from nsys_llm_explainer.diff import totals as totals_mod
 from nsys_llm_explainer.diff.basis import choose, window_ns

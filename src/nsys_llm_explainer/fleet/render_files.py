@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, fmt
+from nsys_llm_explainer import fmt
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.fleet.build import FleetResult
 from nsys_llm_explainer.fleet.render_text import input_notes, markdown, overlap_text, verdict
 from nsys_llm_explainer.fleet.same_run import utc

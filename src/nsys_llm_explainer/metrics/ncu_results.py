@@ -210,7 +210,7 @@ def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer import TOOL_NAME, __version__
+    from nsys_llm_explainer.about import TOOL_NAME, __version__
     from nsys_llm_explainer.ncu import assess, document, load
 
     paths = ctx.options.extra.get(OPTION)

@@ -196,7 +196,7 @@ def _activation_checkpoints(names: list[str], used: np.ndarray, fam_of_name: np.
 
 @dataclass(frozen=True)
 class _Records:
-    """Host records of some threads, as one range table for nvtx_tree."""
+    """Host records of some threads, as one range table for the NVTX range index."""
 
     cols: Columns  # start, end, tkey, name (index into names), kind (index into KINDS)
     names: list[str]

@@ -299,7 +299,7 @@ class NvtxSteps:
 
 def nvtx_steps(data: TraceData, names: list[str]) -> list[NvtxSteps]:
     """Per process, the outermost repeating NVTX range that tiles and encloses (module
-    docstring); `names`: normalized range names (nvtx_names order)."""
+    docstring); `names`: normalized range names (analysis.nvtx order)."""
     try:
         nv = data.nvtx()
         rt = data.runtime()

@@ -10,7 +10,7 @@ Runs of a sweep (other batch sizes or settings of one model) are compared as run
 aligned as ranks of one job; what makes them comparable is the same model on the same GPU,
 and `check` states it: the GPU models each run used, and, since captures do not record the
 model, the kernel names each run shares with the first (the share of its kernel time in
-names the other ran too; under evidence.MIN_NAME_SHARE either way: not the same program).
+names the other ran too; under same_run.MIN_NAME_SHARE either way: not the same program).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.fleet.evidence import MIN_NAME_SHARE
 from nsys_llm_explainer.fleet.inputs import natural_key
+from nsys_llm_explainer.fleet.same_run import MIN_NAME_SHARE
 from nsys_llm_explainer.results.serving import LatencyFit
 
 PHASES = ("prefill", "decode", "mixed")  # fleet/worker.PHASE_CODES order

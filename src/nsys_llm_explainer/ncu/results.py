@@ -27,9 +27,8 @@ from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.ncu import classify as cls
-from nsys_llm_explainer.ncu.counters import Figures, figures
+from nsys_llm_explainer.ncu.counters import Figures, Launch, figures, join
 from nsys_llm_explainer.ncu.csvfile import FileRead, number, read_file, resolve
-from nsys_llm_explainer.ncu.launches import Launch, join
 
 SCHEMA_VERSION = "1.1"
 MAX_RULES = 5  # ncu's own rule results kept per launch (largest estimated speedup first)

@@ -39,9 +39,9 @@ def _no_helper() -> None:
 def _no_adbc() -> None:
     import os
 
-    from nsys_llm_explainer.trace.nsys import arrow
+    from nsys_llm_explainer.trace.nsys import fetch
 
-    os.environ[arrow.OFF_VAR] = "1"  # the read helper process inherits it
+    os.environ[fetch.OFF_VAR] = "1"  # the read helper process inherits it
 
 
 def _no_prefetch() -> None:
@@ -60,15 +60,15 @@ def _no_threads() -> None:
 
 
 def _no_mallopt() -> None:
-    from nsys_llm_explainer.runtime import alloc
+    from nsys_llm_explainer.runtime import machine
 
-    alloc.tune_allocator = lambda: False  # type: ignore[assignment]
+    machine.tune_allocator = lambda: False  # type: ignore[assignment]
 
 
 def _no_trim() -> None:
-    from nsys_llm_explainer.runtime import alloc
+    from nsys_llm_explainer.runtime import machine
 
-    alloc.release_free_memory = lambda: None  # type: ignore[assignment]
+    machine.release_free_memory = lambda: None  # type: ignore[assignment]
 
 
 def _no_fast_exit() -> None:
@@ -95,11 +95,11 @@ def available() -> dict[str, Callable[[], None]]:
     import importlib
 
     where = {"helper": ("nsys_llm_explainer.trace.nsys.helper", "start_helpers"),
-             "adbc": ("nsys_llm_explainer.trace.nsys.arrow", "OFF_VAR"),
+             "adbc": ("nsys_llm_explainer.trace.nsys.fetch", "OFF_VAR"),
              "prefetch": ("nsys_llm_explainer.trace.kineto.prefetch", "OFF_VAR"),
              "threads": ("nsys_llm_explainer.runtime.runner", "plan"),
-             "mallopt": ("nsys_llm_explainer.runtime.alloc", "tune_allocator"),
-             "trim": ("nsys_llm_explainer.runtime.alloc", "release_free_memory"),
+             "mallopt": ("nsys_llm_explainer.runtime.machine", "tune_allocator"),
+             "trim": ("nsys_llm_explainer.runtime.machine", "release_free_memory"),
              "fast-exit": ("nsys_llm_explainer.cli", "_exit_now")}
     out = {}
     for name, (module, attr) in where.items():

@@ -75,7 +75,7 @@ def _ours(path: Path, whole: bool) -> dict[str, Any]:
 
 
 def _class(kind: int, piece: int) -> str:
-    from nsys_llm_explainer.graph.composition import KINDS
+    from nsys_llm_explainer.graph.path import KINDS
 
     k = KINDS[kind]
     if piece == P.RETURN:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-TOOL_NAME = "nsys-llm-explain"
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.api import Report, explain

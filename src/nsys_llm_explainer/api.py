@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, model
+from nsys_llm_explainer import model
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.diagnosis import accounting, diagnose, workload_of
@@ -36,8 +37,8 @@ from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import ALL_FORMATS
 from nsys_llm_explainer.results.kernels import PerProcess, TopKernels
 from nsys_llm_explainer.rules.engine import apply_rules
-from nsys_llm_explainer.runtime import alloc, runner
-from nsys_llm_explainer.runtime.cpus import default_jobs
+from nsys_llm_explainer.runtime import machine, runner
+from nsys_llm_explainer.runtime.machine import default_jobs
 from nsys_llm_explainer.trace import deadline, formats
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.fetch import Progress
@@ -214,7 +215,7 @@ def explain(
         # The tables and intermediates go now, not when the garbage collector finds them:
         # the writers run next, and at millions of rows they would hold gigabytes meanwhile.
         data.release_all()
-        alloc.release_free_memory()
+        machine.release_free_memory()
     return Report(
         trace=info,
         metrics=dict(ctx.results),

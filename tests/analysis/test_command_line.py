@@ -1,4 +1,4 @@
-"""The program a capture ran, named from its command line (analysis/command_line.py): launchers
+"""The program a capture ran, named from its command line (analysis/program.py): launchers
 unwrapped, the model and the test selection shown, nothing else. Each expected line is
 written by hand from the command line."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.analysis.command_line import describe, safe
+from nsys_llm_explainer.analysis.program import describe, safe
 from nsys_llm_explainer.trace.data import CommandLine
 
 TOKEN = "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234"

@@ -1,4 +1,4 @@
-"""Multi-modal durations (analysis/modes.py): the documented criterion by hand, against a
+"""Multi-modal durations (analysis/stats.py): the documented criterion by hand, against a
 plain reference, and end to end in top_kernels and steps."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.analysis.modes import group_modes, modes_text
-from nsys_llm_explainer.analysis.stats import sort_within_groups
+from nsys_llm_explainer.analysis.stats import group_modes, modes_text, sort_within_groups
 from tests import reference
 from tests.conftest import analyze, ok, table
 from tests.fixtures.builder import TraceBuilder

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.analysis.nvtx_names import grouped, input_sizes, normalize
+from nsys_llm_explainer.analysis.nvtx import grouped, input_sizes, normalize
 from tests import reference
 from tests.conftest import NSYS_TRACES, analyze, ok, require_nsys_traces, table
 from tests.fixtures.builder import TraceBuilder

@@ -1,4 +1,4 @@
-"""analysis/parts.py: a build's parts, shared with the run's idle metric threads."""
+"""analysis/idle_sweep.py: a build's parts, shared with the run's idle metric threads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer.analysis import parts
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.idle_sweep import each
 from nsys_llm_explainer.errors import MetricTimeout
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult
@@ -32,7 +32,7 @@ def _data(ctx: Context, threads: int) -> TraceData:
 def test_one_thread_runs_the_parts_in_order_here(ctx: Context) -> None:
     data = _data(ctx, 1)
     seen: list[str] = []
-    out = parts.each(lambda x: seen.append(threading.current_thread().name) or x * x, [1, 2, 3], data)
+    out = each(lambda x: seen.append(threading.current_thread().name) or x * x, [1, 2, 3], data)
     assert out == [1, 4, 9]
     assert set(seen) == {threading.current_thread().name}
     assert data.parts.take() is None  # nothing offered
@@ -42,7 +42,7 @@ def test_offers_nobody_took_are_withdrawn(ctx: Context) -> None:
     """Parts the calling thread ran itself leave nothing on offer (an offer holds the
     build's data alive)."""
     data = _data(ctx, 2)
-    assert parts.each(lambda x: x + 1, [1, 2, 3, 4], data) == [2, 3, 4, 5]
+    assert each(lambda x: x + 1, [1, 2, 3, 4], data) == [2, 3, 4, 5]
     assert data.parts.take() is None
 
 
@@ -59,7 +59,7 @@ def test_results_in_part_order_and_errors_raised_here(ctx: Context) -> None:
             time.sleep(0.2)  # the worker takes the later parts meanwhile
         return x + 10
 
-    thread = threading.Thread(target=lambda: got.extend(parts.each(slow_first, [0, 1, 2, 3], data)))
+    thread = threading.Thread(target=lambda: got.extend(each(slow_first, [0, 1, 2, 3], data)))
     thread.start()
     time.sleep(0.05)
     idle_worker()
@@ -72,7 +72,7 @@ def test_results_in_part_order_and_errors_raised_here(ctx: Context) -> None:
         return x
 
     with pytest.raises(ValueError, match="part 2"):
-        parts.each(fails, [0, 1, 2], data)
+        each(fails, [0, 1, 2], data)
 
 
 def test_the_deadline_holds_in_a_part_another_thread_runs(ctx: Context) -> None:
@@ -104,7 +104,7 @@ def test_the_deadline_holds_in_a_part_another_thread_runs(ctx: Context) -> None:
     with deadline.limit(None, 0.0):
         time.sleep(0.01)
         with pytest.raises(MetricTimeout):
-            parts.each(lambda x: (time.sleep(0.05), part(x))[1], [0, 1], data)
+            each(lambda x: (time.sleep(0.05), part(x))[1], [0, 1], data)
     helper.join()
     assert taken == []
 
@@ -120,7 +120,7 @@ def test_runner_threads_help_a_metric_that_offers_parts(ctx: Context) -> None:
             time.sleep(0.05)
             return x * 2
 
-        return MetricResult("offering", data={"out": parts.each(part, list(range(8)), ctx.data)})
+        return MetricResult("offering", data={"out": each(part, list(range(8)), ctx.data)})
 
     def waits(ctx: Context) -> MetricResult:  # runs after: the other worker is idle meanwhile
         return MetricResult("waits", data={})

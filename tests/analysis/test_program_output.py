@@ -1,10 +1,10 @@
-"""How a program's captured output says its run ended (analysis/program_output.py)."""
+"""How a program's captured output says its run ended (analysis/program.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.analysis.program_output import StreamText, classify, ending, lines_of, scrub
+from nsys_llm_explainer.analysis.program import StreamText, classify, ending, lines_of, scrub
 
 
 def out(stdout: str = "", stderr: str = "", pid: int = 7) -> list[StreamText]:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import nvtx as nvtx_tree
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import json_writer

@@ -1,18 +1,17 @@
-"""Steps versus layers: the helpers of analysis/step_units.py on hand-made sequences."""
+"""Steps versus layers: the helpers of analysis/steps.py on hand-made sequences."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import step_units
-from nsys_llm_explainer.analysis.step_units import Units, nested, periodic_groups
+from nsys_llm_explainer.analysis.steps import LAUNCH_BASIS, Units, boundary, nested, periodic_groups
 
 
 def _units(tokens: list[int], times: list[int], graph: list[bool] | None = None) -> Units:
     n = len(tokens)
     g = np.array(graph if graph is not None else [False] * n)
     return Units(np.array(tokens), np.array(times), np.arange(n), np.arange(n), np.arange(n), g,
-                 step_units.LAUNCH_BASIS)
+                 LAUNCH_BASIS)
 
 
 def _decode(steps: int, layers: int, pause: int) -> tuple[list[int], list[int]]:
@@ -46,8 +45,8 @@ def test_boundary_host_pause_marks_steps_not_layers() -> None:
     step = 2 + 3 * 12
     steps = np.arange(0, 5 * step, step)
     layers = np.arange(1, 5 * step - 1, 3)
-    assert "pauses" in step_units.boundary(u, steps, step, np.empty(0, np.int64))
-    assert step_units.boundary(u, layers, 3, np.empty(0, np.int64)) is None
+    assert "pauses" in boundary(u, steps, step, np.empty(0, np.int64))
+    assert boundary(u, layers, 3, np.empty(0, np.int64)) is None
 
 
 def test_boundary_synchronize_only_between_repeats() -> None:
@@ -56,14 +55,14 @@ def test_boundary_synchronize_only_between_repeats() -> None:
     step = 2 + 3 * 4
     bounds = np.arange(0, 5 * step, step)
     between = np.array([times[b] - 1_000 for b in bounds[1:]])  # a sync returns just before each step
-    assert "synchronize" in step_units.boundary(u, bounds, step, between)
+    assert "synchronize" in boundary(u, bounds, step, between)
     everywhere = np.array(times[1:]) - 1_000  # a sync after every launch marks nothing
-    assert step_units.boundary(u, bounds, step, everywhere) is None
+    assert boundary(u, bounds, step, everywhere) is None
 
 
 def test_boundary_graph_replays() -> None:
     u = _units([-1, 5] * 6, list(range(0, 12_000, 1_000)), [True, False] * 6)
-    assert step_units.boundary(u, np.arange(0, 12, 2), 2, np.empty(0, np.int64)) == "each repeat is a CUDA graph replay"
+    assert boundary(u, np.arange(0, 12, 2), 2, np.empty(0, np.int64)) == "each repeat is a CUDA graph replay"
 
 
 def test_periodic_groups() -> None:

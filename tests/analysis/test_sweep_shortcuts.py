@@ -90,6 +90,7 @@ def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) 
     import pytest
 
     from nsys_llm_explainer.analysis import idle_sweep
+    from nsys_llm_explainer.analysis.blocking import _refill_end
 
     rt = Columns("rt", {
         "tkey": np.array([r[0] for r in rows], np.int64),
@@ -101,13 +102,13 @@ def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) 
     blocking = np.array([r[4] for r in rows], bool)
     launching = np.array([r[5] for r in rows], bool)
     data = _Runtime(rt)
-    np.testing.assert_array_equal(idle_sweep._refill_end(data, blocking, launching),  # type: ignore[arg-type]
+    np.testing.assert_array_equal(_refill_end(data, blocking, launching),  # type: ignore[arg-type]
                                   _refill_reference(rt, blocking, launching))
     for many in (False, True):  # rows_by_value's split by comparison, or by one sort
         with pytest.MonkeyPatch.context() as mp:
             if many:
                 mp.setattr(groups, "MASK_SPLIT_MAX", -1)
-            np.testing.assert_array_equal(idle_sweep._refill_end(data, blocking, launching),  # type: ignore[arg-type]
+            np.testing.assert_array_equal(_refill_end(data, blocking, launching),  # type: ignore[arg-type]
                                           _refill_reference(rt, blocking, launching))
     fast = idle_sweep._first_corr(rt)
     with pytest.MonkeyPatch.context() as mp:
@@ -120,7 +121,7 @@ def test_per_thread_sweeps_equal_the_sorted_sweeps(rows: list[tuple[int, ...]]) 
 
 def _refill_reference(rt: Columns, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
     """_refill_end as one lexsort of every row (the sweep before it went thread by thread)."""
-    from nsys_llm_explainer.analysis.idle_sweep import REFILL_GRACE_NS
+    from nsys_llm_explainer.analysis.blocking import REFILL_GRACE_NS
 
     out = rt.end.copy()
     if len(rt) < 2 or not blocking.any():
@@ -164,9 +165,9 @@ def test_calls_on_threads_without_ranges_have_no_origin(cached: bool) -> None:
     every thread (with a range on another thread, 9, that must not matter)."""
     from types import SimpleNamespace
 
-    from nsys_llm_explainer.analysis import nvtx_tree
-    from nsys_llm_explainer.analysis.attribution import KEY
-    from nsys_llm_explainer.analysis.readbacks import call_origins
+    from nsys_llm_explainer.analysis import nvtx as nvtx_tree
+    from nsys_llm_explainer.analysis.blocking import call_origins
+    from nsys_llm_explainer.analysis.join import KEY
 
     data = _Host()
     data.nv = Columns("nvtx", {"start": np.array([0, 100, 5]), "end": np.array([50, 200, 500]),

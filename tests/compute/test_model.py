@@ -10,15 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.compute.model_config import load_model_config, parse_model_config
 from nsys_llm_explainer.compute.model_flops import (
     attention_flops_per_token,
     decode_step_bytes,
     forward_flops_per_token,
+    load_model_config,
     mbu,
     mfu,
     param_counts,
     parse_count,
+    parse_model_config,
     parse_model_flops_per_token,
     parse_tokens_per_step,
     training_flops_per_token,

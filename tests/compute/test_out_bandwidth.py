@@ -8,18 +8,17 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.compute import gpu_specs, peaks, roofline
-from nsys_llm_explainer.compute.device_peaks import DevicePeaks
+from nsys_llm_explainer.compute import peaks
+from nsys_llm_explainer.compute.efficiency import bandwidth_note, place
 from nsys_llm_explainer.compute.opcost import cost_nvtx
-from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE
-from nsys_llm_explainer.compute.tables import bandwidth_note, place
+from nsys_llm_explainer.compute.peaks import PLAUSIBLE_TOLERANCE, DevicePeaks
 from tests.compute.test_gemm_conv import BF16, F32, kin
 from tests.compute.test_gemm_conv import ok as cost_ok
 from tests.conftest import analyze, ok
 from tests.fixtures.builder import TraceBuilder
 
 A100 = "NVIDIA A100-SXM4-80GB"
-SPEC = gpu_specs.lookup(A100)
+SPEC = peaks.lookup(A100)
 assert SPEC is not None
 DP = DevicePeaks([0], {0: peaks.ResolvedPeaks(SPEC, "table", "A100")}, {0: A100}, "built-in")
 BIG = [4, 2798, 2798]
@@ -60,12 +59,12 @@ def test_other_out_forms_and_the_forms_without_out():
 
 def test_check_bandwidth_names_l2_or_wrong_shapes():
     w = 2039e9
-    assert roofline.check_bandwidth(w * 1.10, w) is None  # at the tolerance: not flagged
-    msg = roofline.check_bandwidth(2595e9, w)
+    assert peaks.check_bandwidth(w * 1.10, w) is None  # at the tolerance: not flagged
+    msg = peaks.check_bandwidth(2595e9, w)
     assert msg is not None and "1.27x" in msg and "L2 cache" in msg and "overstate" in msg
-    roof = roofline.roofs(SPEC)["fp32"]
-    assert roofline.place("mul", 0, 3 * BIG_BYTES, 145e-6, roof).above_bandwidth  # 2,592 GB/s
-    assert not roofline.place("mul", 0, 2 * BIG_BYTES, 145e-6, roof).above_bandwidth  # 1,728 GB/s
+    roof = peaks.roofs(SPEC)["fp32"]
+    assert peaks.place("mul", 0, 3 * BIG_BYTES, 145e-6, roof).above_bandwidth  # 2,592 GB/s
+    assert not peaks.place("mul", 0, 2 * BIG_BYTES, 145e-6, roof).above_bandwidth  # 1,728 GB/s
 
 
 rows = st.lists(

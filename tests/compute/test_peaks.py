@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer.compute import gpu_specs, peaks
+from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE
-from nsys_llm_explainer.compute.gpu_specs import BY_NAME, lookup
+from nsys_llm_explainer.compute.peaks import BY_NAME, lookup
 from nsys_llm_explainer.errors import ExitCode, UsageError
 
 
@@ -63,7 +63,7 @@ def test_table_is_internally_consistent():
             assert s.fp64_tensor_tflops >= s.fp64_tflops
         if s.int8_tops and s.bf16_tflops:
             assert s.int8_tops >= s.bf16_tflops
-        assert s.arch in gpu_specs.ARCH_FAMILIES, name
+        assert s.arch in peaks.ARCH_FAMILIES, name
     for family, name in REPRESENTATIVE.items():
         assert lookup(name).arch == family
 
@@ -75,7 +75,7 @@ def test_peak_per_dtype_class():
     assert h100.peak_tflops("fp64") == 67  # the Tensor Core FP64 figure where there is one
     assert lookup("NVIDIA L4").peak_tflops("fp64") is None  # not published
     assert h100.peak_tflops("nonsense") is None
-    assert gpu_specs.ridge_points(h100)["bf16"] == pytest.approx(989.5e12 / 3350e9, abs=0.05)
+    assert peaks.ridge_points(h100)["bf16"] == pytest.approx(989.5e12 / 3350e9, abs=0.05)
 
 
 def _write(tmp_path: Path, obj: object, name: str = "peaks.json") -> Path:
@@ -165,9 +165,9 @@ def test_resolve_by_name_then_assumed_family_then_unknown(tmp_path):
 
 def test_builtin_json_is_the_table(tmp_path):
     raw = json.loads(
-        (Path(gpu_specs.__file__).parents[1] / gpu_specs.DATA_FILE).read_text(encoding="utf-8")
+        (Path(peaks.__file__).parents[1] / peaks.DATA_FILE).read_text(encoding="utf-8")
     )
-    assert gpu_specs.parse_table(raw, "x") == BY_NAME
+    assert peaks.parse_table(raw, "x") == BY_NAME
     assert sum(len(e["names"]) for e in raw["gpus"]) == len(BY_NAME)
     assert all(math.isfinite(s.hbm_gbps) for s in BY_NAME.values())
 

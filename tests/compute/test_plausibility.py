@@ -8,15 +8,14 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.compute import gpu_specs, peaks
-from nsys_llm_explainer.compute.device_peaks import DevicePeaks
-from nsys_llm_explainer.compute.roofline import PLAUSIBLE_TOLERANCE
-from nsys_llm_explainer.compute.tables import implausible_note, place
+from nsys_llm_explainer.compute import peaks
+from nsys_llm_explainer.compute.efficiency import implausible_note, place
+from nsys_llm_explainer.compute.peaks import PLAUSIBLE_TOLERANCE, DevicePeaks
 from tests.conftest import analyze
 from tests.fixtures.builder import TraceBuilder
 
 H100 = "NVIDIA H100 80GB HBM3"
-SPEC = gpu_specs.lookup(H100)
+SPEC = peaks.lookup(H100)
 assert SPEC is not None
 DP = DevicePeaks([0], {0: peaks.ResolvedPeaks(SPEC, "table", "H100")}, {0: H100}, "built-in")
 

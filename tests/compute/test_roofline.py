@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.compute import roofline
+from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.arch import (
     from_compute_capability,
     infer_from_kernels,
     kernel_min_sm,
 )
-from nsys_llm_explainer.compute.gpu_specs import lookup
-from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
+from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
+from nsys_llm_explainer.compute.peaks import lookup
 from tests.compute.test_shapes import kineto_events
 from tests.conftest import NSYS_TRACES
 
@@ -25,37 +25,37 @@ H100 = lookup("NVIDIA H100 80GB HBM3")
 
 
 def test_ridge_and_attainable():
-    roof = roofline.roofs(H100)["bf16"]
+    roof = peaks.roofs(H100)["bf16"]
     assert roof.ridge == pytest.approx(989.5e12 / 3350e9) == pytest.approx(295.373, abs=1e-3)
     assert roof.attainable(10) == 10 * 3350e9  # below the ridge: the bandwidth slope
     assert roof.attainable(1000) == 989.5e12  # above: the flat peak
-    assert roofline.classify(10, roof.ridge) == "memory"
-    assert roofline.classify(roof.ridge, roof.ridge) == "compute"
-    assert set(roofline.roofs(H100)) == {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
-    assert set(roofline.roofs(lookup("Tesla V100-SXM2-16GB"))) == {"fp64", "fp32", "fp16"}
-    assert roofline.roofs(lookup("NVIDIA A10G")) == {}  # bandwidth only
+    assert peaks.classify(10, roof.ridge) == "memory"
+    assert peaks.classify(roof.ridge, roof.ridge) == "compute"
+    assert set(peaks.roofs(H100)) == {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"}
+    assert set(peaks.roofs(lookup("Tesla V100-SXM2-16GB"))) == {"fp64", "fp32", "fp16"}
+    assert peaks.roofs(lookup("NVIDIA A10G")) == {}  # bandwidth only
     with pytest.raises(ValueError):
-        roofline.ridge_point(0, 1)
+        peaks.ridge_point(0, 1)
 
 
 def test_place_a_gemm_and_a_memory_op():
-    roof = roofline.roofs(H100)["bf16"]
+    roof = peaks.roofs(H100)["bf16"]
     # the Qwen projection: 2*8944*1024*1024 FLOPs, (8944*1024 + 1024*1024 + 8944*1024)*2 bytes
     flops, nbytes = 18_756_927_488, 38_731_776
-    p = roofline.place("mm", flops, nbytes, 30e-6, roof)
+    p = peaks.place("mm", flops, nbytes, 30e-6, roof)
     assert p.intensity == pytest.approx(484.28, abs=0.01) and p.bound == "compute"
     assert p.achieved_flops == pytest.approx(625.23e12, rel=1e-4)  # 18.757e9 / 30e-6
     assert p.efficiency == pytest.approx(625.23e12 / 989.5e12, rel=1e-4)
     assert p.implausible is None and not p.above_bandwidth
-    silu = roofline.place("silu", 0, 100_745_216, 40e-6, roof)
+    silu = peaks.place("silu", 0, 100_745_216, 40e-6, roof)
     assert silu.bound == "memory" and silu.achieved_bandwidth == pytest.approx(2.5186e12, rel=1e-4)
     assert silu.efficiency == pytest.approx(2.5186e12 / 3350e9, rel=1e-4)
-    fast = roofline.place("mm", flops, nbytes, 10e-6, roof)  # 1,876 TFLOP/s on a 989.5 roof
+    fast = peaks.place("mm", flops, nbytes, 10e-6, roof)  # 1,876 TFLOP/s on a 989.5 roof
     assert fast.implausible and "1.90x" in fast.implausible and "wrong" in fast.implausible
-    cached = roofline.place("copy", 0, 1e9, 1e-4, roof)  # 10 TB/s: from L2, not HBM
+    cached = peaks.place("copy", 0, 1e9, 1e-4, roof)  # 10 TB/s: from L2, not HBM
     assert cached.above_bandwidth and cached.implausible is None
     with pytest.raises(ValueError):
-        roofline.place("x", 1, 1, 0, roof)
+        peaks.place("x", 1, 1, 0, roof)
 
 
 @FAST
@@ -66,7 +66,7 @@ def test_place_a_gemm_and_a_memory_op():
 )
 def test_plausibility_flags_exactly_what_exceeds_peak_plus_tolerance(peak, ratio, tol):
     achieved = peak * ratio
-    msg = roofline.check_plausible(achieved, peak, tol)
+    msg = peaks.check_plausible(achieved, peak, tol)
     assert (msg is not None) == (achieved > peak * (1 + tol))
 
 
@@ -78,8 +78,8 @@ def test_plausibility_flags_exactly_what_exceeds_peak_plus_tolerance(peak, ratio
     dtype=st.sampled_from(["fp32", "tf32", "bf16", "fp8"]),
 )
 def test_placement_properties(flops, nbytes, time_s, dtype):
-    roof = roofline.roofs(H100)[dtype]
-    p = roofline.place("op", flops, nbytes, time_s, roof)
+    roof = peaks.roofs(H100)[dtype]
+    p = peaks.place("op", flops, nbytes, time_s, roof)
     assert p.attainable <= roof.peak_flops * (1 + 1e-12)
     assert p.attainable <= p.intensity * roof.peak_bandwidth * (1 + 1e-9)
     assert p.efficiency == pytest.approx(p.achieved_flops / p.attainable)
@@ -184,4 +184,4 @@ def test_dtype_from_kernel_names():
     (None, None, "n/a"),
 ])
 def test_the_roof_an_operation_sits_under_is_not_a_diagnosis(bound, pct, words):
-    assert roofline.regime(bound, pct) == words
+    assert peaks.regime(bound, pct) == words

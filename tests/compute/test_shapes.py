@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsys_llm_explainer.compute import dtypes
-from nsys_llm_explainer.compute.nvtx_shapes import parse_nvtx_name, shapes_from_nvtx
 from nsys_llm_explainer.compute.shapes import (
     Arg,
     OpShapes,
     Uncounted,
     from_kineto,
     parse_int_list,
+    parse_nvtx_name,
+    shapes_from_nvtx,
 )
 from tests.conftest import SHARED_TRACES
 

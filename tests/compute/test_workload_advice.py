@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.compute.advice import hfu_missing, model_inputs, shapes_missing
+from nsys_llm_explainer.compute.sources import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.model import TraceFormat
 from tests.conftest import SHARED_TRACES, analyze, ok, skipped
 from tests.fixtures.builder import TraceBuilder

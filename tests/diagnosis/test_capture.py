@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.analysis import capture_autotune
-from nsys_llm_explainer.analysis.capture_messages import kind_of
+from nsys_llm_explainer.analysis import capture as autotune
+from nsys_llm_explainer.analysis.capture import kind_of
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.metrics.capture import COMPILE_RANGE
 from nsys_llm_explainer.model import Report
@@ -130,9 +130,9 @@ def _reference_searches(seq: list[int]) -> int:
             seen.add(seq[i])
             i += 1
         rest = seq[i:]
-        winners = [n for n in seen if rest.count(n) >= capture_autotune.WINNER_RUNS]
-        rare = [n for n in seen if seq.count(n) <= capture_autotune.RARE_RUNS]
-        if (len(seen) >= capture_autotune.VARIANTS and winners and 2 * len(winners) < len(seen)
+        winners = [n for n in seen if rest.count(n) >= autotune.WINNER_RUNS]
+        rare = [n for n in seen if seq.count(n) <= autotune.RARE_RUNS]
+        if (len(seen) >= autotune.VARIANTS and winners and 2 * len(winners) < len(seen)
                 and 2 * len(rare) >= len(seen)):
             found += 1
         first = i
@@ -157,7 +157,7 @@ def test_burst_search_matches_a_plain_loop(build: Build, seed: int) -> None:
         t += 12 * US
     data = open_trace(build(b))
     try:
-        got = capture_autotune.find(data).searches
+        got = autotune.find(data).searches
     finally:
         data.close()
     assert got == _reference_searches(seq)
@@ -233,7 +233,7 @@ def test_burst_starts_follow_the_chain() -> None:
     visits all 5,000 starts."""
     n = 20_000
     stop = np.r_[(np.arange(n) // 4 + 1) * 4, n]
-    assert capture_autotune._burst_starts(stop).tolist() == list(range(0, n, 4))
+    assert autotune._burst_starts(stop).tolist() == list(range(0, n, 4))
 
 
 def _shared(name: str) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nsys_llm_explainer.analysis.program_output import StreamText, ending
+from nsys_llm_explainer.analysis.program import StreamText, ending
 from nsys_llm_explainer.api import Report, explain
 from nsys_llm_explainer.model import Severity
 from nsys_llm_explainer.rules.advice import CONFLICT_ADVICE, FAILED_ADVICE, for_amd

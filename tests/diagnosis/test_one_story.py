@@ -13,8 +13,7 @@ from pathlib import Path
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.api import Report, explain
 from nsys_llm_explainer.model import Finding, Severity
-from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import Options, PhaseMap
 from nsys_llm_explainer.render.overview import key_numbers
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.kernels import FSDP_ADVICE

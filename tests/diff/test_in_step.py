@@ -151,7 +151,7 @@ def test_an_impossible_figure_is_an_error_not_a_result(reports: Any) -> None:
 
 
 def test_a_change_with_nothing_on_base_reads_as_new_not_as_a_missing_percentage() -> None:
-    from nsys_llm_explainer.diff.lead import item_text
+    from nsys_llm_explainer.diff.comparability import item_text
 
     item = {"kind": "category", "label": "communication kernels", "measure": "time per step",
             "change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": 36_404_000.0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_llm_explainer.diff import gate
-from nsys_llm_explainer.diff.names import normalize, strip_templates
+from nsys_llm_explainer.diff.kernels import normalize, strip_templates
 from nsys_llm_explainer.errors import UsageError
 
 

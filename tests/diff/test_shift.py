@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.diff.shift import EXACT_LIMIT, critical_count, shift
+from nsys_llm_explainer.diff.in_step import EXACT_LIMIT, critical_count, shift
 
 
 def brute_cdf(n: int, m: int) -> list[float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer import cli
-from nsys_llm_explainer.trace.names import NAME_LIMIT
+from nsys_llm_explainer.trace.clean import NAME_LIMIT
 from tests import fresh
 from tests.fixtures import hostile_kineto as hk
 from tests.fixtures import variants

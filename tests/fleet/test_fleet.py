@@ -15,7 +15,7 @@ import pytest
 
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.fleet import blame, collectives, inputs
+from nsys_llm_explainer.fleet import collectives, inputs, robust
 from nsys_llm_explainer.fleet.render_files import files
 from nsys_llm_explainer.render.escape import md
 from tests.fleet_support import make_set, output_files, schema_errors, truth_waits
@@ -58,7 +58,7 @@ def test_the_planted_straggler_stands_out_from_chance(planted: Any) -> None:
     charged = ref["skew"] >= collectives.TIE_NS
     assert (b["rank"], b["stands_out"], b["charged"]) == (s, True, int(charged.sum()))
     assert b["arrived_last"] == int((ref["last"][charged] == s).sum())
-    assert b["chance_pct"] == 100 / 8 and b["rank_level"] == blame.LEVEL / 8
+    assert b["chance_pct"] == 100 / 8 and b["rank_level"] == robust.LEVEL / 8
     assert b["p_value"] == pytest.approx(binom_tail(b["arrived_last"], b["charged"], Fraction(1, 8)), rel=1e-2)
     assert b["p_value"] <= b["rank_level"] and b["wait_caused_ns"] > b["wait_band_ns"]
     assert coll["culprit"]["rank"] == s
@@ -80,7 +80,7 @@ def test_arrivals_that_are_noise_name_no_rank(tmp_path: Path, ranks: int) -> Non
     assert b["p_value"] == pytest.approx(binom_tail(b["arrived_last"], b["charged"], Fraction(1, ranks)), rel=1e-2)
     # The wait band alone would name it; the arrivals are what chance gives.
     assert b["wait_caused_ns"] > b["wait_band_ns"]
-    assert b["p_value"] > blame.LEVEL / ranks and b["stands_out"] is False
+    assert b["p_value"] > robust.LEVEL / ranks and b["stands_out"] is False
     assert coll["culprit"] is None and run["headline"]["rank"] is None
     md = files(result)["fleet.md"].splitlines()[2]
     assert md.startswith(f"Clock trust: high. **No rank stands out as making the others wait**: rank {top} ")

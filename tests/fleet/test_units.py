@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import align, blame, cache, extract, inputs, render_files, robust
+from nsys_llm_explainer.fleet import align, cache, extract, inputs, render_files, robust
 from nsys_llm_explainer.options import Options
 from tests.conftest import NSYS_TRACES, SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
@@ -41,15 +41,15 @@ def test_robust_band_by_hand() -> None:
 def test_binomial_tail_equals_the_exact_sum(k: int, n: int, m: int) -> None:
     p = Fraction(1, m + 1)
     want = float(sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1)))
-    assert blame.binom_sf(k, n, 1 / (m + 1)) == pytest.approx(want, rel=1e-9, abs=1e-300)
+    assert robust.binom_sf(k, n, 1 / (m + 1)) == pytest.approx(want, rel=1e-9, abs=1e-300)
 
 
 def test_binomial_tail_by_hand() -> None:
-    assert blame.binom_sf(2, 2, 0.5) == pytest.approx(0.25)
-    assert blame.binom_sf(1, 3, 0.5) == pytest.approx(7 / 8)
-    assert blame.binom_sf(0, 5, 0.1) == 1.0 and blame.binom_sf(6, 5, 0.1) == 0.0
+    assert robust.binom_sf(2, 2, 0.5) == pytest.approx(0.25)
+    assert robust.binom_sf(1, 3, 0.5) == pytest.approx(7 / 8)
+    assert robust.binom_sf(0, 5, 0.1) == 1.0 and robust.binom_sf(6, 5, 0.1) == 0.0
     # 1000 of 1000 collectives last among 64 ranks: far below any float, still not negative.
-    assert 0.0 <= blame.binom_sf(1000, 1000, 1 / 64) < 1e-300
+    assert 0.0 <= robust.binom_sf(1000, 1000, 1 / 64) < 1e-300
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 50)), max_size=30),

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.kernels.demangled import parse
-from nsys_llm_explainer.kernels.subject import subjects
+from nsys_llm_explainer.kernels.demangled import parse, subjects
 from tests.kernel_names_public import KNOWN_KERNELS
 from tests.kernel_names_traces import TRACE_KERNELS
 

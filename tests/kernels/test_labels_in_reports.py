@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.kernels.labels import kernel_names
-from nsys_llm_explainer.kernels.short_labels import LABEL_MAX
+from nsys_llm_explainer.kernels.labels import LABEL_MAX, kernel_names
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.render import Format, writers
 from nsys_llm_explainer.render.escape import md

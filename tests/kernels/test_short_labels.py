@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.kernels.short_labels import LABEL_MAX, compact, kernel_labels, parse
+from nsys_llm_explainer.kernels.labels import LABEL_MAX, compact, kernel_labels, parse
 from nsys_llm_explainer.render.escape import shorten
 from tests.kernel_names_public import KNOWN_KERNELS
 
@@ -141,7 +141,7 @@ def test_long_functors_lose_whole_words_not_parts_of_them():
 
 
 def test_shorten_words_and_core():
-    from nsys_llm_explainer.kernels.short_labels import core, shorten_words
+    from nsys_llm_explainer.kernels.labels import core, shorten_words
 
     assert shorten_words("direct_copy_kernel_cuda::lambda(long)", 33) == "direct_copy_kernel…::lambda(long)"
     assert shorten_words("4,AUnaryFunctor<MulFunctor<float>>", 33) == "4,AUnary…<MulFunctor<float>>"

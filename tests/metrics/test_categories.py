@@ -192,7 +192,7 @@ def test_per_phase_breakdown_uses_nvtx_attribution(build, tmp_path):
     b.kernel(7_000, 7_100, corr=3, name=MYSTERY)
     pm = tmp_path / "pm.json"
     pm.write_text(json.dumps({"prefill": ["prefill"], "decode": ["decode"]}))
-    from nsys_llm_explainer.options.phases import PhaseMap
+    from nsys_llm_explainer.options import PhaseMap
 
     d = ok(analyze(build(b), phase_map=PhaseMap.load(pm)), "categories")
     phases = {

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsys_llm_explainer.analysis.windows import non_overlapping
+from nsys_llm_explainer.analysis.intervals import non_overlapping
 from nsys_llm_explainer.metrics import fusion_candidates as fc
 from tests.conftest import analyze, ok
 from tests.fixtures.builder import TraceBuilder

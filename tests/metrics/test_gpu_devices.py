@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nsys_llm_explainer.compute.gpu_specs import BY_NAME, lookup, ridge_points
+from nsys_llm_explainer.compute.peaks import BY_NAME, lookup, ridge_points
 from nsys_llm_explainer.render.json_writer import render as render_json
 from tests import reference
 from tests.conftest import analyze, ok

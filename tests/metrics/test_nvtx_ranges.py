@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import PhaseMap
 from tests.conftest import GENERATIONS, analyze, ok, table
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import PhaseMap
 from nsys_llm_explainer.schema import load_fragment
 from tests.conftest import GENERATIONS, analyze, ok, skipped, table
 from tests.fixtures.builder import TraceBuilder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.analysis.sync_calls import classify
+from nsys_llm_explainer.analysis.blocking import classify
 from tests.conftest import GENERATIONS, analyze, ok, table
 from tests.fixtures.builder import TraceBuilder
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nsys_llm_explainer.metrics.timeline import BINS, band_name, bin_edges, runs
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import PhaseMap
 from tests.conftest import GENERATIONS, analyze, ok, skipped
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder

@@ -9,7 +9,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
+from nsys_llm_explainer.analysis.join import launch_pairs
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.schema import load_fragment
 from tests.conftest import NSYS_TRACES, ok

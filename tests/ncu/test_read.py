@@ -14,10 +14,8 @@ from hypothesis import strategies as st
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.ncu import assess, load
 from nsys_llm_explainer.ncu.classify import BUSY_PCT, classify
-from nsys_llm_explainer.ncu.counters import figures
-from nsys_llm_explainer.ncu.csvfile import read_file
-from nsys_llm_explainer.ncu.launches import join
-from nsys_llm_explainer.ncu.units import number, scale
+from nsys_llm_explainer.ncu.counters import figures, join
+from nsys_llm_explainer.ncu.csvfile import number, read_file, scale
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_NCU = ROOT.parent / "shared" / "ncu"
@@ -229,8 +227,8 @@ def test_classes_at_the_thresholds() -> None:
     def verdict(sm: str, mem: str) -> str | None:
         path_values = {("", "", "sm__throughput.avg.pct_of_peak_sustained_elapsed"): sm,
                        ("", "", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"): mem}
+        from nsys_llm_explainer.ncu.counters import Launch
         from nsys_llm_explainer.ncu.csvfile import Value
-        from nsys_llm_explainer.ncu.launches import Launch
 
         launch = Launch(0, None, "k", {}, {k: Value(v, "%") for k, v in path_values.items()}, (), ("x",), ("raw",))
         return classify(figures(launch)).kind

@@ -17,7 +17,7 @@ from nsys_llm_explainer import schema
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli import run
 from nsys_llm_explainer.cli.report_files import build_files
-from nsys_llm_explainer.kernels.match import Matcher, canonical, mangled_function
+from nsys_llm_explainer.kernels.demangled import Matcher, canonical, mangled_function
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import Format
 from tests.conftest import ok, skipped

@@ -8,8 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from nsys_llm_explainer.compute.gpu_specs import lookup
-from nsys_llm_explainer.compute.roofline import roofs
+from nsys_llm_explainer.compute.peaks import lookup, roofs
 from nsys_llm_explainer.render.svg import roofline as svg
 from nsys_llm_explainer.render.svg.roofline import RooflinePoint, build_roofline
 

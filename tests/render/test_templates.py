@@ -16,7 +16,6 @@ import jinja2
 import pytest
 from jinja2 import meta, nodes
 
-from nsys_llm_explainer.diff import page as diff_page
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.render import Format, html, templates, writers
 from nsys_llm_explainer.render import ncu as ncu_render
@@ -30,7 +29,7 @@ def family_environments() -> dict[str, jinja2.Environment]:
         templates.REPORT_MD.name: report_environment(),
         templates.REPORT_HTML.name: html.environment(),
         templates.DIFF_MD.name: diff_render.environment(),
-        templates.DIFF_HTML.name: diff_page.environment(),
+        templates.DIFF_HTML.name: diff_render.html_environment(),
         templates.NCU_MD.name: ncu_render.environment(),
     }
 
@@ -149,11 +148,11 @@ def test_every_writer_warms_up_on_a_cold_cache(tmp_path: Path) -> None:
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
     code = (
         "from nsys_llm_explainer.render import Format, writers\n"
-        "from nsys_llm_explainer.diff import page, render\n"
+        "from nsys_llm_explainer.diff import render\n"
         "from nsys_llm_explainer.render import templates\n"
         "writers.prepare(tuple(Format), 'compact')\n"
         "writers.prepare(tuple(Format), 'full')\n"
-        "for e in (render.environment(), page.environment()):\n"
+        "for e in (render.environment(), render.html_environment()):\n"
         "    templates.warm(e, templates.names(e))\n"
         "from nsys_llm_explainer.render import ncu\n"
         "templates.warm(ncu.environment(), templates.names(ncu.environment()))\n"

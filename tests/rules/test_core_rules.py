@@ -11,8 +11,7 @@ import pytest
 
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import Finding, Report
-from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import Options, PhaseMap
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nsys_llm_explainer.compute.arch import resolve
-from nsys_llm_explainer.compute.gpu_specs import lookup
+from nsys_llm_explainer.compute.peaks import lookup
 from nsys_llm_explainer.model import GpuInfo
 from nsys_llm_explainer.rules.efficiency import fp32_matmul
 from tests.compute_rule_data import precision

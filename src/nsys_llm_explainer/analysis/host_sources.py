@@ -15,7 +15,7 @@ records the trace holds for it:
   then Nsight Systems CPU samples on that thread (counted, not timed).
 
 A piece is cut wherever a record on its thread starts or ends, so every sub-piece has one
-stack. Range names are normalized (analysis/nvtx_names) and their instance numbers replaced
+stack. Range names are normalized (analysis/nvtx) and their instance numbers replaced
 (`layer_9` -> `layer_N`), so a loop's layers are one source. A sub-piece's source is the
 outermost record of its stack below the step: the step ranges (ProfilerStep#N, the
 --step-range name, the ranges the steps metric used) and containers (a range at least
@@ -38,7 +38,23 @@ still had work queued.
 
 Every nanosecond of host-caused idle time gets exactly one source (or none: "unnamed"), so
 the sources of a device add up to its host-caused idle time.
-"""
+
+Per-layer sync stalls: a tiny host-to-device copy from pageable memory, then a synchronize
+that holds the host for milliseconds, once per layer.
+
+A stall is a host-to-device copy of at most STALL_COPY_BYTES from pageable host memory (a
+Python scalar or list sent to the GPU: `torch.tensor(x, device="cuda")`, a mask or index
+built on the host) whose call is followed on the same thread, within READBACK_GAP_NS of its
+return, by a blocking synchronize (cudaStreamSynchronize, cudaDeviceSynchronize ...), the
+pair holding the host at least STALL_MIN_NS from the copy call's start to the synchronize's
+return. The host waits for the GPU's whole queue once per layer, so it queues the next layer's
+work only after the GPU drained.
+
+Each stall is placed in its repeated unit: the innermost range around the synchronize whose
+name carries an instance number (`layer_7`, `model.layers.7`), named with the numbers replaced
+(`layer_N`), and the instances counted (the layers). The GPU cost is read-backs' (analysis/blocking.py
+cost): idle time with nothing queued while the host was blocked, plus the idle time after the
+return until the host queued more work."""
 
 from __future__ import annotations
 
@@ -50,11 +66,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
+from nsys_llm_explainer.analysis import intervals, nvtx
+from nsys_llm_explainer.analysis.blocking import (
+    BLOCKING_APIS,
+    READBACK_GAP_NS,
+    Calls,
+    HostRows,
+    call_origins,
+    find_blocking,
+    sync_kinds,
+)
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.nvtx_names import normalize, normalized_names
-from nsys_llm_explainer.analysis.program_output import scrub
+from nsys_llm_explainer.analysis.join import cached_range_index, kernel_launch_index, launch_api_mask, match_calls
+from nsys_llm_explainer.analysis.nvtx import normalize, normalized_names
+from nsys_llm_explainer.analysis.program import scrub
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -172,7 +197,7 @@ def _activation_checkpoints(names: list[str], used: np.ndarray, fam_of_name: np.
 
 @dataclass(frozen=True)
 class _Records:
-    """Host records of some threads, as one range table for nvtx_tree."""
+    """Host records of some threads, as one range table for the NVTX range index."""
 
     cols: Columns  # start, end, tkey, name (index into names), kind (index into KINDS)
     names: list[str]
@@ -194,8 +219,6 @@ def _optional(load) -> Columns | None:  # type: ignore[no-untyped-def]
 
 
 def _sync_apis(names: list[str]) -> np.ndarray:
-    from nsys_llm_explainer.analysis.sync_calls import sync_kinds
-
     return np.flatnonzero(sync_kinds(names) == 1)
 
 
@@ -230,9 +253,6 @@ def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
             parts.append((os_calls, data.os_call_names(), KINDS.index(OS)))
         rt = _optional(data.runtime)
         if rt is not None:
-            from nsys_llm_explainer.analysis.idle_sweep import HostRows
-            from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-
             names = data.runtime_api_names()
             keep = ~launch_api_mask(names)[rt.api]
             blocking_copy = HostRows.of(data).blocking & ~np.isin(rt.api, _sync_apis(names))
@@ -312,7 +332,7 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     -1, piece index)."""
     rec = records.cols
     pt, ps, pe, pi = _split(tkey, s, e, rec)
-    index = nvtx_tree.build(rec)
+    index = nvtx.build(rec)
     if len(index.order) == 0:
         none = np.full(len(ps), -1, np.int64)
         return ps, pe, none, none, none, pi
@@ -326,8 +346,8 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     _activation_checkpoints(records.names, used, fam_of_name)
     fam = fam_of_name[name]
     mid = ps + (pe - ps) // 2
-    inner = nvtx_tree.innermost(index, pt, mid, mid)
-    src, _, family = nvtx_tree.climb(index, inner, skip, fam)
+    inner = nvtx.innermost(index, pt, mid, mid)
+    src, _, family = nvtx.climb(index, inner, skip, fam)
     # A container of a known family with nothing recorded inside it at that instant is the
     # source itself (a DataLoader range over most of the window); a step range never is.
     at = np.maximum(inner, 0)
@@ -397,15 +417,13 @@ def _samples(data: TraceData, tkey: np.ndarray, s: np.ndarray, e: np.ndarray) ->
 def draining_calls(data: TraceData) -> np.ndarray:
     """Per runtime row: a call that waits for the GPU's queue to drain without moving data
     the host asked for: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize ...) or a
-    read-back (analysis/readbacks.py). Bulk synchronous copies are not: they move data."""
-    from nsys_llm_explainer.analysis import readbacks
-    from nsys_llm_explainer.analysis.sync_calls import BLOCKING_APIS
+    read-back (analysis/blocking.py). Bulk synchronous copies are not: they move data."""
 
     def build() -> np.ndarray:
         rt = data.runtime()
         names = data.runtime_api_names()
         out = np.isin(rt.api, [i for i, n in enumerate(names) if n in BLOCKING_APIS])
-        rb = readbacks.find_blocking(data)
+        rb = find_blocking(data)
         if rb is not None:
             out[rb.call] = True
         return out
@@ -418,8 +436,6 @@ def _drains(data: TraceData, gc, ps: np.ndarray, pt: np.ndarray, skip_names: set
     """Per elementary piece: index into the returned labels of the blocking call that was in
     flight on the piece's thread when its gap began and returned before the piece (the call
     drained the GPU's queue: "after aten::item"), else -1."""
-    from nsys_llm_explainer.analysis.readbacks import call_origins
-
     out = np.full(len(ps), -1, np.int64)
     rt = data.runtime()
     if len(ps) == 0 or len(rt) == 0 or len(gc.gap_start) == 0:
@@ -515,3 +531,94 @@ def step_range_names(data: TraceData, step_range: str | None, ranges: Iterable[s
     if step_range:
         out.add(step_range)
     return out | set(ranges)
+
+
+STALL_COPY_BYTES = 4096
+STALL_MIN_NS = 1_000_000
+H2D = 1
+PAGEABLE = 0
+
+
+def find(data: TraceData) -> Calls | None:
+    """The stalls (module docstring) as read-back-like calls: `call` the copy call, `sync` the
+    synchronize after it, host blocked from the copy call's start to the synchronize's return.
+    None without memcpy records (cached)."""
+
+    def build() -> Calls | None:
+        try:
+            mc = data.memcpy()
+        except Unavailable:
+            return None
+        rt = data.runtime()
+        empty = np.empty(0, np.int64)
+        none = Calls(empty, empty, empty, empty, empty.astype(bool), empty.astype(bool), empty, empty, empty)
+        tiny = np.flatnonzero((mc.bytes <= STALL_COPY_BYTES) & (mc.copy_kind == H2D) & (mc.src_kind == PAGEABLE))
+        if len(tiny) == 0 or len(rt) == 0:
+            return none
+        call = match_calls(mc.pid[tiny], mc.corr[tiny], rt)
+        ok = call >= 0
+        tiny, call = tiny[ok], call[ok]
+        if len(call) == 0:
+            return none
+        names = data.runtime_api_names()
+        syncing = (sync_kinds(names) == 1) & np.array(["Memcpy" not in n for n in names] or [False])
+        order = np.lexsort((rt.start, rt.tkey))
+        pos = np.empty(len(rt), dtype=np.int64)
+        pos[order] = np.arange(len(rt))
+        nxt = order[np.minimum(pos[call] + 1, len(rt) - 1)]
+        hit = ((pos[call] + 1 < len(rt)) & (rt.tkey[nxt] == rt.tkey[call]) & syncing[rt.api[nxt]]
+               & (rt.start[nxt] - rt.end[call] <= READBACK_GAP_NS) & (rt.end[nxt] - rt.start[call] >= STALL_MIN_NS))
+        tiny, call, nxt = tiny[hit], call[hit], nxt[hit]
+        n = len(call)
+        return Calls(call, tiny, mc.device[tiny], mc.bytes[tiny], np.ones(n, bool), np.ones(n, bool), nxt,
+                     rt.start[call], rt.end[nxt])
+
+    return data.cached("layer_syncs", build)
+
+
+def units(data: TraceData, calls: np.ndarray) -> tuple[list[str | None], list[str | None]]:
+    """Per runtime row in `calls`: (the innermost range around it whose name carries an
+    instance number, with the numbers replaced: `layer_N`; that range's own name: `layer_7`),
+    None where no such range holds it."""
+    n = len(calls)
+    try:
+        nv = data.nvtx()
+    except Unavailable:
+        return [None] * n, [None] * n
+    if len(nv) == 0 or n == 0:
+        return [None] * n, [None] * n
+    rt = data.runtime()
+    tkey = rt.tkey[calls]
+    index = cached_range_index(data)
+    if index is None:
+        nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
+        index = nvtx.build(nv)
+    if len(index.order) == 0:
+        return [None] * n, [None] * n
+    raw = data.nvtx_names()
+    code = nv.name[index.order]
+    cache: dict[int, tuple[str, str] | None] = {}
+
+    def instance(c: int) -> tuple[str, str] | None:
+        if c not in cache:
+            own = normalize(raw[c])
+            unit = numbered(own)
+            cache[c] = (unit, own) if unit != own else None
+        return cache[c]
+
+    found: list[tuple[str, str] | None] = [None] * n
+    cur = nvtx.innermost(index, tkey, rt.start[calls], rt.end[calls])
+    live = np.flatnonzero(cur >= 0)
+    while len(live):
+        keep = []
+        for i in live.tolist():
+            hit = instance(int(code[cur[i]]))
+            if hit is not None:
+                found[i] = hit
+            else:
+                keep.append(i)
+        live = np.array(keep, dtype=np.int64)
+        if len(live):
+            cur[live] = index.parent[cur[live]]
+            live = live[cur[live] >= 0]
+    return [f[0] if f else None for f in found], [f[1] if f else None for f in found]

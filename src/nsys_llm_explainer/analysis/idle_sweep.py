@@ -55,20 +55,46 @@ communication when a collective is pending: the GPU waits on a dependency on its
 Host activity (rule 5) is every CUDA call of the owning processes, from the first to the last,
 and every range (NVTX, PyTorch profiler annotation or operator) they recorded: a DataLoader
 range before the first CUDA call is host work the trace names, not a capture edge.
-"""
+
+Per-device detail of the idle split for the diagnosis' evidence (idle_causes reports it).
+
+- host_blocked: what the owning processes' blocking calls (synchronize calls and copy calls
+  that block the host, without the refill after them) overlapped inside the device's work
+  window: the device's own work (busy), idle a transfer covers, idle with nothing queued
+  (sync_wait), and the rest (idle with queued work, or a collective). Whether "the host
+  simply waited for the copies" is true is read from it.
+- transfers: the device's transfers (host<->device and peer copies; gpu_idle.py) by kind and
+  direction, with the transfer idle time each kind's copies cover (kinds that run at the same
+  time each claim the overlap).
+
+Independent parts of one build (say, one per device), shared with idle metric threads.
+
+On a big trace the metrics run in threads (runtime/runner.py), and one long metric can
+leave the other threads with nothing they may start. A build whose parts share nothing
+but the cache (TraceData.cached builds each key once) offers its parts to them
+(TraceData.parts); the calling thread takes the parts nobody took, in order. So a part
+runs beside others only where a thread would otherwise wait, and the memory peak does not
+grow by a third thread's. Where the run has one thread (a small trace, --jobs 1), the parts
+run one after another. The results come back in the order of the parts."""
 
 from __future__ import annotations
 
+import contextvars
 import re
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals, parts
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.blocking import HostRows
 from nsys_llm_explainer.analysis.busy import (
     GRAPH,
     KERNEL,
     DeviceBusy,
+    copy_kind_labels,
     device_busy,
     device_local_copies,
     gpu_work,
@@ -76,13 +102,59 @@ from nsys_llm_explainer.analysis.busy import (
     work_calls,
 )
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
-from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few, rows_by_value
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.analysis.nvtx_names import name_mask
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
+from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.model import IdleCause
 from nsys_llm_explainer.trace.columns import Columns, narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def each(fn: Callable[[T], R], parts: Sequence[T], data: TraceData) -> list[R]:
+    """[fn(p) for p in parts]. Each part runs in a copy of the caller's context, so the
+    metric's --timeout deadline (trace/deadline.py) holds in whichever thread runs it."""
+    n = len(parts)
+    if data.threads < 2 or n < 2:
+        return [fn(p) for p in parts]
+    results: list[R | None] = [None] * n
+    errors: list[BaseException | None] = [None] * n
+    done = [threading.Event() for _ in parts]
+    claimed = [False] * n
+    lock = threading.Lock()
+
+    def run(i: int, context: contextvars.Context) -> None:
+        with lock:
+            if claimed[i]:
+                return
+            claimed[i] = True
+        if any(e is not None for e in errors):  # a part failed: the build fails, skip the rest
+            done[i].set()
+            return
+        try:
+            results[i] = context.run(fn, parts[i])
+        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
+            errors[i] = exc
+        finally:
+            done[i].set()
+
+    offered: list[Callable[[], None]] = []
+    for i in range(1, n):
+        context = contextvars.copy_context()
+        offered.append(lambda i=i, context=context: run(i, context))  # type: ignore[misc]
+        data.parts.offer(offered[-1])
+    for i in range(n):
+        run(i, contextvars.copy_context())
+    data.parts.withdraw(offered)  # every part is claimed: what is left on offer is stale
+    del offered
+    for event in done:
+        event.wait()
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return results  # type: ignore[return-value]
+
 
 CAUSES: tuple[IdleCause, ...] = tuple(IdleCause)  # a gap's causes, in this order in cause_ns
 TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVICE_WAIT = (
@@ -90,7 +162,6 @@ TRANSFER, COMMUNICATION, SYNC_WAIT, LAUNCH_BOUND, CAPTURE_EDGE, HOST_OTHER, DEVI
 )
 HOST_SIDE = (SYNC_WAIT, LAUNCH_BOUND, HOST_OTHER)  # idle the host could have prevented
 NOT_DEVICE_SIDE = (*HOST_SIDE, CAPTURE_EDGE)  # what a queued gap's time cannot be
-REFILL_GRACE_NS = 20_000
 NO_REFILL = -1
 UNKNOWN_LAUNCH = np.iinfo(np.int64).max  # no launch row: when it was launched is unknown
 LAUNCHED_EARLY = np.iinfo(np.int64).min  # launched before the capture started
@@ -102,8 +173,6 @@ COMM_RANGE = re.compile(
     r"barrier)(_\w+)?)\b",
     re.IGNORECASE,
 )
-# Async copies that block the host: to or from pageable host memory (CUPTI memory kind 0).
-PAGEABLE = 0
 
 
 @dataclass(frozen=True)
@@ -150,110 +219,6 @@ class GapCauses:
         for i, (s, e) in enumerate(self.segments):
             out[i] = intervals.overlap_with_union(g0, g1, s, e)
         return out
-
-
-@dataclass(frozen=True)
-class HostRows:
-    """CUDA API rows grouped once for every device's classification."""
-
-    by_pid: dict[int, np.ndarray]  # pid -> its rows in runtime(), ascending
-    blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
-    launching: np.ndarray  # per row: a launch call
-    refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
-    after_wait: np.ndarray  # per row: a launch made after a stream wait on its thread (since its last launch)
-
-    @staticmethod
-    def of(data: TraceData) -> HostRows:
-        return data.cached("host_rows", lambda: HostRows._build(data))
-
-    @staticmethod
-    def _build(data: TraceData) -> HostRows:
-        rt = data.runtime()
-        names = data.runtime_api_names()
-        blocking = sync_kinds(names)[rt.api] == 1
-        blocking |= _pageable_copy_calls(data)
-        launching = launch_api_mask(names)[rt.api]
-        by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
-        return HostRows(by_pid, blocking, launching,
-                        _refill_end(data, blocking, launching), _after_wait(data, launching))
-
-    def rows_of(self, pids: np.ndarray) -> np.ndarray:
-        parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
-        if len(parts) == 1:
-            return parts[0]
-        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
-
-
-def _pageable_copy_calls(data: TraceData) -> np.ndarray:
-    """Per runtime row: the call started a copy to or from pageable memory (it blocks)."""
-    rt = data.runtime()
-    out = np.zeros(len(rt), dtype=bool)
-    try:
-        mc = data.memcpy()
-    except Unavailable:
-        return out
-    pageable = (mc.src_kind == PAGEABLE) | (mc.dst_kind == PAGEABLE)
-    if not pageable.any() or len(rt) == 0:
-        return out
-    from nsys_llm_explainer.analysis.join import match_calls
-
-    rows = match_calls(mc.pid[pageable], mc.corr[pageable], rt)
-    out[rows[rows >= 0]] = True
-    return out
-
-
-def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
-    """Per row: the end of the launch call that follows a blocking call on the same thread
-    within REFILL_GRACE_NS of its return (the host refilling the GPU), else the row's end."""
-    rt = data.runtime()
-    out = rt.end.copy()
-    if len(rt) < 2 or not blocking.any():
-        return out
-    wanted = set(distinct_few(rt.tkey[blocking]).tolist())
-    for tkey, order in rows_by_value(rt.tkey):
-        if tkey not in wanted:
-            continue
-        # the thread's rows in (start, row) order, as np.lexsort((start, tkey)) has them
-        start = rt.start[order]
-        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = order[np.argsort(start, kind="stable")]
-        cur, nxt = order[:-1], order[1:]
-        ok = blocking[cur] & launching[nxt] & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
-        out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
-    return out
-
-
-STREAM_WAIT = re.compile(r"StreamWaitEvent|StreamWaitValue")
-
-
-def _after_wait(data: TraceData, launching: np.ndarray) -> np.ndarray:
-    """Per row: a launch call made after its thread issued a stream wait on an event since its
-    previous launch (the work it launches waits on that event)."""
-    rt = data.runtime()
-    out = np.zeros(len(rt), dtype=bool)
-    names = data.runtime_api_names()
-    waits = np.array([STREAM_WAIT.search(n) is not None for n in names] or [False])
-    is_wait = waits[rt.api] if len(rt) else np.zeros(0, dtype=bool)
-    if not is_wait.any():
-        return out
-    wanted = set(distinct_few(rt.tkey[is_wait]).tolist())
-    for tkey, order in rows_by_value(rt.tkey):
-        if tkey not in wanted:
-            continue
-        start = rt.start[order]
-        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = order[np.argsort(start, kind="stable")]
-        launch = launching[order]
-        # per row: the number of launches before it on the thread; a wait and the launch after
-        # it have the same count when no launch lies between them
-        seen = np.cumsum(launch) - launch
-        wait_at = np.flatnonzero(is_wait[order])
-        if not len(wait_at):
-            continue
-        marked = np.zeros(int(seen[-1]) + 2, dtype=bool)
-        marked[seen[wait_at]] = True
-        out[order[launch]] = marked[seen[launch]]
-    return out
 
 
 def _kernel_launch_times(w: Columns, launched: np.ndarray, n_kernels: int) -> np.ndarray:
@@ -598,7 +563,7 @@ def gap_causes(data: TraceData) -> dict[int, GapCauses]:
                 pending = PendingComm.of(k.start[comm_rows[on]], comm_launch[on]) if on.any() else None
             return classify(data, busy.busy_start, busy.busy_end, dev, owners, host, comm, ends, pending, ranges)
 
-        return dict(zip((d for d, _ in devices), parts.each(one, devices, data), strict=True))
+        return dict(zip((d for d, _ in devices), each(one, devices, data), strict=True))
 
     return data.cached("gap_causes", build)
 
@@ -611,3 +576,56 @@ def gap_at(causes: GapCauses, t0: int, t1: int) -> int:
         return -1
     clipped = np.minimum(causes.gap_end[lo:hi], t1) - np.maximum(causes.gap_start[lo:hi], t0)
     return lo + int(np.argmax(clipped))
+
+
+# CUPTI_ACTIVITY_MEMCPY_KIND_* by direction; device-to-device between two devices is peer.
+DIRECTIONS = {1: "host_to_device", 3: "host_to_device", 11: "host_to_device",
+              2: "device_to_host", 4: "device_to_host", 12: "device_to_host",
+              8: "peer", 10: "peer", 13: "peer"}
+
+
+def _length(pair: tuple[np.ndarray, np.ndarray]) -> int:
+    return int((pair[1] - pair[0]).sum())
+
+
+def host_blocked(data: TraceData, gc: GapCauses, w0: int, w1: int) -> dict[str, int]:
+    host = HostRows.of(data)
+    rt = data.runtime()
+    rows = host.rows_of(gc.owners)
+    rows = rows[host.blocking[rows]]
+    bs, be = intervals.merge(np.clip(rt.start[rows], w0, w1), np.clip(rt.end[rows], w0, w1))
+    busy = device_busy(data)[gc.device_id]
+    total = _length((bs, be))
+    on_busy = _length(intervals.intersect(bs, be, busy.busy_start, busy.busy_end))
+    on_transfer = _length(intervals.intersect(bs, be, *gc.segments[TRANSFER]))
+    on_sync = _length(intervals.intersect(bs, be, *gc.segments[SYNC_WAIT]))
+    return {
+        "ns": total,
+        "busy_ns": on_busy,
+        "transfer_ns": on_transfer,
+        "sync_wait_ns": on_sync,
+        "other_idle_ns": total - on_busy - on_transfer - on_sync,
+    }
+
+
+def transfers(data: TraceData, gc: GapCauses) -> list[dict[str, Any]]:
+    """The device's transfers by kind, most idle time covered first."""
+    try:
+        mc = data.memcpy()
+    except Unavailable:
+        return []
+    mine = np.flatnonzero((mc.device == gc.device_id) & ~device_local_copies(mc))
+    labels, _ = copy_kind_labels(data)
+    out = []
+    for kind in np.unique(mc.copy_kind[mine]).tolist():
+        rows = mine[mc.copy_kind[mine] == kind]
+        covered = intervals.intersect(*intervals.merge(mc.start[rows], mc.end[rows]), *gc.segments[TRANSFER])
+        out.append({
+            "kind": labels.get(int(kind), f"kind {int(kind)}"),
+            "direction": DIRECTIONS.get(int(kind), "other"),
+            "count": int(len(rows)),
+            "bytes": int(mc.bytes[rows].sum()),
+            "copy_ns": int((mc.end[rows] - mc.start[rows]).sum()),
+            "idle_ns": _length(covered),
+        })
+    return sorted(out, key=lambda r: (-r["idle_ns"], -r["copy_ns"], r["kind"]))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.attribution import KernelAttribution, kernel_attribution
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.join import KernelAttribution, kernel_attribution
 from nsys_llm_explainer.trace.data import Unavailable
 
 STEP_PHASE = "step"

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.cli.common import CONTEXT_SETTINGS, EXIT_CODES_HELP, internal_error, usage_error
 
 # name -> (module, its typer app, one line for the group's help), in help order
@@ -127,11 +127,11 @@ BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"
 
 
 def main() -> None:
-    from nsys_llm_explainer.runtime.alloc import tune_allocator, tune_gc
+    from nsys_llm_explainer.runtime.machine import tune_allocator, tune_gc
 
     for var in BLAS_THREAD_VARS:
         os.environ.setdefault(var, "1")
-    tune_allocator()  # before any large array exists; see runtime/alloc.py
+    tune_allocator()  # before any large array exists; see runtime/machine.py
     tune_gc()
     code, invoked = _run(None)
     if invoked in TEARDOWN_COMMANDS:

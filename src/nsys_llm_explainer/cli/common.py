@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.errors import ExitCode, ExplainError, UsageError
 from nsys_llm_explainer.render import Format
 

@@ -8,13 +8,12 @@ from typing import Annotated
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.cli.common import EXIT_CODES_HELP, new_app, user_facing_errors
 from nsys_llm_explainer.diff import diff, gate
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.errors import ExitCode, UsageError
-from nsys_llm_explainer.options import KernelNameMode, Options
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import KernelNameMode, Options, PhaseMap
 from nsys_llm_explainer.render import output
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

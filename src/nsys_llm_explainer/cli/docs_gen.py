@@ -19,7 +19,7 @@ from types import CodeType, FunctionType
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.render import csv_writer
 from nsys_llm_explainer.rules import RETIRED, RULES, Rule

@@ -8,14 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.cli.common import new_app, user_facing_errors
 from nsys_llm_explainer.errors import ExitCode, InputError, UsageError
 from nsys_llm_explainer.fleet import inputs as fleet_inputs
 from nsys_llm_explainer.fleet import render_files, robust
 from nsys_llm_explainer.fleet.inputs import TraceInput
-from nsys_llm_explainer.options import KernelNameMode, Options
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import KernelNameMode, Options, PhaseMap
 from nsys_llm_explainer.render import output
 
 FLEET_EXIT_CODES_HELP = (

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.cli.common import new_app, user_facing_errors
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.render import output
@@ -78,11 +78,11 @@ def ncu_command(
             from nsys_llm_explainer.compute.peaks import load_gpu_peaks
 
             table = load_gpu_peaks(gpu_peaks).by_name
-        from nsys_llm_explainer.compute import gpu_specs
+        from nsys_llm_explainer.compute import peaks
         from nsys_llm_explainer.ncu import assess, load
         from nsys_llm_explainer.render import ncu as ncu_render
 
-        if gpu is not None and gpu_specs.lookup(gpu, table) is None:
+        if gpu is not None and peaks.lookup(gpu, table) is None:
             raise UsageError(
                 f"--gpu {gpu!r}: not in the peak table (docs/compute.md lists it; add it with --gpu-peaks)"
             )

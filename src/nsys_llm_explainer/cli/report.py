@@ -20,8 +20,7 @@ from nsys_llm_explainer.cli.common import (
     user_facing_errors,
 )
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.options import KernelNameMode, Options
-from nsys_llm_explainer.options.phases import PhaseMap
+from nsys_llm_explainer.options import KernelNameMode, Options, PhaseMap
 from nsys_llm_explainer.render import ALL_FORMATS, MdLayout
 from nsys_llm_explainer.render.output import check_target
 
@@ -268,7 +267,7 @@ def report(
 def _prefetch(trace: Path, jobs: int | None) -> bool:
     """Read the trace in a helper process while the analysis is imported, where its format
     has one (trace/formats.py: PyTorch profiler traces), when more than one process may run."""
-    from nsys_llm_explainer.runtime.cpus import default_jobs
+    from nsys_llm_explainer.runtime.machine import default_jobs
     from nsys_llm_explainer.trace.formats import prefetch
 
     if (jobs if jobs is not None else default_jobs()) < 2:
@@ -316,7 +315,7 @@ def _compute_options(kw: dict[str, Any]) -> None:
 
         load_gpu_peaks(kw["gpu_peaks"])
     if kw.get("model_config") is not None:
-        from nsys_llm_explainer.compute.model_config import load_model_config
+        from nsys_llm_explainer.compute.model_flops import load_model_config
 
         load_model_config(kw["model_config"])
     if kw.get("model_flops_per_token") is not None or kw.get("tokens_per_step") is not None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import nvtx_tree
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.groups import group_sum
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost
@@ -69,11 +69,11 @@ def _lookup(values: np.ndarray, key: np.ndarray) -> np.ndarray:
 
 
 def count(inst: Instances, kc: KeyCosts, kernel_dur: np.ndarray) -> Counted:
-    index: nvtx_tree.RangeIndex = inst.index
+    index: nvtx.RangeIndex = inst.index
     costed = _lookup(kc.costed, inst.key)
     leaf = _lookup(kc.leaf, inst.key)
     pos = np.flatnonzero(costed)
-    rr, cc = nvtx_tree.containers(index, pos)
+    rr, cc = nvtx.containers(index, pos)
     inner = rr != cc
     rr, cc = rr[inner], cc[inner]
     suppressed = np.zeros(len(costed), dtype=bool)
@@ -90,7 +90,7 @@ def count(inst: Instances, kc: KeyCosts, kernel_dur: np.ndarray) -> Counted:
     with_pos = np.flatnonzero(kpos >= 0)
     if len(with_pos) and len(counted_pos):
         distinct_pos, inverse = np.unique(kpos[with_pos], return_inverse=True)
-        pr, pc = nvtx_tree.containers(index, distinct_pos)
+        pr, pc = nvtx.containers(index, distinct_pos)
         hit = counted[pc]
         owner = np.full(len(costed), -1, dtype=np.int64)
         owner[pr[hit]] = slot[pc[hit]]

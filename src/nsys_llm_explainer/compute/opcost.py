@@ -16,10 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from nsys_llm_explainer.compute import attention, conv, gemm, memory_ops, movement
+from nsys_llm_explainer.compute import attention, conv, gemm, memory_ops
 from nsys_llm_explainer.compute.cost import OpCost, short_name
-from nsys_llm_explainer.compute.nvtx_shapes import shapes_from_nvtx
-from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto
+from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto, shapes_from_nvtx
 
 Formula = Callable[[OpShapes, str | None], OpCost | Uncounted]
 
@@ -43,7 +42,7 @@ CONCAT = frozenset("cat concat concatenate stack hstack vstack _cat".split())
 # Short names op_cost gives a non-zero cost (views, allocations and dropout count nothing).
 COUNTED = frozenset(
     set(GEMM) | VECTOR_PRODUCTS | set(conv.SIGNATURES) | {"convolution_backward"}
-    | set(attention.OPS) | movement.SCALAR_READS | set(movement.FACTORIES) | COPIES | CONCAT
+    | set(attention.OPS) | memory_ops.SCALAR_READS | set(memory_ops.FACTORIES) | COPIES | CONCAT
     | {"embedding", "index_select", "embedding_dense_backward"} | memory_ops.SOFTMAX
     | memory_ops.NORMS | memory_ops.REDUCTIONS | set(memory_ops.GRAD_OF) | memory_ops.ELEMENTWISE
     | {f"{e}_" for e in memory_ops.ELEMENTWISE}
@@ -87,20 +86,20 @@ def op_cost(
 
 
 def _bytes_only(s: OpShapes, base: str) -> OpCost | Uncounted:
-    if base in movement.VIEWS:
-        return movement.view(s)
-    if base in movement.SCALAR_READS:
-        return movement.scalar_read(s)
-    if base in movement.FACTORIES:
-        return movement.factory(s, base)
+    if base in memory_ops.VIEWS:
+        return memory_ops.view(s)
+    if base in memory_ops.SCALAR_READS:
+        return memory_ops.scalar_read(s)
+    if base in memory_ops.FACTORIES:
+        return memory_ops.factory(s, base)
     if base in COPIES:
-        return movement.copy_like(s, base)
+        return memory_ops.copy_like(s, base)
     if base in CONCAT:
-        return movement.concat(s)
+        return memory_ops.concat(s)
     if base in ("embedding", "index_select"):
-        return movement.gather_rows(s, base)
+        return memory_ops.gather_rows(s, base)
     if base == "embedding_dense_backward":
-        return movement.embedding_backward(s)
+        return memory_ops.embedding_backward(s)
     if base in memory_ops.SOFTMAX:
         return memory_ops.softmax(s, base)
     if base in memory_ops.NORMS:
@@ -114,7 +113,7 @@ def _bytes_only(s: OpShapes, base: str) -> OpCost | Uncounted:
     if base.endswith("_") and base[:-1] in memory_ops.ELEMENTWISE:
         return memory_ops.elementwise(s, base[:-1], inplace=True)
     if base == "dropout":
-        return movement.view(s)  # runs native_dropout (counted there) or nothing in eval
+        return memory_ops.view(s)  # runs native_dropout (counted there) or nothing in eval
     return Uncounted(s.op, f"no FLOP or byte formula for {base}")
 
 

@@ -2,11 +2,11 @@
 
 - PyTorch profiler traces: the operators (cpu_op events) with record_shapes' Input Dims and
   Input type (and Concrete Inputs, PyTorch 2.1+); kernels belong to the innermost operator
-  around their launch (operators_attr.py).
+  around their launch (analysis/operators.py).
 - Nsight Systems exports: NVTX ranges PyTorch names `aten::addmm, seq = 12, sizes = [...]`
   (emit_nvtx(record_shapes=True), nsys --pytorch=autograd-shapes-nvtx); kernels belong to the
   innermost range around their launch call (nvtx_attribution.py). NVTX names carry no dtype:
-  each range gets the one its own longest kernel's name states (compute/kernel_dtype.py),
+  each range gets the one its own longest kernel's name states (compute/dtypes.py),
   else the one most of the trace's kernel time states, always marked assumed.
 
 A concatenation of a tensor list (`aten::cat`) records no dtype for the list: its element
@@ -16,7 +16,17 @@ an assumed dtype's.
 Each distinct (operator, shapes[, values], dtype) is costed once (compute/opcost.py) and the
 result mapped to calls by code, so the work grows with the distinct shapes, not the calls.
 Only operators with a formula are parsed (opcost.has_formula); views and unknown ops are not.
-"""
+
+What compute_efficiency and model_utilization tell the user to capture or pass, keyed to
+the workload (metrics/workload.py), so that a CUDA program outside PyTorch is not told about
+Hugging Face configs or PyTorch's NVTX options.
+
+- PyTorch and LLM workloads (and every PyTorch profiler trace): the PyTorch capture option
+  that records operator shapes; MFU from --model config.json (LLMs) or
+  --model-flops-per-token with --tokens-per-step.
+- TensorRT engines, plain CUDA programs and unknown workloads: their traces carry no operator
+  shapes, so per-kernel FLOPs and bytes come from Nsight Compute (ncu_plan.sh); MFU needs the
+  FLOPs a step must compute, passed as --model-flops-per-token F with --tokens-per-step 1."""
 
 from __future__ import annotations
 
@@ -28,17 +38,17 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.analysis.nvtx_names import normalized_names
-from nsys_llm_explainer.analysis.operators_attr import operator_attribution
+from nsys_llm_explainer.analysis.join import kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import normalized_names
+from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, short_name
-from nsys_llm_explainer.compute.kernel_dtype import dtype_from_kernel
-from nsys_llm_explainer.compute.nvtx_shapes import shapes_from_nvtx
+from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
 from nsys_llm_explainer.compute.opcost import CONCAT, has_formula, op_cost
-from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto
+from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto, shapes_from_nvtx
+from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -57,10 +67,10 @@ OPAQUE_DTYPE = {1: "uint8", 2: "bf16", 4: "fp32", 8: "int64"}
 
 @dataclass(frozen=True)
 class Instances:
-    """Operator calls in nvtx_tree order (sorted position = instance), with their cost."""
+    """Operator calls in range-index order (analysis/nvtx.py) (sorted position = instance), with their cost."""
 
     source: str  # "kineto" or "nvtx"
-    index: nvtx_tree.RangeIndex
+    index: nvtx.RangeIndex
     kernel_pos: np.ndarray  # per kernel row: sorted position of its innermost call, or -1
     name: np.ndarray  # per position: code into names
     names: list[str]
@@ -75,7 +85,7 @@ class Instances:
 
 def instances(data: TraceData) -> Instances | str:
     """The costed operator calls of the trace, or why there are none (cached; what to do
-    about it depends on the workload: compute/advice.py)."""
+    about it depends on the workload: compute/sources.py)."""
     return data.cached(CACHE_KEY, lambda: _build(data))
 
 
@@ -297,3 +307,60 @@ def _from_nvtx(data: TraceData) -> Instances | str:
         "nvtx", att.index, att.range_pos, name, norm_names, key, costs, shapes_text, info,
         nv.start[order], nv.pid[order], evidence,
     )
+
+
+LLM_KINDS = frozenset({"llm_inference", "llm_training"})
+PYTORCH_KINDS = LLM_KINDS | {"pytorch_training", "pytorch_inference"}
+
+
+def framework(workload: str, trace_format: TraceFormat) -> bool:
+    """Whether the trace comes from PyTorch (whose operators can carry shapes)."""
+    return workload in PYTORCH_KINDS or trace_format is TraceFormat.KINETO
+
+
+def _not_framework(workload: str) -> str:
+    if workload == "tensorrt_inference":
+        return "a TensorRT engine's trace carries no operator shapes"
+    return "a CUDA program outside PyTorch records no operator shapes in its trace"
+
+
+def shapes_missing(reason: str, workload: str, trace_format: TraceFormat) -> str:
+    """Why operator FLOPs and bytes are missing (`reason`, from compute_sources), with what
+    to do about it for this workload."""
+    if trace_format is TraceFormat.KINETO:
+        return f"{reason}: {KINETO_CAPTURE}"
+    if framework(workload, trace_format):
+        return f"{reason}: {NVTX_CAPTURE}"
+    return (
+        f"{reason}; {_not_framework(workload)}: Nsight Compute measures each kernel's FLOPs and "
+        "bytes (ncu_plan.sh lists the kernels worth it)"
+    )
+
+
+def model_inputs(workload: str, trace_format: TraceFormat) -> str:
+    """The options that give model FLOPs (MFU) for this workload."""
+    if workload in LLM_KINDS:
+        return (
+            "pass --model CONFIG.json (a Hugging Face config.json) or --model-flops-per-token N "
+            "(with --tokens-per-step N when shapes are not recorded)"
+        )
+    if framework(workload, trace_format):
+        return (
+            "pass --model-flops-per-token N with --tokens-per-step N (FLOPs per token or sample, "
+            "and tokens or samples per step; --model CONFIG.json describes decoder-only "
+            "transformers)"
+        )
+    return (
+        "pass the FLOPs one step must compute as --model-flops-per-token F with "
+        "--tokens-per-step 1"
+    )
+
+
+def hfu_missing(workload: str, trace_format: TraceFormat) -> str:
+    """Why HFU (measured operator FLOPs) is missing, for this workload."""
+    if framework(workload, trace_format):
+        return (
+            "HFU: operator shapes were not recorded (PyTorch profiler: record_shapes=True; Nsight "
+            "Systems: --pytorch=autograd-shapes-nvtx)"
+        )
+    return f"HFU: {_not_framework(workload)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer.analysis.capture_messages import CUDA_KINDS
+from nsys_llm_explainer.analysis.capture import CUDA_KINDS
 from nsys_llm_explainer.diagnosis.verdict import metric
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import CaptureCheck, CaptureReview, Outcome, Primary, TraceFormat, TraceInfo, Verdict

@@ -23,7 +23,7 @@ compute and the memory peak is latency-bound rather than limited by either unit.
 
 The dominant kernel is the family of kernel names with the most time: names that share a
 function (`par_ranged2d_kernel<...>` instantiations) or a generic launcher's functor
-(kernels/subject.py) count together.
+(kernels/demangled.py) count together.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
+from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
-from nsys_llm_explainer.kernels.subject import subjects
+from nsys_llm_explainer.kernels.demangled import subjects
 from nsys_llm_explainer.model import MetricResult, Outcome
 
 CLASS_PCT = 60.0

@@ -2,9 +2,9 @@
 
 Order of reasoning: first whether the captures can be compared (comparability.py), then the
 per-step changes from the work inside complete steps with their intervals (in_step.py), the
-headline that leads with the largest change beyond the noise (lead.py), then the per-phase
+headline that leads with the largest change beyond the noise (diff/comparability.py), then the per-phase
 step times, kernels (per step, else per call), categories, the critical path's composition
-(critical_path.py), findings and whole-capture totals as measured (basis.py: nothing is
+(totals.py), findings and whole-capture totals as measured (basis.py: nothing is
 divided by the captured window). A gate never passes on captures that are not comparable.
 """
 
@@ -16,19 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import (
-    categories,
-    comparability,
-    critical_path,
-    findings,
-    gate,
-    in_step,
-    kernels,
-    lead,
-    steps,
-)
-from nsys_llm_explainer.diff import totals as totals_mod
+from nsys_llm_explainer.about import TOOL_NAME, __version__
+from nsys_llm_explainer.diff import comparability, findings, gate, in_step, kernels, steps, totals
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.diff.load import Side
@@ -205,7 +194,7 @@ def compare(
     sb, sn = steps.read(base), steps.read(new)
     wb, wn = _work(base), _work(new)
     basis = choose(base, new, isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work))
-    total_rows, total_changes = totals_mod.totals(base, new)
+    total_rows, total_changes = totals.totals(base, new)
     kern = _guarded("kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, wb, wn)
     comp = comparability.check(base, new, kern)
     gpus = comp.check("gpus")
@@ -213,7 +202,7 @@ def compare(
     st = steps.compare(base, new, sb, sn, wb, wn)
     per_step = _in_step(wb, wn, base, new)
     found = findings.compare(base, new, hardware)
-    head = lead.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
+    head = comparability.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
                       _labels(kern), per_step["reason"], hardware)
     stepped: set[str] = set()
     values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp, stepped)
@@ -228,13 +217,13 @@ def compare(
         "in_step": per_step,
         "steps": st,
         "kernels": kern,
-        "categories": _guarded("category", {"rows": []}, categories.compare, base, new),
-        "critical_path": _guarded("critical path", {"rows": [], "categories": []}, critical_path.compare,
+        "categories": _guarded("category", {"rows": []}, totals.compare, base, new),
+        "critical_path": _guarded("critical path", {"rows": [], "categories": []}, totals.compare_critical_path,
                                   base, new),
         "findings": found,
         "basis": basis.to_json(),
         "totals": total_rows,
-        "devices": _guarded("GPU", {"rows": []}, totals_mod.devices, base, new),
+        "devices": _guarded("GPU", {"rows": []}, totals.devices, base, new),
         "gate_values": {
             k: {"value": gate.json_number(v), "reason": why, "basis": _gate_basis(k, stepped)}
             for k, (v, why) in values.items()

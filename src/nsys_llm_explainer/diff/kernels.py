@@ -5,7 +5,7 @@ exact names present on both sides match first (`matched_by: name`); the remainin
 each side are grouped by their normalized form (names.normalize) and a group found on both
 sides is a "renamed" match (`normalized_name`: a template instance or numeric suffix
 changed); the names still left are grouped by the operation they implement
-(operations.py: the operator, its shapes and the category, or the same library kernel at
+(diff/kernels.py: the operator, its shapes and the category, or the same library kernel at
 another tile) and a group found on both sides is "renamed" too (`operator` or `tile`). What
 is left is "new" or "vanished". Kernels are summed over devices.
 
@@ -19,18 +19,237 @@ median duration (metrics.top_kernels p50_ns; over several devices or names, the
 calls-weighted median of theirs), and its calls and time as measured over the whole
 capture, never divided by the captured window. Rows are sorted by the absolute change of
 compared time.
-"""
+
+Kernel name normalization, so one kernel matches across builds.
+
+Builds of the same model often differ only in template arguments (tile sizes, launch
+bounds, functor instance numbers) or in compiler-assigned numeric suffixes
+(`triton_poi_fused_add_3` vs `_7`). The normalized form:
+
+1. removes every template argument list `<...>`, nested ones included (`operator<` and
+   `operator->` are left alone);
+2. replaces each standalone number (digits not touching a letter or digit, such as the
+   `3` in `_3` or `(instance 2)`) with `#`;
+3. drops whitespace except between two identifier characters.
+
+Example: `void gemm<128, 64, (int)2>(float *, int)` -> `void gemm(float*,int)`.
+
+What operation a kernel implements, so a kernel that changed its name matches its old self.
+
+A library picks another kernel for the same operation when a build, a setting or the input
+changes: cuBLAS's `nvjet_hsh_256x128_...` becomes `nvjet_hsh_128x256_...` for the same
+`aten::mm`. Such a kernel is one row ("renamed"), not a new kernel and a vanished one. After
+exact and normalized names (kernels.py), the names left on each side are matched by their
+operation's signature:
+
+- the operator that launched it (report.json `metrics.operators.operator_kernels`: the
+  operator holding most of the name's kernel time; PyTorch profiler traces), its category
+  (the report's step_work names, else the built-in category table) and, where both reports
+  count them (`metrics.compute_efficiency.kernels`), its FLOPs and bytes per call rounded to
+  SIGNIFICANT digits: the operation's shapes;
+- without an operator (the report records none, or none launched the kernel): the category
+  and the name up to its first tile shape
+  (digit groups joined by `x`: `nvjet_hsh_` in `nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NNT`):
+  the same library kernel family, its type and precision, at another tile (the tile, the
+  cluster shape and the raster order that come with it change together).
+
+Names with no category ("other") or no operator and no tile shape in their name are not
+matched this way: a category alone does not say two kernels do the same work. Several names
+of one signature on a side make one row (their calls and time summed), as normalized names do.
+
+Each kernel's achieved rate as a share of its own GPU's peak, for pairs run on different GPUs.
+
+A kernel 30% slower on another GPU says little by itself; beside it, how close each side came
+to its own GPU's peak says whether the kernel used both GPUs alike. Read from each report's
+`metrics.compute_efficiency` (its `kernels` and its `devices`' peaks, docs/metrics/
+compute_efficiency.md): for a kernel bound by compute (its FLOPs per byte at or beyond its GPU's
+ridge point) its achieved FLOP/s over the peak FLOP/s of the precision it computes in; else its
+achieved bytes/s over the peak memory bandwidth. Summed over devices and names by kernel time.
+A kernel the report has no FLOPs or bytes for has none ("not computed")."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.diff import in_step, operations, peaks
+from nsys_llm_explainer.diff import in_step
 from nsys_llm_explainer.diff.load import Side
-from nsys_llm_explainer.diff.names import normalize
+from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE, OTHER
+
+
+def _device_peaks(m: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    return {d.get("device_id"): d for d in m.get("devices") or [] if isinstance(d, dict)}
+
+
+def _one(row: dict[str, Any], dev: dict[str, Any] | None) -> tuple[float, str] | None:
+    if dev is None:
+        return None
+    if row.get("bound") == "compute" and row.get("tflops"):
+        dtype = row.get("math_dtype") or row.get("compute_dtype")
+        peak = (dev.get("peak_tflops") or {}).get(dtype)
+        return (100.0 * float(row["tflops"]) / float(peak), "FLOP/s") if peak else None
+    if row.get("gbps") and dev.get("hbm_gbps"):
+        return 100.0 * float(row["gbps"]) / float(dev["hbm_gbps"]), "bytes/s"
+    return None
+
+
+def of_side(side: Side) -> dict[str, tuple[float, float, str]]:
+    """kernel name -> (weight: kernel ns, % of peak, "FLOP/s" or "bytes/s")."""
+    m = side.metric("compute_efficiency")
+    if m is None:
+        return {}
+    devices = _device_peaks(m)
+    acc: dict[str, list[Any]] = {}
+    for row in m.get("kernels") or []:
+        if not isinstance(row, dict) or row.get("implausible"):
+            continue
+        got = _one(row, devices.get(row.get("device_id")))
+        if got is None:
+            continue
+        w = float(row.get("kernel_ns") or 0)
+        a = acc.setdefault(str(row.get("name")), [0.0, 0.0, got[1]])
+        a[0] += w
+        a[1] += w * got[0]
+    return {n: (w, s / w, what) for n, (w, s, what) in acc.items() if w > 0}
+
+
+def of_names(table: dict[str, tuple[float, float, str]], names: object, sep: str) -> dict[str, Any]:
+    """The % of peak of one row's names (weighted by kernel time), or None."""
+    if not isinstance(names, str) or not names:
+        return {"pct": None, "of": None}
+    found = [table[n] for n in names.split(sep) if n in table]
+    weight = sum(f[0] for f in found)
+    if not weight:
+        return {"pct": None, "of": None}
+    kinds = {f[2] for f in found}
+    return {"pct": round(sum(f[0] * f[1] for f in found) / weight, 2),
+            "of": kinds.pop() if len(kinds) == 1 else "mixed"}
+
+
+SIGNIFICANT = 3
+NO_OPERATOR = "(no operator)"
+_TILE = re.compile(r"\d+(?:x\d+)+")
+
+Signature = tuple[str, ...]
+
+
+def _operators(side: Side) -> dict[str, str]:
+    """kernel name -> the operator holding most of its kernel time."""
+    m = side.metric("operators") or {}
+    best: dict[str, tuple[float, str]] = {}
+    for row in m.get("operator_kernels") or []:
+        if not isinstance(row, dict) or row.get("operator") in (None, NO_OPERATOR):
+            continue
+        name, ns = str(row.get("kernel")), float(row.get("kernel_ns") or 0)
+        if name not in best or ns > best[name][0]:
+            best[name] = (ns, str(row["operator"]))
+    return {k: v[1] for k, v in best.items()}
+
+
+def _rounded(x: float) -> str:
+    if x <= 0:
+        return "0"
+    digits = SIGNIFICANT - 1 - math.floor(math.log10(x))
+    return f"{round(x, digits):.6g}"
+
+
+def _work_per_call(side: Side) -> dict[str, str]:
+    """kernel name -> FLOPs and bytes per call, rounded (the operation's shapes)."""
+    m = side.metric("compute_efficiency") or {}
+    acc: dict[str, list[float]] = {}
+    for row in m.get("kernels") or []:
+        if not isinstance(row, dict) or not isinstance(row.get("calls"), int) or not row["calls"]:
+            continue
+        a = acc.setdefault(str(row.get("name")), [0.0, 0.0, 0.0])
+        a[0] += float(row.get("flops") or 0)
+        a[1] += float(row.get("bytes") or 0)
+        a[2] += row["calls"]
+    return {n: f"{_rounded(f / c)} FLOP, {_rounded(b / c)} B" for n, (f, b, c) in acc.items()}
+
+
+def _categories(side: Side, names: list[str]) -> dict[str, str]:
+    sw = side.metric("step_work") or {}
+    known = {str(r.get("name")): str(r.get("category")) for r in sw.get("names") or []
+             if isinstance(r, dict) and r.get("category")}
+    rest = [n for n in names if n not in known]
+    if rest:
+        cats, _ = BUILTIN_TABLE.classify(rest)
+        known.update(zip(rest, cats, strict=True))
+    return {n: known[n] for n in names}
+
+
+def signatures(base: Side, new: Side, names_b: list[str], names_n: list[str]) -> tuple[
+        dict[str, Signature], dict[str, Signature], str]:
+    """Each name's signature on each side (names without one are left out), and how they
+    were built ("operator" or "tile")."""
+    ob, on = _operators(base), _operators(new)
+    by_operator = bool(ob) and bool(on)
+    wb, wn = _work_per_call(base), _work_per_call(new)
+    shapes = bool(wb) and bool(wn)
+
+    def one(side: Side, names: list[str], ops: dict[str, str], work: dict[str, str]) -> dict[str, Signature]:
+        cats = _categories(side, names)
+        out: dict[str, Signature] = {}
+        for n in names:
+            cat = cats[n]
+            if cat == OTHER:
+                continue
+            if by_operator and n in ops:
+                out[n] = (ops[n], cat, work.get(n, "?") if shapes else "")
+            elif (m := _TILE.search(n)) is not None and m.start() > 0:  # no operator launched it
+                out[n] = (cat, n[: m.start()])
+        return out
+
+    return one(base, names_b, ob, wb), one(new, names_n, on, wn), "operator" if by_operator else "tile"
+
+
+def how_matched(sig: Signature) -> str:
+    """"operator" (operator, category, shapes) or "tile" (category, library family)."""
+    return "operator" if len(sig) == 3 else "tile"
+
+
+def describe(sig: Signature, how: str = "") -> str:
+    if len(sig) == 3:
+        shapes = f", {sig[2]} per call" if sig[2] and sig[2] != "?" else ""
+        return f"{sig[0]} ({sig[1]}{shapes})"
+    return f"{sig[0]} kernels {sig[1]}* at another tile"
+
+
+def row_extra(sig: Signature | None, how: str) -> dict[str, Any]:
+    return {"operation": describe(sig, how) if sig else None}
+
+
+_OPERATORS = re.compile(r"operator\s*(<<=|>>=|<<|>>|<=|>=|->\*?|<|>)")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
+_SPACE_AROUND_PUNCT = re.compile(r"\s*([^\w\s])\s*")
+_SPACES = re.compile(r"\s+")
+
+
+def strip_templates(name: str) -> str:
+    """Remove `<...>` lists; return the input unchanged if its brackets do not balance."""
+    protected = _OPERATORS.sub(lambda m: "operator" + "\x00" * len(m.group(1)), name)
+    out: list[str] = []
+    depth = 0
+    for i, ch in enumerate(protected):
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(name[i] if ch == "\x00" else ch)
+    return name if depth else "".join(out)
+
+
+def normalize(name: str) -> str:
+    s = _SPACES.sub(" ", name).strip()
+    s = strip_templates(s)
+    s = _NUMBER.sub("#", s)
+    return _SPACE_AROUND_PUNCT.sub(r"\1", s).strip()
+
 
 COLUMNS = (
     "key",
@@ -109,7 +328,7 @@ def _pairs(key: pd.Index, gb: pd.DataFrame, gn: pd.DataFrame, how: str) -> pd.Da
 
 def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = None) -> pd.DataFrame:
     """One row per matched kernel (or group), new kernel or vanished kernel; raw figures.
-    `sides`: the two reports, for matching what names leave by operation (operations.py)."""
+    `sides`: the two reports, for matching what names leave by operation (py)."""
     same = fb.merge(fn, on="name", suffixes=("_b", "_n"))
     same = pd.DataFrame(
         {
@@ -132,11 +351,11 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = 
     lb, ln = lb[~lb["key"].isin(both)], ln[~ln["key"].isin(both)]
     operation: dict[str, str] = {}
     if sides is not None and len(lb) and len(ln):
-        sb, sn, _ = operations.signatures(*sides, lb["name"].tolist(), ln["name"].tolist())
+        sb, sn, _ = signatures(*sides, lb["name"].tolist(), ln["name"].tolist())
         shared = set(sb.values()) & set(sn.values())
         if shared:
-            text = {sig: f"\x00{operations.describe(sig)}" for sig in shared}
-            how = {t: operations.how_matched(sig) for sig, t in text.items()}
+            text = {sig: f"\x00{describe(sig)}" for sig in shared}
+            how = {t: how_matched(sig) for sig, t in text.items()}
             ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb.get(n), "")))  # type: ignore[arg-type]
             on = ln.assign(key=ln["name"].map(lambda n: text.get(sn.get(n), "")))  # type: ignore[arg-type]
             ob, on = ob[ob["key"] != ""], on[on["key"] != ""]
@@ -256,9 +475,9 @@ def _per_call(rows: pd.DataFrame, mb: dict[str, Any], mn: dict[str, Any]) -> pd.
 
 
 def _peaks(rows: pd.DataFrame, base: Side, new: Side) -> pd.DataFrame:
-    tb, tn = peaks.of_side(base), peaks.of_side(new)
-    b = [peaks.of_names(tb, x, NAME_SEP) for x in rows["base_name"].tolist()]
-    n = [peaks.of_names(tn, x, NAME_SEP) for x in rows["new_name"].tolist()]
+    tb, tn = of_side(base), of_side(new)
+    b = [of_names(tb, x, NAME_SEP) for x in rows["base_name"].tolist()]
+    n = [of_names(tn, x, NAME_SEP) for x in rows["new_name"].tolist()]
     return rows.assign(base_peak_pct=[x["pct"] for x in b], base_peak_of=[x["of"] for x in b],
                        new_peak_pct=[x["pct"] for x in n], new_peak_of=[x["of"] for x in n])
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.options import Options

@@ -1,5 +1,10 @@
-"""Writers for a diff: diff.md (Jinja, escaped like report.md), diff.json, tables/diff_kernels.csv,
-and the one-line verdict printed on stdout."""
+"""Writers for a diff: diff.md (Jinja, escaped like report.md), diff.html, diff.json,
+tables/diff_kernels.csv, and the one-line verdict printed on stdout.
+
+diff.html: one self-contained page like report.html (its stylesheet and sortable tables,
+no network access when viewed): the headline and the gate verdict first, in a card marked
+when the captures are not comparable, then every section of diff.md (converted by
+render/md_html.py, which escapes everything it does not build markup from)."""
 
 from __future__ import annotations
 
@@ -13,14 +18,15 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.diff.comparability import interval, pct
 from nsys_llm_explainer.diff.compare import Diff
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
-from nsys_llm_explainer.diff.lead import interval, pct
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import escape, md_env, templates
+from nsys_llm_explainer.render import escape, md_env, md_html, templates
 from nsys_llm_explainer.render.csv_writer import render_table
+from nsys_llm_explainer.render.html import CSP
 
 MD_NAME = "diff.md"
 MD_TEMPLATE = "diff.md.j2"
@@ -140,12 +146,10 @@ def render_csv(diff: Diff) -> str:
 def files(diff: Diff, top_n: int = 20) -> dict[str, str]:
     # diff.json last: output.write moves files in this order, so a complete diff.json
     # means the rest of this diff is on disk too
-    from nsys_llm_explainer.diff import page
-
     md = render_md(diff, top_n)
     return {
         MD_NAME: md,
-        HTML_NAME: page.render(diff, md),
+        HTML_NAME: render_html(diff, md),
         CSV_NAME: render_csv(diff),
         JSON_NAME: render_json(diff),
     }
@@ -190,3 +194,53 @@ def verdict(diff: Diff) -> str:
 
 def gate_value(v: object) -> str:
     return v if isinstance(v, str) else f"{float(v):.2f}"  # type: ignore[arg-type]
+
+
+TEMPLATE = "diff.html.j2"
+
+
+@functools.lru_cache(maxsize=1)
+def html_environment() -> jinja2.Environment:
+    """diff.html's environment (render/templates.py): autoescaped, no filters of its own."""
+    return templates.environment(
+        templates.DIFF_HTML, {}, autoescape=True, trim_blocks=True, lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def sections(md: str) -> list[dict[str, Any]]:
+    """diff.md's `## ` sections (title, HTML body), without its first line and top heading."""
+    out: list[dict[str, Any]] = []
+    title: str | None = None
+    body: list[str] = []
+    for line in md.splitlines()[1:]:
+        if line.startswith("## "):
+            if title is not None:
+                out.append({"title": title, "html": md_html.convert("\n".join(body))})
+            title, body = line[3:].strip(), []
+        elif title is not None:
+            body.append(line)
+        elif not line.startswith("# "):
+            body.append(line)
+    if title is not None:
+        out.append({"title": title, "html": md_html.convert("\n".join(body))})
+    return out
+
+
+def intro(md: str) -> Any:
+    """The side-by-side table and verdict before the first section."""
+    lines = [ln for ln in md.splitlines()[1:] if not ln.startswith("# ")]
+    head = []
+    for ln in lines:
+        if ln.startswith("## "):
+            break
+        head.append(ln)
+    return md_html.convert("\n".join(head))
+
+
+def render_html(diff: Diff, md: str) -> str:
+
+    doc = diff.doc
+    return html_environment().get_template(TEMPLATE).render(
+        d=doc, csp=CSP, verdict=verdict(diff), intro=intro(md), sections=sections(md),
+    )

@@ -7,7 +7,7 @@ versions still compare.
 
 Noise: when both reports carry the work inside their complete steps (metrics.step_work),
 each phase's step time change is a Hodges-Lehmann shift over the steps' latencies with its
-interval (shift.py); beyond the noise means the interval excludes no change, and the medians
+interval (diff/in_step.py); beyond the noise means the interval excludes no change, and the medians
 are the samples' own, with their sizes. Older reports: the median change (new p50 - base p50)
 is compared with the baseline's interquartile range (p75 - p25, from the per-step durations
 or the phase's p25/p75); a change within it is within the baseline spread.
@@ -22,8 +22,8 @@ import numpy as np
 
 from nsys_llm_explainer.diff import in_step
 from nsys_llm_explainer.diff.basis import json_pct, rel_pct
+from nsys_llm_explainer.diff.in_step import shift
 from nsys_llm_explainer.diff.load import Side
-from nsys_llm_explainer.diff.shift import shift
 
 COUNT_KEYS = ("step_count", "steps", "count", "n_steps")
 P50_KEYS = ("p50_ns", "latency_p50_ns", "step_p50_ns")

@@ -2,7 +2,23 @@
 by a step count (basis.py says why); diff.md states each side's window beside them. Per-step
 figures never come from here: they come from the work inside complete steps (in_step.py),
 since whole-capture totals hold the partial steps at the capture edges and the work between
-steps."""
+steps.
+
+Per-category kernel time of each whole capture as measured, from report.json
+`metrics.categories` (never divided by the captured window: basis.py), with the kernel counts
+where the report has them. Per-step category changes come from in_step.py.
+
+The global breakdown is read from the first of TABLE_KEYS holding either a list of
+{category, total_ns[, kernel_count]} rows or an object {category: ns | {total_ns: ...}}; a few
+key spellings are accepted so reports from nearby versions still compare.
+
+Critical-path composition compared, from report.json `metrics.critical_path`: per kind
+(host work, launch overhead, kernels, copies, synchronization, communication, ...) the time
+on the median step's path and its share, on both sides, with the change.
+
+The median step is the one each report describes in full, so both sides compare one
+typical step; shares are of that step's path. The kernel categories on the path (per step
+over the followed steps) are compared the same way."""
 
 from __future__ import annotations
 
@@ -132,3 +148,137 @@ def devices(base: Side, new: Side) -> dict[str, Any]:
             row["busy_delta_pct"] = row["idle_pct_delta_pp"] = None
         rows.append(row)
     return {"status": "ok", "reason": None, "rows": rows}
+
+
+TABLE_KEYS = ("global", "categories", "by_category", "totals")
+NAME_KEYS = ("category", "name")
+NS_KEYS = ("total_ns", "kernel_ns", "time_ns", "ns")
+COUNT_KEYS = ("kernel_count", "calls", "count")
+
+
+def _ns(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, dict):
+        return next(
+            (float(value[k]) for k in NS_KEYS if isinstance(value.get(k), int | float)), None
+        )
+    return None
+
+
+def _table(obj: Any, depth: int = 0) -> dict[str, float] | None:
+    if isinstance(obj, list):
+        out: dict[str, float] = {}
+        for row in obj:
+            name = next(
+                (
+                    row[k]
+                    for k in NAME_KEYS
+                    if isinstance(row, dict) and isinstance(row.get(k), str)
+                ),
+                None,
+            )
+            ns = _ns(row)
+            if name is None or ns is None:
+                return None
+            out[name] = out.get(name, 0.0) + ns
+        return out
+    if isinstance(obj, dict) and depth == 0:
+        for key in TABLE_KEYS:
+            if key in obj and (found := _table(obj[key], 1)) is not None:
+                return found
+        values = {str(k): _ns(v) for k, v in obj.items()}
+        if values and all(v is not None for v in values.values()):
+            return {k: v for k, v in values.items() if v is not None}
+    return None
+
+
+def read(side: Side) -> dict[str, float] | str:
+    m = side.metric("categories")
+    if m is None:
+        return side.why_missing("categories")
+    for key in TABLE_KEYS:
+        if key in m and (found := _table(m[key])) is not None:
+            return found
+    return f"{side.role}: metrics.categories has no global table of kernel time per category"
+
+
+def counts(side: Side) -> dict[str, int]:
+    """category -> kernel count, where the global table has them."""
+    m = side.metric("categories") or {}
+    rows: list[Any] = next((m[k] for k in TABLE_KEYS if isinstance(m.get(k), list)), [])
+    out: dict[str, int] = {}
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("category"), str):
+            continue
+        n = next((row[k] for k in COUNT_KEYS if isinstance(row.get(k), int) and not isinstance(row.get(k), bool)),
+                 None)
+        if n is not None:
+            out[row["category"]] = out.get(row["category"], 0) + n
+    return out
+
+
+def compare(base: Side, new: Side) -> dict[str, Any]:
+    tb, tn = read(base), read(new)
+    if isinstance(tb, str) or isinstance(tn, str):
+        return {"status": "not_compared", "reason": tb if isinstance(tb, str) else tn, "rows": []}
+    cb, cn = counts(base), counts(new)
+    rows: list[dict[str, Any]] = []
+    for cat in sorted(set(tb) | set(tn)):
+        b, n = tb.get(cat, 0.0), tn.get(cat, 0.0)
+        rows.append(
+            {
+                "category": cat,
+                "base_ns": b,
+                "new_ns": n,
+                "delta_ns": round(n - b, 3),
+                "delta_pct": json_pct(rel_pct(b, n)),
+                "base_kernels": cb.get(cat, 0) if cb else None,
+                "new_kernels": cn.get(cat, 0) if cn else None,
+            }
+        )
+    rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["category"]))
+    return {"status": "ok", "reason": None, "rows": rows}
+
+
+def _kinds(side: Side) -> tuple[dict[str, tuple[float, float, str]], dict[str, Any]] | str:
+    m = side.metric("critical_path")
+    if m is None:
+        return side.why_missing("critical_path")
+    step = m.get("median_step")
+    if not isinstance(step, dict):
+        return f"{side.role}: metrics.critical_path describes no median step"
+    rows = {str(c["kind"]): (float(c["ns"]), float(c["pct"]), str(c.get("title", c["kind"])))
+            for c in step.get("composition", []) if isinstance(c, dict)}
+    return rows, m
+
+
+def _categories(m: dict[str, Any]) -> dict[str, float]:
+    return {str(c["category"]): float(c["ns_per_step"]) for c in m.get("kernel_categories", []) or []
+            if isinstance(c, dict)}
+
+
+def compare_critical_path(base: Side, new: Side) -> dict[str, Any]:
+    kb, kn = _kinds(base), _kinds(new)
+    if isinstance(kb, str) or isinstance(kn, str):
+        return {"status": "not_compared", "reason": kb if isinstance(kb, str) else kn, "rows": [],
+                "categories": []}
+    (rb, mb), (rn, mn) = kb, kn
+    rows: list[dict[str, Any]] = []
+    for kind in list(dict.fromkeys([*rb, *rn])):
+        b_ns, b_pct, title = rb.get(kind, (0.0, 0.0, kind))
+        n_ns, n_pct, title_n = rn.get(kind, (0.0, 0.0, title))
+        rows.append({
+            "kind": kind, "title": title if kind in rb else title_n,
+            "base_ns": b_ns, "new_ns": n_ns, "delta_ns": n_ns - b_ns, "delta_pct": json_pct(rel_pct(b_ns, n_ns)),
+            "base_share_pct": b_pct, "new_share_pct": n_pct, "share_delta_pp": round(n_pct - b_pct, 2),
+        })
+    rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["kind"]))
+    cb, cn = _categories(mb), _categories(mn)
+    cats: list[dict[str, Any]] = [{"category": c, "base_ns_per_step": cb.get(c, 0.0), "new_ns_per_step": cn.get(c, 0.0),
+             "delta_ns": cn.get(c, 0.0) - cb.get(c, 0.0)} for c in sorted(set(cb) | set(cn))]
+    cats.sort(key=lambda r: (-abs(r["delta_ns"]), r["category"]))
+    steps = {side: {"step": m["median_step"].get("step"), "measured_ns": m["median_step"].get("measured_ns"),
+                    "bound": m["median_step"].get("bound"), "replay_error_pct": m.get("replay_error_pct")}
+             for side, m in (("base", mb), ("new", mn))}
+    return {"status": "ok", "reason": None, "median_step": steps, "rows": rows, "categories": cats}

@@ -19,7 +19,7 @@ from nsys_llm_explainer.fleet.inputs import TraceInput
 from nsys_llm_explainer.fleet.worker import Task, options_key
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render.templates import NO_CACHE_ENV
-from nsys_llm_explainer.runtime.cpus import usable_cpus
+from nsys_llm_explainer.runtime.machine import usable_cpus
 
 Progress = Callable[[int, int, TraceInput, dict[str, Any]], None]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.fleet import robust, runs, sweep
 from nsys_llm_explainer.fleet.inputs import TraceInput
 

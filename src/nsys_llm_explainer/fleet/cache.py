@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer import __version__
+from nsys_llm_explainer.about import __version__
 
 SUMMARY_VERSION = 2
 EDGE_BYTES = 1 << 20

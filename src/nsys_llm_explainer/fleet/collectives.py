@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.fleet import blame, robust
+from nsys_llm_explainer.fleet import robust
 from nsys_llm_explainer.fleet.align import TIE_NS, best_shift, keyed, pairs
 
 SLOW_RATIO = 1.5
@@ -123,7 +123,7 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int],
          "wait_caused_ns": int(caused[r]), "wait_suffered_ns": int(suffered[r])}
         for r in range(nr)
     ]
-    verdict = blame.judge(last_count, charged_in, chance_sum, caused, k) if caused.sum() > 0 else None
+    verdict = robust.judge(last_count, charged_in, chance_sum, caused, k) if caused.sum() > 0 else None
     culprit = None
     if verdict is not None and verdict["stands_out"]:
         r = verdict["rank"]

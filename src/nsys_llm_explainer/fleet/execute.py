@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 from urllib.parse import urlsplit
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.errors import InputError, UsageError
 from nsys_llm_explainer.fleet.worker import Task, summarize, unreadable
 

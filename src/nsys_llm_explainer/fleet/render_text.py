@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nsys_llm_explainer import TOOL_NAME, fmt
+from nsys_llm_explainer import fmt
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.fleet.same_run import span_words, utc
 from nsys_llm_explainer.render.escape import md, md_name
 from nsys_llm_explainer.render.escape import md as _md

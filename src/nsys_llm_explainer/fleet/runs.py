@@ -1,4 +1,27 @@
-"""One run (one multi-rank job): its ranks, their table rows and the cross-rank analyses."""
+"""One run (one multi-rank job): its ranks, their table rows and the cross-rank analyses:
+stragglers() and imbalance().
+
+Stragglers: ranks whose compute time per step or step time lies beyond the robust band
+(robust.py: median + 3 x 1.4826 x MAD, and at least 2% above the median) of the run's ranks.
+
+Compute time per step (the median over the rank's steps of its non-communication kernel
+time) is the primary signal: in a lock-step job every rank's step takes as long as the
+slowest one's, so step time equalizes and only the work each rank does differs. Without
+steps, the rank's total compute kernel time is compared instead. Fewer than MIN_RANKS
+ranks leave the band undefined (with two ranks, both sit exactly one MAD from the median).
+
+For each straggler, what differs from the median rank: the kernels with the most extra
+time, host-side idle (launch_bound + host_other idle causes) and copy time.
+
+Imbalance: how unevenly the compute is spread over the ranks of a run.
+
+- per step: for each step index present on every rank, max / mean of the ranks' compute
+  kernel time in that step (1.0 = perfectly balanced); p50, p90 and max over the steps,
+  and the rank most often holding the maximum.
+- overall: max / mean of the ranks' total compute kernel time.
+- kernel mix: per compute kernel name, its share of each rank's compute kernel time; the
+  names whose share differs most between ranks (spread = max share - min share, percentage
+  points). Communication kernels are left out: their time is mostly waiting (see collectives)."""
 
 from __future__ import annotations
 
@@ -9,7 +32,150 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.fleet import align, collectives, imbalance, same_run, stragglers
+from nsys_llm_explainer.fleet import align, collectives, robust, same_run
+
+MIN_SPREAD_PP = 1.0
+MIX_LISTED = 10
+MIX_COLUMNS = ("name", "min_ns", "median_ns", "max_ns", "min_rank", "max_rank",
+               "min_share_pct", "max_share_pct", "spread_pp")
+
+
+def _per_step(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = [r["steps"] for r in ranks]
+    if any(s["status"] != "ok" for s in steps):
+        return {"status": "skipped", "reason": "steps were not found on every rank"}
+    n = min(s["count"] for s in steps)
+    c = np.stack([s["compute_ns"][:n] for s in steps]).astype(np.float64)
+    mean = c.mean(axis=0)
+    ok = mean > 0
+    if not ok.any():
+        return {"status": "skipped", "reason": "no compute kernel ran inside the steps"}
+    ratio = c[:, ok].max(axis=0) / mean[ok]
+    top = np.bincount(c[:, ok].argmax(axis=0), minlength=len(ranks))
+    return {
+        "status": "ok", "steps": int(ok.sum()),
+        "max_over_mean_p50": round(float(np.percentile(ratio, 50)), 4),
+        "max_over_mean_p90": round(float(np.percentile(ratio, 90)), 4),
+        "max_over_mean_max": round(float(ratio.max()), 4),
+        "most_often_max_rank": int(np.argmax(top)),
+        "most_often_max_pct": round(100.0 * float(top.max()) / float(ok.sum()), 2),
+    }
+
+
+def kernel_mix(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> pd.DataFrame:
+    names = sorted({item["name"] for r in ranks for item in r["names"]["kernels"] if not item["comm"]})
+    cols = {i: {item["name"]: item["ns"] for item in r["names"]["kernels"] if not item["comm"]}
+            for i, r in enumerate(ranks)}
+    ns = pd.DataFrame(cols, index=names, columns=range(len(ranks))).fillna(0).astype(np.int64)
+    totals = np.array([max(r["compute_ns"], 1) for r in ranks], dtype=np.float64)
+    share = 100.0 * ns.to_numpy(np.float64) / totals[None, :]
+    v = ns.to_numpy(np.int64)
+    out = pd.DataFrame({
+        "name": ns.index,
+        "min_ns": v.min(axis=1), "median_ns": np.rint(np.median(v, axis=1)).astype(np.int64),
+        "max_ns": v.max(axis=1), "min_rank": v.argmin(axis=1), "max_rank": v.argmax(axis=1),
+        "min_share_pct": share.min(axis=1).round(2), "max_share_pct": share.max(axis=1).round(2),
+        "spread_pp": (share.max(axis=1) - share.min(axis=1)).round(2),
+    })
+    return out.sort_values(["spread_pp", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def imbalance(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.DataFrame]:
+    if len(ranks) < 2:
+        return {"status": "skipped", "reason": "a single rank"}, pd.DataFrame(columns=list(MIX_COLUMNS))
+    compute = np.array([r["compute_ns"] for r in ranks], dtype=np.float64)
+    mix = kernel_mix(rows, ranks)
+    listed = mix[mix["spread_pp"] >= MIN_SPREAD_PP].head(MIX_LISTED)
+    doc = {
+        "status": "ok",
+        "compute_max_over_mean": round(float(compute.max() / compute.mean()), 4) if compute.mean() else None,
+        "compute_max_rank": int(np.argmax(compute)),
+        "per_step": _per_step(ranks),
+        "kernel_mix": [
+            {"name": str(x.name), "min_rank": int(x.min_rank), "max_rank": int(x.max_rank),
+             "min_share_pct": float(x.min_share_pct), "max_share_pct": float(x.max_share_pct),
+             "spread_pp": float(x.spread_pp)}
+            for x in listed.itertuples()
+        ],
+    }
+    return doc, mix
+
+
+MIN_RANKS = robust.MIN_RANKS
+TOP_DIFFS = 3
+HOST_CAUSES = ("launch_bound", "host_other")
+SIGNALS = (("compute_per_step_ns", "compute time per step"), ("step_p50_ns", "step time p50"))
+
+
+def _median_of(values: list[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return float(np.median(v)) if v else None
+
+
+def _kernel_excess(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], r: int) -> list[dict[str, Any]]:
+    per_name: dict[str, list[int]] = {}
+    for rank in ranks:
+        for item in rank["names"]["kernels"]:
+            if not item["comm"]:
+                per_name.setdefault(item["name"], [])
+    table = {n: [0] * len(ranks) for n in per_name}
+    for i, rank in enumerate(ranks):
+        for item in rank["names"]["kernels"]:
+            if item["name"] in table:
+                table[item["name"]][i] = item["ns"]
+    out: list[dict[str, Any]] = []
+    for name, ns in table.items():
+        med = float(np.median(ns))
+        extra = ns[r] - med
+        if extra > 0:
+            out.append({"name": name, "ns": ns[r], "median_ns": int(round(med)), "extra_ns": int(round(extra))})
+    out.sort(key=lambda x: (-x["extra_ns"], x["name"]))
+    return out[:TOP_DIFFS]
+
+
+def _host_idle(rank: dict[str, Any]) -> int | None:
+    causes = rank.get("idle_causes")
+    return None if causes is None else int(sum(causes.get(c, 0) for c in HOST_CAUSES))
+
+
+def stragglers(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], k: float = robust.K) -> dict[str, Any]:
+    if len(rows) < MIN_RANKS:
+        return {"status": "skipped",
+                "reason": f"the robust band needs at least {MIN_RANKS} ranks; this run has {len(rows)}"}
+    signals = []
+    flagged: dict[int, list[dict[str, Any]]] = {}
+    for signal, title in SIGNALS:
+        vals = [row[signal] for row in rows]
+        if any(v is None for v in vals):
+            if signal == "compute_per_step_ns":
+                signal, title = "compute_ns", "compute time"
+                vals = [row["compute_ns"] for row in rows]
+            else:
+                continue
+        arr = np.asarray(vals, dtype=np.float64)
+        med, mad, upper = robust.band(arr, k)
+        signals.append({"signal": signal, "title": title, "median": round(med, 1), "mad": round(mad, 1),
+                        "upper": round(upper, 1)})
+        for r in np.flatnonzero(arr > upper).tolist():
+            flagged.setdefault(r, []).append({
+                "signal": signal, "title": title, "value": int(round(arr[r])),
+                "median": int(round(med)), "excess_pct": round(100.0 * (arr[r] - med) / med, 2) if med else None,
+            })
+    host_med = _median_of([_host_idle(x) for x in ranks])
+    copy_med = _median_of([x["copies"]["ns"] if x["copies"] else None for x in ranks])
+    found = []
+    for r in sorted(flagged):
+        host = _host_idle(ranks[r])
+        copies = ranks[r]["copies"]["ns"] if ranks[r]["copies"] else None
+        found.append({
+            "rank": r, "name": rows[r]["name"], "why": flagged[r],
+            "kernels": _kernel_excess(rows, ranks, r),
+            "host_idle_ns": host, "host_idle_median_ns": None if host_med is None else int(round(host_med)),
+            "copy_ns": copies, "copy_median_ns": None if copy_med is None else int(round(copy_med)),
+        })
+    return {"status": "ok", "k": k, "mad_scale": robust.MAD_SCALE, "min_excess_pct": robust.MIN_EXCESS_PCT,
+            "signals": signals, "stragglers": found}
+
 
 TIMELINE_BINS = 240
 RANK_COLUMNS = (
@@ -148,10 +314,10 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         why_not = "a single rank" if len(ranks) < 2 else "no rank ran communication kernels"
         coll = {"status": "skipped", "reason": why_not}
     if not low:
-        strag = stragglers.find(rows, ranks, k)
+        strag = stragglers(rows, ranks, k)
     for found in strag.get("stragglers", []):
         rows[found["rank"]]["straggler"] = True
-    imb, mix = imbalance.analyze(rows, ranks)
+    imb, mix = imbalance(rows, ranks)
     tables["kernel_mix"] = mix
     doc.update(ranks=rows, collectives=coll, stragglers=strag, imbalance=imb)
     doc["headline"] = headline(doc)

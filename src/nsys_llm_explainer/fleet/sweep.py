@@ -3,14 +3,14 @@
 Per run: ranks, step time p50 (median over its ranks of their step p50), steps per second
 (median over its ranks of steps / the span from their first step start to last step end),
 GPU busy (mean over ranks), compute per step (median over ranks), the wait caused by the rank
-that causes the most (whether or not it stands out from chance: blame.py), and the most
+that causes the most (whether or not it stands out from chance: fleet/robust.py), and the most
 common verdict.
 
 Runs of a sweep (other batch sizes or settings of one model) are compared as runs, never
 aligned as ranks of one job; what makes them comparable is the same model on the same GPU,
 and `check` states it: the GPU models each run used, and, since captures do not record the
 model, the kernel names each run shares with the first (the share of its kernel time in
-names the other ran too; under evidence.MIN_NAME_SHARE either way: not the same program).
+names the other ran too; under same_run.MIN_NAME_SHARE either way: not the same program).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.fleet.evidence import MIN_NAME_SHARE
 from nsys_llm_explainer.fleet.inputs import natural_key
+from nsys_llm_explainer.fleet.same_run import MIN_NAME_SHARE
 from nsys_llm_explainer.results.serving import LatencyFit
 
-PHASES = ("prefill", "decode", "mixed")  # fleet/report_view.PHASE_CODES order
+PHASES = ("prefill", "decode", "mixed")  # fleet/worker.PHASE_CODES order
 
 COLUMNS = ("label", "ranks", "step_p50_ns", "steps_per_s", "gpu_busy_pct", "compute_per_step_ns",
            "exposed_comm_pct", "wait_caused_ns", "stragglers", "verdict")

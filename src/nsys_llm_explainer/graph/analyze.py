@@ -21,7 +21,13 @@ it, what_if reads it after): the graph of the steps metric's steps (or of the wh
 per process), the task labels (kernel categories, names, the slow rank's saving), the
 --what-if changes and the automatic ones (the top category's and the top kernel's 2x,
 fusion, slow_rank).
-"""
+
+An Analysis as report data: the critical path's composition and top items, the replay's
+error, the what-if rows, the counts of what the graph could not recover, and the tables.
+
+Composition shares are of the followed steps' critical paths added up (so a long step
+weighs more than a short one); per-step figures are means over those steps. The median
+step's composition is given on its own: it is what one typical step is made of."""
 
 from __future__ import annotations
 
@@ -32,14 +38,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import kernel_attribution, kernel_categories
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.join import kernel_attribution, kernel_categories
+from nsys_llm_explainer.analysis.nvtx import normalize
+from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.graph import changes as ch
-from nsys_llm_explainer.graph import composition as C
+from nsys_llm_explainer.graph import path as C
 from nsys_llm_explainer.graph.build import Graph, build
+from nsys_llm_explainer.graph.changes import BUILTIN
 from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN, Path, critical_paths
+from nsys_llm_explainer.graph.path import TASK as P_TASK
 from nsys_llm_explainer.graph.peers import peer_waits, slow_rank
 from nsys_llm_explainer.graph.replay import Params, Times, replay
 from nsys_llm_explainer.graph.steps import SPAN, Anchors, Plan, StepTimes, anchors, plan, step_times
@@ -395,7 +404,7 @@ def _host_ranges(data: TraceData) -> Any:
     def lookup(tkey: np.ndarray, t: np.ndarray) -> list[str]:
         if index is None or len(t) == 0:
             return [C.NO_RANGE] * len(t)
-        hit = nvtx_tree.innermost(index, tkey, t, t)
+        hit = nvtx.innermost(index, tkey, t, t)
         inside = hit >= 0
         codes = np.zeros(len(hit), np.int64)
         codes[inside] = nv.name[index.order[hit[inside]]]
@@ -440,3 +449,383 @@ def build_analysis(ctx: Context) -> tuple[Analysis, C.Pieces, np.ndarray, dict[s
                         waits, res.times.d_start)
     cats = C.kernel_categories_of(pieces, task)
     return res, pieces, cats, info
+
+
+P_HOST_PIECES = (CALL, RETURN, HOST_WORK)
+
+TOP_ITEMS = 10
+STEP_COLUMNS = ("step", "pid", "measured_ns", "replayed_ns", "error_pct", "host_period_ns",
+                "device_period_ns", "bound", "followed", *(f"{k}_ns" for k in C.KINDS))
+ITEM_COLUMNS = ("kind", "item", "category", "total_ns", "ns_per_step", "pct_of_path")
+TIMELINE_COLUMNS = ("lane", "start_ns", "end_ns", "kind", "item", "path")
+MAX_TIMELINE_ROWS = 4000
+WHAT_IF_COLUMNS = ("change", "measured_step_ns", "predicted_step_ns", "measured_window_ns",
+                   "predicted_window_ns", "gain_step_ns", "gain_window_ns", "predicted_step_p10_ns",
+                   "predicted_step_p90_ns", "changed_nodes", "source", "note")
+
+
+def _pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 2) if whole > 0 else 0.0
+
+
+def _median(values: np.ndarray) -> int:
+    return int(percentiles(values.astype(np.int64), (50,))[50]) if len(values) else 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    data: dict[str, Any]
+    steps: pd.DataFrame
+    items: pd.DataFrame
+    notes: tuple[str, ...]
+
+
+def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_info: dict[str, Any]) -> Summary:
+    """report.json metrics.critical_path and its tables (pieces: classified path pieces;
+    categories: per piece its kernel category, '' for other pieces)."""
+    nb = len(a.measured)
+    pk = C.per_kind(pieces, nb)
+    followed = np.zeros(nb, bool)
+    followed[a.followed] = True
+    path_total = int(pk[followed].sum())
+    kinds = [
+        {"kind": k, "title": C.KIND_TITLES[k],
+         "ns_per_step": int(round(pk[followed, i].sum() / max(followed.sum(), 1))),
+         "pct": _pct(int(pk[followed, i].sum()), path_total)}
+        for i, k in enumerate(C.KINDS) if pk[followed, i].sum() > 0
+    ]
+    items = _items(pieces, categories, int(followed.sum()), path_total)
+    med = median_block(a.measured)
+    median_step = None
+    if med >= 0:
+        mine = pieces.block == med
+        total = int(pk[med].sum())
+        median_step = {
+            "step": int(a.plan.step[med]),
+            "pid": int(a.plan.blocks.pid[med]),
+            "measured_ns": int(a.measured[med]),
+            "replayed_ns": int(a.replayed[med]),
+            "bound": _bound(a, med),
+            "host_period_ns": int(a.observed.host[med]),
+            "device_period_ns": int(a.observed.device[med]),
+            "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]),
+                             "pct": _pct(int(pk[med, i]), total)}
+                            for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
+            "top_items": _items(pieces.take(mine), categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
+        }
+    cats = _category_split(pieces, categories, int(followed.sum()), path_total)
+    err = a.error_pct
+    data = {
+        **step_info,
+        "steps_replayed": int(nb),
+        "steps_total": int(a.plan.total_steps),
+        "sampled": bool(a.plan.sampled),
+        "steps_followed": int(followed.sum()),
+        "measured_step_ns": _median(a.measured),
+        "replayed_step_ns": _median(a.replayed),
+        "replay_error_pct": {"median": round(float(np.median(err)), 3) if nb else None,
+                             "max": round(float(err.max()), 3) if nb else None},
+        "device_bound_steps": int((a.observed.device > a.observed.host).sum()) if a.plan.anchor != SPAN else None,
+        "composition": kinds,
+        "kernel_categories": cats,
+        "top_items": items.head(TOP_ITEMS).to_dict("records"),
+        "median_step": median_step,
+        "trust": trust(a, pieces, pk, followed),
+        "graph": {"host_calls": a.graph.n_host, "tasks": a.graph.n_device,
+                  "host_waits": int(len(a.graph.w_src)), "cross_stream_edges": int(len(a.graph.x_src)),
+                  "replay_rounds": int(a.times.rounds), "counts": dict(a.graph.counts)},
+        "latencies": a.graph.latencies,
+    }
+    steps = pd.DataFrame({
+        "step": a.plan.step, "pid": a.plan.blocks.pid, "measured_ns": a.measured, "replayed_ns": a.replayed,
+        "error_pct": np.round(err, 3), "host_period_ns": a.observed.host, "device_period_ns": a.observed.device,
+        "bound": np.where(a.observed.device > a.observed.host, "device", "host"), "followed": followed,
+        **{f"{k}_ns": pk[:, i] for i, k in enumerate(C.KINDS)},
+    })
+    return Summary(data, steps, items, limitations(a))
+
+
+TRUST_MAX_KEPT_PCT = 50.0  # from half of the path kept as measured on, a replay cannot tell what a change buys
+
+
+def kept_ns(pieces: C.Pieces, pk: np.ndarray) -> np.ndarray:
+    """Per block: its path's time in waits the replay keeps as measured: delays no recorded
+    dependency explains, and collectives' waits for the other ranks."""
+    out = pk[:, C.KINDS.index("unexplained")].copy()
+    peer = pieces.label == C.PEER_WAIT
+    if peer.any():
+        np.add.at(out, pieces.block[peer], pieces.ns[peer])
+    return out
+
+
+def trust(a: Analysis, pieces: C.Pieces, pk: np.ndarray, followed: np.ndarray) -> dict[str, Any]:
+    """How much of the followed paths the replay keeps as measured, and the step and stream it
+    trusts most: the followed step whose path holds the least such waits (then the smallest
+    replay error, then the one nearest the median), and the stream with the most device time
+    on that step's path."""
+    kept = kept_ns(pieces, pk)
+    total = pk.sum(axis=1)
+    kept_pct = _pct(int(kept[followed].sum()), int(total[followed].sum()))
+    out: dict[str, Any] = {"kept_pct": kept_pct, "trusted": bool(kept_pct < TRUST_MAX_KEPT_PCT), "step": None,
+                           "pid": None, "stream": None, "step_kept_pct": None}
+    blocks = np.flatnonzero(followed & (total > 0))
+    if len(blocks) == 0:
+        return out
+    share = kept[blocks] / total[blocks]
+    middle = np.abs(a.measured[blocks] - np.median(a.measured))
+    b = int(blocks[np.lexsort((middle, a.error_pct[blocks], share))[0]])
+    out.update(step=int(a.plan.step[b]), pid=int(a.plan.blocks.pid[b]), step_kept_pct=_pct(int(kept[b]), int(total[b])))
+    sel = (pieces.block == b) & (pieces.piece == P_TASK) & (pieces.node >= 0)
+    if sel.any():
+        g = a.graph
+        nodes = pieces.node[sel]
+        lane = pd.Series(pieces.ns[sel]).groupby([g.d_device[nodes], g.d_stream[nodes]]).sum()
+        dev, stream = lane.idxmax()
+        out["stream"] = f"GPU {int(dev)} stream {int(stream)}"
+    return out
+
+
+def _bound(a: Analysis, b: int) -> str:
+    if a.plan.anchor == SPAN:
+        return "capture"
+    return "device" if a.base.device[b] > a.base.host[b] else "host"
+
+
+def _items(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> pd.DataFrame:
+    if len(pieces.ns) == 0:
+        return pd.DataFrame(columns=list(ITEM_COLUMNS))
+    f = pd.DataFrame({"kind": [C.KINDS[k] for k in pieces.kind.tolist()], "item": pieces.label,
+                      "category": categories, "ns": pieces.ns})
+    g = f.groupby(["kind", "item", "category"], sort=False, as_index=False)["ns"].sum()
+    g = g.sort_values(["ns", "kind", "item"], ascending=[False, True, True], kind="stable")
+    return pd.DataFrame({
+        "kind": g["kind"], "item": g["item"], "category": g["category"], "total_ns": g["ns"].astype(np.int64),
+        "ns_per_step": np.rint(g["ns"] / max(steps, 1)).astype(np.int64),
+        "pct_of_path": [_pct(int(v), total) for v in g["ns"].tolist()],
+    }).reset_index(drop=True)
+
+
+def _category_split(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> list[dict[str, Any]]:
+    sel = categories != ""
+    if not sel.any():
+        return []
+    s = pd.Series(pieces.ns[sel]).groupby(categories[sel]).sum().sort_values(ascending=False, kind="stable")
+    return [{"category": str(c), "ns_per_step": int(round(v / max(steps, 1))), "pct": _pct(int(v), total)}
+            for c, v in s.items()]
+
+
+def what_if(a: Analysis, given: frozenset[str] = frozenset()) -> tuple[dict[str, Any], pd.DataFrame]:
+    """given: the changes asked for with --what-if (the other kernel changes are automatic:
+    the top category and the top kernel, 2x faster)."""
+    rows = []
+    measured_step = _median(a.measured)
+    processes = len(np.unique(a.plan.blocks.pid))
+    steps = max(a.plan.pid_steps.values(), default=0)
+    for c in a.changes:
+        p = percentiles(c.predicted, (10, 50, 90)) if len(c.predicted) else {10: 0, 50: 0, 90: 0}
+        gain_step = int(measured_step - p[50])
+        row = {
+            "change": c.change,
+            "measured_step_ns": measured_step,
+            "predicted_step_ns": int(p[50]),
+            "measured_window_ns": int(a.measured_window),
+            "predicted_window_ns": int(max(a.measured_window - c.window_gain, 0)),
+            "gain_step_ns": gain_step,
+            "gain_window_ns": int(c.window_gain),
+            "predicted_step_p10_ns": int(p[10]),
+            "predicted_step_p90_ns": int(p[90]),
+            "changed_nodes": int(c.touched),
+            "source": "built-in" if c.change in BUILTIN else "--what-if" if c.change in given else "automatic",
+            "bound": _path_bound(c.path_ns),
+        }
+        row["note"] = _note(c, row, steps, processes)
+        rows.append(row)
+    data = {"rows": rows, "steps_replayed": int(len(a.measured)), "steps_total": int(a.plan.total_steps),
+            "sampled": bool(a.plan.sampled)}
+    return data, pd.DataFrame([{k: r[k] for k in WHAT_IF_COLUMNS} for r in rows], columns=list(WHAT_IF_COLUMNS))
+
+
+def _path_bound(path_ns: np.ndarray) -> dict[str, Any] | None:
+    """The largest kind on the median step's critical path after the change."""
+    total = int(path_ns.sum())
+    if total <= 0:
+        return None
+    i = int(np.argmax(path_ns))
+    return {"kind": C.KINDS[i], "title": C.KIND_TITLES[C.KINDS[i]], "pct": _pct(int(path_ns[i]), total)}
+
+
+AGREE_PCT = 10.0  # per-step gain x steps and the window's gain agree within this
+AGREE_WINDOW_PCT = 0.5  # ... or when they differ by less than this share of the window
+
+
+def _note(c: Any, row: dict[str, Any], steps: int, processes: int) -> str | None:
+    """One line: why a change gains nothing, what bounds its gain, or why the window's gain
+    is not the per-step gain times the steps."""
+    bound = row["bound"]
+    if c.touched == 0:
+        return "nothing to change: the capture holds none of what this change removes"
+    on_path = (f"after the change the median step's critical path is {bound['pct']:g}% {bound['title']}"
+               if bound else "")
+    if row["gain_window_ns"] <= 0 and row["gain_step_ns"] <= 0:
+        line = f"no gain: {on_path}, which this change does not shorten" if bound else "no gain"
+        if c.longer:
+            line += (f"; {c.longer} replayed step{'s' if c.longer != 1 else ''} came out longer, which a speed-up "
+                    "cannot make a step: counted as no gain")
+        return line
+    parts = [f"bounded by {bound['title']} ({on_path})"] if bound else []
+    w = c.window
+    expected = row["gain_step_ns"] * steps
+    gap = abs(expected - row["gain_window_ns"])
+    if w is not None and gap > AGREE_PCT / 100 * max(expected, row["gain_window_ns"]) and \
+            gap > AGREE_WINDOW_PCT / 100 * row["measured_window_ns"]:
+        why: list[str] = []
+        if w.gain < w.in_window:
+            why.append(f"the window holds all of {w.floor_lane}'s work ({w.floor / 1e6:,.3f} ms at the changed "
+                       "durations)" if w.floor_kind == "stream" else
+                       f"the window holds work queued before the capture, kept as measured, to "
+                       f"{w.floor / 1e6:,.3f} ms into it")
+        if w.in_window < w.steps:
+            why.append(f"{(w.steps - w.in_window) / 1e6:,.3f} ms of the steps' gain lies outside the captured window")
+        if processes > 1:
+            why.append("the processes run side by side, so the window gains what the process that gains most does")
+        mean = float(c.gain.mean()) if len(c.gain) else 0.0
+        if abs(mean - row["gain_step_ns"]) > AGREE_PCT / 100 * max(mean, row["gain_step_ns"], 1):
+            why.append(f"steps gain unevenly (median {row['gain_step_ns'] / 1e6:,.3f} ms, mean {mean / 1e6:,.3f} ms)")
+        if why:
+            parts.append(f"the window gains {row['gain_window_ns'] / 1e6:,.3f} ms, not the per-step gain times "
+                         f"{steps:,} steps ({expected / 1e6:,.3f} ms): " + "; ".join(why))
+    if c.longer:
+        parts.append(f"{c.longer} replayed step{'s' if c.longer != 1 else ''} came out longer, counted as no gain")
+    return "; ".join(parts) if parts else None
+
+
+def limitations(a: Analysis) -> tuple[str, ...]:
+    """What the graph could not recover, counted (for the report's limitations)."""
+    c = a.graph.counts
+    out = []
+    if a.plan.sampled:
+        out.append(f"the critical path and the what-ifs replay {len(a.measured):,} evenly spaced steps of "
+                   f"{a.plan.total_steps:,} (each with the step before it); the window's prediction "
+                   "counts the other steps at the mean gain of the replayed ones")
+    if c.get("stream_wait_events_unrecovered"):
+        out.append(f"{c['stream_wait_events_unrecovered']:,} stream waits on events name no recording stream "
+                   "in this trace (Nsight Systems records it with --cuda-event-trace=true): the delays they "
+                   "cause are kept as measured, as unexplained waits")
+    if c.get("stream_wait_calls_without_record"):
+        out.append(f"{c['stream_wait_calls_without_record']:,} stream waits on events have no synchronization "
+                   "record (the PyTorch profiler writes them with its CUDA sync events enabled): which streams "
+                   "they join is unknown, and the delays they cause are kept as measured, as unexplained waits")
+    if c.get("unexplained_waits"):
+        out.append(f"{c['unexplained_waits']:,} tasks started later than every recovered dependency allows "
+                   f"({c['unexplained_wait_ns'] / 1e6:,.3f} ms in all): kept as measured (unexplained waits)")
+    if c.get("syncs_without_stream"):
+        out.append(f"{c['syncs_without_stream']:,} stream synchronizes have no synchronization record naming "
+                   "their stream: " + ("those not found by their timing (above) keep their measured duration"
+                                       if c.get("waits_found_by_timing") else "they keep their measured duration"))
+    if c.get("event_syncs_without_record"):
+        out.append(f"{c['event_syncs_without_record']:,} event synchronizes do not name the event's stream: "
+                   "they keep their measured duration")
+    if c.get("tasks_without_launch_call"):
+        out.append(f"{c['tasks_without_launch_call']:,} tasks have no launch call in the capture: they keep "
+                   "their measured start")
+    if c.get("waits_not_confirmed_by_timing"):
+        out.append(f"{c['waits_not_confirmed_by_timing']:,} calls that should block returned before the work "
+                   "they would wait for ended: they are replayed as not waiting")
+    if c.get("host_waits_longer_than_explained"):
+        out.append(f"{c['host_waits_longer_than_explained']:,} blocking calls waited longer than the work they "
+                   "wait for explains: the excess is kept as measured")
+    if c.get("queue_waits"):
+        out.append(f"{c['queue_waits']:,} launch, copy or memset calls waited for room in a full launch queue "
+                   f"(about {c['queue_depth']:,} operations pending; {c['queue_wait_ns'] / 1e6:,.3f} ms in all): "
+                   "each is replayed as waiting for the operation whose end made room, so a faster device shortens it")
+    if c.get("waits_found_by_timing"):
+        out.append(f"{c['waits_found_by_timing']:,} synchronizes whose stream or event no record names returned right "
+                   "after an operation of their process ended: they are replayed as waiting for it")
+    if c.get("slow_launch_calls"):
+        out.append(f"{c['slow_launch_calls']:,} launch calls took over 10 times their process's usual launch time "
+                   f"({c['slow_launch_call_ns'] / 1e6:,.3f} ms in all; a driver lock or module loading, no full "
+                   "launch queue): their time is kept as measured, and shows as launch overhead")
+    if c.get("tasks_overlapping_stream_predecessor"):
+        out.append(f"{c['tasks_overlapping_stream_predecessor']:,} tasks overlap the task before them on their "
+                   "stream (stream order not applied to them)")
+    return tuple(out)
+
+
+def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -> pd.DataFrame:
+    """The median step as drawable rows: every call and task of its block that overlaps the
+    step (lane, times relative to the step's replayed start, kind, item), then the critical
+    path's pieces (path True) on the lane they belong to. At most MAX_TIMELINE_ROWS node rows
+    (the longest ones) are kept."""
+    b = median_block(a.measured)
+    if b < 0:
+        return pd.DataFrame(columns=list(TIMELINE_COLUMNS))
+    g, t = a.graph, a.times
+    lo, hi = int(a.base.start[b]), int(a.base.end[b])
+    hs = np.flatnonzero((g.h_block == b) & (t.h_end > lo) & (t.h_start < hi))
+    ds = np.flatnonzero((g.d_block == b) & (t.d_end > lo) & (t.d_start < hi))
+    thread_lane = _thread_lanes(g, hs, a.anchors.chain[b])
+    rows: list[tuple[str, int, int, str, str, bool]] = list(zip(
+        [thread_lane[c] for c in g.h_chain[hs].tolist()],
+        (t.h_start[hs] - lo).tolist(), (t.h_end[hs] - lo).tolist(),
+        [C.CALL_KIND_NAMES[k] for k in g.h_kind[hs].tolist()],
+        [api_names[n] for n in g.h_api[hs].tolist()],
+        [False] * len(hs), strict=True))
+    rows.extend(zip(
+        _stream_lanes(g, ds),
+        (t.d_start[ds] - lo).tolist(), (t.d_end[ds] - lo).tolist(),
+        [C.TASK_KIND_NAMES[k] for k in g.d_kind[ds].tolist()],
+        _task_items(g, ds, labels),
+        [False] * len(ds), strict=True))
+    if len(rows) > MAX_TIMELINE_ROWS:
+        rows.sort(key=lambda r: r[1] - r[2])
+        rows = rows[:MAX_TIMELINE_ROWS]
+    mine = np.flatnonzero(pieces.block == b)
+    nodes, kinds = pieces.node[mine], pieces.piece[mine]
+    host = np.isin(kinds, list(P_HOST_PIECES))
+    lanes = [""] * len(mine)
+    for j, lane in zip(np.flatnonzero(~host).tolist(), _stream_lanes(g, nodes[~host]), strict=True):
+        lanes[j] = lane
+    for j in np.flatnonzero(host).tolist():
+        node = int(nodes[j])
+        lanes[j] = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
+    starts = pieces.start[mine]
+    rows.extend(zip(
+        lanes, (starts - lo).tolist(), (starts + pieces.ns[mine] - lo).tolist(),
+        [C.KINDS[k] for k in pieces.kind[mine].tolist()],
+        [str(x) for x in pieces.label[mine].tolist()],
+        [True] * len(mine), strict=True))
+    frame = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))
+    return frame.sort_values(["path", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _stream_lanes(g: Any, tasks: np.ndarray) -> list[str]:
+    """Each task's lane name ("GPU d stream s")."""
+    return [f"GPU {d} stream {st}" for d, st in zip(g.d_device[tasks].tolist(), g.d_stream[tasks].tolist(),
+                                                    strict=True)]
+
+
+def _thread_name(g: Any, node: int) -> str:
+    return f"thread {int(g.h_tkey[node]) & 0xFFFFFF}"
+
+
+def _thread_lanes(g: Any, hs: np.ndarray, anchor_chain: int) -> dict[int, str]:
+    lanes: dict[int, str] = {}
+    for i, chain in zip(hs.tolist(), g.h_chain[hs].tolist(), strict=True):
+        if chain not in lanes:
+            lanes[chain] = _thread_name(g, i) + (" (step)" if chain == anchor_chain else "")
+    return lanes
+
+
+def _task_items(g: Any, ds: np.ndarray, labels: Any) -> list[str]:
+    kernel = g.d_kind[ds] == 0
+    ids = np.unique(g.d_name[ds][kernel])
+    names = dict(zip(ids.tolist(), labels.kernel_name(ids), strict=True)) if len(ids) else {}
+    out = []
+    for i in ds.tolist():
+        if g.d_kind[i] == 0:
+            out.append(names.get(int(g.d_name[i]), ""))
+        elif g.d_kind[i] == 1:
+            out.append(C.COPY_NAMES.get(int(g.d_copy_kind[i]), "copy"))
+        else:
+            out.append(C.TASK_KIND_NAMES[int(g.d_kind[i])])
+    return out

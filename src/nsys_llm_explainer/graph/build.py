@@ -7,7 +7,7 @@ Edges:
 - stream order: a stream's tasks run one after another, with the measured queue gap;
 - host waits: a blocking call ends no earlier than the work it waits for, plus the time the
   call takes to return after it (host.py says what each call waits for);
-- cross-stream (event record/wait pairs) where the trace names both ends (events.py).
+- cross-stream (event record/wait pairs) where the trace names both ends (graph/waits.py).
 
 Latencies are the typical values measured on this trace (per process and device): a
 task's launch latency is the median delay between a launch call's start and its task's start
@@ -29,7 +29,7 @@ import numpy as np
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import match_calls
-from nsys_llm_explainer.graph import events, queue
+from nsys_llm_explainer.graph import waits
 from nsys_llm_explainer.graph.host import (
     COPY,
     EVENT,
@@ -44,8 +44,15 @@ from nsys_llm_explainer.graph.host import (
     api_tables,
     host_nodes,
 )
-from nsys_llm_explainer.graph.scan import NEG, expand_ranges, previous_in_chain, starts_of
-from nsys_llm_explainer.graph.tasks import BEFORE_CAPTURE, KERNEL, Blocks, select
+from nsys_llm_explainer.graph.scan import (
+    NEG,
+    Blocks,
+    expand_ranges,
+    last_launched_before,
+    previous_in_chain,
+    starts_of,
+)
+from nsys_llm_explainer.graph.tasks import BEFORE_CAPTURE, KERNEL, select
 from nsys_llm_explainer.graph.tasks import COPY as TASK_COPY
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -247,11 +254,11 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     counts["host_threads"] = _distinct(active[:, 1]) if len(active) else 0
 
     # -- cross-stream edges ----------------------------------------------------------------
-    x_src, x_dst, xcounts = events.cross_stream(data, blocks, d["block"], d_chain, d_first, d["pid"],
+    x_src, x_dst, xcounts = waits.cross_stream(data, blocks, d["block"], d_chain, d_first, d["pid"],
                                                 d["device"], d["stream"], launched, rt)
     counts.update(xcounts)
-    types = events.stream_types(data)
-    ds_src, ds_dst = events.default_stream(types, d["block"], d_chain, d_first, d["pid"], d["device"],
+    types = waits.stream_types(data)
+    ds_src, ds_dst = waits.default_stream(types, d["block"], d_chain, d_first, d["pid"], d["device"],
                                            d["stream"], launched)
     counts["default_stream_edges"] = int(len(ds_src))
     counts["stream_types_known"] = int(types is not None)
@@ -392,19 +399,19 @@ def _timed_waits(
     hn: Any, rt: Any, d: dict[str, np.ndarray], d_launch: np.ndarray, launched: np.ndarray, d_end: np.ndarray,
     h_start: np.ndarray, h_end: np.ndarray, hkey: np.ndarray, own_typ: np.ndarray, unmatched: np.ndarray,
     queued_kind: np.ndarray,
-) -> tuple[queue.TimedWaits, queue.TimedWaits, np.ndarray]:
-    """Waits the trace shows only by their timing (queue.py): synchronizes no record scopes,
+) -> tuple[waits.TimedWaits, waits.TimedWaits, np.ndarray]:
+    """Waits the trace shows only by their timing (graph/waits.py): synchronizes no record scopes,
     and calls blocked on a full launch queue; each waits for the task whose end released it.
-    Also each call's usual cost (queue.queue_waits)."""
+    Also each call's usual cost (waits.queue_waits)."""
     if not (unmatched.any() or queued_kind.any()) or len(d_end) == 0:
-        return queue.TimedWaits.none(), queue.TimedWaits.none(), h_end - h_start
+        return waits.TimedWaits.none(), waits.TimedWaits.none(), h_end - h_start
     d_group, _ = group_codes(d["block"], d["pid"])
     h_group = _group_of(hn.block, rt.pid[hn.row], d["block"], d["pid"], d_group)
-    timed = queue.sync_waits(h_start, h_end, unmatched & (h_group >= 0), own_typ, h_group, d_group, launched, d_end)
+    timed = waits.sync_waits(h_start, h_end, unmatched & (h_group >= 0), own_typ, h_group, d_group, launched, d_end)
     qgroup, _ = group_codes(d["block"], d["pid"], d["device"])
     pd_code, _ = group_codes(d["pid"], d["device"])
     h_queue, h_pd, h_seen = _call_queues(d_launch, qgroup, pd_code, d_group, h_group)
-    full, usual = queue.queue_waits(h_start, h_end, queued_kind, hkey, h_queue, h_pd, h_seen, qgroup, launched, d_end)
+    full, usual = waits.queue_waits(h_start, h_end, queued_kind, hkey, h_queue, h_pd, h_seen, qgroup, launched, d_end)
     return timed, full, usual
 
 
@@ -553,7 +560,7 @@ def _waits(
         counts["device_syncs_without_work"] = _distinct(hn.row[lost[h_wait[lost] == WAIT_DEVICE]])
         call_i, ch = call_i[keep], ch[keep]
         # last task of the chain launched before the call started
-        last = _last_launched_before(ln, d_first, chain_lo[ch], h_start[call_i])
+        last = last_launched_before(ln, d_first, chain_lo[ch], h_start[call_i])
         has = last >= 0
         src_parts.append(last[has])
         dst_parts.append(call_i[has])
@@ -596,18 +603,3 @@ def _running_max_by_chain(values: np.ndarray, first: np.ndarray) -> np.ndarray:
     return segmented_cummax(values, first)
 
 
-def _last_launched_before(
-    ln: np.ndarray, first: np.ndarray, lo: np.ndarray, t: np.ndarray
-) -> np.ndarray:
-    """Per query: the last index of its chain (which starts at lo) with ln < t, or -1; ln is
-    non-decreasing within each chain (chains start where `first` is set)."""
-    if len(t) == 0:
-        return np.full(0, -1, np.int64)
-    base = int(min(ln.min(initial=0), t.min(initial=0)))
-    span = int(max(ln.max(initial=0), t.max(initial=0))) - base + 2
-    chain_index = np.cumsum(first) - 1
-    if span * (int(chain_index[-1]) + 1) >= (1 << 62):  # pragma: no cover - blocks are short
-        raise ValueError("block too long to replay")
-    key = chain_index * span + (ln - base)  # ascending: chain-major, ln within
-    pos = np.searchsorted(key, chain_index[lo] * span + (t - base), "left") - 1
-    return np.where(pos >= lo, pos, -1)

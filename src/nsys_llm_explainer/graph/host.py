@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.graph.tasks import Blocks, carried_in, rows_in_windows
+from nsys_llm_explainer.analysis.join import launch_api_mask
+from nsys_llm_explainer.graph.scan import Blocks, carried_in, rows_in_windows, segmented_cummax
 from nsys_llm_explainer.trace.columns import factorize
 
 # What a call is, for the replay and for the critical path's composition.
@@ -127,6 +127,4 @@ def host_nodes(
 
 
 def _running_max_within(values: np.ndarray, first: np.ndarray) -> np.ndarray:
-    from nsys_llm_explainer.graph.scan import segmented_cummax
-
     return segmented_cummax(values, first)

@@ -1,4 +1,5 @@
-"""Vectorized building blocks of the replay: chains evaluated in closed form.
+"""Vectorized building blocks of the replay: chains evaluated in closed form, and the replay
+windows (Blocks) with the rows each one holds.
 
 A chain is a sequence of nodes that run one after another (the calls of one host thread,
 the work of one stream). Its end times follow the max-plus recurrence
@@ -13,8 +14,12 @@ stored back to back; a segment id per node says where each one begins.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+
+from nsys_llm_explainer.analysis.groups import distinct_few
 
 NEG = -(1 << 40)  # "no constraint": below any time a block can hold (times are block-relative)
 _LIMIT = 1 << 40  # |values| the packed running maximum can carry
@@ -117,3 +122,84 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     starts = np.cumsum(counts) - counts
     pos = np.arange(len(owner), dtype=np.int64) - starts[owner] + lo[owner]
     return pos, owner
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Replay windows, one per replayed step: absolute [start, end) of process pid."""
+
+    pid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+
+def _sorted_view(t: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """t in ascending order, and the order used (None: already ascending)."""
+    if len(t) < 2 or bool((t[1:] >= t[:-1]).all()):
+        return t, None
+    order = np.argsort(t, kind="stable")
+    return t[order], order
+
+
+def rows_in_windows(
+    pid: np.ndarray, t: np.ndarray, blocks: Blocks
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row, block) for every row whose pid is the block's and whose t is in its window."""
+    rows, owner = [], []
+    for p in distinct_few(blocks.pid).tolist():
+        mine = np.flatnonzero(pid == p)
+        if len(mine) == 0:
+            continue
+        bsel = np.flatnonzero(blocks.pid == p)
+        ts, order = _sorted_view(t[mine])
+        lo = np.searchsorted(ts, blocks.start[bsel], "left")
+        hi = np.searchsorted(ts, blocks.end[bsel], "left")
+        pos, which = expand_ranges(lo, hi)
+        picked = mine[pos] if order is None else mine[order[pos]]
+        rows.append(picked)
+        owner.append(bsel[which])
+    if not rows:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(rows), np.concatenate(owner)
+
+
+def carried_in(
+    pid: np.ndarray, launched: np.ndarray, end: np.ndarray, blocks: Blocks
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row, block) for rows launched before a block of their process opened and ending
+    after it opened."""
+    rows, owner = [], []
+    for p in distinct_few(blocks.pid).tolist():
+        bsel = np.flatnonzero(blocks.pid == p)
+        bsel = bsel[np.argsort(blocks.start[bsel], kind="stable")]
+        bs = blocks.start[bsel]
+        mine = np.flatnonzero(pid == p)
+        lo = np.searchsorted(bs, launched[mine], "right")
+        hi = np.searchsorted(bs, end[mine], "left")
+        hit = hi > lo
+        pos, which = expand_ranges(lo[hit], hi[hit])
+        rows.append(mine[hit][which])
+        owner.append(bsel[pos])
+    if not rows:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(rows), np.concatenate(owner)
+
+
+def last_launched_before(
+    ln: np.ndarray, first: np.ndarray, lo: np.ndarray, t: np.ndarray
+) -> np.ndarray:
+    """Per query: the last index of its chain (which starts at lo) with ln < t, or -1; ln is
+    non-decreasing within each chain (chains start where `first` is set)."""
+    if len(t) == 0:
+        return np.full(0, -1, np.int64)
+    base = int(min(ln.min(initial=0), t.min(initial=0)))
+    span = int(max(ln.max(initial=0), t.max(initial=0))) - base + 2
+    chain_index = np.cumsum(first) - 1
+    if span * (int(chain_index[-1]) + 1) >= (1 << 62):  # pragma: no cover - blocks are short
+        raise ValueError("block too long to replay")
+    key = chain_index * span + (ln - base)  # ascending: chain-major, ln within
+    pos = np.searchsorted(key, chain_index[lo] * span + (t - base), "left") - 1
+    return np.where(pos >= lo, pos, -1)

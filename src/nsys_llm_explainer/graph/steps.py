@@ -21,7 +21,8 @@ import pandas as pd
 from nsys_llm_explainer.graph.build import Graph
 from nsys_llm_explainer.graph.host import LAUNCH
 from nsys_llm_explainer.graph.replay import Params, Times
-from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL, Blocks
+from nsys_llm_explainer.graph.scan import Blocks
+from nsys_llm_explainer.graph.tasks import GRAPH, KERNEL
 
 NODE_BUDGET = 160_000
 HOST, SPAN = "host", "span"  # anchor kinds

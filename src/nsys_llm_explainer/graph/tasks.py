@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
-from nsys_llm_explainer.graph.scan import expand_ranges
+from nsys_llm_explainer.graph.host import CALL_FOR_TASK, api_tables
+from nsys_llm_explainer.graph.scan import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 from nsys_llm_explainer.trace.nsys.probe import GRAPH_TRACE_TABLE, MEMCPY_TABLE, MEMSET_TABLE
@@ -24,18 +24,6 @@ KERNEL, COPY, MEMSET, GRAPH = 0, 1, 2, 3
 KIND_NAMES = ("kernel", "copy", "memset", "graph")
 SOURCES = ((KERNEL, "kernels"), (COPY, "memcpy"), (MEMSET, "memset"), (GRAPH, "graph_execs"))
 NSYS_TABLES = {"memcpy": MEMCPY_TABLE, "memset": MEMSET_TABLE, "graph_execs": GRAPH_TRACE_TABLE}
-
-
-@dataclass(frozen=True)
-class Blocks:
-    """Replay windows, one per replayed step: absolute [start, end) of process pid."""
-
-    pid: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.pid)
 
 
 @dataclass(frozen=True)
@@ -71,66 +59,12 @@ def launch_calls(data: TraceData, name: str, cols: Columns) -> np.ndarray:
         return kernel_launch_index(data)
 
     def build() -> np.ndarray:
-        from nsys_llm_explainer.graph.host import CALL_FOR_TASK, api_tables
-
         rt = data.runtime()
         kind, _ = api_tables(data.runtime_api_names())
         mask = kind[rt.api] == CALL_FOR_TASK[name] if len(rt) else None
         return match_calls(cols.pid, cols.corr, rt, mask)
 
     return data.cached(f"graph_calls:{name}", build)
-
-
-def _sorted_view(t: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """t in ascending order, and the order used (None: already ascending)."""
-    if len(t) < 2 or bool((t[1:] >= t[:-1]).all()):
-        return t, None
-    order = np.argsort(t, kind="stable")
-    return t[order], order
-
-
-def rows_in_windows(
-    pid: np.ndarray, t: np.ndarray, blocks: Blocks
-) -> tuple[np.ndarray, np.ndarray]:
-    """(row, block) for every row whose pid is the block's and whose t is in its window."""
-    rows, owner = [], []
-    for p in distinct_few(blocks.pid).tolist():
-        mine = np.flatnonzero(pid == p)
-        if len(mine) == 0:
-            continue
-        bsel = np.flatnonzero(blocks.pid == p)
-        ts, order = _sorted_view(t[mine])
-        lo = np.searchsorted(ts, blocks.start[bsel], "left")
-        hi = np.searchsorted(ts, blocks.end[bsel], "left")
-        pos, which = expand_ranges(lo, hi)
-        picked = mine[pos] if order is None else mine[order[pos]]
-        rows.append(picked)
-        owner.append(bsel[which])
-    if not rows:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(rows), np.concatenate(owner)
-
-
-def carried_in(
-    pid: np.ndarray, launched: np.ndarray, end: np.ndarray, blocks: Blocks
-) -> tuple[np.ndarray, np.ndarray]:
-    """(row, block) for rows launched before a block of their process opened and ending
-    after it opened."""
-    rows, owner = [], []
-    for p in distinct_few(blocks.pid).tolist():
-        bsel = np.flatnonzero(blocks.pid == p)
-        bsel = bsel[np.argsort(blocks.start[bsel], kind="stable")]
-        bs = blocks.start[bsel]
-        mine = np.flatnonzero(pid == p)
-        lo = np.searchsorted(bs, launched[mine], "right")
-        hi = np.searchsorted(bs, end[mine], "left")
-        hit = hi > lo
-        pos, which = expand_ranges(lo[hit], hi[hit])
-        rows.append(mine[hit][which])
-        owner.append(bsel[pos])
-    if not rows:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(rows), np.concatenate(owner)
 
 
 BEFORE_CAPTURE = -(1 << 62)

@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.errors import UsageError
-from nsys_llm_explainer.kernels.demangled import parse
-from nsys_llm_explainer.kernels.subject import subjects
-from nsys_llm_explainer.options.files import read_json_file
+from nsys_llm_explainer.kernels.demangled import parse, subjects
+from nsys_llm_explainer.options import read_json_file
 
 OTHER = "other"
 MAX_USER_RULES = 1000

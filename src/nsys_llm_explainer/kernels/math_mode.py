@@ -59,8 +59,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from nsys_llm_explainer.kernels.demangled import parse
-from nsys_llm_explainer.kernels.subject import functor
+from nsys_llm_explainer.kernels.demangled import functor, parse
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8", "int4", "fp64")
 # Operand types that only tensor cores multiply.

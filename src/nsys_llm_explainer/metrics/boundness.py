@@ -3,7 +3,7 @@ under the diagnosis verdict (docs/diagnosis.md): the report has one verdict, and
 gives none of its own.
 
 Queue time (kernel start - launch call end, clamped at 0, per launch call from
-launch_pairs.py): when kernels start almost as soon as they are launched (within
+analysis/join.py): when kernels start almost as soon as they are launched (within
 HOST_QUEUE_NS, `immediate_start_pct`), the GPU waits for the host; a host far ahead shows long
 queue times. GPU busy %: the union of the process's kernels and memcpy/memset intervals over
 its GPU window (first to last of them); for a phase, that union inside the phase's NVTX ranges
@@ -21,7 +21,7 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.busy import copy_union
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.launch_pairs import launch_pairs
+from nsys_llm_explainer.analysis.join import launch_pairs
 from nsys_llm_explainer.analysis.phase_scope import instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric

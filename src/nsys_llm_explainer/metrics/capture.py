@@ -26,19 +26,19 @@ Checks, each with what it found (thresholds are the named constants below):
   the driver loaded the kernel's module on first use (CUDA lazy loading).
 - startup: context creation, device queries and allocator calls (STARTUP_API) of at least
   STARTUP_CALL_NS each.
-- autotuning: cuBLAS/cuDNN or framework algorithm searches (capture_autotune.py): several
+- autotuning: cuBLAS/cuDNN or framework algorithm searches (analysis/capture.py): several
   variants of one GEMM/convolution family tried once each, close together, then one winner
   repeating; the time is the variants' own kernel intervals. Not checked for TensorRT engines
   (workload tensorrt_inference), whose tactics are chosen when the engine is built.
 - program_failed: the program's captured output (Nsight Systems ProcessStreams) ends in a
-  failure (analysis/program_output.py: an exception, an error message, a kill, the profiler
+  failure (analysis/program.py: an exception, an error message, a kill, the profiler
   failing to attach, or the program's own profiler failing because Nsight Systems holds
   CUPTI): the capture ends in that failure, not in the steady loop. The decisive line is kept,
   scrubbed (paths cut to file names, nothing from the environment). Warnings are not
   failures, and an interrupted run (Ctrl-C, SIGTERM, the profiler's duration limit) is not
   one either: the figures up to the interrupt stand.
 - diagnostics: warnings and errors the profiler wrote about its own capture, each classified
-  (capture_messages.py); found when one concerns the CUDA trace (events missing, or a driver
+  (analysis/capture.py); found when one concerns the CUDA trace (events missing, or a driver
   or library version this Nsight Systems does not support). CPU-sampling notes and "No NVTX
   events collected" are listed but do not count.
 
@@ -50,7 +50,7 @@ but no launch, completed), the decisive output line with where a traceback says 
 was, whether CUDA API calls were traced (and asked for, from the capture settings), how many
 and of what kind, and the call that created the CUDA context.
 
-`captured` holds what the capture is (analysis/command_line.py, analysis/capture_facts.py):
+`captured` holds what the capture is (analysis/program.py, analysis/capture.py):
 the program (its base name, the model or the test selected, whether it runs its work once),
 whether the trace is a slice of a longer capture and where it sits, the work queued before
 the capture (carried), missing events, and profiler settings that inflate host times.
@@ -73,19 +73,15 @@ import numpy as np
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.analysis import (
-    capture_autotune,
-    capture_facts,
-    capture_messages,
-    command_line,
-    intervals,
-    program_output,
+    capture as capture_parts,
 )
+from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis import program as prog
 from nsys_llm_explainer.analysis.busy import copy_union, device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.launch_pairs import launch_api_mask
-from nsys_llm_explainer.analysis.nvtx_names import name_mask
+from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
+from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -328,7 +324,7 @@ def run(ctx: Context) -> Outcome:
         checks.append(_check("autotuning", False, "not checked: a TensorRT engine chooses its tactics when it "
                              "is built, and runs one kernel per layer", variants=0))
     else:
-        found = capture_autotune.find(data)
+        found = capture_parts.find(data)
         ats, ate = _clip(found.starts, found.ends, w0, w1)
         checks.append(_check(
             "autotuning", found.searches > 0,
@@ -343,14 +339,14 @@ def run(ctx: Context) -> Outcome:
     us, ue = intervals.merge(s, e)
     startup_total = int((ue - us).sum())
     steady_start = int(ue[-1]) if len(ue) and int(ue[-1]) < w1 else None
-    if capture_facts.slice_of(data.capture_span(), w0, w1) is not None:
+    if capture_parts.slice_of(data.capture_span(), w0, w1) is not None:
         startup_total, steady_start = 0, None  # a slice of a longer run: no start-up (module docstring)
     return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
 
 
 def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
     """What the capture says about how the program ran (module docstring)."""
-    end = program_output.ending(data.program_output())
+    end = prog.ending(data.program_output())
     try:
         rt = data.runtime()
         api_table, calls = True, len(rt)
@@ -421,7 +417,7 @@ def _program_check(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
-    cuda = [d for d in diags if d["kind"] in capture_messages.CUDA_KINDS]
+    cuda = [d for d in diags if d["kind"] in capture_parts.CUDA_KINDS]
     harmless = len(diags) - len(cuda)
     summary = f"{len(diags)} profiler warnings/errors"
     if cuda:
@@ -436,9 +432,9 @@ def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]:
     """What the capture is (module docstring): program, slice, carried, missing, overhead."""
-    program = command_line.program(data)
+    program = prog.program(data)
     w0, w1 = window if window else (None, None)
-    cut = capture_facts.slice_of(data.capture_span(), w0, w1)
+    cut = capture_parts.slice_of(data.capture_span(), w0, w1)
     if cut is not None and program is not None and program.one_shot:
         # A window cut from a longer run shows part of the work, not the whole of a run that
         # does its work once: the slice is judged as a slice (no start-up in it).
@@ -446,9 +442,9 @@ def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]
     return {
         "program": program.to_json() if program is not None else None,
         "slice": cut,
-        "carried": capture_facts.carried_fact(data) if window else None,
-        "missing": capture_facts.missing_events(data),
-        "overhead": capture_facts.overhead(data),
+        "carried": capture_parts.carried_fact(data) if window else None,
+        "missing": capture_parts.missing_events(data),
+        "overhead": capture_parts.overhead(data),
     }
 
 
@@ -458,7 +454,7 @@ def _data(
 ) -> dict[str, Any]:
     diags = []
     for d in data.diagnostics():
-        kind = capture_messages.kind_of(d.text)
+        kind = capture_parts.kind_of(d.text)
         diags.append({"severity": d.severity, "text": d.text, "kind": kind,
                       "events_may_be_missing": kind == "events_missing"})
     span = window[1] - window[0] if window else 0
@@ -485,9 +481,9 @@ def _data(
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
             "not_steady_pct": NOT_STEADY_PCT, "min_repeats": MIN_REPEATS, "min_repeat_ns": MIN_REPEAT_NS,
             "lazy_launch_ns": LAZY_LAUNCH_NS,
-            "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_autotune.VARIANTS,
-            "autotune_winner_runs": capture_autotune.WINNER_RUNS, "autotune_rare_runs": capture_autotune.RARE_RUNS,
-            "autotune_burst_gap_ns": capture_autotune.BURST_GAP_NS,
+            "startup_call_ns": STARTUP_CALL_NS, "autotune_variants": capture_parts.VARIANTS,
+            "autotune_winner_runs": capture_parts.WINNER_RUNS, "autotune_rare_runs": capture_parts.RARE_RUNS,
+            "autotune_burst_gap_ns": capture_parts.BURST_GAP_NS,
         },
     }
 

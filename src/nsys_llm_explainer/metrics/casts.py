@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_sum
-from nsys_llm_explainer.analysis.nvtx_tree import climb
+from nsys_llm_explainer.analysis.join import kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import climb
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome

@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.attribution import (
+from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
+from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
+from nsys_llm_explainer.analysis.join import (
     NO_PHASE,
     KernelCategories,
     instance_phases,
     kernel_attribution,
     kernel_categories,
 )
-from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.groups import distinct_few, group_sum
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import OTHER, load_table
 from nsys_llm_explainer.metrics.base import Metric

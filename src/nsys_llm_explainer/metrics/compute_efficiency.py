@@ -6,15 +6,15 @@ dtype is assumed from the kernels' names). Each counted call (compute/count.py: 
 operators or their children, never both) gets FLOPs and compulsory bytes (docs/compute.md)
 and the time of its kernels; per operation (operator, input sizes, dtype, device) and per
 kernel: achieved TFLOP/s and GB/s, arithmetic intensity, the bound against the ridge point of
-its dtype, and the share of the roof it reaches (compute/tables.py). Peaks: compute/peaks.py.
+its dtype, and the share of the roof it reaches (compute/efficiency.py). Peaks: compute/peaks.py.
 """
 
 
 from __future__ import annotations
 
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.compute import report as compute_report
-from nsys_llm_explainer.compute.columns import KERNEL_COLUMNS, OPERATION_COLUMNS
+from nsys_llm_explainer.compute import efficiency as compute_report
+from nsys_llm_explainer.compute.efficiency import KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import Outcome
 

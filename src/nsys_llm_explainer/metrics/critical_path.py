@@ -18,8 +18,7 @@ from __future__ import annotations
 from nsys_llm_explainer.analysis.context import NO_KERNELS
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
-from nsys_llm_explainer.graph import composition as C
-from nsys_llm_explainer.graph import summary as S
+from nsys_llm_explainer.graph import path as C
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
@@ -36,17 +35,17 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(f"the kernel category file cannot be used ({exc.message})")
     if len(res.measured) == 0:
         return METRIC.skipped("no step could be replayed")
-    summary = S.critical_path(res, pieces, cats, info)
+    summary = A.critical_path(res, pieces, cats, info)
     notes = summary.notes
     comm = pieces.kind == C.KINDS.index("communication")
     if comm.any() and not (pieces.label[comm] == C.PEER_WAIT).any():
         notes = (*notes, "communication on the critical path includes the wait for the other ranks, which this "
                  "capture cannot separate from the transfer (the fleet view measures it across rank captures)")
     labels = A.task_labels(ctx.data, ctx.options.kernel_categories)(res.graph)
-    lines = S.timeline(res, pieces, labels, ctx.data.runtime_api_names())
-    tables = (Table("critical_path_steps", S.STEP_COLUMNS, summary.steps),
-              Table("critical_path_items", S.ITEM_COLUMNS, summary.items),
-              Table("critical_path_timeline", S.TIMELINE_COLUMNS, lines))
+    lines = A.timeline(res, pieces, labels, ctx.data.runtime_api_names())
+    tables = (Table("critical_path_steps", A.STEP_COLUMNS, summary.steps),
+              Table("critical_path_items", A.ITEM_COLUMNS, summary.items),
+              Table("critical_path_timeline", A.TIMELINE_COLUMNS, lines))
     return MetricResult(METRIC.id, summary.data, tables, notes)
 
 
@@ -54,8 +53,8 @@ METRIC = Metric(
     id="critical_path",
     title="Critical path",
     run=run,
-    tables={"critical_path_steps": S.STEP_COLUMNS, "critical_path_items": S.ITEM_COLUMNS,
-            "critical_path_timeline": S.TIMELINE_COLUMNS},
+    tables={"critical_path_steps": A.STEP_COLUMNS, "critical_path_items": A.ITEM_COLUMNS,
+            "critical_path_timeline": A.TIMELINE_COLUMNS},
     description="Per-step dependency graph, replay check, and the critical path by kind and item.",
     after=("steps",),
     reads=(

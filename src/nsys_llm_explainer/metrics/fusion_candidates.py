@@ -9,7 +9,7 @@ name code with a hash factorization (O(n) per length, no per-kernel Python).
 
 Occurrences do not overlap: of a chain's windows, the first one in each stream's sequence
 is kept, then the next that starts after it ends, and so on (greedy left to right,
-analysis/windows.py), so "A A A A" holds "A A" twice and a chain never claims one kernel
+analysis/intervals.py), so "A A A A" holds "A A" twice and a chain never claims one kernel
 twice nor more time than its kernels have. Per chain: occurrences, kernel time inside them,
 removable overhead = the sum of the gaps inside the windows (what back-to-back launches
 cost on the GPU that a fused kernel would not), and proximity = occurrences / all
@@ -25,7 +25,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.analysis.windows import non_overlapping
+from nsys_llm_explainer.analysis.intervals import non_overlapping
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.kernels import FusionCandidate, FusionCandidates

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.compute import gpu_specs
+from nsys_llm_explainer.analysis.join import kernel_categories
+from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.arch import GpuArch, resolve
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
@@ -48,7 +48,7 @@ def architecture(ctx: Context, devices: set[int], names: list[str]) -> GpuArch:
     gpus = [g for g in ctx.data.gpus() if g.device_id in devices] or list(ctx.data.gpus())
 
     def family(name: str) -> str | None:
-        spec = gpu_specs.lookup(name)
+        spec = peaks.lookup(name)
         return spec.arch or None if spec is not None else None
 
     return resolve(gpus, names, family)

@@ -17,8 +17,8 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import devices
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.compute import gpu_specs
-from nsys_llm_explainer.compute.device_peaks import peak_table
+from nsys_llm_explainer.compute import peaks
+from nsys_llm_explainer.compute.peaks import peak_table
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import GpuInfo, MetricResult, Outcome, Table
@@ -59,7 +59,7 @@ COPY_COLUMNS = (
 )
 
 
-def _copies(ctx: Context, specs: dict[int, gpu_specs.GpuSpec | None]) -> list[dict[str, Any]]:
+def _copies(ctx: Context, specs: dict[int, peaks.GpuSpec | None]) -> list[dict[str, Any]]:
     try:
         m = ctx.data.memcpy()
     except Unavailable:
@@ -94,7 +94,7 @@ def _copies(ctx: Context, specs: dict[int, gpu_specs.GpuSpec | None]) -> list[di
     return rows
 
 
-def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool, linked: int | None) -> dict[str, Any]:
+def _gpu_row(g: GpuInfo, spec: peaks.GpuSpec | None, active: bool, linked: int | None) -> dict[str, Any]:
     bw = g.memory_bandwidth_bytes_per_s
     row = {
         "device_id": g.device_id,
@@ -111,7 +111,7 @@ def _gpu_row(g: GpuInfo, spec: gpu_specs.GpuSpec | None, active: bool, linked: i
         "fp8_tflops": spec.fp8_tflops if spec else None,
         "hbm_gbps": spec.hbm_gbps if spec else None,
         "host_link_gbps": spec.host_link_gbps if spec else None,
-        "ridge_flop_per_byte": gpu_specs.ridge_points(spec) if spec else None,
+        "ridge_flop_per_byte": peaks.ridge_points(spec) if spec else None,
         "source": spec.source if spec else None,
     }
     if linked is not None:
@@ -129,7 +129,7 @@ def run(ctx: Context) -> Outcome:
         table = peak_table(ctx.options.gpu_peaks).by_name
     except UsageError as exc:
         return METRIC.skipped(exc.message)
-    specs = {g.device_id: gpu_specs.lookup(g.name, table) for g in gpus}
+    specs = {g.device_id: peaks.lookup(g.name, table) for g in gpus}
     rows = [_gpu_row(g, specs[g.device_id], g.device_id in active, links.get(g.device_id)) for g in gpus]
     unknown = sorted({g.name or "(no name)" for g in gpus if specs[g.device_id] is None})
     copies = _copies(ctx, {d: s for d, s in specs.items() if d in active})

@@ -1,6 +1,6 @@
 """host_patterns: host-side habits that stall the GPU, each with its count and GPU cost.
 
-- Read-backs (analysis/readbacks.py): a device-to-host copy of at most READBACK_BYTES whose
+- Read-backs (analysis/blocking.py): a device-to-host copy of at most READBACK_BYTES whose
   call blocks the host (synchronous cudaMemcpy*, or pageable memory), or that is followed on
   the same thread by a blocking synchronize starting within READBACK_GAP_NS of the copy
   call's return. That is what `.item()`, `.cpu()`, `.tolist()`, `aten::is_nonzero` or a Python
@@ -14,7 +14,7 @@
   by where they come from (the outermost range below the step, the innermost range, the
   size), and counted per step (steps metric). Tiny host-to-device copies that block are
   synchronous copies, not read-backs.
-- Per-layer sync stalls (analysis/layer_syncs.py): a tiny host-to-device copy from pageable
+- Per-layer sync stalls (analysis/host_sources.py): a tiny host-to-device copy from pageable
   memory, then a synchronize holding the host at least a millisecond, once per layer. Per
   group (the repeated range around them, `layer_N`, the copy size and the synchronize's API):
   the count, the layers, the host time blocked and the GPU cost read-backs have (idle with
@@ -35,7 +35,7 @@ by the API of the blocking call in flight there: a finding reports a source's ti
 the general blocking-sync finding counts exactly what the reported sources leave.
 
 Ranges: the innermost NVTX range (or PyTorch operator) around the copy call, by normalized
-name (analysis/nvtx_names: `aten::copy_, op_id = 7` counts as `aten::copy_`), most frequent
+name (analysis/nvtx: `aten::copy_, op_id = 7` counts as `aten::copy_`), most frequent
 first (ties by name).
 """
 
@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
-from nsys_llm_explainer.analysis import layer_syncs as lsync
-from nsys_llm_explainer.analysis import readbacks as rbk
+from nsys_llm_explainer.analysis import blocking as rbk
+from nsys_llm_explainer.analysis import host_sources as lsync
+from nsys_llm_explainer.analysis import intervals, nvtx
+from nsys_llm_explainer.analysis.blocking import HostRows
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import rows_by_value
@@ -58,16 +59,15 @@ from nsys_llm_explainer.analysis.idle_sweep import (
     LAUNCH_BOUND,
     SYNC_WAIT,
     TRANSFER,
-    HostRows,
     gap_causes,
 )
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.results.run import Steps
+from nsys_llm_explainer.trace.clean import api_base_name
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
-from nsys_llm_explainer.trace.names import api_base_name
 
 READBACK_BYTES = rbk.READBACK_BYTES
 READBACK_GAP_NS = rbk.READBACK_GAP_NS
@@ -101,10 +101,10 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
         return []
     if len(nv) == 0 or len(t) == 0:
         return []
-    from nsys_llm_explainer.analysis.attribution import kernel_attribution
+    from nsys_llm_explainer.analysis.join import kernel_attribution
 
     index = kernel_attribution(data).index
-    hit = nvtx_tree.innermost(index, tkey, t, t)
+    hit = nvtx.innermost(index, tkey, t, t)
     names = data.nvtx_names()
     found = np.where(hit >= 0, nv.name[index.order[np.maximum(hit, 0)]], -1)
     codes, counts = np.unique(found[found >= 0], return_counts=True)
@@ -117,7 +117,7 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
 
 
 def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
-    """Read-backs (analysis/readbacks.py) with their cost, where they come from and how many
+    """Read-backs (analysis/blocking.py) with their cost, where they come from and how many
     each step holds."""
     data = ctx.data
     rb = rbk.find_blocking(data) if host is HostRows.of(data) else rbk.find(data, host.blocking)
@@ -166,7 +166,7 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
 
 
 def layer_syncs(ctx: Context, host: HostRows) -> dict[str, Any] | None:
-    """Per-layer sync stalls (analysis/layer_syncs.py) with their cost, their layers and how
+    """Per-layer sync stalls (analysis/host_sources.py) with their cost, their layers and how
     many each step holds; None without memcpy records."""
     data = ctx.data
     st = lsync.find(data)

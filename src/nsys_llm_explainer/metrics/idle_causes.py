@@ -9,14 +9,14 @@ before the gap: the GPU waited on a device-side dependency, not on the host) and
 how many had a transfer ahead of the work on its own stream; the refill delay after blocking
 calls; transfers outside the work window (before the first or after the last work: time the
 device spent copying that the work window does not show); what the owning processes'
-blocking calls overlapped on the device and its transfers by kind (idle_causes_detail.py);
+blocking calls overlapped on the device and its transfers by kind (analysis/idle_sweep.py);
 what the launching thread was doing during the host-caused idle time (sync_wait,
 launch_bound, host_other): its top sources by time, their families and, where no range
 names it, the CPU samples (analysis/host_sources.py);
 and the same split restricted to the steady part of the capture (after the last start-up
 event the capture metric found). The largest gaps are listed with their split and the
 innermost NVTX range active on the launch thread at the middle of the gap (its
-normalized name, analysis/nvtx_names).
+normalized name, analysis/nvtx).
 """
 
 from __future__ import annotations
@@ -27,13 +27,20 @@ from typing import Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import host_sources, intervals, nvtx_tree
-from nsys_llm_explainer.analysis.attribution import kernel_attribution
+from nsys_llm_explainer.analysis import host_sources, intervals, nvtx
 from nsys_llm_explainer.analysis.busy import GRAPH, KERNEL, device_busy, gpu_work, transfer_union
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.idle_causes_detail import host_blocked, transfers
-from nsys_llm_explainer.analysis.idle_sweep import CAUSES, HOST_SIDE, NO_REFILL, GapCauses, gap_causes
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.idle_sweep import (
+    CAUSES,
+    HOST_SIDE,
+    NO_REFILL,
+    GapCauses,
+    gap_causes,
+    host_blocked,
+    transfers,
+)
+from nsys_llm_explainer.analysis.join import kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import IdleCause, MetricResult, Outcome, Table
@@ -186,7 +193,7 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     tkey = np.where(row >= 0, data.runtime().tkey[np.maximum(row, 0)], -1)
     mid = (top["start_ns"].to_numpy(np.int64) + top["end_ns"].to_numpy(np.int64)) // 2
     index = kernel_attribution(data).index
-    hit = nvtx_tree.innermost(index, tkey, mid, mid)
+    hit = nvtx.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
     return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
 
@@ -231,9 +238,9 @@ class IdleCausesDevice(TypedDict):
     activity_start_ns: int
     activity_end_ns: int
     edge_transfer_ns: int
-    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_causes_detail.py)
+    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_sweep.py)
     host_sources: dict[str, Any]  # what the launching thread did in host-caused idle time (_host_sources)
-    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_causes_detail.py)
+    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_sweep.py)
     steady: SteadyPart | None
 
 

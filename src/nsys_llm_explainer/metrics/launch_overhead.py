@@ -1,6 +1,6 @@
 """launch_overhead: how long launching takes on the host, and how long kernels then wait.
 
-Per launch call joined to its first kernel on (pid, correlationId) (launch_pairs.py):
+Per launch call joined to its first kernel on (pid, correlationId) (analysis/join.py):
 API time = call end - call start; queue = kernel start - call end, clamped at 0;
 launch-to-start latency = kernel start - call start, clamped at 0 (a negative value can only
 come from host/GPU clock skew; those pairs are counted). TKLQT (total kernel launch and
@@ -14,7 +14,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
-from nsys_llm_explainer.analysis.launch_pairs import LaunchPairs, launch_api_mask, launch_pairs
+from nsys_llm_explainer.analysis.join import LaunchPairs, launch_api_mask, launch_pairs
 from nsys_llm_explainer.analysis.stats import group_summary
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table

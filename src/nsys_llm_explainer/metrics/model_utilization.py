@@ -21,7 +21,7 @@ Peak: the dtype most GEMM FLOPs ran in, on the step's GPU (compute/peaks.py); GP
 devices the step's process ran kernels on. Every row lists the inputs it used and says which
 were assumed; a figure that cannot be computed is null with the missing input named.
 Figures no GPU can reach (above 100%) and an HFU below the model's own FLOPs are warnings
-that name the inputs to check (compute/model_checks.py).
+that name the inputs to check (compute/model_report.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs only when --ncu names results (Options.extra["ncu"]); absent from the report otherwise.
 Reads them with ncu/ (each launch's figures, class and roofline point) and matches each
-launch to a kernel of the trace: by name (kernels/match.py: mangled, demangled, short), then
+launch to a kernel of the trace: by name (kernels/demangled.py: mangled, demangled, short), then
 by launch shape, the grid and block the trace ran that kernel with (TraceData.kernel_dims:
 the export's Grid Size and Block Size, else its launch__grid_size and launch__block_size
 against their products), then by duration: ncu's within DURATION_FACTOR either way of the
@@ -37,7 +37,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.errors import ExplainError
-from nsys_llm_explainer.kernels.match import Matcher
+from nsys_llm_explainer.kernels.demangled import Matcher
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, launch_rows
@@ -210,7 +210,7 @@ def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -
 
 
 def run(ctx: Context) -> Outcome:
-    from nsys_llm_explainer import TOOL_NAME, __version__
+    from nsys_llm_explainer.about import TOOL_NAME, __version__
     from nsys_llm_explainer.ncu import assess, document, load
 
     paths = ctx.options.extra.get(OPTION)

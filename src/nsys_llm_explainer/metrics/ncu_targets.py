@@ -24,9 +24,8 @@ import re
 
 import numpy as np
 
-from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.join import kernel_categories, kernel_launch_index
 from nsys_llm_explainer.compute import ncu_plan
 from nsys_llm_explainer.compute.ncu_plan import nvtx_include
 from nsys_llm_explainer.errors import UsageError

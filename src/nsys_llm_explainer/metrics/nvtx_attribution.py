@@ -6,7 +6,7 @@ ties: earliest end). Inclusive time of a range name counts kernels in that range
 range nested in it (lying within it on the same thread, also across crossing start/end
 ranges), once per kernel even when the name nests in itself.
 
-report.json lists range names normalized (analysis/nvtx_names: `aten::mm, op_id = 7` counts
+report.json lists range names normalized (analysis/nvtx: `aten::mm, op_id = 7` counts
 as `aten::mm`, and a kernel counts once per normalized name); the CSV keeps one row per raw
 name, with its normalized name beside it.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import nvtx_tree
-from nsys_llm_explainer.analysis.attribution import NO_PHASE, instance_phases, kernel_attribution
+from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct, group_sum
-from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
+from nsys_llm_explainer.analysis.join import NO_PHASE, instance_phases, kernel_attribution
+from nsys_llm_explainer.analysis.nvtx import group_phases, normalized_names
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.ranges import NvtxAttribution, PhaseShare, RangeRow, TopLevelRange
@@ -32,12 +32,12 @@ TOP_LEVEL_MAX = 50
 
 
 def inclusive_by_name(
-    index: nvtx_tree.RangeIndex, own_ns: np.ndarray, range_name: np.ndarray, n_names: int,
+    index: nvtx.RangeIndex, own_ns: np.ndarray, range_name: np.ndarray, n_names: int,
     among: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per name: kernel time of the ranges lying within a range of that name (or `among`
     those), each range counted once per name even when the name nests in itself."""
-    pairs = nvtx_tree.containers(index, np.flatnonzero(own_ns > 0))
+    pairs = nvtx.containers(index, np.flatnonzero(own_ns > 0))
     return _inclusive(pairs, own_ns, range_name, n_names, among)
 
 
@@ -95,7 +95,7 @@ def run(ctx: Context) -> Outcome:
     total = int(k.dur.sum())
     attributed = int(k.dur[hit].sum())
     pm = ctx.options.phase_map
-    pairs = nvtx_tree.containers(att.index, np.flatnonzero(own_ns > 0))
+    pairs = nvtx.containers(att.index, np.flatnonzero(own_ns > 0))
     raw_phases: list[str | None] = [pm.phase_of(n) for n in names] if pm else [None] * len(names)
     frame = _frame(names, own_ns, own_count, range_name, pairs, total, raw_phases)
     norm_names, norm_of = normalized_names(ctx.data)

@@ -1,6 +1,6 @@
 """nvtx_ranges: NVTX ranges by name (push/pop and start/end), with phases from --phase-map.
 
-report.json lists the ranges by normalized name (analysis/nvtx_names: `aten::mm, seq = 3,
+report.json lists the ranges by normalized name (analysis/nvtx: `aten::mm, seq = 3,
 op_id = 7` counts as `aten::mm`); the CSV tables keep one row per raw name, with its
 normalized name beside it.
 """
@@ -12,7 +12,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_max, group_sum
-from nsys_llm_explainer.analysis.nvtx_names import group_phases, normalized_names
+from nsys_llm_explainer.analysis.nvtx import group_phases, normalized_names
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table

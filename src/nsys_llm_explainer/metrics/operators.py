@@ -2,7 +2,7 @@
 
 Per operator name (aten::* and user ops): calls; CPU time inclusive and self (minus child
 operators); GPU kernel time of the kernels it launched itself (innermost operator, see
-operators_attr.py) and inclusive of nested operators; kernels and launch calls per call;
+operators.py) and inclusive of nested operators; kernels and launch calls per call;
 launch overhead per call (CPU time in launch calls) and the mean launch-to-kernel-start
 delay (launch queueing). With record_shapes, each operator's input shapes and types, per
 distinct shape. Also per ProfilerStep#N step, per phase (phase map), and for the top
@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import operators_extra as extra
+from nsys_llm_explainer.analysis import operators as extra
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.analysis.operators_attr import inclusive_per_name, operator_attribution
+from nsys_llm_explainer.analysis.operators import inclusive_per_name, operator_attribution
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 

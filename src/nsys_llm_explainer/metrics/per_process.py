@@ -9,7 +9,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
-from nsys_llm_explainer.analysis.modes import KERNEL_COLUMNS, csv_frame, kernel_table
+from nsys_llm_explainer.analysis.stats import KERNEL_COLUMNS, csv_frame, kernel_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.kernels import KernelRow, PerProcess, ProcessKernel, ProcessRow

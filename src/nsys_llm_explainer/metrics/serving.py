@@ -53,21 +53,25 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.attribution import kernel_attribution, kernel_categories
+from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.iterations import Iterations, find
-from nsys_llm_explainer.analysis.join import kernel_launch_index
-from nsys_llm_explainer.analysis.launch_pairs import GRAPH_API, launch_api_mask
-from nsys_llm_explainer.analysis.nvtx_names import normalize
-from nsys_llm_explainer.analysis.operators_attr import operator_attribution
+from nsys_llm_explainer.analysis.join import (
+    GRAPH_API,
+    kernel_attribution,
+    kernel_categories,
+    kernel_launch_index,
+    launch_api_mask,
+)
+from nsys_llm_explainer.analysis.nvtx import normalize
+from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import compute_view
-from nsys_llm_explainer.compute.device_peaks import device_peaks
 from nsys_llm_explainer.compute.dtypes import size as dtype_size
+from nsys_llm_explainer.compute.peaks import device_peaks
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric

@@ -24,7 +24,7 @@ closed by the next one):
 report.json keeps the per-step series of at most SERIES_STEPS steps (evenly spaced over the
 complete steps when there are more, said by `series_steps`) and of the SERIES_NAMES names
 with the most in-step time; the CSV tables hold every step and every name. diff compares
-two captures on these series (diff/shift.py).
+two captures on these series (diff/in_step.py).
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.attribution import kernel_categories
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.analysis.join import kernel_categories, kernel_launch_index
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric

@@ -1,22 +1,22 @@
 """steps: step timing per phase, with the slow steps and what made them slow.
 
-A step is the outermost repeating unit of work (analysis/step_units.py): a ProfilerStep, a
+A step is the outermost repeating unit of work (analysis/steps.py): a ProfilerStep, a
 serving or training iteration, not the layers inside it. Steps come from --step-range, else
 the phase map, else the trace's own step ranges (PyTorch profiler ProfilerStep#N;
-phase_scope.py), else automatic detection (steps_detect.py: the outermost repeating NVTX
+phase_scope.py), else automatic detection (analysis/steps.py: the outermost repeating NVTX
 range, else the repeating launch sequence with a step boundary, else blocking syncs), run on
 each process: the steps of a multi-process capture are those of every process that has them,
 numbered process by process. One step captured is reported as one step.
 
 Latency = step end - step start on the host (NVTX: the range; automatic: launch call start of
 the step's first kernel to that of the next step's first kernel, or sync return to sync
-return). Each step also has the GPU window of its own work (step_units.own_windows): from the
+return). Each step also has the GPU window of its own work (analysis.steps own_windows()): from the
 first start to the last end of the kernels launched inside it, or the step's GPU-side
 annotation when the trace has one (PyTorch profiler gpu_user_annotation ProfilerStep#N); the
 host range can begin with a synchronize that waits for the previous step's kernels. Per-step
 figures (MFU, MBU, in-step kernel time) use that window (gpu_latency_ns) and the kernels
 launched in the step (kernel_ns). `layers` reports a unit that repeats back to back inside
-the steps (step_units.nested). An outlier is a step longer than OUTLIER_FACTOR x its phase's
+the steps (analysis.steps nested()). An outlier is a step longer than OUTLIER_FACTOR x its phase's
 median host latency.
 
 Work queued before the capture (analysis/carried.py: kernels whose launch the capture does
@@ -32,17 +32,31 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.analysis import intervals, iterations, step_units
+from nsys_llm_explainer.analysis import intervals, iterations
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.iterations import Iterations
-from nsys_llm_explainer.analysis.launch_pairs import launch_first_kernels
-from nsys_llm_explainer.analysis.modes import group_modes, modes_text
+from nsys_llm_explainer.analysis.join import launch_first_kernels
 from nsys_llm_explainer.analysis.phase_scope import STEP_PHASE, instance_bounds, phase_scope
-from nsys_llm_explainer.analysis.stats import group_percentiles, percentiles, sort_within_groups
-from nsys_llm_explainer.analysis.steps_detect import CONFIDENCE_RANK, MIN_STEPS, Detected, detect_all, layers_only
-from nsys_llm_explainer.analysis.steps_explain import explain_outliers
+from nsys_llm_explainer.analysis.stats import (
+    group_modes,
+    group_percentiles,
+    modes_text,
+    percentiles,
+    sort_within_groups,
+)
+from nsys_llm_explainer.analysis.steps import (
+    CONFIDENCE_RANK,
+    MIN_STEPS,
+    Detected,
+    OwnWindows,
+    detect_all,
+    explain_outliers,
+    layers_of,
+    layers_only,
+    own_windows,
+)
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.run import CarriedWork, StepLayers, StepOutlier, StepPhase, Steps
@@ -201,7 +215,7 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
             us,
             ue,
         )
-    windows = step_units.own_windows(ctx.data, kernel_step, n)
+    windows = own_windows(ctx.data, kernel_step, n)
     gs, ge = _gpu_annotation_windows(ctx, frame, windows)
     frame["gpu_start_ns"] = gs
     frame["gpu_end_ns"] = ge
@@ -214,7 +228,7 @@ def _per_step(ctx: Context, frame: pd.DataFrame, kernel_step: np.ndarray) -> pd.
 
 
 def _gpu_annotation_windows(ctx: Context, frame: pd.DataFrame,
-                            own: step_units.OwnWindows) -> tuple[np.ndarray, np.ndarray]:
+                            own: OwnWindows) -> tuple[np.ndarray, np.ndarray]:
     """Per step: its GPU window: the GPU-side annotation with the step range's name where the
     trace has one (PyTorch profiler ProfilerStep#N), else the window of its own kernels."""
     gs, ge = own.gpu_start.copy(), own.gpu_end.copy()
@@ -329,7 +343,7 @@ def run(ctx: Context) -> Outcome:
     outliers = steps[steps["outlier"]]
     outliers = outliers.assign(ratio=outliers["latency_ns"] / outliers["phase_p50_ns"])
     top = outliers.sort_values("ratio", ascending=False, kind="stable").head(MAX_OUTLIERS_LISTED)
-    layers = info.pop("layers", None) or step_units.layers_of(ctx.data, kernel_step, len(steps))
+    layers = info.pop("layers", None) or layers_of(ctx.data, kernel_step, len(steps))
     ranges = info.pop("ranges", None)
     if ranges is None:
         ranges = sorted({str(n) for n in frame["name"]}) if "name" in frame else []

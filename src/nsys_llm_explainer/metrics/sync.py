@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals
+from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_max, group_sum
 from nsys_llm_explainer.analysis.stats import group_percentiles
-from nsys_llm_explainer.analysis.sync_calls import sync_kinds
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 

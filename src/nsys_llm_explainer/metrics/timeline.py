@@ -19,7 +19,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.busy import device_busy
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.trace.data import TraceData, Unavailable

@@ -1,12 +1,12 @@
 """top_kernels: time per (kernel name, device), with percentiles and duration modes (a
-kernel whose calls take two or more clearly different times, analysis/modes.py) from one
+kernel whose calls take two or more clearly different times, analysis/stats.py) from one
 sort."""
 
 from __future__ import annotations
 
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes
-from nsys_llm_explainer.analysis.modes import KERNEL_COLUMNS, csv_frame, kernel_table
+from nsys_llm_explainer.analysis.stats import KERNEL_COLUMNS, csv_frame, kernel_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.results.kernels import KernelRow, TopKernels

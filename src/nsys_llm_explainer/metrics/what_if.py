@@ -15,7 +15,6 @@ from __future__ import annotations
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
-from nsys_llm_explainer.graph import summary as S
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
@@ -30,15 +29,15 @@ def run(ctx: Context) -> Outcome:
     except UsageError as exc:
         return METRIC.skipped(exc.message)
     given = frozenset(ch.parse(t).key for t in ctx.options.what_if)
-    data, frame = S.what_if(res, given)
-    return MetricResult(METRIC.id, data, (Table("what_if", S.WHAT_IF_COLUMNS, frame),))
+    data, frame = A.what_if(res, given)
+    return MetricResult(METRIC.id, data, (Table("what_if", A.WHAT_IF_COLUMNS, frame),))
 
 
 METRIC = Metric(
     id="what_if",
     title="What-if replay",
     run=run,
-    tables={"what_if": S.WHAT_IF_COLUMNS},
+    tables={"what_if": A.WHAT_IF_COLUMNS},
     description="Predicted step time and window for each change, by replaying the step graph.",
     after=("critical_path",),
     reads=("graph_analysis",),

@@ -19,7 +19,7 @@ pattern and what it means. The decision, in order:
 4. pytorch_training / pytorch_inference: PyTorch kernels (at::native, Inductor's Triton
    kernels) or aten:: ranges; training as above.
 5. generic_cuda: kernels ran, and none of the frameworks above left a trace; or the program
-   is a native unit-test binary (a Google Test or CTest binary, analysis/command_line.py),
+   is a native unit-test binary (a Google Test or CTest binary, analysis/program.py),
    whatever libraries it links: a test of its kernels, not a PyTorch program, even when
    ATen's kernels prepare its inputs.
 6. unknown: no kernels and no telling ranges.
@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import command_line
+from nsys_llm_explainer.analysis import program as prog
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_sum
-from nsys_llm_explainer.analysis.nvtx_names import normalized_names
+from nsys_llm_explainer.analysis.nvtx import normalized_names
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
 from nsys_llm_explainer.render.escape import shorten
@@ -221,7 +221,7 @@ def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel
     return lines
 
 
-def _native_test(program: command_line.Program | None) -> str | None:
+def _native_test(program: prog.Program | None) -> str | None:
     """The evidence line when the program is a native unit-test binary (module docstring)."""
     if program is None or program.kind != "test" or program.language != "native":
         return None
@@ -238,7 +238,7 @@ def run(ctx: Context) -> Outcome:
         kernels, kernel_ns, have_kernels = {}, 0, False
     ranges = _range_signals(ctx.data)
     kind, confidence = decide(kernels, ranges, have_kernels)
-    program = command_line.program(ctx.data)
+    program = prog.program(ctx.data)
     test = _native_test(program) if have_kernels and kind not in ("tensorrt_inference",) else None
     if test is not None:
         kind, confidence = "generic_cuda", "high"

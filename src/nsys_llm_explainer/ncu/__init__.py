@@ -1,9 +1,9 @@
 """Nsight Compute results read from their CSV exports: a source, like trace/.
 
-    files.py     which files the arguments name (CSV files, folders, a .ncu-rep's command)
-    csvfile.py   one file's tables: preamble, line endings, layouts (details, raw, section)
-    units.py     numbers (thousands separators, n/a) and units (usecond, Mbyte, Gbyte/s)
-    launches.py  records joined into launches across files (details + section exports)
+    csvfile.py   which files the arguments name (CSV files, folders, a .ncu-rep's command);
+                 one file's tables: preamble, line endings, layouts (details, raw, section);
+                 numbers (thousands separators, n/a) and units (usecond, Mbyte, Gbyte/s)
+    ncu/counters.py  records joined into launches across files (details + section exports)
     counters.py  each launch's figures from the counters present, with their sources
     classify.py  compute-, memory-, latency-bound or balanced; the limiter; roofline point
     results.py   load() and assess(), and the ncu.json document

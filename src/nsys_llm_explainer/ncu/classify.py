@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nsys_llm_explainer.compute.gpu_specs import GpuSpec
+from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.ncu.counters import SRC_DTYPE, Figures
 
 BUSY_PCT = 60.0  # % of peak: a unit this busy bounds the launch (ncu's SOLBottleneck threshold)

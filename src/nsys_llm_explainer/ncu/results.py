@@ -23,19 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer.compute import gpu_specs
-from nsys_llm_explainer.compute.gpu_specs import GpuSpec
+from nsys_llm_explainer.compute import peaks
+from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.ncu import classify as cls
-from nsys_llm_explainer.ncu.counters import Figures, figures
-from nsys_llm_explainer.ncu.csvfile import FileRead, read_file
-from nsys_llm_explainer.ncu.files import resolve
-from nsys_llm_explainer.ncu.launches import Launch, join
-from nsys_llm_explainer.ncu.units import number
+from nsys_llm_explainer.ncu.counters import Figures, Launch, figures, join
+from nsys_llm_explainer.ncu.csvfile import FileRead, number, read_file, resolve
 
 SCHEMA_VERSION = "1.1"
 MAX_RULES = 5  # ncu's own rule results kept per launch (largest estimated speedup first)
-# Compute capability (major.minor) -> architecture family (gpu_specs.ARCH_FAMILIES).
+# Compute capability (major.minor) -> architecture family (peaks.ARCH_FAMILIES).
 CC_ARCH = {
     "7.0": "volta", "7.2": "volta", "7.5": "turing", "8.0": "ampere", "8.6": "ampere", "8.7": "ampere",
     "8.9": "ada", "9.0": "hopper", "10.0": "blackwell", "10.1": "blackwell", "10.3": "blackwell",
@@ -142,11 +139,11 @@ def gpu_for(
     comes from) when its architecture agrees with the export's compute capability."""
     own = launch.device_name
     if own:
-        spec = gpu_specs.lookup(own, table)
+        spec = peaks.lookup(own, table)
         return spec, (own if spec else None)
     if hint is None:
         return None, None
-    spec = gpu_specs.lookup(hint[0], table)
+    spec = peaks.lookup(hint[0], table)
     arch = _cc_arch(launch.field("CC"))
     if spec is None or (arch is not None and spec.arch and spec.arch != arch):
         return None, None

@@ -50,7 +50,7 @@ def _rich(ctx: jinja2.runtime.Context, text: object) -> Markup:
 
 def _nvtx_name(name: object, limit: int = 80) -> str:
     """A range name as report.md's `nvtx` filter shows it: normalized, shortened."""
-    from nsys_llm_explainer.analysis.nvtx_names import normalize
+    from nsys_llm_explainer.analysis.nvtx import normalize
     from nsys_llm_explainer.render.escape import shorten
 
     return shorten(normalize(str(name)), limit)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
 
 SCHEMA_VERSION = "3.1"

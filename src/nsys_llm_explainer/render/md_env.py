@@ -23,7 +23,7 @@ import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.render import escape, overview, rich, templates
 from nsys_llm_explainer.render.json_writer import more
 

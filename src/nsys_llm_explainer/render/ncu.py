@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from nsys_llm_explainer import TOOL_NAME, __version__
+from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, Results, document, launch_rows
 from nsys_llm_explainer.render import templates

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from nsys_llm_explainer import TOOL_NAME
+from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.errors import OutputError
 
 MARKER = "report.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT, regime
+from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
 from nsys_llm_explainer.graph.changes import WORDS

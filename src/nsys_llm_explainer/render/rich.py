@@ -46,7 +46,7 @@ def _strings(value: Any, out: set[str]) -> None:
 def taint(report: Any, labels: Any) -> frozenset[str]:
     """The report's trace strings holding a backtick, with the forms writers and rules show
     them in (kernel label, normalized NVTX name, whitespace collapsed). Usually empty."""
-    from nsys_llm_explainer.analysis.nvtx_names import normalize
+    from nsys_llm_explainer.analysis.nvtx import normalize
     from nsys_llm_explainer.model import MetricResult
 
     found: set[str] = set()

@@ -37,7 +37,7 @@ from typing import Any
 import jinja2
 from jinja2.bccache import Bucket
 
-from nsys_llm_explainer import __version__
+from nsys_llm_explainer.about import __version__
 
 NO_CACHE_ENV = "NSYS_LLM_EXPLAIN_NO_CACHE"
 PACKAGE = "nsys_llm_explainer"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-# One duration mode of a multi-modal kernel (analysis/modes.py): p50_ns, min_ns, max_ns,
+# One duration mode of a multi-modal kernel (analysis/stats.py): p50_ns, min_ns, max_ns,
 # calls, pct_of_calls.
 Mode = Mapping[str, int | float]
 

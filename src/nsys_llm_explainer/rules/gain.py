@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.graph.composition import KIND_TITLES as C_TITLES
+from nsys_llm_explainer.graph.path import KIND_TITLES as C_TITLES
 from nsys_llm_explainer.model import (
     GAIN_FAR_BELOW,
     GAIN_NOT_GIVEN,
@@ -69,7 +69,7 @@ UNEXPLAINED_MAX_PCT = 50.0
 FAR_BELOW = 0.5  # a gain under this share of what the change could buy at most says why
 HELD_MIN_PCT = 5.0  # a part of the critical path the replay keeps as measured is named from this share
 NOT_GIVEN, BELOW = GAIN_NOT_GIVEN, GAIN_FAR_BELOW
-# The critical path's kind (graph/composition.py) each change acts on, in words.
+# The critical path's kind (graph/path.py) each change acts on, in words.
 CHANGE_KIND = {
     "copies": ("copy", "copies make up"), "host": ("host", "host work makes up"),
     "launch": ("launch", "launch overhead makes up"), "readbacks": ("sync", "synchronization makes up"),

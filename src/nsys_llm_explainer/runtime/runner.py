@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
-from nsys_llm_explainer.runtime import alloc
+from nsys_llm_explainer.runtime import machine
 from nsys_llm_explainer.runtime.lifetimes import HEAVY, Releases
 
 THREADS_MIN_KERNELS = 250_000  # below this the metric phase takes well under a second
@@ -81,7 +81,7 @@ def _release(ctx: Context, keys: Sequence[str], heavy: bool = False) -> None:
     if keys:
         ctx.data.release(*keys)
     if keys or heavy:
-        alloc.release_free_memory()
+        machine.release_free_memory()
 
 
 class _Pool:
@@ -155,7 +155,7 @@ class _Pool:
 
     def _take(self) -> Metric | Callable[[], None] | None:
         """The next metric this thread runs (marked running), else a part a running metric
-        offered (analysis/parts.py, it raises nothing), else None: nothing is left."""
+        offered (analysis/idle_sweep.py, it raises nothing), else None: nothing is left."""
         with self.cond:
             while (metric := self._next()) is None:
                 if not self.pending or self.error is not None:

@@ -110,7 +110,7 @@ class StreamText:
 @dataclass(frozen=True)
 class CommandLine:
     """A command line the capture records. Untrusted and private (paths, tokens): only
-    analysis/command_line.py reads it, to name the program and the model; never shown as is."""
+    analysis/program.py reads it, to name the program and the model; never shown as is."""
 
     pid: int | None
     argv: tuple[str, ...]
@@ -144,7 +144,7 @@ def _span(cols: Columns) -> tuple[int, int] | None:
 
 
 class Offers:
-    """Parts of a build offered to idle metric threads (analysis/parts.py offers them,
+    """Parts of a build offered to idle metric threads (analysis/idle_sweep.py offers them,
     runtime/runner.py takes them); `wake` tells the waiting threads that one came."""
 
     def __init__(self) -> None:
@@ -181,7 +181,7 @@ class TraceData:
         self._lock = threading.Lock()  # guards the dicts above; builds run outside it
         self._building: dict[str, threading.Lock] = {}  # key -> held while it is built
         # Threads the run's metrics use (runtime/runner.plan): from 2, a build may offer
-        # its independent parts to idle metric threads (analysis/parts.py) through `parts`.
+        # its independent parts to idle metric threads (analysis/idle_sweep.py) through `parts`.
         self.threads = 1
         self.parts = Offers()
 
@@ -348,7 +348,7 @@ class TraceData:
 
     def program_output(self) -> list[StreamText]:
         """The tail of each captured stdout/stderr stream ([] when the format keeps none).
-        Holds paths and user text: only analysis/program_output.py reads it, to quote one
+        Holds paths and user text: only analysis/program.py reads it, to quote one
         scrubbed line."""
         return []
 
@@ -358,7 +358,7 @@ class TraceData:
 
     def command_lines(self) -> list[CommandLine]:
         """The command lines the capture records ([] when it records none). Private: only
-        analysis/command_line.py reads them."""
+        analysis/program.py reads them."""
         return []
 
     def process_names(self, pids: list[int]) -> dict[int, str]:

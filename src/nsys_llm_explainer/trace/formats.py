@@ -52,7 +52,7 @@ def _open_nsys(path: Path, kernel_name: str, progress: Progress | None, jobs: in
 
 
 def _open_kineto(path: Path, kernel_name: str, progress: Progress | None, jobs: int) -> TraceData:
-    from nsys_llm_explainer.trace.kineto.source import open_kineto
+    from nsys_llm_explainer.trace.kineto.load import open_kineto
 
     return open_kineto(path, kernel_name=kernel_name)
 
@@ -64,7 +64,7 @@ def _describe_nsys(path: Path) -> str:
 
 
 def _describe_kineto(path: Path) -> str:
-    from nsys_llm_explainer.trace.kineto.source import describe_trace
+    from nsys_llm_explainer.trace.kineto.load import describe_trace
 
     return describe_trace(path)
 

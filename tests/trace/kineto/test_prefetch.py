@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer.trace.kineto import prefetch
-from nsys_llm_explainer.trace.kineto.events import read_events
+from nsys_llm_explainer.trace.kineto.collect import read_events
 from tests.conftest import run_cli
 from tests.fixtures.kineto.builder import KinetoBuilder
 
@@ -168,7 +168,7 @@ FRESH_PROCESS = """
 import sys
 from pathlib import Path
 from nsys_llm_explainer.trace.kineto import prefetch
-from nsys_llm_explainer.trace.kineto.events import read_events
+from nsys_llm_explainer.trace.kineto.collect import read_events
 prefetch.FORK = sys.argv[2] == "fork"
 prefetch.MIN_TEXT_BYTES = 0
 path = Path(sys.argv[1])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace.formats import open_trace
-from nsys_llm_explainer.trace.kineto.timeconv import us_to_ns
+from nsys_llm_explainer.trace.kineto.read import us_to_ns
 from tests.conftest import run_cli
 from tests.fixtures.kineto.builder import KinetoBuilder, us_text
 
@@ -254,7 +254,7 @@ def test_number_texts(text, ns):
 
 @pytest.mark.parametrize("text", ["ab.5", "1_0.5", " 1.5", "1.5 ", "\u00b23.5", "\u0663.5", "-.5x", "1.2.3"])
 def test_texts_that_are_not_numbers_are_bad_times(text):
-    from nsys_llm_explainer.trace.kineto.timeconv import BadTime
+    from nsys_llm_explainer.trace.kineto.read import BadTime
 
     with pytest.raises(BadTime):
         us_to_ns(text)

@@ -1,4 +1,4 @@
-"""The ADBC reader (trace/nsys/arrow.py): the same columns as sqlite3, or None to fall back."""
+"""The ADBC reader (trace/nsys/fetch.py): the same columns as sqlite3, or None to fall back."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
-from nsys_llm_explainer.trace.nsys import arrow
+from nsys_llm_explainer.trace.nsys import fetch
 from nsys_llm_explainer.trace.nsys.fetch import fetch_ints
 from tests.conftest import GENERATIONS, nsys_trace_files
 from tests.fixtures import hostile as h
@@ -37,7 +37,7 @@ def _sha(path: Path) -> str:
 
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(arrow, "BATCH_ROWS", 100)
+    monkeypatch.setattr(fetch, "BATCH_ROWS", 100)
 
 
 def test_columns_equal_sqlite3_across_batches_and_growth(tmp_path: Path, small_batches: None) -> None:
@@ -47,7 +47,7 @@ def test_columns_equal_sqlite3_across_batches_and_growth(tmp_path: Path, small_b
     uri = _table(tmp_path / "t.sqlite", rows)
     sql = "SELECT a, (CASE WHEN typeof(b) = 'integer' THEN b ELSE -1 END) FROM t"
     # capacity below the row count: the arrays grow as sqlite3's do
-    got = arrow.ArrowReader(uri).read(sql, ("a", "b"), 10)
+    got = fetch.ArrowReader(uri).read(sql, ("a", "b"), 10)
     assert got is not None
     np.testing.assert_array_equal(got["a"], a)
     np.testing.assert_array_equal(got["b"], np.arange(1234) * 3)
@@ -60,7 +60,7 @@ def test_columns_equal_sqlite3_across_batches_and_growth(tmp_path: Path, small_b
 
 def test_empty_result_is_empty_columns(tmp_path: Path) -> None:
     uri = _table(tmp_path / "t.sqlite", [(1, 2)])
-    got = arrow.ArrowReader(uri).read("SELECT a, b FROM t WHERE 0", ("a", "b"), 5)
+    got = fetch.ArrowReader(uri).read("SELECT a, b FROM t WHERE 0", ("a", "b"), 5)
     assert got is not None and [len(v) for v in got.values()] == [0, 0]
 
 
@@ -77,24 +77,24 @@ def test_anything_but_int64_falls_back(
     tmp_path: Path, small_batches: None, rows: list[tuple[object, object]], why: str
 ) -> None:
     uri = _table(tmp_path / "t.sqlite", rows)
-    assert arrow.ArrowReader(uri).read("SELECT a, b FROM t", ("a", "b"), len(rows)) is None, why
+    assert fetch.ArrowReader(uri).read("SELECT a, b FROM t", ("a", "b"), len(rows)) is None, why
 
 
 def test_missing_driver_or_file_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     uri = _table(tmp_path / "t.sqlite", [(1, 2)])
-    assert arrow.ArrowReader(uri).read("SELECT a FROM nosuch", ("a",), 1) is None
+    assert fetch.ArrowReader(uri).read("SELECT a FROM nosuch", ("a",), 1) is None
     missing = f"file:{tmp_path / 'gone.sqlite'}?mode=ro"
-    assert arrow.ArrowReader(missing).read("SELECT 1", ("a",), 1) is None
+    assert fetch.ArrowReader(missing).read("SELECT 1", ("a",), 1) is None
     assert not (tmp_path / "gone.sqlite").exists()  # mode=ro never creates the file
-    monkeypatch.setenv(arrow.OFF_VAR, "1")
-    assert arrow.ArrowReader(uri).read("SELECT a FROM t", ("a",), 1) is None
+    monkeypatch.setenv(fetch.OFF_VAR, "1")
+    assert fetch.ArrowReader(uri).read("SELECT a FROM t", ("a",), 1) is None
 
 
 def test_reads_leave_the_file_unchanged_and_cannot_write(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite"
     uri = _table(path, [(i, i) for i in range(500)])
     before, mtime = _sha(path), os.stat(path).st_mtime_ns
-    reader = arrow.ArrowReader(uri)
+    reader = fetch.ArrowReader(uri)
     assert reader.read("SELECT a, b FROM t", ("a", "b"), 500) is not None
     conn = reader._connection()
     import adbc_driver_manager as dm
@@ -111,7 +111,7 @@ def test_reads_leave_the_file_unchanged_and_cannot_write(tmp_path: Path) -> None
 def test_interrupt_stops_the_read_as_sqlite3_does(tmp_path: Path, small_batches: None) -> None:
     """An interrupt stops the statement running then (at its next batch), not a later one."""
     uri = _table(tmp_path / "t.sqlite", [(i, i) for i in range(1000)])
-    reader = arrow.ArrowReader(uri)
+    reader = fetch.ArrowReader(uri)
     batches: list[int] = []
 
     def progress(n: int) -> None:
@@ -137,21 +137,21 @@ def _core_tables(path: Path) -> set[str]:
 
 def _report(path: Path, monkeypatch: pytest.MonkeyPatch, adbc: bool) -> str:
     """The report with every table read through the driver (adbc) or through sqlite3."""
-    monkeypatch.setattr(arrow, "MIN_ROWS", 0)
-    read = arrow.ArrowReader.read
+    monkeypatch.setattr(fetch, "MIN_ROWS", 0)
+    read = fetch.ArrowReader.read
     tables: list[str] = []
 
-    def spy(self: arrow.ArrowReader, sql: str, *a: object, **k: object) -> object:
+    def spy(self: fetch.ArrowReader, sql: str, *a: object, **k: object) -> object:
         got = read(self, sql, *a, **k)  # type: ignore[arg-type]
         if got is not None:
             tables.append(sql.split(" FROM ")[1].split()[0])
         return got
 
-    monkeypatch.setattr(arrow.ArrowReader, "read", spy)
+    monkeypatch.setattr(fetch.ArrowReader, "read", spy)
     if adbc:
-        monkeypatch.delenv(arrow.OFF_VAR, raising=False)
+        monkeypatch.delenv(fetch.OFF_VAR, raising=False)
     else:
-        monkeypatch.setenv(arrow.OFF_VAR, "1")
+        monkeypatch.setenv(fetch.OFF_VAR, "1")
     text = json_writer.render(explain(path, Options(), jobs=1))
     if adbc:  # the kernels and the CUDA API calls came through the driver
         assert _core_tables(path) <= set(tables)

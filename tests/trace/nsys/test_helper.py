@@ -13,7 +13,7 @@ import pytest
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
-from nsys_llm_explainer.runtime import cpus
+from nsys_llm_explainer.runtime import machine
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.nsys import helper
 from tests.conftest import NSYS_TRACES
@@ -109,7 +109,7 @@ def test_helpers_start_only_when_they_can_pay_off(tmp_path: Path) -> None:
         assert helper.start_helpers(plain, schema, jobs=2) == []
     finally:
         conn.close()
-    assert 1 <= cpus.default_jobs() <= cpus.MAX_JOBS
+    assert 1 <= machine.default_jobs() <= machine.MAX_JOBS
 
 
 def test_helper_processes_are_gone_after_explain(

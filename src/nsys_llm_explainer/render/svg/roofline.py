@@ -6,7 +6,7 @@ present (its slope is the memory bandwidth, its flat part the dtype's dense peak
 ridge point marked, one point per operation or kernel group whose area is proportional to
 its time (point_radius; a minimum radius keeps short ones visible).
 
-Takes plain data (compute.roofline.Roof and RooflinePoint), not a metric, so that whichever
+Takes plain data (compute.peaks.Roof and RooflinePoint), not a metric, so that whichever
 metric computes placements can draw them. Points without FLOPs (bytes-only work) have no
 place on a FLOP/s axis; the summary counts them instead of drawing them at zero."""
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nsys_llm_explainer.compute.roofline import Roof
+from nsys_llm_explainer.compute.peaks import Roof
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, esc, fit, legend, line, n, path, text
 

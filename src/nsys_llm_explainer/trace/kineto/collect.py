@@ -4,7 +4,9 @@ Each event is a dict from the JSON reader; only the fields the tables need are k
 typed arrays (8 bytes a value) rather than lists of Python ints, so a trace of millions of
 events stays within a few hundred MB. Names, processes, threads and shapes are interned
 once. What the columns mean is in load.py; the category names in KINDS.
-"""
+
+Read a PyTorch profiler trace into collected columns (typed arrays, dicts, lists), and
+nothing more."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import json
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from nsys_llm_explainer.trace.kineto.timeconv import BadTime, us_to_ns
+from nsys_llm_explainer.trace.kineto.read import BadTime, read_trace, us_to_ns
 
 # Event category -> table. Old traces (PyTorch <= 1.9) capitalize the categories; ROCm traces
 # reuse the CUDA names for HIP calls and kernels.
@@ -350,3 +353,13 @@ def _text(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
         return ""
+
+
+Events = tuple[dict[str, Any], Collected]  # the top-level keys besides traceEvents, the events
+
+
+def read_events(path: Path) -> Events:
+    """Every event of the trace at `path`, collected; InputError when it is not a trace."""
+    collector = Collector()
+    top = read_trace(path, collector.add)
+    return top, collector.collected

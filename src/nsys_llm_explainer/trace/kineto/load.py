@@ -15,22 +15,35 @@ tell, is documented in docs/kineto.md.
   (`wait_on_stream`, `wait_on_cuda_event_record_corr_id`) becomes sync().record_stream and
   record_corr.
 - operators/python: the operator view only these files carry (operators metric).
-"""
+
+Open a PyTorch profiler (Kineto) trace as TraceData: read it once, fail with one line."""
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
-from nsys_llm_explainer.trace.clean import clamp_sizes, drop_duplicate_rows, total_duration_problem
+from nsys_llm_explainer.trace.clean import (
+    NAME_LIMIT,
+    api_base_name,
+    bounded,
+    clamp_sizes,
+    cut_warning,
+    drop_duplicate_rows,
+    total_duration_problem,
+)
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import ClockOrigin, CommandLine, ProfilerOptions, TraceData, Unavailable
 from nsys_llm_explainer.trace.kineto import collect as kc
-from nsys_llm_explainer.trace.kineto import metadata
-from nsys_llm_explainer.trace.names import NAME_LIMIT, api_base_name, bounded, cut_warning
+from nsys_llm_explainer.trace.kineto import metadata, prefetch
+from nsys_llm_explainer.trace.kineto.collect import read_events
+from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE
 
 NVTX_PUSH_POP = 59  # the NVTX event type of nested per-thread ranges, which these are
 MAX_TIME_NS = 1 << 62
@@ -81,7 +94,7 @@ class KinetoTraceData(TraceData):
         self._corr_pid: tuple[np.ndarray, np.ndarray] | None = None
 
     def _bound_names(self) -> None:
-        """Cut event names longer than NAME_LIMIT (trace/names.py), keeping their ids."""
+        """Cut event names longer than NAME_LIMIT (trace/clean.py), keeping their ids."""
         names = self.c.names
         lengths = [len(n) for n in names if type(n) is str and len(n) > NAME_LIMIT]
         if not lengths:
@@ -401,7 +414,7 @@ class KinetoTraceData(TraceData):
         return self.cached("operator_shapes", self._operator_shapes)
 
     def _operator_shapes(self) -> list[tuple[str, str]]:
-        """(Input Dims, Input type) texts, each cut to NAME_LIMIT characters (trace/names.py)."""
+        """(Input Dims, Input type) texts, each cut to NAME_LIMIT characters (trace/clean.py)."""
         texts = self.c.shape_texts()
         lengths = [len(x) for pair in texts for x in pair if len(x) > NAME_LIMIT]
         if not lengths:
@@ -578,3 +591,38 @@ def _memcpy_kinds(name: str) -> tuple[int, int, int]:
 def _memset_kind(name: str) -> int:
     m = _MEMSET_NAME.search(name or "")
     return MEM_KINDS.get(m.group(1).strip().lower(), UNKNOWN_MEM) if m else UNKNOWN_MEM
+
+
+# A traceEvents array of only these is not a profiler trace (e.g. a Chrome trace of
+# something else): at least one event must be a GPU or CUDA/operator event.
+PROFILER_CATEGORIES_HINT = "kernel, cuda_runtime, cpu_op, user_annotation ..."
+# Top-level keys only the PyTorch profiler writes: with one of them, a trace without events
+# is an empty capture (reported as such), not some other JSON file.
+KINETO_KEYS = frozenset({"schemaVersion", "deviceProperties", "baseTimeNanoseconds", "distributedInfo",
+                         "cupti_version", "cuda_runtime_version", "roctracer_version"})
+
+
+def open_kineto(path: Path, kernel_name: str = "demangled") -> KinetoTraceData:
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file")
+    top, collected = prefetch.take(path) or read_events(path)
+    if not any(len(t) for t in collected.tables) and not KINETO_KEYS & set(top):
+        seen = sum(collected.categories.values())
+        raise InputError(
+            f"{path}: {NOT_A_TRACE} ({seen} events, none of them a PyTorch profiler "
+            f"category such as {PROFILER_CATEGORIES_HINT})"
+        )
+    data = KinetoTraceData(collected, top, kernel_name=kernel_name)
+    if kernel_name != "demangled":
+        data.warnings.append(
+            f"--kernel-name {kernel_name}: PyTorch profiler traces hold one (demangled) kernel "
+            "name; it is used as it is"
+        )
+    return data
+
+
+def describe_trace(path: Path) -> str:
+    """--print-schema for a PyTorch profiler trace: its event categories and their counts."""
+    data = open_kineto(path)
+    counts = data.table_counts()
+    return "\n".join([f"{path}: {data.format_name}", *(f"  {c}: {n} events" for c, n in counts.items())])

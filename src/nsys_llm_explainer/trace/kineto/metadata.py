@@ -141,7 +141,7 @@ def gpus(top: dict[str, Any]) -> list[GpuInfo]:
 
 # Fields of the trace's own metadata (top level, or inside a `metadata` object, up to
 # META_DEPTH levels down) that name the command line or the model. Read only to name the
-# program and the model (analysis/command_line.py); nothing else of user metadata is used.
+# program and the model (analysis/program.py); nothing else of user metadata is used.
 COMMAND_KEYS = frozenset({"command", "cmd", "cmdline", "command_line", "commandline", "argv", "sys_argv"})
 MODEL_KEYS = frozenset({"model", "model_name", "model_id", "repo_id", "model_path", "model_name_or_path",
                         "pretrained_model_name_or_path", "hf_model", "model_repo"})

@@ -13,7 +13,7 @@ from typing import IO
 
 
 def serve(path: Path, out: IO[bytes]) -> None:
-    from nsys_llm_explainer.trace.kineto.events import read_events
+    from nsys_llm_explainer.trace.kineto.collect import read_events
 
     data = pickle.dumps(read_events(path), protocol=pickle.HIGHEST_PROTOCOL)
     out.write(data)

@@ -1,7 +1,7 @@
 """Capture metadata, read only with --include-capture-info, with secrets redacted.
 
 By default nothing here runs: META_DATA_CAPTURE's working directories, environment variables
-and host names are never read (trace/nsys/launch.py reads the command line's COMMAND and
+and host names are never read (trace/nsys/metadata.py reads the command line's COMMAND and
 ARGUMENT rows and the PROCESSES names, only to name the program). When the user asks for
 them, values of variables and command-line flags whose names look secret are replaced by
 REDACTED, and so is the password part of any URL.

@@ -5,7 +5,7 @@ used (NULL or non-integer required values, end < start, timestamps outside [0, 2
 left out by the query itself and counted in a warning.
 
 NsysTraceData (load.py) builds the core tables on it. The readers of the other tables
-(activity.py, events.py, host_records.py, metadata.py, ranks.py) take an NsysExport, and the
+(activity.py, trace/nsys/activity.py, host_records.py, metadata.py, ranks.py) take an NsysExport, and the
 load helpers (helper.py) hand back Loaded values, so that none of them needs load.py.
 """
 
@@ -23,10 +23,10 @@ from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace.clean import total_duration_problem
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import MISSING, TraceData, Unavailable
-from nsys_llm_explainer.trace.nsys import arrow
+from nsys_llm_explainer.trace.nsys import fetch
 from nsys_llm_explainer.trace.nsys.fetch import MAX_TIMESTAMP, Progress, count_rows, fetch_ints, is_int
+from nsys_llm_explainer.trace.nsys.ids import StringTable
 from nsys_llm_explainer.trace.nsys.probe import STRINGS_TABLE, quote_ident
-from nsys_llm_explainer.trace.nsys.strings import StringTable
 
 MAX_DEVICE_ID = 65535
 
@@ -84,7 +84,7 @@ class NsysExport(TraceData):
         # active on this connection and removes the handler only after the last one ends.
         self._interruptible = SerialHandler(conn, self.sql)
         self.helpers: Sequence[TableHelper] = []  # load some tables in parallel (nsys/helper.py)
-        self.arrow = arrow.ArrowReader(getattr(conn, "uri", ""))
+        self.arrow = fetch.ArrowReader(getattr(conn, "uri", ""))
         self._tables: set[str] | None = None
 
     def _prefetched(self, key: str) -> Any:
@@ -172,10 +172,10 @@ class NsysExport(TraceData):
     def _columnar(
         self, table: str, sql: str, names: tuple[str, ...], total: int
     ) -> dict[str, np.ndarray] | None:
-        """The columns through the ADBC driver (trace/nsys/arrow.py) when the table is big
+        """The columns through the ADBC driver (trace/nsys/fetch.py) when the table is big
         enough to pay and a real table (a view's statement could run long between rows,
         where only sqlite3's progress handler can stop it); None: read with sqlite3."""
-        if total < arrow.MIN_ROWS or table not in self._base_tables():
+        if total < fetch.MIN_ROWS or table not in self._base_tables():
             return None
         progress = self.progress
         return self.arrow.read(

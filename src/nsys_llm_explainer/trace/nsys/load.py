@@ -1,6 +1,6 @@
 """NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns,
 through NsysExport's checked load (export.py); the other tables through their readers
-(activity.py, events.py, host_records.py, metadata.py, ranks.py).
+(activity.py, trace/nsys/activity.py, host_records.py, metadata.py, ranks.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pandas as pd
 from nsys_llm_explainer.model import GpuInfo
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
+    api_base_name,
     drop_duplicate_rows,
     total_duration_problem,
 )
@@ -26,8 +27,7 @@ from nsys_llm_explainer.trace.data import (
     StreamText,
     Unavailable,
 )
-from nsys_llm_explainer.trace.names import api_base_name
-from nsys_llm_explainer.trace.nsys import activity, events, host_records, ids, launch, metadata, ranks
+from nsys_llm_explainer.trace.nsys import activity, host_records, ids, metadata, ranks
 from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
@@ -300,10 +300,10 @@ class NsysTraceData(NsysExport):
         return self.cached("memset", lambda: activity.load(self, activity.MEMSET))
 
     def sync(self) -> Columns:
-        return self.cached("sync", lambda: events.record_sides(self, activity.load(self, activity.SYNC)))
+        return self.cached("sync", lambda: activity.record_sides(self, activity.load(self, activity.SYNC)))
 
     def stream_types(self) -> Columns:
-        return self.cached("stream_types", lambda: events.stream_types(self))
+        return self.cached("stream_types", lambda: activity.stream_types(self))
 
     def graph_execs(self) -> Columns:
         return self.cached("graph_execs", lambda: activity.load(self, activity.GRAPH_TRACE))
@@ -366,13 +366,13 @@ class NsysTraceData(NsysExport):
         return self.cached("cuda_trace_requested", lambda: host_records.cuda_trace_requested(self))
 
     def command_lines(self) -> list[CommandLine]:
-        return self.cached("command_lines", lambda: launch.command_lines(self))
+        return self.cached("command_lines", lambda: metadata.command_lines(self))
 
     def process_names(self, pids: list[int]) -> dict[int, str]:
-        return launch.process_names(self, pids)
+        return metadata.process_names(self, pids)
 
     def capture_span(self) -> CaptureSpan | None:
-        return self.cached("capture_span", lambda: launch.capture_span(self))
+        return self.cached("capture_span", lambda: metadata.capture_span(self))
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
         from nsys_llm_explainer.trace.nsys.capture import read_capture_info

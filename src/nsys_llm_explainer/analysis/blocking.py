@@ -1,4 +1,14 @@
-"""Read-backs: small device-to-host copies that make the host wait for the GPU's queue.
+"""Host calls that block the host until the GPU catches up: synchronize calls, the CUDA API
+rows grouped once by what they do (HostRows), and read-backs.
+
+- Which CUDA/HIP API calls synchronize the host with the GPU (sync_kinds): blocking calls
+  (device, stream and event synchronize, synchronous memcpy) apart from non-blocking waits and
+  queries.
+- HostRows: per runtime row, a call that blocks the host (a blocking synchronize, or a copy to
+  or from pageable memory), a launch call, the end of the refill launch after a blocking call
+  (within REFILL_GRACE_NS of its return), a launch made after a stream wait; the idle sweep
+  and the host patterns read them.
+- Read-backs: small device-to-host copies that make the host wait for the GPU's queue.
 
 A read-back is a device-to-host copy of at most READBACK_BYTES whose call blocks the host
 (a synchronous cudaMemcpy*, or an async copy into pageable memory, which returns only once
@@ -24,20 +34,20 @@ The GPU time a read-back costs is idle_during_ns + idle_after_ns (each device's 
 nothing counts twice). Read-backs are grouped by where they come from: the outermost range on
 the calling thread below the step (not a step range, nor a range at least CONTAINER_SHARE of
 the device's window long), the operator called (that range when it is an operator, else the
-range right below it: `## sparse_data_dist ##` > `aten::to`), and the copy size.
-"""
+range right below it: `## sparse_data_dist ##` > `aten::to`), and the copy size."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from nsys_llm_explainer.analysis import intervals, nvtx_tree
-from nsys_llm_explainer.analysis.attribution import cached_range_index
-from nsys_llm_explainer.analysis.groups import distinct_few
-from nsys_llm_explainer.analysis.join import match_calls
-from nsys_llm_explainer.analysis.nvtx_names import normalize
+from nsys_llm_explainer.analysis import intervals, nvtx
+from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
+from nsys_llm_explainer.analysis.join import cached_range_index, launch_api_mask, match_calls
+from nsys_llm_explainer.analysis.nvtx import normalize
+from nsys_llm_explainer.trace.columns import narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 READBACK_BYTES = 1024
@@ -45,6 +55,145 @@ READBACK_GAP_NS = 50_000
 CONTAINER_SHARE = 0.5
 D2H = 2
 PAGEABLE = 0
+
+
+BLOCKING_APIS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",  # ROCm (Kineto)
+})
+NON_BLOCKING_APIS = frozenset({
+    "cudaStreamWaitEvent", "cudaEventQuery", "cudaStreamQuery",
+    "cuStreamWaitEvent", "cuEventQuery", "cuStreamQuery", "cudaStreamWaitValue32",
+    "cuStreamWaitValue32", "cuStreamWaitValue64",
+    "hipStreamWaitEvent", "hipEventQuery", "hipStreamQuery",
+})
+
+
+# cudaMemcpy, cudaMemcpy2D, cudaMemcpyToSymbol, cuMemcpyDtoH ... but not the *Async forms.
+_SYNC_MEMCPY = re.compile(r"^(cu(da)?|hip)Memcpy\w*$")
+
+
+def classify(api: str) -> str | None:
+    """'blocking', 'non_blocking', or None for APIs that are not synchronization."""
+    if api in BLOCKING_APIS:
+        return "blocking"
+    if _SYNC_MEMCPY.match(api) and "Async" not in api:
+        return "blocking"
+    if api in NON_BLOCKING_APIS:
+        return "non_blocking"
+    return None
+
+
+def sync_kinds(api_names: list[str]) -> np.ndarray:
+    """Per API code: 1 blocking, 2 non-blocking, 0 other."""
+    kinds = {"blocking": 1, "non_blocking": 2, None: 0}
+    return np.array([kinds[classify(n)] for n in api_names], dtype=np.int64)
+
+
+REFILL_GRACE_NS = 20_000
+
+
+@dataclass(frozen=True)
+class HostRows:
+    """CUDA API rows grouped once for every device's classification."""
+
+    by_pid: dict[int, np.ndarray]  # pid -> its rows in runtime(), ascending
+    blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
+    launching: np.ndarray  # per row: a launch call
+    refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
+    after_wait: np.ndarray  # per row: a launch made after a stream wait on its thread (since its last launch)
+
+    @staticmethod
+    def of(data: TraceData) -> HostRows:
+        return data.cached("host_rows", lambda: HostRows._build(data))
+
+    @staticmethod
+    def _build(data: TraceData) -> HostRows:
+        rt = data.runtime()
+        names = data.runtime_api_names()
+        blocking = sync_kinds(names)[rt.api] == 1
+        blocking |= _pageable_copy_calls(data)
+        launching = launch_api_mask(names)[rt.api]
+        by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
+        return HostRows(by_pid, blocking, launching,
+                        _refill_end(data, blocking, launching), _after_wait(data, launching))
+
+    def rows_of(self, pids: np.ndarray) -> np.ndarray:
+        parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
+def _pageable_copy_calls(data: TraceData) -> np.ndarray:
+    """Per runtime row: the call started a copy to or from pageable memory (it blocks)."""
+    rt = data.runtime()
+    out = np.zeros(len(rt), dtype=bool)
+    try:
+        mc = data.memcpy()
+    except Unavailable:
+        return out
+    pageable = (mc.src_kind == PAGEABLE) | (mc.dst_kind == PAGEABLE)
+    if not pageable.any() or len(rt) == 0:
+        return out
+    rows = match_calls(mc.pid[pageable], mc.corr[pageable], rt)
+    out[rows[rows >= 0]] = True
+    return out
+
+
+def _refill_end(data: TraceData, blocking: np.ndarray, launching: np.ndarray) -> np.ndarray:
+    """Per row: the end of the launch call that follows a blocking call on the same thread
+    within REFILL_GRACE_NS of its return (the host refilling the GPU), else the row's end."""
+    rt = data.runtime()
+    out = rt.end.copy()
+    if len(rt) < 2 or not blocking.any():
+        return out
+    wanted = set(distinct_few(rt.tkey[blocking]).tolist())
+    for tkey, order in rows_by_value(rt.tkey):
+        if tkey not in wanted:
+            continue
+        # the thread's rows in (start, row) order, as np.lexsort((start, tkey)) has them
+        start = rt.start[order]
+        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = order[np.argsort(start, kind="stable")]
+        cur, nxt = order[:-1], order[1:]
+        ok = blocking[cur] & launching[nxt] & (rt.start[nxt] - rt.end[cur] <= REFILL_GRACE_NS)
+        out[cur[ok]] = np.maximum(rt.end[cur[ok]], rt.end[nxt[ok]])
+    return out
+
+
+STREAM_WAIT = re.compile(r"StreamWaitEvent|StreamWaitValue")
+
+
+def _after_wait(data: TraceData, launching: np.ndarray) -> np.ndarray:
+    """Per row: a launch call made after its thread issued a stream wait on an event since its
+    previous launch (the work it launches waits on that event)."""
+    rt = data.runtime()
+    out = np.zeros(len(rt), dtype=bool)
+    names = data.runtime_api_names()
+    waits = np.array([STREAM_WAIT.search(n) is not None for n in names] or [False])
+    is_wait = waits[rt.api] if len(rt) else np.zeros(0, dtype=bool)
+    if not is_wait.any():
+        return out
+    wanted = set(distinct_few(rt.tkey[is_wait]).tolist())
+    for tkey, order in rows_by_value(rt.tkey):
+        if tkey not in wanted:
+            continue
+        start = rt.start[order]
+        if len(order) > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = order[np.argsort(start, kind="stable")]
+        launch = launching[order]
+        # per row: the number of launches before it on the thread; a wait and the launch after
+        # it have the same count when no launch lies between them
+        seen = np.cumsum(launch) - launch
+        wait_at = np.flatnonzero(is_wait[order])
+        if not len(wait_at):
+            continue
+        marked = np.zeros(int(seen[-1]) + 2, dtype=bool)
+        marked[seen[wait_at]] = True
+        out[order[launch]] = marked[seen[launch]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -93,8 +242,6 @@ def find(data: TraceData, blocking: np.ndarray) -> Calls | None:
 def find_blocking(data: TraceData) -> Calls | None:
     """find() with the calls that block the host (HostRows.blocking), built once for every
     reader (host_patterns, and idle_causes' draining calls)."""
-    from nsys_llm_explainer.analysis.idle_sweep import HostRows
-
     return data.cached("readbacks", lambda: find(data, HostRows.of(data).blocking))
 
 
@@ -177,15 +324,15 @@ def call_origins(data: TraceData, calls: np.ndarray, skip_names: set[str],
     if index is None:
         # Only the ranges of the calls' threads: the tree of each thread is its own.
         nv = nv.take(np.flatnonzero(np.isin(nv.tkey, distinct_few(tkey))))
-        index = nvtx_tree.build(nv)
+        index = nvtx.build(nv)
     if len(index.order) == 0:  # no ended range on those threads: none holds a call
         return [None] * n, [None] * n
     names = [normalize(x) for x in data.nvtx_names()]
     name = nv.name[index.order]
     skip_name = np.array([x in skip_names for x in data.nvtx_names()] or [False])
     skip = skip_name[name] | (index.end - index.start >= max(1, int(CONTAINER_SHARE * window_ns)))
-    inner = nvtx_tree.innermost(index, tkey, rt.start[calls], rt.end[calls])
-    top, below, _ = nvtx_tree.climb(index, inner, skip)
+    inner = nvtx.innermost(index, tkey, rt.start[calls], rt.end[calls])
+    top, below, _ = nvtx.climb(index, inner, skip)
     region = [names[int(name[t])] if t >= 0 else None for t in top.tolist()]
     # The operator the program called: the region when it is one (`aten::item`), else the
     # range right below it (`## sparse_data_dist ##` > `aten::to`).

@@ -1,4 +1,6 @@
-"""Allocator tuning for the command-line run (glibc only; a no-op elsewhere).
+"""How many processes a run may use (no heavy imports: the command line asks before forking).
+
+Allocator tuning for the command-line run (glibc only; a no-op elsewhere).
 
 The analysis allocates and frees hundreds of temporary arrays of tens of MB each. glibc
 serves every block above 32 MiB with a fresh mmap and unmaps it on free, so each one costs
@@ -22,8 +24,7 @@ The CLI also collects cyclic garbage less often (tune_gc): the run allocates mil
 small containers that die by reference counting (the reader's events, the writers' rows),
 and at Python's default thresholds the collector visits every live object (pandas' and
 numpy's included) hundreds of times a run: 0.07 s of a 1.2 s report. Cycles are rare in
-the analysis, and the few there are wait a little longer.
-"""
+the analysis, and the few there are wait a little longer."""
 
 from __future__ import annotations
 
@@ -32,6 +33,22 @@ import gc
 import os
 import sys
 from collections.abc import Callable
+
+MAX_JOBS = 3  # one report: this process and up to two that read or render beside it
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def default_jobs() -> int:
+    """Processes one report reads and renders with: the usable CPUs, at most MAX_JOBS."""
+    return min(usable_cpus(), MAX_JOBS)
+
 
 M_TRIM_THRESHOLD = -1  # glibc mallopt parameter numbers (malloc.h)
 M_MMAP_MAX = -4

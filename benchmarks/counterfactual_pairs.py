@@ -22,7 +22,7 @@ if __package__ in (None, ""):
 from nsys_llm_explainer.metrics import Context, critical_path, steps, what_if  # noqa: E402
 from nsys_llm_explainer.model import MetricResult  # noqa: E402
 from nsys_llm_explainer.options import Options  # noqa: E402
-from nsys_llm_explainer.trace import sources  # noqa: E402
+from nsys_llm_explainer.trace import formats  # noqa: E402
 from tests.fixtures import counterfactual_pairs as cp  # noqa: E402
 from tests.fixtures.counterfactual import STEP_RANGE  # noqa: E402
 
@@ -31,7 +31,7 @@ CASES = [("gpu_bound", 64), ("gpu_bound", 1024), ("gpu_bound", 4096), ("host_bou
 
 
 def window_rows(path: Path, change: str, fmt: str) -> dict:
-    data = sources.open_trace(path, jobs=1)
+    data = formats.open_trace(path, jobs=1)
     try:
         given = (change,) if change.startswith("kernel:") else ()
         ctx = Context(data.schema, data, Options(step_range=STEP_RANGE if fmt == "nsys" else None, what_if=given))

@@ -87,7 +87,9 @@ def test_every_result_type_belongs_to_a_metric_that_returns_it() -> None:
 def test_every_trace_format_has_the_files_of_its_list(fmt: TraceFormat) -> None:
     assert fmt.label, fmt
     assert fmt in formats.READERS, f"{fmt}: no Reader in trace/formats.py READERS"
-    assert (PKG / "trace" / fmt.word / "source.py").is_file(), f"{fmt}: no trace/{fmt.word}/source.py"
+    load = (PKG / "trace" / fmt.word / "load.py")
+    assert load.is_file(), f"{fmt}: no trace/{fmt.word}/load.py"
+    assert re.search(r"^class \w+TraceData\(", load.read_text(encoding="utf-8"), re.M), f"{fmt}: no TraceData in {load}"
     schema = json.loads((PKG / "schema" / "report.schema.json").read_text(encoding="utf-8"))
     trace = schema["$defs"][schema["properties"]["trace"]["$ref"].rsplit("/", 1)[-1]]
     enum = trace["properties"]["format"]["enum"]

@@ -13,9 +13,7 @@ PACKAGE = Path(nsys_llm_explainer.__file__).resolve().parent
 
 # Cycles still being broken elsewhere, each to be removed from this list when it is: the test
 # below fails once one of them is gone, so the list never outlives its cycles.
-KNOWN: set[frozenset[str]] = {
-    frozenset({"rules.idle_cause_common", "rules.nle214_scalar_readbacks", "rules.nle217_layer_sync_stall"}),
-}
+KNOWN: set[frozenset[str]] = set()
 
 
 def modules(package: Path) -> dict[str, tuple[Path, bool]]:

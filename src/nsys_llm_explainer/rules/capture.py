@@ -404,7 +404,7 @@ NLE309 = Rule(
 def unknown_gpu(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """A GPU that ran work is not in the built-in peak table, so no peak context is given.
 
-    The table in compute/gpu_specs.py matches exact CUDA device names only; similar names are never
+    The table in compute/peaks.py matches exact CUDA device names only; similar names are never
     guessed. Fires (low) once, listing the unknown active models.
 
     Example:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
-from nsys_llm_explainer.compute.roofline import NEAR_ROOF_PCT
+from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS

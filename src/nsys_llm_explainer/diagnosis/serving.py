@@ -90,17 +90,24 @@ def sentence(s: Serving) -> str | None:
         parts.append(_mixed(by["mixed"]))
     if "decode" in by:
         parts.append(_decode(by["decode"]))
-    main = by.get("decode") or by.get("mixed") or by["prefill"]
+    main = main_phase(s)
+    assert main is not None
     n = len(s.iterations)
     body = ", then ".join(parts)
     text = f"{body}: {_judge(s, main)}" if n == 1 else f"{_n(n, 'iteration')}: {body}: {_judge(s, main)}"
-    outside = _outside_pct(s)
+    outside = outside_pct(s)
     if outside is not None and outside >= OUTSIDE_PCT:
         text += f"; {pct(outside)} of the capture's GPU window lies outside the iterations"
     return text
 
 
-def _outside_pct(s: Serving) -> float | None:
+def main_phase(s: Serving) -> PhaseRow | None:
+    """The phase the capture is judged by: decode when there is one, else mixed, else prefill."""
+    by = {p.phase: p for p in s.phases}
+    return by.get("decode") or by.get("mixed") or by.get("prefill")
+
+
+def outside_pct(s: Serving) -> float | None:
     """Share of the span from the first to the last GPU work of the iterations' processes
     that no iteration's GPU span covers (per process, the largest)."""
     if s.window_ns <= 0:

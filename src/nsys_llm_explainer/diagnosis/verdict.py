@@ -321,12 +321,10 @@ def _serving_decision(metrics: dict[str, Outcome], acct: Accounting) -> Decision
     s = typed_result(metrics, Serving)
     if s is None or not s.phases or s.window_ns <= 0:
         return None
-    by = {p.phase: p for p in s.phases}
-    main = by.get("decode") or by.get("mixed") or by.get("prefill")
+    main = serving.main_phase(s)
     if main is None:
         return None
-    covered = sum(it.gpu_span_ns for it in s.iterations)
-    outside = max(0.0, 1.0 - covered / s.window_ns) * acct.window()
+    outside = (serving.outside_pct(s) or 0.0) / 100.0 * acct.window()
     unexplained = acct.bucket_total(Bucket.CAPTURE_EDGE) + acct.bucket_total(Bucket.DEVICE_WAIT)
     if unexplained - outside > acct.total(BUSY):
         return None

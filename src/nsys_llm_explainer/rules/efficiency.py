@@ -137,6 +137,14 @@ LARGE_ADVICE = (
 )
 
 
+def low_gemm_operations(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """compute_efficiency's matrix products placed plausibly on the roofline at under
+    LOW_ROOF_PCT of their roof: the operations NLE320 puts at stake."""
+    return [o for o in operations
+            if o.get("family") == "gemm" and o.get("pct_of_roof") is not None and (o.get("flops") or 0) > 0
+            and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")]
+
+
 def stake_ns(op: dict[str, Any]) -> int:
     """GPU time an operation would give back at its roof: time x (1 - achieved/attainable)."""
     return int(op["kernel_ns"] * max(0.0, 1.0 - float(op["pct_of_roof"]) / 100.0))
@@ -192,11 +200,7 @@ def gemm_below_roof(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     res = view.metric("compute_efficiency")
     if res is None:
         return
-    low = [
-        o for o in res.data["operations"]
-        if o["family"] == "gemm" and o.get("pct_of_roof") is not None and o["flops"] > 0
-        and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")
-    ]
+    low = low_gemm_operations(res.data.get("operations") or [])
     if not low:
         return
     per_dev: dict[int, int] = {}

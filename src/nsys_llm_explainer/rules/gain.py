@@ -187,7 +187,7 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
             if f.impact_ns is not None:
                 # A step's gain is part of the capture's: never more than it, nor than the ceiling
                 # (a step's own window can replay a little differently from the whole capture's).
-                step = min(step, max(window, 0), f.impact_ns) if window else min(step, f.impact_ns)
+                step = min(step, f.impact_ns, window or f.impact_ns)
             f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step if per_step else None,
                                     what_if=str(row["change"]))
             factor = _factor(str(row["change"]))

@@ -27,7 +27,7 @@ from nsys_llm_explainer.results.kernels import (
 )
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct, us
-from nsys_llm_explainer.rules.efficiency import LARGE_ADVICE, LOW_ROOF_PCT, SMALL_M
+from nsys_llm_explainer.rules.efficiency import LARGE_ADVICE, LOW_ROOF_PCT, SMALL_M, low_gemm_operations
 from nsys_llm_explainer.rules.impact import band, device_lines, per_device, where, whole
 
 SHARE_PCT = 25.0  # of the kernel time of its own device
@@ -99,9 +99,7 @@ def _placed(view: RuleInput) -> dict[tuple[str, int], tuple[float, float | None]
 def _gemm_roof_devices(view: RuleInput) -> set[int]:
     """Devices where NLE320 puts GEMM operations' time below their roof at stake."""
     res = view.metric("compute_efficiency")
-    return {int(o["device_id"]) for o in (res.data.get("operations") or [] if res is not None else [])
-            if o.get("family") == "gemm" and o.get("pct_of_roof") is not None and o.get("flops")
-            and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")}
+    return {int(o["device_id"]) for o in low_gemm_operations(res.data.get("operations") or [] if res else [])}
 
 
 def dominant(view: RuleInput) -> dict[str, list[tuple[KernelRow, float, int | None]]]:

@@ -288,7 +288,7 @@ class Report(model.Report):
 
         chosen = Format.parse(formats if isinstance(formats, str) else ",".join(str(f) for f in formats))
         out = Path(out_dir)
-        output.write(out, writers.build(self.shared.report, chosen, md, self.shared), force=force)
+        output.write(out, writers.files(self.shared.report, chosen, md, self.shared), force=force)
         return out
 
 

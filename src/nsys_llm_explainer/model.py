@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from nsys_llm_explainer.frozen import frozen
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,7 +117,7 @@ _FORMAT_LABELS = {TraceFormat.NSYS: "Nsight Systems SQLite export",
                   TraceFormat.KINETO: "PyTorch profiler trace (Kineto JSON)"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Schema:
     """What the schema probe found in the export. Only real tables (not views) count."""
 
@@ -136,7 +138,7 @@ class Schema:
         return self.tables.get(table, ())
 
 
-@dataclass(frozen=True)
+@frozen
 class Table:
     """A CSV table: `frame` holds the rows; columns are fixed so empty tables keep a header."""
 
@@ -154,7 +156,7 @@ class Table:
         return self.frame.loc[:, list(self.columns)]
 
 
-@dataclass(frozen=True)
+@frozen
 class MetricResult:
     """A metric that ran. `data` is JSON-ready and becomes report.json `metrics.<id>`;
     `typed` is the metric's result object (results/<id>.py) where it has one, and `data` is
@@ -180,7 +182,7 @@ def typed_result(outcomes: Mapping[str, Outcome], cls: type[R]) -> R | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Skipped:
     """A metric that could not run, and why. Every writer shows the reason."""
 
@@ -205,7 +207,7 @@ def round_pct(raw: float) -> float:
     return round(stored + step, 2) if f"{round(stored + step, 2):.1f}" == shown else round(raw, 1)
 
 
-@dataclass(frozen=True)
+@frozen
 class Affected:
     """One device (and the processes that use it) a finding applies to, with its own numbers."""
 
@@ -216,7 +218,7 @@ class Affected:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     rule_id: str
     title: str
@@ -246,7 +248,7 @@ GAIN_FAR_BELOW = "estimated gain far below the time at stake: "
 GAIN_WHY_PREFIXES = (GAIN_NOT_GIVEN, GAIN_FAR_BELOW)
 
 
-@dataclass(frozen=True)
+@frozen
 class Primary:
     """The bottleneck behind the verdict."""
 
@@ -258,7 +260,7 @@ class Primary:
     evidence: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class Workload:
     kind: str
     confidence: Confidence
@@ -266,7 +268,7 @@ class Workload:
     model: str | None = None  # recommendation, cnn (metrics/workload.py), when shown and not an LLM
 
 
-@dataclass(frozen=True)
+@frozen
 class CaptureCheck:
     id: str
     found: bool
@@ -275,7 +277,7 @@ class CaptureCheck:
     pct_of_window: float = 0.0
 
 
-@dataclass(frozen=True)
+@frozen
 class CaptureReview:
     steady_state: bool
     checks: tuple[CaptureCheck, ...]
@@ -286,7 +288,7 @@ class CaptureReview:
     captured: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Diagnosis:
     verdict: Verdict
     summary: str
@@ -299,7 +301,7 @@ class Diagnosis:
     kernels: dict[str, Any] | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuInfo:
     device_id: int
     name: str | None
@@ -311,14 +313,14 @@ class GpuInfo:
     vendor: str | None = None  # "nvidia" or "amd" where the trace tells
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessInfo:
     pid: int
     kernel_count: int
     name: str | None = None  # only with --include-capture-info
 
 
-@dataclass(frozen=True)
+@frozen
 class TraceInfo:
     path: str
     size_bytes: int
@@ -336,7 +338,7 @@ class TraceInfo:
     distributed: dict[str, Any] | None = None  # rank, world_size, backend when recorded
 
 
-@dataclass(frozen=True)
+@frozen
 class Report:
     """A report's data: the trace, each metric's outcome, the findings (most severe first)
     and the diagnosis. It knows nothing of output: api.Report, what explain() returns, adds

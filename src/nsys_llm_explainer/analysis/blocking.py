@@ -39,7 +39,6 @@ range right below it: `## sparse_data_dist ##` > `aten::to`), and the copy size.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,6 +46,7 @@ from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
 from nsys_llm_explainer.analysis.join import cached_range_index, launch_api_mask, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -94,7 +94,7 @@ def sync_kinds(api_names: list[str]) -> np.ndarray:
 REFILL_GRACE_NS = 20_000
 
 
-@dataclass(frozen=True)
+@frozen
 class HostRows:
     """CUDA API rows grouped once for every device's classification."""
 
@@ -196,7 +196,7 @@ def _after_wait(data: TraceData, launching: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Calls:
     """One row per read-back."""
 
@@ -249,7 +249,7 @@ def _overlap(s: np.ndarray, e: np.ndarray, seg: tuple[np.ndarray, np.ndarray]) -
     return intervals.overlap_with_union(s, e, *seg) if len(s) else np.empty(0, np.int64)
 
 
-@dataclass(frozen=True)
+@frozen
 class Cost:
     """Per read-back figures (module docstring) and each device's union of the GPU cost."""
 

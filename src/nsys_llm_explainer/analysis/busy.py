@@ -12,13 +12,13 @@ copies, transfer_union) are kept apart, as what idle time may be spent waiting o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -39,7 +39,7 @@ KERNEL, GRAPH, DEVICE_COPY, MEMSET = range(4)
 WORK_COLUMNS = ("start", "end", "device", "stream", "pid", "corr", "source", "row")
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceBusy:
     device_id: int
     busy_start: np.ndarray  # merged, disjoint kernel intervals

@@ -69,7 +69,6 @@ built, not while it runs."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,6 +77,7 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import CaptureSpan, TraceData, Unavailable
@@ -218,7 +218,7 @@ SEARCHED = ("gemm", "conv")
 _DIGITS = re.compile(r"\d+")
 
 
-@dataclass(frozen=True)
+@frozen
 class Searches:
     starts: np.ndarray  # merged kernel intervals of the variants of every search
     ends: np.ndarray

@@ -22,20 +22,19 @@ serving view and diff leave it out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import TraceData
 
 KEY = "carried"
 _NEVER = np.iinfo(np.int64).max
 
 
-@dataclass(frozen=True)
+@frozen
 class Carried:
     mask: np.ndarray  # per kernel: carried
     kernels: int

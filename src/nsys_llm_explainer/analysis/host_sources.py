@@ -61,7 +61,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import pandas as pd
@@ -80,6 +80,7 @@ from nsys_llm_explainer.analysis.groups import distinct, distinct_few
 from nsys_llm_explainer.analysis.join import cached_range_index, kernel_launch_index, launch_api_mask, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize, normalized_names
 from nsys_llm_explainer.analysis.program import scrub
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -130,7 +131,7 @@ FAMILY_NAMES = tuple(f for f, _ in FAMILIES)
 RANGE, OS, CUDA, PYTHON = "range", "os", "cuda", "python"
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     name: str
     kind: str  # RANGE, OS, CUDA or PYTHON
@@ -139,7 +140,7 @@ class Source:
     inner: str | None = None  # the innermost record inside it that held most of its time
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceSources:
     device_id: int
     idle_ns: int  # host-caused idle time (sync_wait + launch_bound + host_other)
@@ -195,7 +196,7 @@ def _activation_checkpoints(names: list[str], used: np.ndarray, fam_of_name: np.
             fam_of_name[i] = framework
 
 
-@dataclass(frozen=True)
+@frozen
 class _Records:
     """Host records of some threads, as one range table for the NVTX range index."""
 

@@ -83,7 +83,6 @@ import contextvars
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -104,6 +103,7 @@ from nsys_llm_explainer.analysis.busy import (
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
 from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
 from nsys_llm_explainer.analysis.nvtx import name_mask
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import IdleCause
 from nsys_llm_explainer.trace.columns import Columns, narrow
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -175,7 +175,7 @@ COMM_RANGE = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class GapCauses:
     device_id: int
     owners: np.ndarray  # pids whose kernels ran on the device
@@ -366,7 +366,7 @@ def _union_of_rows(rows: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     return intervals.merge(start[rows], end[rows])
 
 
-@dataclass(frozen=True)
+@frozen
 class PendingComm:
     """One device's communication kernels, to find the collectives pending during a gap:
     their starts in order, and the earliest launch among those starting at or after each."""

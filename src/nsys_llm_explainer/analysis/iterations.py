@@ -74,13 +74,14 @@ from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_launch_index
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 PHASES = (PREFILL, DECODE, MIXED)
 
 
-@dataclass(frozen=True)
+@frozen
 class Mark:
     """What one iteration mark says; None where it says nothing."""
 
@@ -313,7 +314,7 @@ class Iteration:
     phase: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Iterations:
     source: str
     engine: str | None

@@ -16,7 +16,6 @@ patterns, compute) group by."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +23,7 @@ import numpy as np
 from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.categories import CategoryTable
 from nsys_llm_explainer.trace.columns import Columns, factorize, narrow
 from nsys_llm_explainer.trace.data import TraceData
@@ -166,7 +166,7 @@ def launch_api_mask(api_names: list[str], pattern: re.Pattern[str] = LAUNCH_API)
     return np.array([bool(pattern.match(n)) for n in api_names] or [False], dtype=bool)
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchPairs:
     kernel_launch: (
         np.ndarray
@@ -274,7 +274,7 @@ def launch_first_kernels(data: TraceData) -> np.ndarray:
 QUERY_CHUNK = 1 << 18  # kernels looked up at a time
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelAttribution:
     launch: np.ndarray  # per kernel: row in runtime(), or -1
     range_pos: np.ndarray  # per kernel: sorted position in `index`, or -1
@@ -337,7 +337,7 @@ def instance_phases(ctx: Context, att: KernelAttribution, names: list[str]) -> t
     return phase, phases
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelCategories:
     categories: list[str]  # code -> category name, "other" last
     code: np.ndarray  # per kernel row of data.kernels()

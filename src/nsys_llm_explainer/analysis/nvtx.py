@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from nsys_llm_explainer.analysis.groups import PACK_LIMIT
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData
 
@@ -178,7 +178,7 @@ def name_mask(data: TraceData, pattern: re.Pattern[str], anchored: bool = False)
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
-@dataclass(frozen=True)
+@frozen
 class RangeIndex:
     order: np.ndarray  # sorted position -> row in the NVTX columns
     start: np.ndarray

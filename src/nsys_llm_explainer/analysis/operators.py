@@ -18,7 +18,6 @@ phases and Python call sites (operators.py holds the per-operator table)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,13 +28,14 @@ from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import distinct, group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
 from nsys_llm_explainer.analysis.phase_scope import phase_scope
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CACHE_KEY = "operator_attribution"
 
 
-@dataclass(frozen=True)
+@frozen
 class OperatorAttribution:
     ops: Columns  # data.operators(), rows as loaded
     index: nvtx.RangeIndex  # operators sorted per thread (order: sorted pos -> row)

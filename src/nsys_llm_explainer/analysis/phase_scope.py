@@ -10,18 +10,17 @@ the launch call lies inside the range on the launching thread).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import KernelAttribution, kernel_attribution
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import Unavailable
 
 STEP_PHASE = "step"
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseScope:
     source: str  # "step_range", "phase_map" or "profiler_step"
     phases: list[str]

@@ -76,10 +76,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
 
 import pandas as pd
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import CommandLine, StreamText, TraceData, Unavailable
 
 MAX_LINE_CHARS = 200
@@ -149,7 +149,7 @@ TOKEN = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_
                    r"\b(hf|sk|ghp|gho|github_pat|xox[abp]|AKIA)[_-](?=[A-Za-z0-9-]*[0-9A-Z])[A-Za-z0-9-]{12,}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Ending:
     """The decisive line of a program's output and what it says."""
 
@@ -220,7 +220,7 @@ def _context(lines: list[str], i: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class _Traceback:
     start: int  # the "Traceback (most recent call last):" line
     end: int  # the exception line closing it
@@ -377,7 +377,7 @@ MAX_SHOWN_CHARS = 120
 MAX_DEPTH = 8
 
 
-@dataclass(frozen=True)
+@frozen
 class Program:
     """The program a capture ran, as shown: nothing but names (module docstring)."""
 

@@ -28,13 +28,13 @@ calls descending, then p50 descending."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import PACK_LIMIT, group_max, group_min, group_sum
+from nsys_llm_explainer.frozen import frozen
 
 
 def rank_of(p: float, counts: np.ndarray) -> np.ndarray:
@@ -119,7 +119,7 @@ def percentiles(values: np.ndarray, ps: Sequence[float]) -> dict[float, int]:
     return {p: int(part[i]) for p, i in idx.items()}
 
 
-@dataclass(frozen=True)
+@frozen
 class SortedGroups:
     """Values sorted by (group, value): group i's values are values[offsets[i]:][:counts[i]].
 

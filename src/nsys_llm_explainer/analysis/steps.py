@@ -72,7 +72,6 @@ blocking sync, or a launch that blocked on a full launch queue)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -87,6 +86,7 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.fmt import dur
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 BOUNDARY_RATIO = 3.0
@@ -106,7 +106,7 @@ LAUNCH_BASIS = "launch call start"
 STEP_WORD = re.compile(r"step|iter|batch|forward|decode|prefill|generate|request|infer", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@frozen
 class Units:
     """A process's GPU work in launch order, one row per unit (module docstring)."""
 
@@ -288,7 +288,7 @@ def _may_tile(tkey: np.ndarray, code: np.ndarray, start: np.ndarray, end: np.nda
     return keep
 
 
-@dataclass(frozen=True)
+@frozen
 class NvtxSteps:
     name: str
     pid: int
@@ -378,7 +378,7 @@ def layers_of(data: TraceData, kernel_step: np.ndarray, n: int) -> dict[str, int
     return None if found is None else {"units": found[0], "per_step": found[1]}
 
 
-@dataclass(frozen=True)
+@frozen
 class OwnWindows:
     """Per step: the GPU window of the kernels it launched (module docstring); -1 and 0
     for a step that launched none."""
@@ -424,7 +424,7 @@ WALL_TO_WALL = 0.8  # repeats with no boundary covering this share of the units:
 CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 
 
-@dataclass(frozen=True)
+@frozen
 class Detected:
     method: str
     confidence: str

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+from nsys_llm_explainer.frozen import frozen
 
 # (family, lowest compute capability x10) in ascending order.
 FAMILIES = (
@@ -45,7 +46,7 @@ _WORDS = (
 MAX_EVIDENCE = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class ArchInference:
     family: str  # the newest family the evidence requires ("hopper")
     min_sm: int  # compute capability x10 that much evidence proves (90)
@@ -116,7 +117,7 @@ FAMILY_WORDS = {
 _ROCM_KERNEL = re.compile(r"^(custom_)?cijk_|(^|[^a-z])(ck|ck_tile|aiter)::|hipblaslt|rocblas", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuArch:
     """The architecture precision advice is keyed by: vendor, family, and how it is known."""
 

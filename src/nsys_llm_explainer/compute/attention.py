@@ -16,14 +16,13 @@ pass causal=True/False.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost, nbytes, numel, short_name
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, parse_bool, parse_int
+from nsys_llm_explainer.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Layout:
     q: int  # index of the query argument (key and value follow)
     heads_first: bool  # [B, H, L, D] when True, [B, L, H, D] when False

@@ -12,7 +12,6 @@ to keep the input's spatial size (stride 1, "same" padding), which is stated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from nsys_llm_explainer.compute.cost import OpCost, direction_of, nbytes, short_name
 from nsys_llm_explainer.compute.dtypes import peak_class
@@ -23,12 +22,13 @@ from nsys_llm_explainer.compute.shapes import (
     parse_int,
     parse_int_list,
 )
+from nsys_llm_explainer.frozen import frozen
 
 TF32_NOTE = "float32 convolution counted at the TF32 peak: cuDNN's default (allow_tf32=True)"
 SAME_NOTE = "stride, padding and dilation not recorded: output assumed the input's spatial size"
 
 
-@dataclass(frozen=True)
+@frozen
 class Sig:
     """Argument positions of one convolution signature (None: not an argument)."""
 

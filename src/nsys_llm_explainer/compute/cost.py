@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from nsys_llm_explainer.compute import dtypes
+from nsys_llm_explainer.frozen import frozen
 
 Family = Literal["gemm", "conv", "attention", "memory", "view"]
 Direction = Literal["forward", "backward"]
 
 
-@dataclass(frozen=True)
+@frozen
 class OpCost:
     op: str  # the operator as recorded ("aten::addmm")
     family: Family

@@ -17,8 +17,6 @@ it; calls without kernels (CPU tensors) are not placed on the GPU's roofline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from nsys_llm_explainer.analysis import nvtx
@@ -27,6 +25,7 @@ from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.shapes import Uncounted
 from nsys_llm_explainer.compute.sources import Instances, instances
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.trace.data import TraceData
 
@@ -34,7 +33,7 @@ VIEW_KEY = "compute_view"
 MATRIX = ("gemm", "conv", "attention")
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyCosts:
     """Per cost key: the numbers of its OpCost (zeros for Uncounted)."""
 
@@ -44,7 +43,7 @@ class KeyCosts:
     leaf: np.ndarray  # bool: FLOPs and not composite
 
 
-@dataclass(frozen=True)
+@frozen
 class Counted:
     pos: np.ndarray  # sorted positions of the counted calls
     kernel_call: np.ndarray  # per kernel row: index into pos, or -1
@@ -106,7 +105,7 @@ def count(inst: Instances, kc: KeyCosts, kernel_dur: np.ndarray) -> Counted:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class ComputeView:
     """The costed calls of a trace, the counted ones, and where their kernels ran."""
 

@@ -18,7 +18,8 @@ say "s16816gemm_bf16" or "h1688gemm", template arguments say "cutlass::bfloat16_
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from nsys_llm_explainer.frozen import frozen
 
 # bytes per element; fp4x2 packs two 4-bit values in one byte (one element of the tensor)
 SIZES: dict[str, int] = {
@@ -215,7 +216,7 @@ _NVJET_CODES = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelDtype:
     dtype: str  # storage dtype of the inputs (canonical)
     compute_class: str  # peak-table class ("tf32" for a TF32 kernel on fp32 data)

@@ -14,7 +14,6 @@ OPERATION_COLUMNS and KERNEL_COLUMNS are the columns of its two CSV tables."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from nsys_llm_explainer.compute.peaks import PLAUSIBLE_TOLERANCE, DevicePeaks, d
 from nsys_llm_explainer.compute.shapes import Uncounted
 from nsys_llm_explainer.compute.sources import NVTX_CAPTURE, shapes_missing
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
 from nsys_llm_explainer.results.run import Workload
@@ -53,7 +53,7 @@ KERNEL_COLUMNS = (
 LABEL_CHARS = 60
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyAttrs:
     """Per cost key, as arrays and code tables."""
 

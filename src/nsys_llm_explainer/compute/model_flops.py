@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.options import read_json_file
 
 MAX_FILE_BYTES = 4 << 20
@@ -57,7 +57,7 @@ QKV_BIAS_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"})
 QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe"})  # RMSNorm(head_dim) on q and on k
 
 
-@dataclass(frozen=True)
+@frozen
 class MoeSpec:
     num_experts: int
     experts_per_token: int
@@ -68,7 +68,7 @@ class MoeSpec:
     layers: tuple[bool, ...]  # per layer: True when its MLP is the MoE block
 
 
-@dataclass(frozen=True)
+@frozen
 class MlaSpec:
     kv_lora_rank: int
     q_lora_rank: int | None
@@ -77,7 +77,7 @@ class MlaSpec:
     v_head_dim: int
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelConfig:
     model_type: str
     hidden_size: int
@@ -233,7 +233,7 @@ def load_model_config(path: str | Path) -> ModelConfig:
     return parse_model_config(obj, Path(path).name)
 
 
-@dataclass(frozen=True)
+@frozen
 class ParamCounts:
     embedding: int
     lm_head: int  # 0 when tied to the embedding
@@ -361,7 +361,7 @@ def is_vocab_dim(size: int, vocab: int) -> bool:
     return vocab > 0 and 0 <= pad < VOCAB_PADDING and 8 * pad < vocab
 
 
-@dataclass(frozen=True)
+@frozen
 class DecodeBytes:
     weights: int  # parameters read once per step, in the weight dtype
     kv_cache: int  # cached keys and values read by the step's attention

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -46,6 +45,7 @@ from nsys_llm_explainer.compute.cost import OpCost
 from nsys_llm_explainer.compute.count import ComputeView
 from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
 from nsys_llm_explainer.compute.model_flops import ModelConfig, load_model_config
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData
 
@@ -57,7 +57,7 @@ def model_config(path: str) -> ModelConfig:
     return load_model_config(path)
 
 
-@dataclass(frozen=True)
+@frozen
 class StepShapes:
     tokens: int | None  # elements of the token embedding's indices in the step
     indices: tuple[int, ...] | None  # the first embedding call's index sizes ([B, S])
@@ -230,7 +230,7 @@ HEAD_SHAPES_TOLERANCE = 0.10
 COMPUTE_KINDS = ("prefill", "training", "forward")
 
 
-@dataclass(frozen=True)
+@frozen
 class PidGpus:
     """The GPUs one process ran kernels on, with the peaks that apply."""
 
@@ -241,7 +241,7 @@ class PidGpus:
     assumed: str = ""  # why, when the peaks were assumed from kernel names
 
 
-@dataclass(frozen=True)
+@frozen
 class StepContext:
     cfg: ModelConfig | None
     config_name: str | None
@@ -277,7 +277,7 @@ def _tokens(sc: StepContext, sh: StepShapes) -> tuple[int | None, str]:
     return None, "unknown: pass --tokens-per-step (or record shapes)"
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelFlops:
     """A step's model FLOPs and where they came from."""
 

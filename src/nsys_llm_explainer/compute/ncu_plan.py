@@ -48,7 +48,8 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from nsys_llm_explainer.frozen import frozen
 
 WARMUP_SHARE = 0.10
 COMPUTE_CATEGORIES = frozenset({"gemm", "attention", "moe"})
@@ -80,7 +81,7 @@ _REGEX_META = set("\\^$.|?*+()[]{}")
 _UNSAFE_COMMENT = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u2028\u2029]")
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelTarget:
     name: str  # full demangled name as the trace records it
     device: int
@@ -94,7 +95,7 @@ class KernelTarget:
     in_ranges: Sequence[int] | None = None  # call_order of the launches inside the NVTX filter's ranges
 
 
-@dataclass(frozen=True)
+@frozen
 class Counting:
     """What the trace tells about the launches ncu will count before the captured ones."""
 

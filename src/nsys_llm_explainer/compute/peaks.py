@@ -73,7 +73,7 @@ import functools
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -86,6 +86,7 @@ from nsys_llm_explainer.analysis.devices import described
 from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE, ArchInference, infer_from_kernels
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.options import read_json_file
 
 DATA_FILE = "data/gpu_specs.json"
@@ -118,7 +119,7 @@ _NUMBER_FIELDS = (
 _ENTRY_KEYS = frozenset({"names", "model", "arch", "source", *_NUMBER_FIELDS})
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuSpec:
     model: str
     tf32_tflops: float | None
@@ -238,7 +239,7 @@ MAX_FILE_BYTES = 1 << 20
 ANY_DEVICE = "*"
 
 
-@dataclass(frozen=True)
+@frozen
 class PeakTable:
     by_name: dict[str, GpuSpec]
     source: str  # "built-in" or "built-in, with N entries from FILE"
@@ -260,7 +261,7 @@ def load_gpu_peaks(path: str | Path | None) -> PeakTable:
     return PeakTable(merged, f"built-in, with {len(user)} names from {p.name}", frozenset(user))
 
 
-@dataclass(frozen=True)
+@frozen
 class ResolvedPeaks:
     spec: GpuSpec | None
     basis: Literal["table", "user file", "assumed", "unknown"]
@@ -318,7 +319,7 @@ NEAR_ROOF_PCT = 60.0  # at least this share of its roof: limited by that roof
 Bound = Literal["compute", "memory"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Roof:
     dtype: str  # peak class ("bf16")
     peak_flops: float  # FLOP/s
@@ -386,7 +387,7 @@ def check_bandwidth(
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Placement:
     """Where one operation (or kernel, or group of them) sits under a roof."""
 
@@ -441,7 +442,7 @@ def place(
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Placements:
     """`place` over arrays (one entry per operation); NaN where the peak or time is unknown."""
 
@@ -503,7 +504,7 @@ def peak_table(path: str | None) -> PeakTable:
     return load_gpu_peaks(path)
 
 
-@dataclass(frozen=True)
+@frozen
 class DevicePeaks:
     devices: list[int]  # devices that ran kernels, ascending
     resolved: dict[int, ResolvedPeaks]

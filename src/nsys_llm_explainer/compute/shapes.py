@@ -37,17 +37,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from nsys_llm_explainer.compute import dtypes
+from nsys_llm_explainer.frozen import frozen
 
 MAX_RANK = 16
 MAX_DIM = 1 << 48  # larger sizes are corrupt data, not tensors
 _INT = re.compile(r"^\s*-?\d+\s*$")
 
 
-@dataclass(frozen=True)
+@frozen
 class Arg:
     """One operator argument. `dims` is set for a tensor ([] is a 0-dim tensor)."""
 
@@ -62,7 +62,7 @@ class Arg:
         return self.dims is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class OpShapes:
     """The recorded inputs of one operator call."""
 
@@ -94,7 +94,7 @@ class OpShapes:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Uncounted:
     """An operator call whose cost cannot be computed, and why (shown to the user)."""
 
@@ -220,7 +220,7 @@ _LIST = re.compile(r"\[([^\[\]]*)\]")
 _PAIR = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
 
 
-@dataclass(frozen=True)
+@frozen
 class NvtxOp:
     name: str
     seq: int | None = None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from nsys_llm_explainer.compute.cost import OpCost, short_name
 from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
 from nsys_llm_explainer.compute.opcost import CONCAT, has_formula, op_cost
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto, shapes_from_nvtx
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -65,7 +66,7 @@ OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
 OPAQUE_DTYPE = {1: "uint8", 2: "bf16", 4: "fp32", 8: "int64"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Instances:
     """Operator calls in range-index order (analysis/nvtx.py) (sorted position = instance), with their cost."""
 
@@ -215,7 +216,7 @@ def _sizes_key(text: str) -> tuple[str, str] | None:
     return (op, text[start : end + 2]) if end > 0 else None
 
 
-@dataclass(frozen=True)
+@frozen
 class _KernelTypes:
     codes: list[tuple[str, str, str]]  # (dtype, compute class, evidence) per code
     pos_code: np.ndarray  # per NVTX position: code of its own longest typed kernel, or -1

@@ -21,9 +21,10 @@ next work queued and waited on something the trace does not name) belong to no c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.metrics import communication, gpu_idle, idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome
 
@@ -50,7 +51,7 @@ _IDLE_TO_BUCKET: dict[IdleCause, Bucket] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceAccount:
     device_id: int
     window_start_ns: int
@@ -94,7 +95,7 @@ class DeviceAccount:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Accounting:
     devices: tuple[DeviceAccount, ...] = field(default_factory=tuple)
 

@@ -57,12 +57,12 @@ that drive them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.diagnosis import serving
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
 from nsys_llm_explainer.results.serving import Serving
 
@@ -86,7 +86,7 @@ FAILED_OUTCOMES = ("program_failed", "killed", "profiler_failed", "profiler_conf
 _LOWER = {Confidence.HIGH: Confidence.MEDIUM, Confidence.MEDIUM: Confidence.LOW, Confidence.LOW: Confidence.LOW}
 
 
-@dataclass(frozen=True)
+@frozen
 class Decision:
     verdict: Verdict
     cause: Cause | None  # the lead: compute, an idle cause, startup, program_failed; None when nothing is judged

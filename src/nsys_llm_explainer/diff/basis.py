@@ -20,13 +20,13 @@ diff.md says which basis was used.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Basis:
     kind: str  # "per_step" or "per_call"
     base_window_ns: int | None

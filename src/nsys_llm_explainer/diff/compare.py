@@ -11,7 +11,6 @@ divided by the captured window). A gate never passes on captures that are not co
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,6 +20,7 @@ from nsys_llm_explainer.diff import comparability, findings, gate, in_step, kern
 from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.render.json_writer import plain
 from nsys_llm_explainer.trace.formats import source_text
@@ -28,7 +28,7 @@ from nsys_llm_explainer.trace.formats import source_text
 SCHEMA_VERSION = "3.0"
 
 
-@dataclass(frozen=True)
+@frozen
 class Diff:
     doc: dict[str, Any]  # diff.json content
     kernel_rows: pd.DataFrame | None  # tables/diff_kernels.csv rows

@@ -20,10 +20,10 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 
 INCOMPARABLE = "incomparable"
 GATE_METRICS: dict[str, str] = {
@@ -61,7 +61,7 @@ _EXPR = re.compile(r"^\s*([a-z0-9_]+)\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+(?:\.\d*)?|
 GateValue = tuple[float | None, str | None]  # (value, why it is unknown)
 
 
-@dataclass(frozen=True)
+@frozen
 class Condition:
     text: str
     metric: str

@@ -43,19 +43,19 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.frozen import frozen
 
 LEVEL = 0.95
 EXACT_LIMIT = 2_500  # n x m up to which the Mann-Whitney distribution is counted exactly
 MIN_SAMPLES = 2
 
 
-@dataclass(frozen=True)
+@frozen
 class Shift:
     """The change from `base` to `new` samples. Percentages are of the base (ratio - 1 on the
     log scale; shift / base median on the value scale); None where it cannot be said."""
@@ -203,7 +203,7 @@ STEP_FIGURES = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Work:
     """One side's step_work, as arrays."""
 

@@ -8,13 +8,13 @@ only and a stored baseline behaves exactly like its trace.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render.json_writer import SCHEMA_VERSION, report_dict
 
@@ -27,7 +27,7 @@ DIFF_INPUTS = (f"an Nsight Systems export (.sqlite), a PyTorch profiler trace (.
                f"{REPORT_NAME} written by {TOOL_NAME}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Side:
     label: str  # the path the user gave
     kind: str  # "trace" or "report"

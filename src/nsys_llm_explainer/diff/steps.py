@@ -15,7 +15,6 @@ or the phase's p25/p75); a change within it is within the baseline spread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from nsys_llm_explainer.diff import in_step
 from nsys_llm_explainer.diff.basis import json_pct, rel_pct
 from nsys_llm_explainer.diff.in_step import shift
 from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.frozen import frozen
 
 COUNT_KEYS = ("step_count", "steps", "count", "n_steps")
 P50_KEYS = ("p50_ns", "latency_p50_ns", "step_p50_ns")
@@ -33,7 +33,7 @@ P75_KEYS = ("p75_ns", "latency_p75_ns")
 DURATION_KEYS = ("duration_ns", "dur_ns", "latency_ns")
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseSteps:
     phase: str
     count: int

@@ -26,10 +26,10 @@ import hashlib
 import os
 import re
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError, UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace import formats
 
@@ -45,7 +45,7 @@ FINGERPRINT_BYTES = 1 << 20
 HASH_CHUNK = 1 << 22
 
 
-@dataclass(frozen=True)
+@frozen
 class TraceInput:
     path: str  # as shown in outputs: the path as found from the arguments
     abspath: str  # what workers open

@@ -16,7 +16,7 @@ names the other ran too; under same_run.MIN_NAME_SHARE either way: not the same 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ import pandas as pd
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.fleet.inputs import natural_key
 from nsys_llm_explainer.fleet.same_run import MIN_NAME_SHARE
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.results.serving import LatencyFit
 
 PHASES = ("prefill", "decode", "mixed")  # fleet/worker.PHASE_CODES order
@@ -82,7 +83,7 @@ def row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, 
     }
 
 
-@dataclass(frozen=True)
+@frozen
 class _Point:
     sequences: int | None
     tokens: int | None

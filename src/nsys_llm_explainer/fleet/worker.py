@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pandas as pd
 from nsys_llm_explainer import api
 from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.fleet import cache, extract
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import MetricResult, typed_result
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
@@ -144,7 +144,7 @@ def gpu_names(doc: dict[str, Any], devices: list[int]) -> list[str]:
 ARRAY_TAG = "int64"
 
 
-@dataclass(frozen=True)
+@frozen
 class Task:
     path: str  # shown in outputs
     abspath: str  # opened

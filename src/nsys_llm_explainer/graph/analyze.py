@@ -43,6 +43,7 @@ from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.join import kernel_attribution, kernel_categories
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.graph import path as C
 from nsys_llm_explainer.graph.build import Graph, build
@@ -60,7 +61,7 @@ from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 
-@dataclass(frozen=True)
+@frozen
 class WindowGain:
     """How a change's window gain was reached."""
 
@@ -72,7 +73,7 @@ class WindowGain:
     gain: int  # min(in_window, window - floor)
 
 
-@dataclass(frozen=True)
+@frozen
 class ChangeResult:
     change: str
     touched: int  # nodes the change modified
@@ -209,7 +210,7 @@ def _outside(pl: Plan, span: tuple[int, int] | None) -> np.ndarray:
     return (np.maximum(lo - pl.start, 0) + np.maximum(pl.end - hi, 0)).astype(np.int64)
 
 
-@dataclass(frozen=True)
+@frozen
 class StreamLanes:
     """Each task of the graph once (a task carried into a step is also in the step before it),
     with the stream it runs on (process, device, stream), built once for every change."""
@@ -472,7 +473,7 @@ def _median(values: np.ndarray) -> int:
     return int(percentiles(values.astype(np.int64), (50,))[50]) if len(values) else 0
 
 
-@dataclass(frozen=True)
+@frozen
 class Summary:
     data: dict[str, Any]
     steps: pd.DataFrame

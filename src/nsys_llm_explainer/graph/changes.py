@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.build import READBACK_MAX_BYTES, WAIT_QUEUE, Graph
 from nsys_llm_explainer.graph.host import COPY, EVENT, LAUNCH, MEMSET, SYNC
 from nsys_llm_explainer.graph.replay import Params
@@ -82,7 +83,7 @@ DISPATCH_MAX_NS = 10_000  # the most host time per call that counts as issuing i
 DISPATCH_PCT = 90  # a process's typical gap between calls: this percentile of them
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     key: str  # what report.json calls it: a built-in name or the --what-if text as given
     selector: str = ""  # kernel changes: the category or name part
@@ -130,7 +131,7 @@ def parse(text: str) -> Change:
     return Change(whole, parts=tuple(_single(p, whole) for p in pieces))
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskLabels:
     """What the changes need to know about each task of the graph."""
 

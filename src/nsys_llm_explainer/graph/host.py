@@ -20,11 +20,11 @@ measured duration and is counted as an unrecovered edge.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from nsys_llm_explainer.analysis.join import launch_api_mask
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.scan import Blocks, carried_in, rows_in_windows, segmented_cummax
 from nsys_llm_explainer.trace.columns import factorize
 
@@ -68,7 +68,7 @@ def api_tables(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return kind, wait
 
 
-@dataclass(frozen=True)
+@frozen
 class HostNodes:
     """Outermost calls of the active threads, sorted by (block, thread, start)."""
 

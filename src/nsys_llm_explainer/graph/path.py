@@ -32,10 +32,10 @@ Kinds, in report order:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.build import WAIT_QUEUE, Graph
 from nsys_llm_explainer.graph.changes import TaskLabels, communication_tasks
 from nsys_llm_explainer.graph.host import COPY, LAUNCH, MEMSET, SYNC
@@ -57,7 +57,7 @@ LIST_NODES = 200_000  # lists of 12 arrays: about 90 MB at this size
 LIST_SHARE = 4
 
 
-@dataclass(frozen=True)
+@frozen
 class Path:
     """Pieces of the critical paths of all blocks (one path per block)."""
 
@@ -237,7 +237,7 @@ CALL_KIND_NAMES = ("runtime", "launch", "copy", "memset", "sync", "event")  # ho
 TASK_KIND_NAMES = ("kernel", "copy", "memset", "CUDA graph")  # tasks.KIND_NAMES
 
 
-@dataclass(frozen=True)
+@frozen
 class Pieces:
     """The path's pieces with their kind (index into KINDS) and item label."""
 

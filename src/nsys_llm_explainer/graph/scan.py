@@ -14,12 +14,11 @@ stored back to back; a segment id per node says where each one begins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import distinct_few
+from nsys_llm_explainer.frozen import frozen
 
 NEG = -(1 << 40)  # "no constraint": below any time a block can hold (times are block-relative)
 _LIMIT = 1 << 40  # |values| the packed running maximum can carry
@@ -124,7 +123,7 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pos, owner
 
 
-@dataclass(frozen=True)
+@frozen
 class Blocks:
     """Replay windows, one per replayed step: absolute [start, end) of process pid."""
 

@@ -13,11 +13,10 @@ inside a call moves with the call's start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.build import Graph
 from nsys_llm_explainer.graph.host import LAUNCH
 from nsys_llm_explainer.graph.replay import Params, Times
@@ -28,7 +27,7 @@ NODE_BUDGET = 160_000
 HOST, SPAN = "host", "span"  # anchor kinds
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """The replayed steps: one block each."""
 
@@ -76,7 +75,7 @@ def plan(steps: pd.DataFrame | None, nodes_per_step: float, capture: list[tuple[
     return Plan(blocks, ids[chosen], start[chosen], period_end, warm, HOST, n, len(chosen) < n, per_pid)
 
 
-@dataclass(frozen=True)
+@frozen
 class Anchors:
     """Per block, where the measured step's ends lie in the graph."""
 
@@ -118,7 +117,7 @@ def _carried_waits(g: Graph, chain: np.ndarray, start_rel: np.ndarray, end_rel: 
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class StepTimes:
     """Per block: the step's host and device periods, the step time (the larger), and the
     interval the critical path covers (block-relative); last_task: the task whose end closes

@@ -9,11 +9,10 @@ are taken as measured, since what delayed it lies outside the block.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.host import CALL_FOR_TASK, api_tables
 from nsys_llm_explainer.graph.scan import Blocks, carried_in, rows_in_windows
 from nsys_llm_explainer.trace.columns import Columns
@@ -26,7 +25,7 @@ SOURCES = ((KERNEL, "kernels"), (COPY, "memcpy"), (MEMSET, "memset"), (GRAPH, "g
 NSYS_TABLES = {"memcpy": MEMCPY_TABLE, "memset": MEMSET_TABLE, "graph_execs": GRAPH_TRACE_TABLE}
 
 
-@dataclass(frozen=True)
+@frozen
 class Selected:
     """Rows of one table chosen for the blocks (a row may serve two overlapping blocks)."""
 

@@ -34,7 +34,6 @@ an unexplained wait."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import match_calls
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.host import EVENT, api_tables
 from nsys_llm_explainer.graph.scan import Blocks, last_launched_before, rows_in_windows, segmented_cummax
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -53,7 +53,7 @@ MIN_BLOCKED = 3  # calls of one queue that must show it full
 RETURN_TOL_NS = 200_000
 
 
-@dataclass(frozen=True)
+@frozen
 class TimedWaits:
     """Wait edges found by timing: the task whose end released the call, the call (host
     node), and the call's measured delay after that end."""

@@ -35,13 +35,13 @@ patterns and more than MAX_USER_RULES rules are usage errors.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.demangled import parse, subjects
 from nsys_llm_explainer.options import read_json_file
 
@@ -54,7 +54,7 @@ _CATEGORY_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 MATCH_MODES = ("function", "full")
 
 
-@dataclass(frozen=True)
+@frozen
 class CategoryRule:
     category: str
     pattern: str
@@ -188,7 +188,7 @@ BUILTIN: tuple[CategoryRule, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class CategoryTable:
     rules: tuple[CategoryRule, ...]
     source: str  # "built-in", "built-in extended by FILE", "FILE (overrides the built-in table)"

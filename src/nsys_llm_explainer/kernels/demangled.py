@@ -63,8 +63,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache
+
+from nsys_llm_explainer.frozen import frozen
 
 # Spellings with brackets or spaces that are one name, replaced by placeholders before the
 # bracket scan and put back after. Longer operators first so "<<=" is not read as "<".
@@ -83,7 +84,7 @@ _LAMBDA = re.compile(r"^(\[lambda\b|\{lambda\b|\{unnamed type\b|\[with\b)")
 ANONYMOUS = frozenset(_FIXED)
 
 
-@dataclass(frozen=True)
+@frozen
 class Component:
     """One `::`-separated part of a qualified name."""
 
@@ -104,7 +105,7 @@ class Component:
         return self.name.replace(" ", "") == "operator()"
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedName:
     components: tuple[Component, ...]
     return_type: str = ""
@@ -425,7 +426,7 @@ def function_name(name: str) -> str:
     return parse(name).base_name
 
 
-@dataclass(frozen=True)
+@frozen
 class Match:
     key: Hashable | None  # the trace kernel's key, None when unmatched
     how: str | None  # "mangled", "demangled", "short"

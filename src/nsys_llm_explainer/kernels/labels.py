@@ -45,9 +45,9 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import MetricResult, Outcome
 
 LABEL_MAX = 64  # characters; plots reserve room for this many in their label column
@@ -91,7 +91,7 @@ _FUNCTOR = re.compile(r"lambda\(|[Ff]unctor|[a-z0-9]Ops?\b|Ops?<|_op\b|_functor|
 _PLUMBING = re.compile(r"(?:array|Array|\w*OffsetCalculator|LoadWith\w*|StoreWith\w*|TensorInfo)\b")
 
 
-@dataclass(frozen=True)
+@frozen
 class Parts:
     """A demangled function name split at its top level."""
 

@@ -56,9 +56,9 @@ With fp32 operands on NVIDIA tensor cores the math is TF32, so such a kernel rep
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.demangled import functor, parse
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8", "int4", "fp64")
@@ -128,7 +128,7 @@ _CUTLASS3_TYPE = {"bf16": "bf16", "f16": "fp16", "f32": "fp32", "tf32": "tf32", 
                   "void": None}
 
 
-@dataclass(frozen=True)
+@frozen
 class MathMode:
     dtype: str | None  # operand type, one of DTYPES, or None when the name does not say
     tensor_cores: bool | None  # None when the name does not say

@@ -12,14 +12,15 @@ last reader).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Outcome, Skipped
 from nsys_llm_explainer.options import Options
 
 
-@dataclass(frozen=True)
+@frozen
 class Metric:
     id: str
     title: str

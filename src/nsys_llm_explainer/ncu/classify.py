@@ -41,9 +41,9 @@ what the memory system delivered, and the point is flagged (`dram_only`, with th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from nsys_llm_explainer.compute.peaks import GpuSpec
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.ncu.counters import SRC_DTYPE, Figures
 
 BUSY_PCT = 60.0  # % of peak: a unit this busy bounds the launch (ncu's SOLBottleneck threshold)
@@ -59,7 +59,7 @@ L2_RESIDENT_HIT_PCT = 80.0
 L2_TRAFFIC_RATIO = 4.0
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     kind: str | None  # one of CLASSES, or None (not enough counters)
     pct_of_roof: float | None  # max(SM %, memory %)
@@ -172,7 +172,7 @@ def classify(f: Figures) -> Verdict:
     return Verdict("latency-bound", top, f"{head}: {tail}", None, limit, tuple(causes))
 
 
-@dataclass(frozen=True)
+@frozen
 class RooflinePoint:
     precision: str  # "bf16" (tensor path), "fp32" (CUDA cores) ...
     tensor: bool

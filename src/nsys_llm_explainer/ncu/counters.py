@@ -41,15 +41,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.ncu.csvfile import Key, Record, RuleRow, Table, Value, number, scale
 
 SAME_VALUE_TOLERANCE = 0.01  # relative
 _COMPARED = ("Kernel Time", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
 
 
-@dataclass(frozen=True)
+@frozen
 class Launch:
     """One profiled kernel launch, as its exports state it."""
 
@@ -181,7 +182,7 @@ SRC_DTYPE = {  # tensor source type -> peak class (gpu_specs.DTYPE_CLASSES)
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class Peaks:
     """The roofline chart section's own peaks (per precision FLOP/s, DRAM bytes/s)."""
 
@@ -189,7 +190,7 @@ class Peaks:
     dram_bandwidth: float | None  # bytes/s
 
 
-@dataclass(frozen=True)
+@frozen
 class Figures:
     duration_ns: float | None
     sm_pct: float | None  # compute (SM) throughput, % of peak

@@ -61,6 +61,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.frozen import frozen
 
 MAX_BYTES = 1 << 30  # 1 GiB: far above a details page for thousands of launches
 MAX_RECORD_LINES = 200  # a quoted cell spanning more lines is a stray quote in program output
@@ -81,13 +82,13 @@ NOTHING_PROFILED = re.compile(r"==(?:WARNING|PROF)==.*No kernels were profiled",
 Key = tuple[str, str, str]
 
 
-@dataclass(frozen=True)
+@frozen
 class Value:
     text: str  # the cell as written
     unit: str  # the unit as written ("" when none)
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleRow:
     section: str  # the section's identifier (SpeedOfLight, Occupancy ...)
     name: str
@@ -118,7 +119,7 @@ class Table:
     skipped_lines: int = 0  # lines after the header that were not records
 
 
-@dataclass(frozen=True)
+@frozen
 class FileRead:
     path: str
     tables: tuple[Table, ...]
@@ -349,7 +350,7 @@ MAX_FILES = 10_000
 CSV_SUFFIXES = (".csv", ".csv.gz")
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     path: Path
     named: bool  # given on the command line (not found in a folder)

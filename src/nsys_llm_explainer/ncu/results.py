@@ -19,13 +19,13 @@ import functools
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.ncu import classify as cls
 from nsys_llm_explainer.ncu.counters import Figures, Launch, figures, join
 from nsys_llm_explainer.ncu.csvfile import FileRead, number, read_file, resolve
@@ -40,7 +40,7 @@ CC_ARCH = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class FileInfo:
     path: str
     layouts: tuple[str, ...]
@@ -50,7 +50,7 @@ class FileInfo:
     nothing_profiled: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class Loaded:
     files: tuple[FileInfo, ...]
     launches: tuple[Launch, ...]
@@ -58,7 +58,7 @@ class Loaded:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class Measured:
     launch: Launch
     figures: Figures
@@ -68,7 +68,7 @@ class Measured:
     gpu: str | None  # the GPU model whose table peaks were used, with where it came from
 
 
-@dataclass(frozen=True)
+@frozen
 class Results:
     files: tuple[FileInfo, ...]
     launches: tuple[Measured, ...]

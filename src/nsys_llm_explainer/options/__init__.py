@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
+from nsys_llm_explainer.frozen import frozen
 
 
 def read_json_file(path: str | Path, what: str, max_bytes: int | None = None) -> Any:
@@ -34,7 +35,7 @@ def read_json_file(path: str | Path, what: str, max_bytes: int | None = None) ->
         raise UsageError(f"{p}: {what} is not valid JSON ({exc})") from None
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseMap:
     rules: tuple[tuple[str, str], ...] = field(default=())  # (phase, pattern) in order
 
@@ -106,7 +107,7 @@ class KernelNameMode(StrEnum):
 KERNEL_NAME_MODES = tuple(m.value for m in KernelNameMode)
 
 
-@dataclass(frozen=True)
+@frozen
 class Options:
     kernel_name: str = "demangled"
     min_gap_us: float = 10.0

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import numpy as np
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
 
 SCHEMA_VERSION = "3.1"
@@ -110,7 +110,7 @@ def dumps(doc: dict[str, Any]) -> str:
 KEY = "left_out"
 
 
-@dataclass(frozen=True)
+@frozen
 class Cut:
     metric_id: str
     key: str  # the list in the metric's data

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from html import escape as _esc
 
 from markupsafe import Markup
+
+from nsys_llm_explainer.frozen import frozen
 
 _SEP_ROW = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
 _MARK = re.compile("\ue000(\\d+)\ue001")
@@ -31,7 +32,7 @@ _UNIT = {
 Label = Callable[[object], str]
 
 
-@dataclass(frozen=True)
+@frozen
 class _Tok:
     kind: str  # text, html, delim
     value: str

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from nsys_llm_explainer.about import TOOL_NAME
@@ -75,8 +76,9 @@ def check_target(out_dir: Path, force: bool) -> None:
         )
 
 
-def write(out_dir: Path, files: dict[str, str], force: bool = False) -> None:
-    """Write `files` (relative path -> text) into `out_dir`, replacing a previous report."""
+def write(out_dir: Path, files: Mapping[str, str] | Iterable[tuple[str, str]], force: bool = False) -> None:
+    """Write `files` (relative path -> text, or such pairs one at a time) into `out_dir`,
+    replacing a previous report."""
     check_target(out_dir, force)
     parent = out_dir.parent
     try:
@@ -87,18 +89,20 @@ def write(out_dir: Path, files: dict[str, str], force: bool = False) -> None:
         raise OutputError(
             f"{out_dir}: cannot create the output directory ({exc.strerror}); {CHOOSE}"
         ) from None
+    written: list[str] = []
     try:
-        for rel, text in files.items():
+        for rel, text in files.items() if isinstance(files, Mapping) else files:
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+            written.append(rel)
         if not out_dir.exists():
             os.rename(tmp, out_dir)
             return
         if _is_ours(out_dir) and _only_ours(out_dir):
             _swap(tmp, out_dir)
             return
-        _merge_into(tmp, out_dir, files)
+        _merge_into(tmp, out_dir, written)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot write the report ({exc.strerror or exc})") from None
     finally:
@@ -136,7 +140,7 @@ def _swap(tmp: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _merge_into(tmp: Path, out_dir: Path, files: dict[str, str]) -> None:
+def _merge_into(tmp: Path, out_dir: Path, files: list[str]) -> None:
     """Replace our files one by one (each an atomic rename); report.json last, so a
     directory holding a new report.json holds the rest of that report too."""
     ordered = sorted(files, key=lambda rel: rel == MARKER)

@@ -4,12 +4,12 @@ grouping of metric sections by the question they answer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
 from nsys_llm_explainer.fmt import dur, ms, pct
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.changes import WORDS
 from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
 
@@ -19,7 +19,7 @@ DEVICE_ROWS = 4  # GPUs listed one per key-number row; more are summarized in on
 STEP_PHASES = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class Group:
     id: str
     title: str

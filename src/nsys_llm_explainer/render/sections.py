@@ -10,16 +10,16 @@ cannot be forged: escape.md drops those two characters from every name of the tr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render import escape
 from nsys_llm_explainer.render.md_env import MARK, report_environment
 
 
-@dataclass(frozen=True)
+@frozen
 class Section:
     metric_id: str
     title: str

@@ -30,7 +30,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +37,13 @@ import jinja2
 from jinja2.bccache import Bucket
 
 from nsys_llm_explainer.about import __version__
+from nsys_llm_explainer.frozen import frozen
 
 NO_CACHE_ENV = "NSYS_LLM_EXPLAIN_NO_CACHE"
 PACKAGE = "nsys_llm_explainer"
 
 
-@dataclass(frozen=True)
+@frozen
 class Family:
     """The templates one environment renders. `roots`: the templates the writer renders
     itself (a run renders one of them); `members`: fnmatch patterns of every template the

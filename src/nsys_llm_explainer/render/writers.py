@@ -11,6 +11,7 @@ that every Format has one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar, Protocol
 
 from nsys_llm_explainer.model import Report
@@ -126,13 +127,20 @@ def build(
     """Relative path -> text for every file of the chosen formats. `md`: the report.md
     layout, "compact" (closed sections, for pull requests) or "full" (everything open).
     `shared`: what the writers share (render/shared.py), when the caller has it already."""
+    return dict(files(report, formats, md, shared))
+
+
+def files(
+    report: Report, formats: tuple[Format, ...], md: str = "compact", shared: Shared | None = None
+) -> Iterator[tuple[str, str]]:
+    """build()'s files one at a time, each format's rendered when the previous format's have
+    been taken: output.write puts each on disk before the next format is rendered, so a run
+    never holds every file's text at once."""
     if md not in MD_LAYOUTS:
         raise ValueError(f"unknown report.md layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
     shared = Shared(report, md) if shared is None else shared.with_layout(md)
-    files: dict[str, str] = {}
     for fmt in formats:
-        files.update(WRITERS[fmt].render(report, shared))
-    return files
+        yield from WRITERS[fmt].render(report, shared).items()
 
 
 def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:

@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import ClassVar
 
+from nsys_llm_explainer.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class GpuRow:
     """A GPU the trace describes, with the peak figures of its model where known."""
 
@@ -37,7 +39,7 @@ class GpuRow:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class CopyBandwidth:
     """A device's copies of one kind against the link they cross."""
 
@@ -51,7 +53,7 @@ class CopyBandwidth:
     pct_of_reference: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuContext:
     METRIC_ID: ClassVar[str] = "gpu_context"
 
@@ -71,7 +73,7 @@ class GpuContext:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class KindTransfers:
     kind: str  # Host-to-Device, Device-to-Host, ...
     count: int
@@ -81,7 +83,7 @@ class KindTransfers:
     achieved_gbps: float  # NaN when no time was recorded
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceTransfers:
     device_id: int
     kind: str
@@ -92,13 +94,13 @@ class DeviceTransfers:
     achieved_gbps: float
 
 
-@dataclass(frozen=True)
+@frozen
 class SizeBucket:
     label: str
     count: int
 
 
-@dataclass(frozen=True)
+@frozen
 class TinyTransfers:
     count: int
     time_ns: int
@@ -106,14 +108,14 @@ class TinyTransfers:
     per_s: float | None
 
 
-@dataclass(frozen=True)
+@frozen
 class CopySummary:
     count: int
     bytes: int
     time_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchThreadCopies(CopySummary):
     """Synchronous copies on a thread that launches kernels."""
 
@@ -121,7 +123,7 @@ class LaunchThreadCopies(CopySummary):
     launch_threads: int = 0
 
 
-@dataclass(frozen=True)
+@frozen
 class TransferIssue:
     issue: str  # pageable_async, sync_on_launch_thread, ...
     pid: int
@@ -133,7 +135,7 @@ class TransferIssue:
     api: str
 
 
-@dataclass(frozen=True)
+@frozen
 class MemoryTransfers:
     METRIC_ID: ClassVar[str] = "memory_transfers"
 

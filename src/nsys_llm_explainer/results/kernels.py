@@ -5,15 +5,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any, ClassVar
+
+from nsys_llm_explainer.frozen import frozen
 
 # One duration mode of a multi-modal kernel (analysis/stats.py): p50_ns, min_ns, max_ns,
 # calls, pct_of_calls.
 Mode = Mapping[str, int | float]
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelRow:
     """One (kernel name, device): its calls and durations."""
 
@@ -37,7 +39,7 @@ class KernelRow:
         return cls(**record)
 
 
-@dataclass(frozen=True)
+@frozen
 class TopKernels:
     METRIC_ID: ClassVar[str] = "top_kernels"
 
@@ -59,7 +61,7 @@ class TopKernels:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessRow:
     pid: int
     kernel_count: int
@@ -76,7 +78,7 @@ class ProcessRow:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessKernel:
     """One of a process's top kernels."""
 
@@ -87,7 +89,7 @@ class ProcessKernel:
         return {"pid": self.pid, **asdict(self.kernel)}
 
 
-@dataclass(frozen=True)
+@frozen
 class PerProcess:
     METRIC_ID: ClassVar[str] = "per_process"
 
@@ -103,7 +105,7 @@ class PerProcess:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class NcuPlan:
     """An Nsight Compute plan for the top kernels (compute/ncu_plan.py)."""
 
@@ -133,7 +135,7 @@ class NcuPlan:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class CategoryShare:
     """A kernel category's share of a scope (the capture, a device, a process, a phase)."""
 
@@ -143,33 +145,33 @@ class CategoryShare:
     pct_of_scope_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class CategoryTotal(CategoryShare):
     distinct_names: int = 0  # kernel names in the category
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceCategories:
     device_id: int
     total_ns: int
     categories: tuple[CategoryShare, ...]  # largest first
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessCategories:
     pid: int
     total_ns: int
     categories: tuple[CategoryShare, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseCategories:
     phase: str
     total_ns: int
     categories: tuple[CategoryShare, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class UncategorizedName:
     name: str
     matched_text: str
@@ -178,7 +180,7 @@ class UncategorizedName:
     pct_of_kernel_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Categories:
     METRIC_ID: ClassVar[str] = "categories"
 
@@ -215,20 +217,20 @@ class Categories:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class CastDevice:
     device_id: int
     cast_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class CastKernel:
     name: str
     calls: int
     total_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class CastsPerStep:
     steps: int
     steps_with_casts: int
@@ -237,7 +239,7 @@ class CastsPerStep:
     every_step: bool  # the same casts in (nearly) every step, in stable numbers
 
 
-@dataclass(frozen=True)
+@frozen
 class Casts:
     METRIC_ID: ClassVar[str] = "casts"
 
@@ -261,7 +263,7 @@ class Casts:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class FusionCandidate:
     """A chain of short kernels that runs back to back on one stream, again and again."""
 
@@ -276,7 +278,7 @@ class FusionCandidate:
     avg_gap_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class FusionCandidates:
     METRIC_ID: ClassVar[str] = "fusion_candidates"
 
@@ -295,7 +297,7 @@ class FusionCandidates:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class GemmMode:
     math_dtype: str
     tensor_cores: str  # yes, no, unknown
@@ -305,7 +307,7 @@ class GemmMode:
     pct_of_gemm_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class GemmDevice:
     device_id: int
     gemm_ns: int
@@ -313,7 +315,7 @@ class GemmDevice:
     fp32_cuda_core_pct: float
 
 
-@dataclass(frozen=True)
+@frozen
 class GemmKernel:
     """A GEMM or convolution kernel name on a device, with the math mode its name shows."""
 
@@ -330,7 +332,7 @@ class GemmKernel:
     pct_of_gemm_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Arch:
     """compute/arch.GpuArch as report.json holds it."""
 
@@ -340,7 +342,7 @@ class Arch:
     why: str
 
 
-@dataclass(frozen=True)
+@frozen
 class GemmPrecision:
     METRIC_ID: ClassVar[str] = "gemm_precision"
 

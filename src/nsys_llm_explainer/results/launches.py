@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import ClassVar
 
+from nsys_llm_explainer.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class LaunchRate:
     """How fast kernels were launched over a scope's window, and how short they ran."""
 
@@ -24,7 +26,7 @@ class LaunchRate:
     storm: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessLaunchRate(LaunchRate):
     pid: int = 0
 
@@ -32,7 +34,7 @@ class ProcessLaunchRate(LaunchRate):
         return {"pid": self.pid, **{f.name: getattr(self, f.name) for f in fields(LaunchRate)}}
 
 
-@dataclass(frozen=True)
+@frozen
 class TinyKernel:
     """A kernel name whose median call is under TINY_KERNEL_NS."""
 
@@ -43,7 +45,7 @@ class TinyKernel:
     pct_of_launches: float
 
 
-@dataclass(frozen=True)
+@frozen
 class StormThresholds:
     storm_rate_per_s: int
     storm_p50_ns: int
@@ -51,7 +53,7 @@ class StormThresholds:
     severe_p50_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchStorm:
     METRIC_ID: ClassVar[str] = "launch_storm"
 
@@ -69,7 +71,7 @@ class LaunchStorm:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchTimes:
     """Per launch call: its API time, its queue time (call end to kernel start) and its
     launch-to-start latency; percentiles, max and total of each."""
@@ -95,7 +97,7 @@ def _times(row: LaunchTimes) -> dict[str, object]:
     return {f.name: getattr(row, f.name) for f in fields(LaunchTimes)}
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessLaunches(LaunchTimes):
     pid: int = 0
     launch_calls: int = 0
@@ -109,7 +111,7 @@ class ProcessLaunches(LaunchTimes):
                 **_times(self)}
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelLaunches(LaunchTimes):
     name: str = ""
     launch_calls: int = 0
@@ -120,13 +122,13 @@ class KernelLaunches(LaunchTimes):
                 **_times(self)}
 
 
-@dataclass(frozen=True)
+@frozen
 class ApiCalls:
     api: str
     calls: int
 
 
-@dataclass(frozen=True)
+@frozen
 class LaunchOverhead:
     METRIC_ID: ClassVar[str] = "launch_overhead"
 
@@ -164,7 +166,7 @@ class LaunchOverhead:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class GraphRow:
     pid: int
     graph_id: int
@@ -174,7 +176,7 @@ class GraphRow:
     kernel_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class CudaGraphs:
     METRIC_ID: ClassVar[str] = "cuda_graphs"
 

@@ -3,11 +3,13 @@ report.json `metrics.<id>` is each one's to_json(); schema/metrics/<id>.json doc
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import ClassVar
 
+from nsys_llm_explainer.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class RangeRow:
     """A (normalized) range name and the kernel time launched inside it."""
 
@@ -19,7 +21,7 @@ class RangeRow:
     pct_of_kernel_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseShare:
     """The kernels launched inside a phase's ranges (the phase map)."""
 
@@ -29,13 +31,13 @@ class PhaseShare:
     pct_of_kernel_time: float
 
 
-@dataclass(frozen=True)
+@frozen
 class TopLevelRange:
     name: str
     inclusive_kernel_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class NvtxAttribution:
     METRIC_ID: ClassVar[str] = "nvtx_attribution"
 

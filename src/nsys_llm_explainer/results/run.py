@@ -5,11 +5,13 @@ schema/metrics/<id>.json documents it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import ClassVar
 
+from nsys_llm_explainer.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class KernelSignal:
     """Kernels whose names point to a framework or model kind (workload.SIGNALS)."""
 
@@ -18,7 +20,7 @@ class KernelSignal:
     examples: list[str]
 
 
-@dataclass(frozen=True)
+@frozen
 class RangeSignal:
     """NVTX ranges whose names point to a framework or model kind."""
 
@@ -26,7 +28,7 @@ class RangeSignal:
     examples: list[str]
 
 
-@dataclass(frozen=True)
+@frozen
 class Workload:
     METRIC_ID: ClassVar[str] = "workload"
 
@@ -48,7 +50,7 @@ class Workload:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class StepLayers:
     """The layer structure inside a step: a unit of `units` launches repeated `per_step` times."""
 
@@ -56,7 +58,7 @@ class StepLayers:
     per_step: int
 
 
-@dataclass(frozen=True)
+@frozen
 class StepPhase:
     """The steps of one phase: host latency percentiles and what each step ran."""
 
@@ -83,7 +85,7 @@ class StepPhase:
     modes: list[Mapping[str, int | float]]
 
 
-@dataclass(frozen=True)
+@frozen
 class StepOutlier:
     """A step much slower than its phase's median, with the likeliest reason."""
 
@@ -103,7 +105,7 @@ class StepOutlier:
     reason: str | None  # idle_gap, slow_kernel, host_call
 
 
-@dataclass(frozen=True)
+@frozen
 class CarriedWork:
     """Work queued before the capture (analysis/carried.py), left out of every step."""
 
@@ -114,7 +116,7 @@ class CarriedWork:
     devices: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class Steps:
     METRIC_ID: ClassVar[str] = "steps"
 

@@ -4,10 +4,12 @@ report.json `metrics.serving` is Serving.to_json(); schema/metrics/serving.json 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
+
+from nsys_llm_explainer.frozen import frozen
 
 CATEGORY_GROUPS = ("gemm", "attention", "moe", "communication", "norm_elementwise", "sampling", "other")
 
@@ -25,7 +27,7 @@ class FitPoint(Protocol):
     def gpu_span_ns(self) -> int: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class HostGap:
     """What the launching thread did between the previous iteration's GPU end and this
     iteration's first kernel: in synchronizing calls, in other CUDA calls, in none."""
@@ -35,7 +37,7 @@ class HostGap:
     other_ns: int
 
 
-@dataclass(frozen=True)
+@frozen
 class IterationRow:
     iteration: int
     pid: int
@@ -77,7 +79,7 @@ class IterationRow:
         return self.host_end_ns - self.host_start_ns
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseRow:
     phase: str
     iterations: int
@@ -103,7 +105,7 @@ class PhaseRow:
     utilization: dict[str, Any] | None = None  # MFU (prefill) / MBU (decode), where known
 
 
-@dataclass(frozen=True)
+@frozen
 class LatencyFit:
     phase: str
     target: str  # what is fitted: "gpu_span_ns"
@@ -156,7 +158,7 @@ class LatencyFit:
                    len(rows), configs, round(float(np.sqrt(np.mean(err ** 2))), 1), round(100.0 * float(rel.max()), 2))
 
 
-@dataclass(frozen=True)
+@frozen
 class Serving:
     METRIC_ID: ClassVar[str] = "serving"
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import TypeVar
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import Accounting
 from nsys_llm_explainer.diagnosis.kernel_mix import category_of
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import Labels, labels_for
 from nsys_llm_explainer.model import (
     Affected,
@@ -34,7 +35,7 @@ from nsys_llm_explainer.options import Options
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleInput:
     metrics: dict[str, Outcome]
     options: Options
@@ -66,7 +67,7 @@ class RuleInput:
         return category_of(self.metrics)
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     id: str
     name: str

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from nsys_llm_explainer.analysis.comm_kernels import COMM_PATTERN
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
@@ -460,7 +460,7 @@ PER_LAUNCH_SAVING_NS = 1_000  # per kernel a fused chain no longer runs: its ram
 COMPUTE_CATEGORIES = ("gemm", "attention", "conv", "fft", "moe", "communication")
 
 
-@dataclass(frozen=True)
+@frozen
 class Chain:
     candidate: FusionCandidate
     gaps_ns: int  # removable gaps inside the occurrences, at most the devices' host-side idle

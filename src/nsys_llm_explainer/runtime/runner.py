@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.metrics import Metric
 from nsys_llm_explainer.model import Outcome
 from nsys_llm_explainer.runtime import machine
@@ -36,7 +37,7 @@ LOOKAHEAD = 3
 RunOne = Callable[[Metric, Context], Outcome]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Plan:
     threads: int = 1
     heavy_alone: bool = True  # at most one HEAVY metric at a time

@@ -57,11 +57,11 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.columns import Columns
@@ -80,7 +80,7 @@ class Unavailable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@frozen
 class ClockOrigin:
     """Where a trace's timestamp 0 lies on the wall clock (UTC epoch nanoseconds), so that
     traces written by different processes or hosts can be put on one time axis."""
@@ -89,7 +89,7 @@ class ClockOrigin:
     source: str  # what it was read from, e.g. "TARGET_INFO_SESSION_START_TIME.utcEpochNs"
 
 
-@dataclass(frozen=True)
+@frozen
 class Diagnostic:
     """A message the profiler wrote about its own capture (e.g. nsys DIAGNOSTIC_EVENT)."""
 
@@ -98,7 +98,7 @@ class Diagnostic:
     time_ns: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class StreamText:
     """The tail of one captured output stream of the program (stdout or stderr)."""
 
@@ -107,7 +107,7 @@ class StreamText:
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class CommandLine:
     """A command line the capture records. Untrusted and private (paths, tokens): only
     analysis/program.py reads it, to name the program and the model; never shown as is."""
@@ -118,7 +118,7 @@ class CommandLine:
     model: str | None = None  # a model a metadata field names (PyTorch profiler traces)
 
 
-@dataclass(frozen=True)
+@frozen
 class CaptureSpan:
     """The whole capture the trace comes from, on the events' clock where it can tell."""
 
@@ -131,7 +131,7 @@ class CaptureSpan:
     trigger: str | None = None  # what started the capture when not the program's launch
 
 
-@dataclass(frozen=True)
+@frozen
 class ProfilerOptions:
     """Profiler settings that change what the host's times mean, and sampling marks."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsys_llm_explainer.errors import InputError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, SQLITE_MAGIC, check_input_file
 
@@ -81,7 +81,7 @@ def _cancel_kineto() -> None:
     kineto_prefetch.cancel()
 
 
-@dataclass(frozen=True)
+@frozen
 class Reader:
     """What this tool does with one format."""
 

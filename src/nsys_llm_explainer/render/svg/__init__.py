@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.render.svg import roofline, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
 
-@dataclass(frozen=True)
+@frozen
 class PlotSpec:
     title: str
     metric_id: str  # the metric whose data the plot draws
@@ -34,7 +34,7 @@ PLOTS: tuple[PlotSpec, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Missing:
     title: str
     reason: str

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from html import escape as _html_escape
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import MetricResult, Report
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ ROW_H = 22
 BAR_H = 14
 
 
-@dataclass(frozen=True)
+@frozen
 class Bar:
     label: str  # plain text; shortened to fit, shown in full as a tooltip
     value: float
@@ -245,7 +246,7 @@ def hbars(bars: list[Bar], top: float, label_w: float, bar_w: float) -> tuple[st
     return "".join(out), ROW_H * len(bars)
 
 
-@dataclass(frozen=True)
+@frozen
 class Plot:
     """One figure: the SVG body plus its text alternatives (summary and a data table)."""
 
@@ -273,7 +274,7 @@ class Plot:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class PlotInput:
     """What builders read: report.json's dict, and the Report for metrics' CSV tables."""
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from nsys_llm_explainer.compute.peaks import Roof
 from nsys_llm_explainer.fmt import dur, pct
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, esc, fit, legend, line, n, path, text
 
 LEFT, TOP, PLOT_W, PLOT_H, RIGHT, LABEL_W = 80, 12, 560, 320, 20, 200
@@ -26,7 +27,7 @@ R_MIN, R_MAX = 3.0, 11.0
 MAX_POINTS = 40
 
 
-@dataclass(frozen=True)
+@frozen
 class RooflinePoint:
     label: str  # plain text from the trace; escaped here
     dtype: str  # the roof it belongs to

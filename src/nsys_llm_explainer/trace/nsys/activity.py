@@ -19,11 +19,12 @@ What an Nsight Systems export says about CUDA events and streams, for the step g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import GpuInfo
 from nsys_llm_explainer.trace.clean import clamp_sizes
 from nsys_llm_explainer.trace.columns import Columns
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from nsys_llm_explainer.trace.nsys.export import NsysExport
 
 
-@dataclass(frozen=True)
+@frozen
 class ActivitySpec:
     key: str  # cache key, and the label of its warnings
     table: str

@@ -20,7 +20,8 @@ def both(body: str, bases: str = "") -> tuple[type, type]:
     """The class `body` made by @dataclass(frozen=True) and by @frozen."""
     made = []
     for deco in ("@dataclass(frozen=True)", "@frozen"):
-        ns: dict[str, object] = {"__name__": __name__, "dataclass": dataclass, "frozen": frozen, "field": field, "ClassVar": ClassVar}
+        ns: dict[str, object] = {"__name__": __name__, "dataclass": dataclass, "frozen": frozen, "field": field,
+                                 "ClassVar": ClassVar}
         exec(f"from __future__ import annotations\n{deco}\nclass Rec{bases}:\n{body}", ns)  # noqa: S102
         made.append(ns["Rec"])
     return made[0], made[1]

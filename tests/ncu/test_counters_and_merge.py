@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.ncu import assess, document, load
+from nsys_llm_explainer.ncu.results import assess, document, load
 from nsys_llm_explainer.options import Options
 from tests.conftest import ok
 from tests.fixtures import diff_pairs as dp

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nsys_llm_explainer.errors import InputError
-from nsys_llm_explainer.ncu import assess, load
 from nsys_llm_explainer.ncu.classify import BUSY_PCT, classify
 from nsys_llm_explainer.ncu.counters import figures, join
 from nsys_llm_explainer.ncu.csvfile import number, read_file, scale
+from nsys_llm_explainer.ncu.results import assess, load
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_NCU = ROOT.parent / "shared" / "ncu"

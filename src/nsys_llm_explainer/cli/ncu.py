@@ -79,7 +79,7 @@ def ncu_command(
 
             table = load_gpu_peaks(gpu_peaks).by_name
         from nsys_llm_explainer.compute import peaks
-        from nsys_llm_explainer.ncu import assess, load
+        from nsys_llm_explainer.ncu.results import assess, load
         from nsys_llm_explainer.render import ncu as ncu_render
 
         if gpu is not None and peaks.lookup(gpu, table) is None:

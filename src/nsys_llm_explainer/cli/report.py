@@ -302,7 +302,7 @@ def _ncu_extra(paths: list[Path] | None) -> dict[str, Any]:
     before any work (ncu/ caches them for the report's ncu metric)."""
     if not paths:
         return {}
-    from nsys_llm_explainer.ncu import load
+    from nsys_llm_explainer.ncu.results import load
 
     load(paths)
     return {"ncu": tuple(str(p) for p in paths)}

@@ -180,6 +180,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
             parts[f"{side}_pageable"].append(
                 cols[f"{side}_kind"][sel.rows] == PAGEABLE if copy else np.zeros(n, bool))
     d = {k: (np.concatenate(v) if v else np.empty(0, np.int64)) for k, v in parts.items()}
+    del parts  # the per-kind pieces: only their concatenation is read from here on
     d["fixed"] = d["fixed"].astype(bool)
     d["src_pageable"] = d["src_pageable"].astype(bool)
     d["dst_pageable"] = d["dst_pageable"].astype(bool)

@@ -40,7 +40,7 @@ from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.kernels.demangled import Matcher
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
-from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, launch_rows
+from nsys_llm_explainer.ncu import LAUNCH_COLUMNS
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -211,7 +211,7 @@ def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -
 
 def run(ctx: Context) -> Outcome:
     from nsys_llm_explainer.about import TOOL_NAME, __version__
-    from nsys_llm_explainer.ncu import assess, document, load
+    from nsys_llm_explainer.ncu.results import assess, document, launch_rows, load  # only with --ncu
 
     paths = ctx.options.extra.get(OPTION)
     if not paths:

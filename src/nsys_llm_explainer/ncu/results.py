@@ -26,6 +26,7 @@ from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.peaks import GpuSpec
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.ncu import LAUNCH_COLUMNS
 from nsys_llm_explainer.ncu import classify as cls
 from nsys_llm_explainer.ncu.counters import Figures, Launch, figures, join
 from nsys_llm_explainer.ncu.csvfile import FileRead, number, read_file, resolve
@@ -282,17 +283,6 @@ def launch_doc(index: int, m: Measured) -> dict[str, Any]:
     }
 
 
-LAUNCH_COLUMNS = (
-    "index", "id", "pid", "kernel", "device", "cc", "grid", "block", "duration_ns", "sm_pct", "memory_pct",
-    "dram_pct", "l2_pct", "l1_pct", "dram_bytes", "dram_gbps", "achieved_occupancy_pct",
-    "theoretical_occupancy_pct", "occupancy_limit", "registers_per_thread", "block_size", "grid_size",
-    "shared_mem_per_block", "waves_per_sm", "flops_fp64", "flops_fp32", "flops_fp16", "tensor_ops",
-    "tensor_instructions", "class", "pct_of_roof", "limiter", "roofline_precision", "flop_per_byte",
-    "achieved_tflops", "roof_tflops", "roofline_pct_of_roof", "tensor_pipe_pct", "l2_hit_pct", "dram_only",
-    "matched_kernel", "matched_by", "files",
-)
-
-
 def launch_rows(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """ncu.csv (and the report's tables/ncu_launches.csv): one row per launch object, with
     the columns LAUNCH_COLUMNS (matched_kernel and matched_by only in a report)."""
@@ -342,6 +332,6 @@ def document(results: Results, tool: dict[str, str]) -> dict[str, Any]:
 
 
 __all__ = [
-    "LAUNCH_COLUMNS", "FileInfo", "Loaded", "Measured", "Results", "assess", "document", "launch_doc", "launch_rows",
+    "FileInfo", "Loaded", "Measured", "Results", "assess", "document", "launch_doc", "launch_rows",
     "load", "summary",
 ]

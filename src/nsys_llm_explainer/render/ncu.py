@@ -13,7 +13,8 @@ import pandas as pd
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.kernels.labels import Labels
-from nsys_llm_explainer.ncu.results import LAUNCH_COLUMNS, Results, document, launch_rows
+from nsys_llm_explainer.ncu import LAUNCH_COLUMNS
+from nsys_llm_explainer.ncu.results import Results, document, launch_rows
 from nsys_llm_explainer.render import templates
 from nsys_llm_explainer.render.csv_writer import render_frame
 from nsys_llm_explainer.render.svg import plot_files

@@ -3,8 +3,9 @@ report.json `metrics.serving` is Serving.to_json(); schema/metrics/serving.json 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -204,7 +205,7 @@ class Serving:
         }
 
 
-_ITERATION_FIELDS = tuple(f.name for f in fields(IterationRow))
+_ITERATION_FIELDS = tuple(f.name for f in dataclasses.fields(IterationRow))
 
 
 def _iteration_json(it: IterationRow) -> dict[str, Any]:

@@ -319,7 +319,7 @@ class Iterations:
     engine: str | None
     detail: str
     items: tuple[Iteration, ...]
-    kernel_iter: np.ndarray  # per kernel: index into items, or -1
+    kernel_iter: np.ndarray  # per kernel: index into items, or -1 (int32)
     empty: tuple[str, ...] = ()  # marks that launched no GPU work
     loops: tuple[str, ...] = ()  # marks that hold several iterations
     merged: tuple[str, ...] = ()  # first-token marks merged into the iteration before
@@ -797,7 +797,8 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
     items, merged = _merge_samplers(items)
     if not items:
         return None
-    kernel_iter = np.full(len(k), -1, dtype=np.int64)
+    # int32 when it fits: cached from the steps metric to the serving one, a 4-byte code per kernel
+    kernel_iter = np.full(len(k), -1, dtype=np.int32 if len(items) < np.iinfo(np.int32).max else np.int64)
     seen: dict[bytes, int | None] = {}  # iterations that launch the same kernels have the same layers
     for i, it in enumerate(items):
         kernel_iter[it.kernels] = i

@@ -254,7 +254,7 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
     width = len(rt) + 1
     for a, b, sel in _blocks(its):
         nb = b - a
-        g = its.kernel_iter[sel] - a
+        g = its.kernel_iter[sel].astype(np.int64) - a
         dur = k.dur[sel].astype(np.int64, copy=False)
         start, end = k.start[sel], k.end[sel]
         np.minimum.at(gpu_start[a:b], g, start)
@@ -307,26 +307,34 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
     gap_host = dict(zip(has_gap.tolist(), covered.gaps(launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
                         strict=True))
     rows = []
+    # plain ints, read once: a numpy scalar per field and iteration is slow at tens of thousands
+    dev_l, busy_l, kns_l, nk_l, launch_l, replay_l, sn_l, sns_l = (
+        _plain(a) for a in (device, busy, kernel_ns, kernels, launches, replays, soft_n, soft_ns))
+    start_l, end_l, prev_l, next_l, cat_l = (_plain(a) for a in (gpu_start, gpu_end, prev_end, next_start, cat_ns))
     for i, it in enumerate(items):
         m = it.mark if it.phase == "mixed" else None
-        gap = None if prev_end[i] < 0 else int(max(0, gpu_start[i] - prev_end[i]))
+        gap = None if prev_l[i] < 0 else max(0, start_l[i] - prev_l[i])
         rows.append(IterationRow(
-            iteration=i, pid=it.pid, device=int(device[i]), name=it.name, outer=it.outer, phase=it.phase,
+            iteration=i, pid=it.pid, device=dev_l[i], name=it.name, outer=it.outer, phase=it.phase,
             sequences=it.sequences, tokens=it.tokens, kv_tokens=it.kv_tokens,
             prefill_sequences=m.prefill_seqs if m is not None else None,
             prefill_tokens=m.prefill_tokens if m is not None else None,
             decode_sequences=m.decode_seqs if m is not None else None,
             decode_tokens=None if m is None else m.decode_tokens if m.decode_tokens is not None else m.decode_seqs,
             numbers_from=it.numbers_from, host_start_ns=it.start, host_end_ns=it.end,
-            gpu_start_ns=int(gpu_start[i]), gpu_end_ns=int(gpu_end[i]), gpu_busy_ns=int(busy[i]),
-            kernel_ns=int(kernel_ns[i]), kernels=int(kernels[i]), launches=int(launches[i]), gap_before_ns=gap,
+            gpu_start_ns=start_l[i], gpu_end_ns=end_l[i], gpu_busy_ns=busy_l[i],
+            kernel_ns=kns_l[i], kernels=nk_l[i], launches=launch_l[i], gap_before_ns=gap,
             gap_host=None if gap is None else gap_host.get(i, HostGap(0, 0, 0)),
-            period_ns=int(next_start[i] - gpu_start[i]) if next_start[i] >= 0 else None,
-            graph_replays=int(replays[i]), layers=it.layers,
-            categories={CATEGORY_GROUPS[j]: int(v) for j, v in enumerate(cat_ns[i].tolist()) if v > 0},
-            softmax_kernels=int(soft_n[i]), softmax_ns=int(soft_ns[i]),
+            period_ns=next_l[i] - start_l[i] if next_l[i] >= 0 else None,
+            graph_replays=replay_l[i], layers=it.layers,
+            categories={CATEGORY_GROUPS[j]: v for j, v in enumerate(cat_l[i]) if v > 0},
+            softmax_kernels=sn_l[i], softmax_ns=sns_l[i],
         ))
     return rows, in_graphs
+
+
+def _plain(a: np.ndarray) -> list[Any]:
+    return list(a.tolist())
 
 
 def _p(values: list[int], q: int) -> int:

@@ -414,3 +414,31 @@ def test_per_configuration_p50_counts_iterations_without_the_item_as_zero() -> N
     assert frame.loc["rare", "ns_per_iteration_p50"] == 0
     assert frame.loc["common", "ns_per_iteration_mean"] == 20.0 and frame.loc["common", "ns_per_iteration_p50"] == 20
     assert (frame["iterations"] == 3).all() and (frame["phase"] == "decode").all()
+
+
+@pytest.mark.parametrize(("fmt", "marks", "graphs", "tp"), [
+    ("nsys", "vllm", "full", 2), ("kineto", "sglang", "piecewise", 2), ("kineto", "none", "none", 1),
+])
+def test_blocks_of_iterations_give_the_figures_of_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, marks: str, graphs: str, tp: int
+) -> None:
+    """The serving metric works a block of iterations at a time (BLOCK_ROWS kernels): blocks
+    smaller than one iteration, with the ranks' kernels interleaved, give the result and the
+    tables of one block over all kernels (the iteration, operator and kernel rows in the same
+    order)."""
+    from nsys_llm_explainer.metrics import serving as metric
+
+    plan = ss.Plan(BATCHES, marks=marks, graphs=graphs, tp=tp, shapes=fmt == "kineto")
+    path = ss.write(plan, tmp_path / f"s{SUFFIX[fmt]}", fmt)
+    outputs = []
+    for rows in (1 << 40, 7):
+        monkeypatch.setattr(metric, "BLOCK_ROWS", rows)
+        report = explain(path)
+        outputs.append((report.document["metrics"]["serving"],
+                        *(report.table(t) for t in ("iterations", "op_times", "kernel_dat"))))
+    (one, *one_tables), (blocks, *block_tables) = outputs
+    assert one["status"] == "ok" and one["iteration_count"] >= len(BATCHES)
+    assert blocks == one
+    for a, b in zip(one_tables, block_tables, strict=True):
+        assert len(a) > 0
+        assert a.equals(b)

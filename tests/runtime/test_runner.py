@@ -294,6 +294,22 @@ def test_pool_keeps_heavy_metrics_apart_and_runs_dependencies_first(tmp_path: Pa
     assert all(rec.seen[m.id] == {} for m in metrics if m.id != "reader")
 
 
+def test_on_big_traces_heavy_metrics_start_in_run_order(tmp_path: Path) -> None:
+    """A HEAVY metric that waits for a result holds back the HEAVY ones after it (they would
+    run while the keys it reads are still held); on smaller traces the free thread goes on."""
+    h0, h1 = sorted(HEAVY)[:2]
+    ctx = _context(tmp_path)
+    for heavy_alone in (True, False):
+        rec = Recorder()
+        metrics = [rec.metric("slow", 0.3), rec.metric(h0, 0.05, after=("slow",)), rec.metric(h1, 0.05)]
+        runner.run_metrics(metrics, ctx, _run_one, runner.Plan(2, heavy_alone=heavy_alone))
+        assert rec.spans[h0][0] >= rec.spans["slow"][1]
+        if heavy_alone:
+            assert rec.spans[h1][0] >= rec.spans[h0][1]
+        else:
+            assert rec.spans[h1][1] <= rec.spans["slow"][1]
+
+
 def test_heavy_metrics_share_the_pool_on_smaller_traces(tmp_path: Path) -> None:
     a, b = sorted(HEAVY)[:2]
     rec = Recorder()

@@ -320,7 +320,7 @@ class Iterations:
     engine: str | None
     detail: str
     items: tuple[Iteration, ...]
-    kernel_iter: np.ndarray  # per kernel: index into items, or -1
+    kernel_iter: np.ndarray  # per kernel: index into items, or -1 (int32)
     empty: tuple[str, ...] = ()  # marks that launched no GPU work
     loops: tuple[str, ...] = ()  # marks that hold several iterations
     merged: tuple[str, ...] = ()  # first-token marks merged into the iteration before
@@ -798,7 +798,8 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
     items, merged = _merge_samplers(items)
     if not items:
         return None
-    kernel_iter = np.full(len(k), -1, dtype=np.int64)
+    # int32 when it fits: cached from the steps metric to the serving one, a 4-byte code per kernel
+    kernel_iter = np.full(len(k), -1, dtype=np.int32 if len(items) < np.iinfo(np.int32).max else np.int64)
     seen: dict[bytes, int | None] = {}  # iterations that launch the same kernels have the same layers
     for i, it in enumerate(items):
         kernel_iter[it.kernels] = i
@@ -810,10 +811,22 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
             it.layers = seen[key]
     _numbers(data, items)
     _phase_from_attention(data, items)
+    _pack_kernels(items, len(k))
     engines = sorted({it.mark.engine for it in items if it.mark is not None})
     detail = _detail(source, engines, items, empty, loops, merged)
     return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items), kernel_iter,
                       tuple(empty), tuple(dict.fromkeys(lp.name for lp in loops)), tuple(merged))
+
+
+def _pack_kernels(items: list[Iteration], rows: int) -> None:
+    """Each iteration's kernels, in their order, as a slice of one array (int32 row numbers
+    when they fit): the iterations stay cached from the steps metric to the serving one, and
+    separate int64 arrays cost twice the memory at millions of kernels."""
+    dtype = np.int32 if rows < np.iinfo(np.int32).max else np.int64
+    flat = np.concatenate([it.kernels for it in items], dtype=dtype)
+    ends = np.cumsum([len(it.kernels) for it in items])
+    for it, a, b in zip(items, [0, *ends[:-1].tolist()], ends.tolist(), strict=True):
+        it.kernels = flat[a:b]
 
 
 def _detail(source: str, engines: list[str], items: list[Iteration], empty: list[str], loops: list[_Cand],

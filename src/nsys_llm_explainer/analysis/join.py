@@ -281,11 +281,12 @@ class KernelAttribution:
     index: nvtx.RangeIndex
     depth: np.ndarray  # per sorted range
 
-    def range_row(self) -> np.ndarray:
-        """Per kernel: row in data.nvtx() of its innermost range, or -1."""
+    def range_row(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Per kernel (of `rows`, default all): row in data.nvtx() of its innermost range, or -1."""
+        pos = self.range_pos if rows is None else self.range_pos[rows]
         if len(self.index.order) == 0:
-            return np.full(len(self.range_pos), -1, dtype=np.int64)
-        return np.where(self.range_pos >= 0, self.index.order[np.maximum(self.range_pos, 0)], -1)
+            return np.full(len(pos), -1, dtype=np.int64)
+        return np.where(pos >= 0, self.index.order[np.maximum(pos, 0)], -1)
 
 
 KEY = "kernel_attribution"

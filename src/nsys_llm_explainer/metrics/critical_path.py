@@ -59,6 +59,6 @@ METRIC = Metric(
     after=("steps",),
     reads=(
         "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
-        "graph_analysis", "graph_calls:", "graph_calls_by_correlation", "graph_peer_waits",
+        "graph_analysis", "graph_calls:", "graph_calls_by_correlation", "graph_peer_waits", "graph_slow_rank",
     ),
 )

@@ -47,6 +47,7 @@ tables a serving simulator is calibrated from.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_codes
 from nsys_llm_explainer.analysis.iterations import Iterations, find
 from nsys_llm_explainer.analysis.join import (
     GRAPH_API,
@@ -125,15 +126,58 @@ def _skip_reason(its: Iterations | None, workload: str) -> str | None:
     return None
 
 
-def _groups(ctx: Context) -> np.ndarray:
-    """Per kernel: index into CATEGORY_GROUPS."""
-    try:
-        kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
-    except (UsageError, Unavailable):
-        return np.full(len(ctx.data.kernels()), CATEGORY_GROUPS.index("other"), dtype=np.int64)
-    code = {g: i for i, g in enumerate(CATEGORY_GROUPS)}
-    of_cat = np.array([code[GROUP_OF.get(c, "other")] for c in kc.categories], dtype=np.int64)
-    return of_cat[kc.code]
+class _Kinds:
+    """What a kernel is, looked up per block of kernel rows (no per-kernel array of the whole
+    trace): its CATEGORY_GROUPS entry, and whether it is a softmax kernel outside the attention
+    class (a separate score-matrix pass)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._k = ctx.data.kernels()
+        try:
+            kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
+        except (UsageError, Unavailable):
+            self._code: np.ndarray | None = None
+            self._of_cat = np.array([CATEGORY_GROUPS.index("other")], dtype=np.int64)
+        else:
+            code = {g: i for i, g in enumerate(CATEGORY_GROUPS)}
+            self._code = kc.code
+            self._of_cat = np.array([code[GROUP_OF.get(c, "other")] for c in kc.categories], dtype=np.int64)
+        self._ids = distinct_few(self._k.name_id)
+        names = ctx.data.kernel_names(self._ids.astype(np.int64))
+        self._soft = np.array([bool(SOFTMAX.search(names.get(int(i), ""))) for i in self._ids.tolist()] or [False])
+
+    def groups(self, rows: np.ndarray) -> np.ndarray:
+        """Per kernel of `rows`: index into CATEGORY_GROUPS."""
+        if self._code is None:
+            return np.full(len(rows), self._of_cat[0], dtype=np.int64)
+        return self._of_cat[self._code[rows]]
+
+    def softmax(self, rows: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Per kernel of `rows` (`groups`: theirs): a softmax kernel outside the attention class."""
+        soft = self._soft[np.searchsorted(self._ids, self._k.name_id[rows])] if len(self._ids) else np.zeros(0, bool)
+        return soft & (groups != CATEGORY_GROUPS.index("attention"))
+
+
+BLOCK_ROWS = 1 << 17  # kernel rows per block of iterations (_blocks)
+
+
+def _blocks(its: Iterations) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(first, end, rows): consecutive ranges of iterations holding about BLOCK_ROWS kernels
+    each, with the rows of their kernels (kernel_iter in [first, end)), ascending. Per-kernel
+    temporaries then stay at a block's size however many kernels the capture holds, and each
+    iteration's kernels keep their order."""
+    sizes = np.cumsum([len(it.kernels) for it in its.items])
+    n = len(its.items)
+    a = 0
+    while a < n:
+        done = int(sizes[a - 1]) if a else 0
+        b = min(max(a + 1, int(np.searchsorted(sizes, done + BLOCK_ROWS, side="right"))), n)
+        rows = np.sort(np.concatenate([its.items[i].kernels for i in range(a, b)]))
+        if len(rows) > 1:
+            rows = rows[np.r_[True, rows[1:] != rows[:-1]]]
+        g = its.kernel_iter[rows]
+        yield a, b, rows[(g >= a) & (g < b)]
+        a = b
 
 
 def _graph_calls(ctx: Context) -> np.ndarray:
@@ -175,7 +219,7 @@ class _Covered:
     def gaps(self, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
         total = np.zeros(len(lo), dtype=np.int64)
         sync = np.zeros(len(lo), dtype=np.int64)
-        for t in np.unique(tkey).tolist():
+        for t in distinct_few(tkey).tolist():
             m = tkey == t
             total[m] = self._upto(self._all[t], hi[m]) - self._upto(self._all[t], lo[m])
             sync[m] = self._upto(self._sync[t], hi[m]) - self._upto(self._sync[t], lo[m])
@@ -183,104 +227,114 @@ class _Covered:
                 zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
 
 
-def _launching_thread(its: Iterations, call: np.ndarray, tkey_of_call: np.ndarray) -> np.ndarray:
-    """Per iteration: the thread that launched most of its kernels (its mark's otherwise)."""
-    out = np.array([it.tkey for it in its.items], dtype=np.int64)
-    k_it = its.kernel_iter
-    sel = np.flatnonzero((k_it >= 0) & (call >= 0))
-    if len(sel):
-        codes, (g_it, g_tk) = group_codes(k_it[sel], tkey_of_call[call[sel]])
-        count = np.bincount(codes)
-        o = np.lexsort((-count, g_it))
-        first = np.r_[True, g_it[o][1:] != g_it[o][:-1]]
-        out[g_it[o][first]] = g_tk[o][first]
-    return out
-
-
-def _softmax(ctx: Context, groups: np.ndarray) -> np.ndarray:
-    """Per kernel: a softmax kernel outside the attention class (a separate score-matrix pass)."""
+def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationRow], np.ndarray]:
+    """Every iteration's figures (group sums over the kernel -> iteration map, a block of
+    iterations at a time), and per iteration the kernels a CUDA graph replay ran."""
     k = ctx.data.kernels()
-    ids = np.unique(k.name_id)
-    names = ctx.data.kernel_names(ids.astype(np.int64))
-    soft = np.array([bool(SOFTMAX.search(names.get(int(i), ""))) for i in ids.tolist()] or [False])
-    out = soft[np.searchsorted(ids, k.name_id)] if len(ids) else np.zeros(0, bool)
-    return out & (groups != CATEGORY_GROUPS.index("attention"))
-
-
-def _rows(ctx: Context, its: Iterations, groups: np.ndarray) -> list[IterationRow]:
-    """Every iteration's figures, for all iterations at once (group sums over the kernel ->
-    iteration map)."""
-    k = ctx.data.kernels()
-    softmax = _softmax(ctx, groups)
     call = kernel_launch_index(ctx.data)
     rt = ctx.data.runtime()
     graph = _graph_calls(ctx)
     items = list(its.items)
     n = len(items)
-    sel = np.flatnonzero(its.kernel_iter >= 0)
-    g = its.kernel_iter[sel]
-    dur = k.dur[sel].astype(np.int64)
+    ng = len(CATEGORY_GROUPS)
     gpu_start = np.full(n, np.iinfo(np.int64).max, np.int64)
     gpu_end = np.full(n, -1, np.int64)
-    np.minimum.at(gpu_start, g, k.start[sel])
-    np.maximum.at(gpu_end, g, k.end[sel])
-    kernels = np.bincount(g, minlength=n)
-    kernel_ns = np.bincount(g, weights=dur, minlength=n).astype(np.int64)
-    busy = intervals.grouped_union(g, k.start[sel], k.end[sel], n)
-    ng = len(CATEGORY_GROUPS)
-    cat_ns = np.bincount(g * ng + groups[sel], weights=dur, minlength=n * ng).astype(np.int64).reshape(n, ng)
-    soft = softmax[sel]
-    soft_n = np.bincount(g[soft], minlength=n)
-    soft_ns = np.bincount(g[soft], weights=dur[soft], minlength=n).astype(np.int64)
-    # launches: distinct (iteration, call) pairs; graph replays: those whose call is a graph launch
-    ok = call[sel] >= 0
-    width = len(rt) + 1
-    pairs = np.unique(g[ok] * width + call[sel][ok])
-    p_it, p_call = pairs // width, pairs % width
-    launches = np.bincount(p_it, minlength=n)
-    replays = np.bincount(p_it[graph[p_call]], minlength=n) if len(graph) else np.zeros(n, np.int64)
-    # the device most of an iteration's kernel time ran on
-    codes, (d_it, d_dev) = group_codes(g, k.device[sel])
-    d_ns = np.bincount(codes, weights=dur)
-    o = np.lexsort((-d_ns, d_it))
-    first = np.r_[True, d_it[o][1:] != d_it[o][:-1]]
+    kernels = np.zeros(n, np.int64)
+    kernel_ns = np.zeros(n, np.int64)
+    busy = np.zeros(n, np.int64)
+    cat_ns = np.zeros((n, ng), np.int64)
+    soft_n = np.zeros(n, np.int64)
+    soft_ns = np.zeros(n, np.int64)
+    launches = np.zeros(n, np.int64)
+    replays = np.zeros(n, np.int64)
+    in_graphs = np.zeros(n, np.int64)
     device = np.zeros(n, np.int64)
-    device[d_it[o][first]] = d_dev[o][first]
+    # the thread that launched most of an iteration's kernels (its mark's otherwise)
+    launcher = np.array([it.tkey for it in items], dtype=np.int64)
+    width = len(rt) + 1
+    for a, b, sel in _blocks(its):
+        nb = b - a
+        g = its.kernel_iter[sel].astype(np.int64) - a
+        dur = k.dur[sel].astype(np.int64, copy=False)
+        start, end = k.start[sel], k.end[sel]
+        np.minimum.at(gpu_start[a:b], g, start)
+        np.maximum.at(gpu_end[a:b], g, end)
+        kernels[a:b] = np.bincount(g, minlength=nb)
+        kernel_ns[a:b] = np.bincount(g, weights=dur, minlength=nb).astype(np.int64)
+        busy[a:b] = intervals.grouped_union(g, start, end, nb)
+        del start, end
+        groups = kinds.groups(sel)
+        cat_ns[a:b] = np.bincount(g * ng + groups, weights=dur, minlength=nb * ng).astype(np.int64).reshape(nb, ng)
+        soft = kinds.softmax(sel, groups)
+        del groups
+        soft_n[a:b] = np.bincount(g[soft], minlength=nb)
+        soft_ns[a:b] = np.bincount(g[soft], weights=dur[soft], minlength=nb).astype(np.int64)
+        del soft
+        # launches: distinct (iteration, call) pairs; graph replays: those whose call is a graph launch
+        c = call[sel]
+        ok = c >= 0
+        pairs = distinct(g[ok] * width + c[ok])
+        p_it, p_call = pairs // width, pairs % width
+        launches[a:b] = np.bincount(p_it, minlength=nb)
+        if len(graph):
+            replays[a:b] = np.bincount(p_it[graph[p_call]], minlength=nb)
+            in_graphs[a:b] = np.bincount(g[ok][graph[c[ok]]], minlength=nb)
+        del pairs, p_it, p_call
+        if ok.any():
+            codes, (t_it, t_tk) = group_codes(g[ok], rt.tkey[c[ok]])
+            count = np.bincount(codes)
+            o = np.lexsort((-count, t_it))
+            first = np.r_[True, t_it[o][1:] != t_it[o][:-1]]
+            launcher[a + t_it[o][first]] = t_tk[o][first]
+        del c, ok
+        # the device most of an iteration's kernel time ran on
+        codes, (d_it, d_dev) = group_codes(g, k.device[sel])
+        d_ns = np.bincount(codes, weights=dur)
+        o = np.lexsort((-d_ns, d_it))
+        first = np.r_[True, d_it[o][1:] != d_it[o][:-1]]
+        device[a + d_it[o][first]] = d_dev[o][first]
     # the previous and the next iteration of the same process, by GPU start
     prev_end = np.full(n, -1, np.int64)
     next_start = np.full(n, -1, np.int64)
     pids = np.array([it.pid for it in items])
-    for pid in np.unique(pids).tolist():
+    for pid in distinct_few(pids).tolist():
         idx = np.flatnonzero(pids == pid)
         idx = idx[np.argsort(gpu_start[idx], kind="stable")]
         prev_end[idx[1:]] = gpu_end[idx[:-1]]
         next_start[idx[:-1]] = gpu_start[idx[1:]]
-    launcher = _launching_thread(its, call, rt.tkey)
     has_gap = np.flatnonzero((prev_end >= 0) & (gpu_start > prev_end))
     covered = _Covered(ctx, set(launcher[has_gap].tolist()))
     gap_host = dict(zip(has_gap.tolist(), covered.gaps(launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
                         strict=True))
     rows = []
+    # plain ints, read once: a numpy scalar per field and iteration is slow at tens of thousands
+    dev_l, busy_l, kns_l, nk_l, launch_l, replay_l, sn_l, sns_l = (
+        _plain(a) for a in (device, busy, kernel_ns, kernels, launches, replays, soft_n, soft_ns))
+    start_l, end_l, prev_l, next_l, cat_l = (_plain(a) for a in (gpu_start, gpu_end, prev_end, next_start, cat_ns))
     for i, it in enumerate(items):
         m = it.mark if it.phase == "mixed" else None
-        gap = None if prev_end[i] < 0 else int(max(0, gpu_start[i] - prev_end[i]))
+        gap = None if prev_l[i] < 0 else max(0, start_l[i] - prev_l[i])
         rows.append(IterationRow(
-            iteration=i, pid=it.pid, device=int(device[i]), name=it.name, outer=it.outer, phase=it.phase,
+            iteration=i, pid=it.pid, device=dev_l[i], name=it.name, outer=it.outer, phase=it.phase,
             sequences=it.sequences, tokens=it.tokens, kv_tokens=it.kv_tokens,
             prefill_sequences=m.prefill_seqs if m is not None else None,
             prefill_tokens=m.prefill_tokens if m is not None else None,
             decode_sequences=m.decode_seqs if m is not None else None,
             decode_tokens=None if m is None else m.decode_tokens if m.decode_tokens is not None else m.decode_seqs,
             numbers_from=it.numbers_from, host_start_ns=it.start, host_end_ns=it.end,
-            gpu_start_ns=int(gpu_start[i]), gpu_end_ns=int(gpu_end[i]), gpu_busy_ns=int(busy[i]),
-            kernel_ns=int(kernel_ns[i]), kernels=int(kernels[i]), launches=int(launches[i]), gap_before_ns=gap,
+            gpu_start_ns=start_l[i], gpu_end_ns=end_l[i], gpu_busy_ns=busy_l[i],
+            kernel_ns=kns_l[i], kernels=nk_l[i], launches=launch_l[i], gap_before_ns=gap,
             gap_host=None if gap is None else gap_host.get(i, HostGap(0, 0, 0)),
-            period_ns=int(next_start[i] - gpu_start[i]) if next_start[i] >= 0 else None,
-            graph_replays=int(replays[i]), layers=it.layers,
-            categories={CATEGORY_GROUPS[j]: int(v) for j, v in enumerate(cat_ns[i].tolist()) if v > 0},
-            softmax_kernels=int(soft_n[i]), softmax_ns=int(soft_ns[i]),
+            period_ns=next_l[i] - start_l[i] if next_l[i] >= 0 else None,
+            graph_replays=replay_l[i], layers=it.layers,
+            categories={CATEGORY_GROUPS[j]: v for j, v in enumerate(cat_l[i]) if v > 0},
+            softmax_kernels=sn_l[i], softmax_ns=sns_l[i],
         ))
-    return rows
+    return rows, in_graphs
+
+
+def _plain(a: np.ndarray) -> list[Any]:
+    return list(a.tolist())
 
 
 def _p(values: list[int], q: int) -> int:
@@ -336,7 +390,7 @@ def _weight_bytes(ctx: Context, its: Iterations) -> np.ndarray | None:
                 and int(cost.extra.get("batch", 1)) == 1 and "n" in cost.extra):  # type: ignore[call-overload]
             per_key[key] = float(int(cost.extra["n"]) * int(cost.extra["k"]) * dtype_size(cost.dtype))  # type: ignore[call-overload]
     width = len(its.items)
-    pairs = np.unique(kc[sel].astype(np.int64) * width + its.kernel_iter[sel])
+    pairs = distinct(kc[sel].astype(np.int64) * width + its.kernel_iter[sel])
     call, it = pairs // width, pairs % width
     out = np.bincount(it, weights=per_key[view.call_key[call]], minlength=width)
     return out if out.any() else None
@@ -355,7 +409,7 @@ def _weight_mbu(ctx: Context, rows: list[IterationRow], weights: np.ndarray) -> 
     return round(100.0 * total / (span / 1e9 * bw), 2)
 
 
-def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph: np.ndarray,
+def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], graph_kernels: np.ndarray,
                its: Iterations, weights: np.ndarray | None) -> PhaseRow:
     spans = [r.gpu_span_ns for r in rows]
     busy = [r.gpu_busy_ns for r in rows]
@@ -379,7 +433,7 @@ def _phase_row(ctx: Context, phase: str, rows: list[IterationRow], kernel_graph:
     else:
         per_token = per_s = None
     kernels = sum(r.kernels for r in rows)
-    in_graphs = int(sum(int(kernel_graph[its.items[r.iteration].kernels].sum()) for r in rows))
+    in_graphs = int(sum(int(graph_kernels[r.iteration]) for r in rows))
     return PhaseRow(
         phase=phase, iterations=len(rows), sequences_p50=_p(seqs, 50) if seqs else None, tokens=tokens,
         kv_tokens_p50=_p(kvs, 50) if kvs else None, gpu_span_p50_ns=_p(spans, 50), gpu_span_p90_ns=_p(spans, 90),
@@ -474,41 +528,72 @@ def _per_config(rows: list[IterationRow], it: np.ndarray, item: np.ndarray, call
     return frame.sort_values(["iterations", label], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
+def _first_row(rows: np.ndarray, codes: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group of `codes` (over ascending `rows`): the row it first appears at."""
+    first = np.zeros(ngroups, dtype=np.int64)
+    first[codes[::-1]] = rows[::-1]
+    return first
+
+
+def _in_row_order(parts: Sequence[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
+    """Per-block group columns (the first: each group's first row) joined and put in the
+    order of their first rows: the numbering group_codes gives over all the blocks' rows."""
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+    order = np.argsort(cols[0], kind="stable")
+    return [c[order] for c in cols[1:]]
+
+
 def _op_times(ctx: Context, its: Iterations, rows: list[IterationRow]) -> tuple[pd.DataFrame, str | None]:
     k = ctx.data.kernels()
     try:
         att = operator_attribution(ctx.data)
-        owner, names, label = att.kernel_op, ctx.data.operator_names(), att.ops.name
+        kernel_op = att.kernel_op
+        owner_of: Callable[[np.ndarray], np.ndarray] = lambda r: kernel_op[r]  # noqa: E731
+        names, label = ctx.data.operator_names(), att.ops.name
     except Unavailable:
         try:
-            owner = kernel_attribution(ctx.data).range_row()
+            nvtx_att = kernel_attribution(ctx.data)
+            owner_of = nvtx_att.range_row
             names = [normalize(x) for x in ctx.data.nvtx_names()]
             label = ctx.data.nvtx().name
         except Unavailable:
             return pd.DataFrame(columns=list(OP_COLUMNS)), "no operators or NVTX ranges name the kernels' operations"
-    sel = np.flatnonzero((its.kernel_iter >= 0) & (owner >= 0))
-    if len(sel) == 0:
-        return pd.DataFrame(columns=list(OP_COLUMNS)), "no kernel is attributed to an operator or NVTX range"
     name_code, uniq = pd.factorize(np.array(names, dtype=object), sort=False)
-    op = name_code[label[owner[sel]]]
-    it = its.kernel_iter[sel]
-    codes, (p_it, p_op) = group_codes(it, op)
-    ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
-    calls_codes, _ = group_codes(codes, owner[sel])  # distinct operator calls per (iteration, op)
-    first = np.zeros(int(calls_codes.max()) + 1, dtype=np.int64)
-    first[calls_codes] = codes
-    calls = np.bincount(first, minlength=len(ns))
+    # per (iteration, operator name): first row, iteration, name code, kernel ns, distinct calls
+    parts = []
+    for _, _, block in _blocks(its):
+        owner = owner_of(block)
+        sel = block[owner >= 0]
+        owner = owner[owner >= 0]
+        if len(sel) == 0:
+            continue
+        codes, (p_it, p_op) = group_codes(its.kernel_iter[sel], name_code[label[owner]])
+        ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
+        calls_codes, _ = group_codes(codes, owner)  # distinct operator calls per (iteration, op)
+        first = np.zeros(int(calls_codes.max()) + 1, dtype=np.int64)
+        first[calls_codes] = codes
+        calls = np.bincount(first, minlength=len(ns))
+        parts.append((_first_row(sel, codes, len(ns)), p_it, p_op, calls, ns))
+    if not parts:
+        return pd.DataFrame(columns=list(OP_COLUMNS)), "no kernel is attributed to an operator or NVTX range"
+    p_it, p_op, calls, ns = _in_row_order(parts)
     frame = _per_config(rows, p_it, p_op, calls, ns, [str(x) for x in uniq], "operator")
     return frame.reindex(columns=list(OP_COLUMNS)), None
 
 
 def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.DataFrame:
     k = ctx.data.kernels()
-    sel = np.flatnonzero(its.kernel_iter >= 0)
-    codes, (p_it, p_name) = group_codes(its.kernel_iter[sel], k.name_id[sel].astype(np.int64))
-    calls = np.bincount(codes)
-    ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
-    uniq, p_code = np.unique(p_name, return_inverse=True)
+    parts = []
+    for _, _, sel in _blocks(its):
+        codes, (p_it, p_name) = group_codes(its.kernel_iter[sel], k.name_id[sel].astype(np.int64))
+        calls = np.bincount(codes)
+        ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
+        parts.append((_first_row(sel, codes, len(calls)), p_it, p_name, calls, ns))
+    if not parts:
+        return pd.DataFrame(columns=list(KERNEL_COLUMNS))
+    p_it, p_name, calls, ns = _in_row_order(parts)
+    uniq = distinct_few(p_name)
+    p_code = np.searchsorted(uniq, p_name)
     lookup = ctx.data.kernel_names(uniq.astype(np.int64))
     labels = [lookup.get(int(x), f"(unnamed kernel #{int(x)})") for x in uniq.tolist()]
     try:
@@ -542,14 +627,10 @@ def run(ctx: Context) -> Outcome:
     if why is not None:
         return METRIC.skipped(why)
     assert its is not None
-    groups = _groups(ctx)
-    rows = _rows(ctx, its, groups)
-    call = kernel_launch_index(ctx.data)
-    graph = _graph_calls(ctx)
-    kernel_graph = np.where(call >= 0, graph[np.maximum(call, 0)] if len(graph) else False, False)
+    rows, graph_kernels = _rows(ctx, its, _Kinds(ctx))
     present = [p for p in PHASE_ORDER if any(r.phase == p for r in rows)]
     weights = _weight_bytes(ctx, its) if "decode" in present else None
-    phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], kernel_graph, its, weights)
+    phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], graph_kernels, its, weights)
                    for p in present)
     fits = tuple(LatencyFit.of(p, [r for r in rows if r.phase == p]) for p in present)
     outer = {it.outer for it in its.items if it.outer}

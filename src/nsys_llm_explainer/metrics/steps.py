@@ -113,7 +113,7 @@ def _iteration_source(its: Iterations) -> tuple[dict[str, Any], pd.DataFrame, np
         "name": [it.name for it in its.items],
         "tokens": np.array([-1 if it.tokens is None else it.tokens for it in its.items], dtype=np.int64),
     })
-    return info, frame, its.kernel_iter
+    return info, frame, its.kernel_iter.astype(np.int64)
 
 
 def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | str:

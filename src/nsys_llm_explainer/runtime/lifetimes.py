@@ -20,7 +20,7 @@ from nsys_llm_explainer.metrics.base import Metric
 # that of a one-thread run.
 HEAVY: frozenset[str] = frozenset({
     "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
-    "step_work", "host_patterns", "critical_path", "gpu_idle",
+    "step_work", "host_patterns", "critical_path", "gpu_idle", "serving",
 })
 
 

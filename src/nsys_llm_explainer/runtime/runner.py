@@ -11,7 +11,8 @@ collected in the order given and warnings are sorted by the caller.
 
 Memory: cached keys are released once all their readers have finished (lifetimes.py), and
 on traces of HEAVY_ALONE_KERNELS kernels or more at most one HEAVY metric (lifetimes.HEAVY)
-runs at a time, the others beside it, so the peak stays near that of one thread.
+runs at a time, the others beside it, and HEAVY metrics start in run order, so the peak stays
+near that of one thread.
 """
 
 from __future__ import annotations
@@ -145,13 +146,18 @@ class _Pool:
 
     def _next(self) -> Metric | None:
         """The first pending metric that may start now (called with cond held): what it
-        reads has finished, and it is not a second HEAVY one."""
-        heavy_running = self.heavy_alone and not self.running.isdisjoint(HEAVY)
+        reads has finished, and it is not a second HEAVY one. On big traces HEAVY metrics
+        also start in run order: one that waits for its results holds back the HEAVY ones
+        after it, which would otherwise run while the keys the waiting one reads (and the
+        run order meant to release before them) are still held."""
+        heavy_blocked = self.heavy_alone and not self.running.isdisjoint(HEAVY)
         for m in self.pending[: LOOKAHEAD if self.heavy_alone else None]:
-            if heavy_running and m.id in HEAVY:
+            heavy = m.id in HEAVY
+            if heavy_blocked and heavy:
                 continue
             if all(d in self.results for d in m.after if d in self.ids):
                 return m
+            heavy_blocked = heavy_blocked or (self.heavy_alone and heavy)
         return None
 
     def _take(self) -> Metric | Callable[[], None] | None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import align, cache, extract, inputs, render_files, robust
+from nsys_llm_explainer.fleet import align, cache, inputs, render_files, robust, worker
 from nsys_llm_explainer.options import Options
 from tests.conftest import NSYS_TRACES, SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
@@ -61,7 +61,7 @@ def test_cumulative_union_equals_counting_covered_nanoseconds(spans: list[tuple[
     covered = np.zeros(1200, dtype=bool)
     for a, b in zip(s.tolist(), e.tolist(), strict=True):
         covered[a:b] = True
-    got = extract.cumulative_union(s, e, np.array(sorted(at), dtype=np.int64))
+    got = worker.cumulative_union(s, e, np.array(sorted(at), dtype=np.int64))
     want = [int(covered[: max(t, 0)].sum()) for t in sorted(at)]
     assert got.tolist() == want
 
@@ -81,11 +81,11 @@ def test_best_shift_recovers_a_planted_index_shift_and_clock_offset(shift: int, 
 
 
 def test_collective_kinds() -> None:
-    assert extract.collective_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "AllReduce"
-    assert extract.collective_kind("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8") == "SendRecv"
-    assert extract.collective_kind("void vllm::cross_device_reduce_1stage<float, 8>(x)") == "AllReduce"
-    assert extract.collective_kind("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "ReduceScatter"
-    assert extract.collective_kind("void ns::my_custom_comm<int>(int)") == "my_custom_comm"
+    assert worker.collective_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "AllReduce"
+    assert worker.collective_kind("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8") == "SendRecv"
+    assert worker.collective_kind("void vllm::cross_device_reduce_1stage<float, 8>(x)") == "AllReduce"
+    assert worker.collective_kind("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "ReduceScatter"
+    assert worker.collective_kind("void ns::my_custom_comm<int>(int)") == "my_custom_comm"
 
 
 def test_cache_key_follows_content_options_and_version(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.fleet import align, collectives, robust, same_run
+from nsys_llm_explainer.fleet import align, robust, same_run
 
 MIN_SPREAD_PP = 1.0
 MIX_LISTED = 10
@@ -299,7 +299,7 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         why = {"status": "skipped", "reason": f"no rank is named at low clock trust ({clock.doc['trust']})"}
         coll, strag = why, why
     elif any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
-        coll, table = collectives.analyze(ranks, clock.offsets, k)
+        coll, table = align.analyze(ranks, clock.offsets, k)
         impossible = same_run.implausible_waits(coll, ranks)
         if impossible:
             coll = {"status": "error", "reason": "the aligned waits cannot be true (" + "; ".join(impossible[:3])

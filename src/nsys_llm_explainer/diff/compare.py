@@ -4,7 +4,7 @@ Order of reasoning: first whether the captures can be compared (comparability.py
 per-step changes from the work inside complete steps with their intervals (in_step.py), the
 headline that leads with the largest change beyond the noise (diff/comparability.py), then the per-phase
 step times, kernels (per step, else per call), categories, the critical path's composition
-(totals.py), findings and whole-capture totals as measured (basis.py: nothing is
+(totals.py), findings and whole-capture totals as measured (load.py: nothing is
 divided by the captured window). A gate never passes on captures that are not comparable.
 """
 
@@ -17,9 +17,8 @@ import pandas as pd
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.diff import comparability, findings, gate, in_step, kernels, steps, totals
-from nsys_llm_explainer.diff.basis import choose, window_ns
 from nsys_llm_explainer.diff.kernels import NAME_SEP
-from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.load import Side, choose, window_ns
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.render.json_writer import plain

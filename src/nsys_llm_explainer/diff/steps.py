@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.diff import in_step
-from nsys_llm_explainer.diff.basis import json_pct, rel_pct
 from nsys_llm_explainer.diff.in_step import shift
-from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.load import Side, json_pct, rel_pct
 from nsys_llm_explainer.frozen import frozen
 
 COUNT_KEYS = ("step_count", "steps", "count", "n_steps")

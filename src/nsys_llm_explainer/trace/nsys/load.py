@@ -1,6 +1,6 @@
 """NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns,
 through NsysExport's checked load (export.py); the other tables through their readers
-(activity.py, trace/nsys/activity.py, host_records.py, metadata.py, ranks.py).
+(activity.py, host_records.py, metadata.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from nsys_llm_explainer.trace.data import (
     StreamText,
     Unavailable,
 )
-from nsys_llm_explainer.trace.nsys import activity, host_records, ids, metadata, ranks
+from nsys_llm_explainer.trace.nsys import activity, host_records, ids, metadata
 from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
@@ -343,7 +343,7 @@ class NsysTraceData(NsysExport):
         return metadata.session_start(self)
 
     def distributed(self) -> dict[str, Any] | None:
-        return self.cached("distributed", lambda: ranks.read(self))
+        return self.cached("distributed", lambda: metadata.read_ranks(self))
 
     def os_calls(self) -> Columns:
         return self.cached("os_calls", lambda: host_records.os_calls(self))

@@ -42,8 +42,7 @@ from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import ClockOrigin, CommandLine, ProfilerOptions, TraceData, Unavailable
 from nsys_llm_explainer.trace.kineto import collect as kc
 from nsys_llm_explainer.trace.kineto import metadata, prefetch
-from nsys_llm_explainer.trace.kineto.collect import read_events
-from nsys_llm_explainer.trace.kineto.read import NOT_A_TRACE
+from nsys_llm_explainer.trace.kineto.collect import NOT_A_TRACE, read_events
 
 NVTX_PUSH_POP = 59  # the NVTX event type of nested per-thread ranges, which these are
 MAX_TIME_NS = 1 << 62

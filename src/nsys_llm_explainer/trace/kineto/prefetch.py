@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from nsys_llm_explainer.trace.kineto.collect import Collected
-from nsys_llm_explainer.trace.kineto.read import GZIP_MAGIC
+from nsys_llm_explainer.trace.kineto.collect import GZIP_MAGIC, Collected
 
 # JSON text read by a helper at most (the gzip size field for compressed traces): about 2 s
 # of reading. The gain is the import time, whatever the size.

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
-from nsys_llm_explainer.diff import comparability, findings, gate, in_step, kernels, steps, totals
+from nsys_llm_explainer.diff import comparability, findings, gate, in_step, kernels, totals
 from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.diff.load import Side, choose, window_ns
 from nsys_llm_explainer.frozen import frozen
@@ -33,7 +33,7 @@ class Diff:
     kernel_rows: pd.DataFrame | None  # tables/diff_kernels.csv rows
 
 
-def _side_info(side: Side, steps_found: dict[str, steps.PhaseSteps] | str) -> dict[str, Any]:
+def _side_info(side: Side, steps_found: dict[str, in_step.PhaseSteps] | str) -> dict[str, Any]:
     t = side.doc.get("trace", {})
     method, per_step = comparability.step_definition(side)
     return {
@@ -44,7 +44,7 @@ def _side_info(side: Side, steps_found: dict[str, steps.PhaseSteps] | str) -> di
         "source": source_text(t),
         "versions": comparability.versions(side),
         "window_ns": window_ns(side),
-        "steps": steps.total_steps(steps_found),
+        "steps": in_step.total_steps(steps_found),
         "complete_steps": comparability.complete_steps(side),
         "carried": carried(side),
         "steps_method": method,
@@ -190,7 +190,7 @@ def compare(
     base: Side, new: Side, conditions: tuple[gate.Condition, ...] = (), allow_unevaluated: bool = False,
     allow_incomparable: bool = False,
 ) -> Diff:
-    sb, sn = steps.read(base), steps.read(new)
+    sb, sn = in_step.read_steps(base), in_step.read_steps(new)
     wb, wn = _work(base), _work(new)
     basis = choose(base, new, isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work))
     total_rows, total_changes = totals.totals(base, new)
@@ -198,7 +198,7 @@ def compare(
     comp = comparability.check(base, new, kern)
     gpus = comp.check("gpus")
     hardware = f"from {gpus.base} to {gpus.new}" if gpus is not None and comp.hardware_changed else None
-    st = steps.compare(base, new, sb, sn, wb, wn)
+    st = in_step.compare_steps(base, new, sb, sn, wb, wn)
     per_step = _in_step(wb, wn, base, new)
     found = findings.compare(base, new, hardware)
     head = comparability.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),

@@ -1,5 +1,5 @@
 """GPU idle behind the host: kernel launches (NLE209) and other host work (NLE210), with
-what they share: what the launching thread did in that time (diagnosis/host_work.py), the
+what they share: what the launching thread did in that time (diagnosis/evidence.py), the
 advice of the family of host work that holds most of it, and the phases whose kernels start
 as soon as they are launched. Idle time a read-back (NLE214) or a per-layer sync stall
 (NLE217) already counts is not counted again."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsys_llm_explainer.diagnosis import host_work
+from nsys_llm_explainer.diagnosis.evidence import host_sources, host_work_lines, lead_family
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.rules.advice import HOST_FAMILY_TOPIC, advice
@@ -19,12 +19,12 @@ from nsys_llm_explainer.rules.sync import layer_syncs_reported, readbacks_report
 
 def host_recommendations(view: RuleInput, default_topic: str) -> tuple[str, ...]:
     """Advice for host-caused idle time: the advice of the family that holds most of it
-    (diagnosis/host_work.py lead_family), then `default_topic`'s; the capture hint when
+    (diagnosis/evidence.py lead_family), then `default_topic`'s; the capture hint when
     nothing names the host's work."""
     ic = view.metric("idle_causes")
     devices = [d.device_id for d in view.acct.devices]
-    hs = host_work.combined(ic.data if ic is not None else None, devices)
-    family = host_work.lead_family(hs)
+    hs = host_sources(ic.data if ic is not None else None, devices)
+    family = lead_family(hs)
     out = list(advice(HOST_FAMILY_TOPIC[family], view.workload)) if family in HOST_FAMILY_TOPIC else []
     for line in advice(default_topic, view.workload):
         if line not in out:
@@ -33,10 +33,10 @@ def host_recommendations(view: RuleInput, default_topic: str) -> tuple[str, ...]
 
 
 def host_evidence(view: RuleInput) -> list[str]:
-    """What the launching thread did in the host-caused idle time (diagnosis/host_work.py)."""
+    """What the launching thread did in the host-caused idle time (diagnosis/evidence.py host_work_lines)."""
     ic = view.metric("idle_causes")
     devices = [d.device_id for d in view.acct.devices]
-    return host_work.evidence(host_work.combined(ic.data if ic is not None else None, devices),
+    return host_work_lines(host_sources(ic.data if ic is not None else None, devices),
                               view.metric("operators") is not None)
 
 

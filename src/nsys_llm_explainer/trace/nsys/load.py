@@ -375,7 +375,5 @@ class NsysTraceData(NsysExport):
         return self.cached("capture_span", lambda: metadata.capture_span(self))
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
-        from nsys_llm_explainer.trace.nsys.capture import read_capture_info
-
         with self.sql:
-            return read_capture_info(self.conn, self.schema, pids)
+            return metadata.read_capture_info(self.conn, self.schema, pids)

@@ -5,7 +5,7 @@ used (NULL or non-integer required values, end < start, timestamps outside [0, 2
 left out by the query itself and counted in a warning.
 
 NsysTraceData (load.py) builds the core tables on it. The readers of the other tables
-(activity.py, host_records.py, metadata.py) take an NsysExport, and the
+(activity.py, metadata.py) take an NsysExport, and the
 load helpers (helper.py) hand back Loaded values, so that none of them needs load.py.
 """
 

@@ -1,6 +1,6 @@
 """NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns,
 through NsysExport's checked load (export.py); the other tables through their readers
-(activity.py, host_records.py, metadata.py).
+(activity.py, metadata.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from nsys_llm_explainer.trace.data import (
     StreamText,
     Unavailable,
 )
-from nsys_llm_explainer.trace.nsys import activity, host_records, ids, metadata
+from nsys_llm_explainer.trace.nsys import activity, ids, metadata
 from nsys_llm_explainer.trace.nsys.export import NsysExport
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
@@ -346,24 +346,24 @@ class NsysTraceData(NsysExport):
         return self.cached("distributed", lambda: metadata.read_ranks(self))
 
     def os_calls(self) -> Columns:
-        return self.cached("os_calls", lambda: host_records.os_calls(self))
+        return self.cached("os_calls", lambda: activity.os_calls(self))
 
     def os_call_names(self) -> list[str]:
         self.os_calls()
         return self._cache["os_call_names"]  # type: ignore[no-any-return]
 
     def cpu_samples(self) -> Columns:
-        return self.cached("cpu_samples", lambda: host_records.cpu_samples(self))
+        return self.cached("cpu_samples", lambda: activity.cpu_samples(self))
 
     def cpu_sample_names(self) -> list[str]:
         self.cpu_samples()
         return self._cache["cpu_sample_names"]  # type: ignore[no-any-return]
 
     def program_output(self) -> list[StreamText]:
-        return self.cached("program_output", lambda: host_records.program_output(self))
+        return self.cached("program_output", lambda: activity.program_output(self))
 
     def cuda_trace_requested(self) -> bool | None:
-        return self.cached("cuda_trace_requested", lambda: host_records.cuda_trace_requested(self))
+        return self.cached("cuda_trace_requested", lambda: activity.cuda_trace_requested(self))
 
     def command_lines(self) -> list[CommandLine]:
         return self.cached("command_lines", lambda: metadata.command_lines(self))

@@ -40,7 +40,7 @@ import pandas as pd
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import robust, runs, sweep
+from nsys_llm_explainer.fleet import robust, runs
 from nsys_llm_explainer.fleet.inputs import TraceInput
 from nsys_llm_explainer.fleet.worker import Task, options_key, summarize, unreadable
 from nsys_llm_explainer.options import Options
@@ -228,7 +228,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
     built: list[runs.Run] = []
     sweep_rows = []
     sweep_members: list[tuple[str, list[dict[str, Any]]]] = []
-    for li in sweep.order(labels):
+    for li in runs.sweep_order(labels):
         label = labels[li]
         members = [(i, inputs[i].path, s) for i in by_label[label] if results[i]["ok"]
                    for s in results[i]["ranks"]]
@@ -236,7 +236,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
             continue
         run = runs.build(label, inputs[by_label[label][0]].labels, members, k, force_align)
         built.append(run)
-        sweep_rows.append(sweep.row(run.doc, [m[2] for m in members]))
+        sweep_rows.append(runs.sweep_row(run.doc, [m[2] for m in members]))
         sweep_members.append((label, [m[2] for m in members]))
     traces = [
         {"path": t.path, "label": t.label, "format": r.get("format"), "ok": bool(r["ok"]),
@@ -256,7 +256,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
             tables[name] = frame.loc[:, ["run", *[c for c in frame.columns if c != "run"]]]
     tables["traces"] = pd.DataFrame(traces, columns=["path", "label", "format", "ok", "error", "ranks", "warnings"])
     if len(built) > 1:
-        tables["sweep"] = sweep.table(sweep_rows)
+        tables["sweep"] = runs.sweep_table(sweep_rows)
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
@@ -268,8 +268,9 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
                    "skipped": list(skipped or []), "duplicates": [dict(d) for d in duplicates or []]},
         "traces": traces,
         "runs": [r.doc for r in built],
-        "sweep": {"rows": sweep_rows, "numeric_labels": sweep.numeric([r["label"] for r in sweep_rows]) is not None,
-                  "check": sweep.check(sweep_members), "fits": sweep.fits(sweep_members)}
+        "sweep": {"rows": sweep_rows,
+                  "numeric_labels": runs.numeric_labels([r["label"] for r in sweep_rows]) is not None,
+                  "check": runs.sweep_check(sweep_members), "fits": runs.sweep_fits(sweep_members)}
         if len(built) > 1 else None,
     }
     doc["verdict"] = verdict_line(doc)

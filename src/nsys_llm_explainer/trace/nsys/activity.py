@@ -39,7 +39,7 @@ from nsys_llm_explainer.model import GpuInfo
 from nsys_llm_explainer.trace.clean import clamp_sizes
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import StreamText, Unavailable
-from nsys_llm_explainer.trace.nsys import ids
+from nsys_llm_explainer.trace.nsys.export import pid_of, pids, thread_keys
 from nsys_llm_explainer.trace.nsys.fetch import MAX_TIMESTAMP, count_rows, fetch_ints, int_or
 from nsys_llm_explainer.trace.nsys.probe import (
     CAPTURE_META_TABLE,
@@ -123,7 +123,7 @@ def load(data: NsysExport, spec: ActivitySpec) -> Columns:
     cols = data.load_table(table, select, spec.required)
     if spec.size_column is not None:
         cols = clamp_sizes(cols, spec.size_column, data.warnings, spec.key)
-    return cols.with_columns(dur=cols.end - cols.start, pid=ids.pids(cols.gpid))
+    return cols.with_columns(dur=cols.end - cols.start, pid=pids(cols.gpid))
 
 
 GPU_COLUMNS = ("id", "name", "smCount", "totalMemory", "memoryBandwidth", "clockRate", "computeMajor", "computeMinor")
@@ -183,7 +183,7 @@ def record_sides(data: NsysExport, sync: Columns) -> Columns:
     rec = _rows(data, CUDA_EVENT_TABLE, {"stream": "streamId", "corr": "correlationId", "gpid": "globalPid",
                                          "event": "eventId", "sync_id": "eventSyncId"}) if len(waits) else None
     if rec is not None:
-        rpid = ids.pids(rec["gpid"])
+        rpid = pids(rec["gpid"])
         wpid = sync.pid[waits]
         found = np.full(len(waits), -1, np.int64)
         if "event_sync_id" in sync:
@@ -270,7 +270,7 @@ def program_output(data: NsysExport) -> list[StreamText]:
         name = suffix if isinstance(suffix, str) else ""
         stream = "stdout" if name.endswith("stdout.log") else "stderr" if name.endswith("stderr.log") else None
         if stream is not None:
-            out.append(StreamText(ids.pid_of(gpid), stream, text))
+            out.append(StreamText(pid_of(gpid), stream, text))
     return out
 
 
@@ -299,8 +299,8 @@ def os_calls(data: NsysExport) -> Columns:
     uniq, codes = np.unique(cols.name_id, return_inverse=True)
     lookup = data.strings.resolve(uniq.tolist())
     data.put("os_call_names", [lookup[int(i)] for i in uniq])
-    return Columns(table, {"start": cols.start, "end": cols.end, "pid": ids.pids(cols.gtid),
-                           "tkey": ids.thread_keys(cols.gtid), "name": codes.astype(np.int64)})
+    return Columns(table, {"start": cols.start, "end": cols.end, "pid": pids(cols.gtid),
+                           "tkey": thread_keys(cols.gtid), "name": codes.astype(np.int64)})
 
 
 def cpu_samples(data: NsysExport) -> Columns:
@@ -327,8 +327,8 @@ def cpu_samples(data: NsysExport) -> Columns:
     lookup = data.strings.resolve(np.unique(np.concatenate((sym, mod))).tolist())
     names = [f"{lookup[int(s)]} [{_module_file(lookup[int(m)])}]" for s, m in zip(sym, mod, strict=True)]
     data.put("cpu_sample_names", names)
-    return Columns(SAMPLES_TABLE, {"time": cols["time"], "pid": ids.pids(cols["gtid"]),
-                                   "tkey": ids.thread_keys(cols["gtid"]), "symbol": codes.astype(np.int64)})
+    return Columns(SAMPLES_TABLE, {"time": cols["time"], "pid": pids(cols["gtid"]),
+                                   "tkey": thread_keys(cols["gtid"]), "symbol": codes.astype(np.int64)})
 
 
 def _module_file(path: str) -> str:

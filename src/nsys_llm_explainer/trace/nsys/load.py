@@ -27,8 +27,8 @@ from nsys_llm_explainer.trace.data import (
     StreamText,
     Unavailable,
 )
-from nsys_llm_explainer.trace.nsys import activity, ids, metadata
-from nsys_llm_explainer.trace.nsys.export import NsysExport
+from nsys_llm_explainer.trace.nsys import activity, metadata
+from nsys_llm_explainer.trace.nsys.export import NsysExport, implausible_pids, implausible_pids_note, pids, thread_keys
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     count_rows,
@@ -105,8 +105,8 @@ class NsysTraceData(NsysExport):
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         # Held through most of the run: dur is computed when read, and globalPid, once
         # decoded and checked, is not kept (kernel_pid_note says what it found).
-        self.put("kernel_implausible_pids", ids.implausible_pids(cols.gpid))
-        kept = {**cols.without("gpid").cols, "pid": ids.pids(cols.gpid)}
+        self.put("kernel_implausible_pids", implausible_pids(cols.gpid))
+        kept = {**cols.without("gpid").cols, "pid": pids(cols.gpid)}
         for key in GRAPH_ID_KEYS:
             if key in kept:
                 kept[key] = _unless_unused(kept[key])
@@ -134,7 +134,7 @@ class NsysTraceData(NsysExport):
 
     def kernel_pid_note(self, pids: np.ndarray) -> str | None:
         self.kernels()
-        return ids.implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))
+        return implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
         wanted = np.unique(name_ids).tolist()
@@ -191,7 +191,7 @@ class NsysTraceData(NsysExport):
         # two columns of millions of rows.
         cols = Columns(table, {
             "start": cols.start, "end": cols.end, "corr": cols.corr, "api": api,
-            "pid": ids.pids(cols.gtid), "tkey": ids.thread_keys(cols.gtid),
+            "pid": pids(cols.gtid), "tkey": thread_keys(cols.gtid),
         })
         return self._dedupe_runtime(cols)
 
@@ -271,8 +271,8 @@ class NsysTraceData(NsysExport):
                 "start": cols.start,
                 "end": end,
                 "event_type": cols.event_type,
-                "pid": ids.pids(cols.gtid),
-                "tkey": ids.thread_keys(cols.gtid),
+                "pid": pids(cols.gtid),
+                "tkey": thread_keys(cols.gtid),
                 "name": codes.astype(np.int64),
             },
         )

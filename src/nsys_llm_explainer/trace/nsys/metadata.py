@@ -45,8 +45,7 @@ from typing import Any
 
 from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace.data import CaptureSpan, ClockOrigin, CommandLine, Diagnostic, Unavailable
-from nsys_llm_explainer.trace.nsys import ids
-from nsys_llm_explainer.trace.nsys.export import NsysExport
+from nsys_llm_explainer.trace.nsys.export import NsysExport, pid_of
 from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, GPU_TABLE, quote_ident
 
 ENUM_TABLES = {"copy": "ENUM_CUDA_MEMCPY_OPER", "mem": "ENUM_CUDA_MEM_KIND"}
@@ -203,7 +202,7 @@ def process_names(data: NsysExport, pids: list[int]) -> dict[int, str]:
     wanted = set(pids)
     out: dict[int, str] = {}
     for gpid, name in _rows(data, PROCESSES_TABLE, PROCESS_SQL, "globalPid", "name"):
-        if isinstance(gpid, int) and isinstance(name, str) and (pid := ids.pid_of(gpid)) in wanted:
+        if isinstance(gpid, int) and isinstance(name, str) and (pid := pid_of(gpid)) in wanted:
             out.setdefault(pid, name[:MAX_ARG_CHARS])
     return out
 
@@ -456,7 +455,7 @@ def _process_names(
     sql = CAPTURE_PROCESS_SQL.format(table=quote_ident(PROCESSES_TABLE))
     for gpid, name in conn.execute(sql):
         if isinstance(gpid, int) and isinstance(name, str):
-            pid = ids.pid_of(gpid)
+            pid = pid_of(gpid)
             if pid in wanted:
                 names.setdefault(pid, scrub(name))
     return [{"pid": p, "name": names.get(p)} for p in sorted(wanted)]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import align, cache, inputs, render_files, robust, worker
+from nsys_llm_explainer.fleet import align, inputs, render_files, robust, worker
 from nsys_llm_explainer.options import Options
 from tests.conftest import NSYS_TRACES, SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
@@ -91,26 +91,26 @@ def test_collective_kinds() -> None:
 def test_cache_key_follows_content_options_and_version(tmp_path: Path) -> None:
     f = tmp_path / "t.sqlite"
     f.write_bytes(b"a" * (3 << 20))
-    ident = cache.identity(f)
-    k1 = cache.key(ident, {"kernel_name": "demangled"})
-    assert cache.key(cache.identity(f), {"kernel_name": "demangled"}) == k1
-    assert cache.key(ident, {"kernel_name": "short"}) != k1
+    ident = worker.trace_identity(f)
+    k1 = worker.cache_key(ident, {"kernel_name": "demangled"})
+    assert worker.cache_key(worker.trace_identity(f), {"kernel_name": "demangled"}) == k1
+    assert worker.cache_key(ident, {"kernel_name": "short"}) != k1
     with f.open("r+b") as fh:  # same size, a changed last MiB
         fh.seek((3 << 20) - 10)
         fh.write(b"b")
-    assert cache.identity(f)["edges_sha256"] != ident["edges_sha256"]
+    assert worker.trace_identity(f)["edges_sha256"] != ident["edges_sha256"]
     summary = {"format": "nsys-sqlite", "ranks": [], "warnings": 0}
-    assert cache.store(tmp_path / "c", k1, "{}\n", summary)
-    assert cache.load(tmp_path / "c", k1) == summary
-    assert cache.load(tmp_path / "c", "0" * 64) is None
+    assert worker.store_cached(tmp_path / "c", k1, "{}\n", summary)
+    assert worker.load_cached(tmp_path / "c", k1) == summary
+    assert worker.load_cached(tmp_path / "c", "0" * 64) is None
 
 
 def test_cache_key_follows_the_installed_code(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     f = tmp_path / "t.sqlite"
     f.write_bytes(b"a" * 100)
-    k1 = cache.key(cache.identity(f), {})
-    monkeypatch.setattr(cache, "code_identity", lambda: "an edited checkout")
-    assert cache.key(cache.identity(f), {}) != k1
+    k1 = worker.cache_key(worker.trace_identity(f), {})
+    monkeypatch.setattr(worker, "code_identity", lambda: "an edited checkout")
+    assert worker.cache_key(worker.trace_identity(f), {}) != k1
 
 
 def test_inputs_natural_order_globs_and_own_outputs(tmp_path: Path) -> None:

@@ -162,9 +162,9 @@ def breakdown(path: Path) -> dict[str, Any]:
     from contextlib import ExitStack
 
     from nsys_llm_explainer import api
-    from nsys_llm_explainer.cli import report_files
     from nsys_llm_explainer.options import Options
     from nsys_llm_explainer.render import Format
+    from nsys_llm_explainer.render.writers import build as build_files
     from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 
     loads: dict[str, float] = {}
@@ -202,7 +202,7 @@ def breakdown(path: Path) -> dict[str, Any]:
         report = api.explain(path, Options(), jobs=1)  # every loader timed in this process
         explain_s = time.process_time() - t0
     t0 = time.process_time()
-    files = report_files.build_files(report, tuple(Format))
+    files = build_files(report, tuple(Format))
     render_s = time.process_time() - t0
     return {
         "explain_s": explain_s,

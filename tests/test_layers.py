@@ -25,10 +25,10 @@ def test_layers_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_imports_inside_functions_are_in_the_graph_the_contract_checks() -> None:
-    """A late import is still an import: the report command loads its file writer inside the
-    command (cli/report.py), and the graph import-linter checks has that edge."""
+    """A late import is still an import: the report command loads the analysis inside
+    write_report (cli/report.py), and the graph import-linter checks has that edge."""
     grimp = pytest.importorskip("grimp", reason="import-linter is not installed")
     graph = grimp.build_graph("nsys_llm_explainer", cache_dir=None)
     assert graph.direct_import_exists(
-        importer="nsys_llm_explainer.cli.report", imported="nsys_llm_explainer.cli.report_files"
+        importer="nsys_llm_explainer.cli.report", imported="nsys_llm_explainer.api"
     )

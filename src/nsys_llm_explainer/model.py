@@ -233,7 +233,7 @@ class Finding:
     impact_pct: float | None = None  # of the affected devices' windows
     affected: tuple[Affected, ...] = ()
     cause: Cause | None = None  # the diagnosis cause it explains
-    # What the change the finding proposes buys, by replaying the step graph (rules/gain.py):
+    # What the change the finding proposes buys, by replaying the step graph (rules/impact.py):
     # over the captured window and per step (median); None when not estimated.
     estimated_gain_ns: int | None = None
     estimated_gain_step_ns: int | None = None
@@ -241,7 +241,7 @@ class Finding:
 
 
 # A finding's evidence line that says why its estimated gain is not given, or far below its
-# time at stake, starts with one of these (rules/gain.py writes it; the report writes it on the
+# time at stake, starts with one of these (rules/impact.py writes it; the report writes it on the
 # time at stake's line).
 GAIN_NOT_GIVEN = "estimated gain not given: "
 GAIN_FAR_BELOW = "estimated gain far below the time at stake: "

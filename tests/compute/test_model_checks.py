@@ -14,8 +14,14 @@ from hypothesis import strategies as st
 
 from nsys_llm_explainer.compute import model_flops as mf
 from nsys_llm_explainer.compute.model_flops import parse_model_config
-from nsys_llm_explainer.compute.model_report import phase_warnings
-from nsys_llm_explainer.compute.model_steps import PidGpus, StepContext, StepShapes, phase_rows, step_row
+from nsys_llm_explainer.compute.model_report import (
+    PidGpus,
+    StepContext,
+    StepShapes,
+    phase_rows,
+    phase_warnings,
+    step_row,
+)
 from nsys_llm_explainer.metrics.model_utilization import STEP_COLUMNS
 from tests.compute.test_nvtx_metric import nvtx_trace
 from tests.conftest import analyze, ok, run_cli

@@ -116,7 +116,7 @@ def test_interrupt_during_analysis_creates_nothing(
     def interrupted(*a: object, **kw: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("nsys_llm_explainer.cli.report_files.explain", interrupted)
+    monkeypatch.setattr("nsys_llm_explainer.api.explain", interrupted)
     assert run(capsys, trace, "--out", tmp_path / "out", "-q")[0] == 130
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 

@@ -1,6 +1,6 @@
 """A cache only changes how fast a run is: never what it writes, nor whether it succeeds.
 
-The compiled-template cache (render/templates.py) and fleet's result cache (fleet/cache.py):
+The compiled-template cache (render/templates.py) and fleet's result cache (fleet/worker.py):
 a cold and a warm run write the same bytes; eight processes started at once on one cold cache
 all succeed with the same files; damaged entries, entries written by another version and a
 cache that cannot be written give the same report, with nothing on stderr.

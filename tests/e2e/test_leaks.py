@@ -12,7 +12,7 @@ import pytest
 
 from nsys_llm_explainer import cli
 from nsys_llm_explainer.render import escape
-from nsys_llm_explainer.trace.nsys.capture import REDACTED, is_secret_name, parse_env, redact_arguments
+from nsys_llm_explainer.trace.nsys.metadata import REDACTED, is_secret_name, parse_env, redact_arguments
 from tests.conftest import nsys_trace_files
 from tests.fixtures.builder import TraceBuilder
 

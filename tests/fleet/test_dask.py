@@ -186,10 +186,10 @@ def test_refused_scheduler_fails_at_once_in_one_line(tmp_path: Path, capsys: Any
 
 def test_scheduler_without_workers_is_one_line_exit_3(tmp_path: Path, capsys: Any,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from nsys_llm_explainer.fleet import execute
+    from nsys_llm_explainer import fleet
 
     root, _ = make_set(tmp_path / "set", ranks=2)
-    monkeypatch.setattr(execute, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(fleet, "CONNECT_TIMEOUT_S", 2)
     with _dask(tmp_path, workers=0) as address:
         code = _fleet_bounded(["fleet", str(root), "--out", str(tmp_path / "o"), "--scheduler", address, "-q"])
     assert code == 3

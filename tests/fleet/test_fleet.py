@@ -15,7 +15,7 @@ import pytest
 
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.fleet import collectives, inputs, robust
+from nsys_llm_explainer.fleet import align, inputs, robust
 from nsys_llm_explainer.fleet.render_files import files
 from nsys_llm_explainer.render.escape import md
 from tests.fleet_support import make_set, output_files, schema_errors, truth_waits
@@ -54,8 +54,8 @@ def test_the_planted_straggler_stands_out_from_chance(planted: Any) -> None:
     coll = result.doc["runs"][0]["collectives"]
     b = coll["blame"]
     s = truth["straggler"]
-    ref = truth_waits(truth, collectives.TIE_NS)
-    charged = ref["skew"] >= collectives.TIE_NS
+    ref = truth_waits(truth, align.TIE_NS)
+    charged = ref["skew"] >= align.TIE_NS
     assert (b["rank"], b["stands_out"], b["charged"]) == (s, True, int(charged.sum()))
     assert b["arrived_last"] == int((ref["last"][charged] == s).sum())
     assert b["chance_pct"] == 100 / 8 and b["rank_level"] == robust.LEVEL / 8
@@ -71,8 +71,8 @@ def test_arrivals_that_are_noise_name_no_rank(tmp_path: Path, ranks: int) -> Non
     result = fleet.run(inputs.collect([str(root)], [], None), jobs=1, use_cache=False)
     run = result.doc["runs"][0]
     coll, b = run["collectives"], run["collectives"]["blame"]
-    ref = truth_waits(truth, collectives.TIE_NS)
-    charged = ref["skew"] >= collectives.TIE_NS
+    ref = truth_waits(truth, align.TIE_NS)
+    charged = ref["skew"] >= align.TIE_NS
     top = int(np.argmax(ref["caused"]))
     assert (b["rank"], b["charged"]) == (top, int(charged.sum()))
     assert abs(b["arrived_last"] - int((ref["last"][charged] == top).sum())) <= 1  # near-ties
@@ -97,12 +97,12 @@ def test_clock_corrections_match_the_planted_errors(planted: Any) -> None:
 
 def test_per_collective_skew_and_wait_match_the_generator(planted: Any) -> None:
     _, truth, result = planted
-    ref = truth_waits(truth, collectives.TIE_NS)
+    ref = truth_waits(truth, align.TIE_NS)
     table = result.tables["collectives"].sort_values("index")
     assert len(table) == len(ref["skew"])
     assert np.abs(table["skew_ns"].to_numpy() - ref["skew"]).max() <= SKEW_TOL_NS
     assert np.abs(table["wait_ns"].to_numpy() - ref["wait"]).max() <= SKEW_TOL_NS * 8
-    clear = ref["skew"] >= collectives.TIE_NS + 2 * SKEW_TOL_NS  # no doubt who was last
+    clear = ref["skew"] >= align.TIE_NS + 2 * SKEW_TOL_NS  # no doubt who was last
     assert (table["last_rank"].to_numpy()[clear] == ref["last"][clear]).all()
     per_rank = {r["rank"]: r["wait_caused_ns"] for r in result.doc["runs"][0]["collectives"]["ranks"]}
     s = truth["straggler"]

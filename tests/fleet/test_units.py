@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError, UsageError
-from nsys_llm_explainer.fleet import align, cache, extract, inputs, render_files, robust
+from nsys_llm_explainer.fleet import align, inputs, render_files, robust, worker
 from nsys_llm_explainer.options import Options
 from tests.conftest import NSYS_TRACES, SHARED_TRACES
 from tests.fixtures.builder import TraceBuilder
@@ -61,7 +61,7 @@ def test_cumulative_union_equals_counting_covered_nanoseconds(spans: list[tuple[
     covered = np.zeros(1200, dtype=bool)
     for a, b in zip(s.tolist(), e.tolist(), strict=True):
         covered[a:b] = True
-    got = extract.cumulative_union(s, e, np.array(sorted(at), dtype=np.int64))
+    got = worker.cumulative_union(s, e, np.array(sorted(at), dtype=np.int64))
     want = [int(covered[: max(t, 0)].sum()) for t in sorted(at)]
     assert got.tolist() == want
 
@@ -81,36 +81,36 @@ def test_best_shift_recovers_a_planted_index_shift_and_clock_offset(shift: int, 
 
 
 def test_collective_kinds() -> None:
-    assert extract.collective_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "AllReduce"
-    assert extract.collective_kind("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8") == "SendRecv"
-    assert extract.collective_kind("void vllm::cross_device_reduce_1stage<float, 8>(x)") == "AllReduce"
-    assert extract.collective_kind("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "ReduceScatter"
-    assert extract.collective_kind("void ns::my_custom_comm<int>(int)") == "my_custom_comm"
+    assert worker.collective_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "AllReduce"
+    assert worker.collective_kind("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8") == "SendRecv"
+    assert worker.collective_kind("void vllm::cross_device_reduce_1stage<float, 8>(x)") == "AllReduce"
+    assert worker.collective_kind("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL") == "ReduceScatter"
+    assert worker.collective_kind("void ns::my_custom_comm<int>(int)") == "my_custom_comm"
 
 
 def test_cache_key_follows_content_options_and_version(tmp_path: Path) -> None:
     f = tmp_path / "t.sqlite"
     f.write_bytes(b"a" * (3 << 20))
-    ident = cache.identity(f)
-    k1 = cache.key(ident, {"kernel_name": "demangled"})
-    assert cache.key(cache.identity(f), {"kernel_name": "demangled"}) == k1
-    assert cache.key(ident, {"kernel_name": "short"}) != k1
+    ident = worker.trace_identity(f)
+    k1 = worker.cache_key(ident, {"kernel_name": "demangled"})
+    assert worker.cache_key(worker.trace_identity(f), {"kernel_name": "demangled"}) == k1
+    assert worker.cache_key(ident, {"kernel_name": "short"}) != k1
     with f.open("r+b") as fh:  # same size, a changed last MiB
         fh.seek((3 << 20) - 10)
         fh.write(b"b")
-    assert cache.identity(f)["edges_sha256"] != ident["edges_sha256"]
+    assert worker.trace_identity(f)["edges_sha256"] != ident["edges_sha256"]
     summary = {"format": "nsys-sqlite", "ranks": [], "warnings": 0}
-    assert cache.store(tmp_path / "c", k1, "{}\n", summary)
-    assert cache.load(tmp_path / "c", k1) == summary
-    assert cache.load(tmp_path / "c", "0" * 64) is None
+    assert worker.store_cached(tmp_path / "c", k1, "{}\n", summary)
+    assert worker.load_cached(tmp_path / "c", k1) == summary
+    assert worker.load_cached(tmp_path / "c", "0" * 64) is None
 
 
 def test_cache_key_follows_the_installed_code(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     f = tmp_path / "t.sqlite"
     f.write_bytes(b"a" * 100)
-    k1 = cache.key(cache.identity(f), {})
-    monkeypatch.setattr(cache, "code_identity", lambda: "an edited checkout")
-    assert cache.key(cache.identity(f), {}) != k1
+    k1 = worker.cache_key(worker.trace_identity(f), {})
+    monkeypatch.setattr(worker, "code_identity", lambda: "an edited checkout")
+    assert worker.cache_key(worker.trace_identity(f), {}) != k1
 
 
 def test_inputs_natural_order_globs_and_own_outputs(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import Report, Skipped
 from nsys_llm_explainer.render import Format, csv_writer, rich
+from nsys_llm_explainer.render.writers import build as build_files
 from tests.conftest import CORE_METRICS, GENERATIONS, analyze, ok
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder

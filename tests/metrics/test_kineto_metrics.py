@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.render import Format, json_writer
+from nsys_llm_explainer.render.writers import build as build_files
 from nsys_llm_explainer.schema import errors
 from tests import kineto_reference as ref
 from tests.conftest import analyze, md_section, ok, skipped

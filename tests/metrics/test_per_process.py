@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_llm_explainer.trace.nsys import ids
+from nsys_llm_explainer.trace.nsys import export
 from tests import reference
 from tests.conftest import GENERATIONS, analyze, ok, table
 from tests.fixtures import variants
@@ -75,6 +75,6 @@ def test_vectorized_decoding_equals_reference():
 
     values = [0, 1, gpid(1), gtid(100, 101), gtid(0xFFFFFF, 0xFFFFFF, vm=0x7FFF), (1 << 62) + 12345]
     arr = np.array(values, dtype=np.int64)
-    assert ids.pids(arr).tolist() == [reference.pid_of(v) for v in values]
-    assert ids.tids(arr).tolist() == [reference.tid_of(v) for v in values]
-    assert ids.pids(np.array([-1], dtype=np.int64)).tolist() == [-1]
+    assert export.pids(arr).tolist() == [reference.pid_of(v) for v in values]
+    assert export.tids(arr).tolist() == [reference.tid_of(v) for v in values]
+    assert export.pids(np.array([-1], dtype=np.int64)).tolist() == [-1]

@@ -59,8 +59,8 @@ def test_launch_to_start_latency_never_negative(trace, report):
     assert all(r[k] >= 0 for r in rows for k in r if k.startswith(("latency_", "queue_")))
     assert lo["tklqt_ns"] == lo["global"]["latency_total_ns"] >= 0
     # The raw pairs too: every reported latency is the clamp of a raw one.
+    from nsys_llm_explainer.trace.nsys.helper import open_export as open_trace
     from nsys_llm_explainer.trace.nsys.load import NsysTraceData
-    from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 
     conn, schema = open_trace(trace)
     try:

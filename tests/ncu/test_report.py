@@ -16,10 +16,10 @@ import pytest
 from nsys_llm_explainer import schema
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.cli import run
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.kernels.demangled import Matcher, canonical, mangled_function
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render.writers import build as build_files
 from tests.conftest import ok, skipped
 from tests.fixtures.builder import TraceBuilder
 from tests.fixtures.kineto.builder import KinetoBuilder

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.render import Format, html
+from nsys_llm_explainer.render.writers import build as build_files
 from tests.conftest import analyze, nsys_trace_files, require_nsys_traces, run_cli
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder

@@ -19,8 +19,7 @@ from jinja2 import meta, nodes
 from nsys_llm_explainer.diff import render as diff_render
 from nsys_llm_explainer.render import Format, html, templates, writers
 from nsys_llm_explainer.render import ncu as ncu_render
-from nsys_llm_explainer.render.md_env import environment as md_environment
-from nsys_llm_explainer.render.md_env import report_environment
+from nsys_llm_explainer.render.templates import markdown_environment, report_environment
 
 
 def family_environments() -> dict[str, jinja2.Environment]:
@@ -100,7 +99,7 @@ def test_families_cache_in_separate_folders(tmp_path: Path, monkeypatch: pytest.
         folders.add(cache.folder)  # type: ignore[attr-defined]
     assert len(folders) == len(templates.FAMILIES)
     # One more filter is another environment: code compiled with it is never loaded without it.
-    plus = md_environment(templates.REPORT_MD, {"extra": str})
+    plus = markdown_environment(templates.REPORT_MD, {"extra": str})
     assert templates.settings_tag(plus) != templates.settings_tag(report_environment())
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from nsys_llm_explainer.api import explain
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.metrics import REGISTRY, Metric
 from nsys_llm_explainer.model import MetricResult, Report, Skipped, TraceInfo
 from nsys_llm_explainer.render import ALL_FORMATS, Format, csv_writer, escape, json_writer, markdown, rich
 from nsys_llm_explainer.render.shared import Shared
 from nsys_llm_explainer.render.writers import WRITERS
+from nsys_llm_explainer.render.writers import build as build_files
 from nsys_llm_explainer.schema import errors
 from tests.fixtures import variants
 from tests.schema.test_report_schema import full_trace

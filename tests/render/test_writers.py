@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from nsys_llm_explainer import schema
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.metrics import ALWAYS
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import Format, csv_writer, json_writer, markdown
 from nsys_llm_explainer.render.escape import md
 from nsys_llm_explainer.render.overview import verdict_words
+from nsys_llm_explainer.render.writers import build as build_files
 from tests.conftest import analyze, md_section, ok
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder

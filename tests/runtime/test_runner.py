@@ -26,8 +26,8 @@ from nsys_llm_explainer.runtime.lifetimes import HEAVY, Releases
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.data import TraceData
 from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
+from nsys_llm_explainer.trace.nsys.helper import open_export as open_trace
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
-from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
 from tests.conftest import nsys_trace_files
 from tests.fixtures import hostile as h
 from tests.fixtures import variants

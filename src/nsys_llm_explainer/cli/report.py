@@ -1,5 +1,6 @@
 """`nsys-llm-explain report TRACE --out DIR` (the default command: `report` may be left out):
-explain() and Report.write() (cli/report_files.py).
+explain() and Report.write() (write_report, which imports the analysis and the writers only
+when a report is made).
 
     nsys-llm-explain run1.sqlite --out artifacts/run1/ --format md,json --md full
 """
@@ -7,7 +8,7 @@ explain() and Report.write() (cli/report_files.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,8 +22,11 @@ from nsys_llm_explainer.cli.common import (
 )
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.options import KernelNameMode, Options, PhaseMap
-from nsys_llm_explainer.render import ALL_FORMATS, MdLayout
+from nsys_llm_explainer.render import ALL_FORMATS, Format, MdLayout
 from nsys_llm_explainer.render.output import check_target
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.model import Report
 
 report_app = new_app()
 
@@ -247,8 +251,6 @@ def report(
         check_target(out, force)
         prefetching = _prefetch(trace, jobs)
         try:
-            from nsys_llm_explainer.cli.report_files import summary_lines, write_report
-
             if prefetching:  # while the helper reads the trace: the writers and their templates
                 from nsys_llm_explainer.render.writers import prepare
 
@@ -325,3 +327,43 @@ def _compute_options(kw: dict[str, Any]) -> None:
             kw["model_flops_per_token"] = model_flops.parse_model_flops_per_token(kw["model_flops_per_token"])
         if kw.get("tokens_per_step") is not None:
             kw["tokens_per_step"] = model_flops.parse_tokens_per_step(kw["tokens_per_step"])
+
+
+def write_report(
+    trace: Path,
+    out: Path,
+    options: Options,
+    formats: tuple[Format, ...],
+    force: bool = False,
+    quiet: bool = False,
+    jobs: int | None = None,
+    md: str = "compact",
+) -> Report:
+    """explain() and Report.write()."""
+    from nsys_llm_explainer.api import explain
+    from nsys_llm_explainer.runtime.progress import make_progress
+
+    progress = make_progress(enabled=not quiet)
+    try:
+        report = explain(trace, options, progress=progress, jobs=jobs)
+    finally:
+        progress.close()
+    report.write(out, formats, force=force, md=md)
+    return report
+
+
+def summary_lines(report: Report, out: Path) -> list[str]:
+    from nsys_llm_explainer.model import Skipped
+
+    lines = [f"wrote {out}/ ({len(report.findings)} findings)"]
+    d = report.diagnosis
+    if d is not None:
+        lines.append(f"  verdict: {d.verdict} ({d.confidence.value}): {d.summary}")
+    for f in report.findings[:5]:
+        lines.append(f"  [{f.severity.value}] {f.rule_id} {f.title}")
+    skipped = [m for m, o in report.metrics.items() if isinstance(o, Skipped)]
+    if skipped:
+        lines.append(f"  not measured: {', '.join(skipped)} (reasons in report.md)")
+    if report.warnings:
+        lines.append(f"  {len(report.warnings)} warning(s), see report.md")
+    return lines

@@ -11,7 +11,7 @@ docs/compute.md documents every formula and convention.
   assumed representative GPU of the architecture the kernel names require), per-device
   peaks and the roofline (ridge points, attainable FLOP/s, bound, plausibility check).
 - efficiency: compute_efficiency's tables and roofline.
-- model_flops, model_steps, model_report: model parameters, FLOPs per token, decode bytes,
+- model_flops, model_report: model parameters, FLOPs per token, decode bytes,
   MFU and MBU per step and phase, and their plausibility checks.
 - ncu_plan: ncu_plan.sh and ncu_targets.json for the top kernels.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, serving, verdict
+from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, verdict
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import (
@@ -163,7 +163,7 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     extra["second"] = second
     return Diagnosis(
         verdict=result,
-        summary=serving.with_serving(evidence.summary(result, cause, acct, devices, extra, metrics),
+        summary=verdict.with_serving(evidence.summary(result, cause, acct, devices, extra, metrics),
                                      typed_result(metrics, Serving) if result != Verdict.NO_GPU_WORK else None),
         confidence=confidence,
         primary=primary,

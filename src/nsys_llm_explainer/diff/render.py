@@ -4,7 +4,7 @@ tables/diff_kernels.csv, and the one-line verdict printed on stdout.
 diff.html: one self-contained page like report.html (its stylesheet and sortable tables,
 no network access when viewed): the headline and the gate verdict first, in a card marked
 when the captures are not comparable, then every section of diff.md (converted by
-render/md_html.py, which escapes everything it does not build markup from)."""
+render/html.py's convert(), which escapes everything it does not build markup from)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
 from nsys_llm_explainer.diff.kernels import NAME_SEP
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
-from nsys_llm_explainer.render import escape, md_env, md_html, templates
+from nsys_llm_explainer.render import escape, templates
 from nsys_llm_explainer.render.csv_writer import render_table
-from nsys_llm_explainer.render.html import CSP
+from nsys_llm_explainer.render.html import CSP, convert
 
 MD_NAME = "diff.md"
 MD_TEMPLATE = "diff.md.j2"
@@ -126,7 +126,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """diff.md's environment: report.md's filters and the diff's own (render/templates.py)."""
-    return md_env.environment(templates.DIFF_MD, FILTERS)
+    return templates.markdown_environment(templates.DIFF_MD, FILTERS)
 
 
 def render_md(diff: Diff, top_n: int = 20) -> str:
@@ -216,14 +216,14 @@ def sections(md: str) -> list[dict[str, Any]]:
     for line in md.splitlines()[1:]:
         if line.startswith("## "):
             if title is not None:
-                out.append({"title": title, "html": md_html.convert("\n".join(body))})
+                out.append({"title": title, "html": convert("\n".join(body))})
             title, body = line[3:].strip(), []
         elif title is not None:
             body.append(line)
         elif not line.startswith("# "):
             body.append(line)
     if title is not None:
-        out.append({"title": title, "html": md_html.convert("\n".join(body))})
+        out.append({"title": title, "html": convert("\n".join(body))})
     return out
 
 
@@ -235,7 +235,7 @@ def intro(md: str) -> Any:
         if ln.startswith("## "):
             break
         head.append(ln)
-    return md_html.convert("\n".join(head))
+    return convert("\n".join(head))
 
 
 def render_html(diff: Diff, md: str) -> str:

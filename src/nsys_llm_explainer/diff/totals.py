@@ -1,11 +1,11 @@
 """Whole-capture totals from report.json, as measured: never divided by the captured window nor
-by a step count (basis.py says why); diff.md states each side's window beside them. Per-step
+by a step count (load.py says why); diff.md states each side's window beside them. Per-step
 figures never come from here: they come from the work inside complete steps (in_step.py),
 since whole-capture totals hold the partial steps at the capture edges and the work between
 steps.
 
 Per-category kernel time of each whole capture as measured, from report.json
-`metrics.categories` (never divided by the captured window: basis.py), with the kernel counts
+`metrics.categories` (never divided by the captured window: load.py), with the kernel counts
 where the report has them. Per-step category changes come from in_step.py.
 
 The global breakdown is read from the first of TABLE_KEYS holding either a list of
@@ -25,8 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nsys_llm_explainer.diff.basis import json_pct, rel_pct
-from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.load import Side, json_pct, rel_pct
 
 Getter = Callable[[dict[str, Any]], float]
 

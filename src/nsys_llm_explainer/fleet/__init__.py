@@ -3,20 +3,46 @@ several processes) compared with each other, and runs of a sweep compared by lab
 
 Each trace is analyzed on its own (api.explain, cached), in local worker processes or on a
 Dask cluster; only compact per-rank summaries come back (worker.py), and the cross-rank
-analyses run here on those.
-"""
+analyses run on those.
+
+run() runs the per-trace tasks in this process, in a local process pool (run_local), or on
+Dask (run_dask).
+
+Results come back in task order whatever order they finish in; `done` is called as each
+finishes (progress). Dask is optional: `pip install 'nsys-llm-explain[distributed]'`.
+
+A scheduler address that refuses the connection or does not resolve fails at once (a TCP
+probe before the Dask client, which would retry until CONNECT_TIMEOUT_S); a scheduler with no
+worker after CONNECT_TIMEOUT_S fails too. Both are input errors (exit 3) in one line. The
+LocalCluster listens on 127.0.0.1 only, its HTTP endpoint on a free port with no dashboard.
+
+build() goes from the per-trace summaries to the fleet result: runs, their ranks and
+analyses, the sweep.
+
+The result (fleet.json and every other output) depends only on the inputs and options,
+never on where or how fast the traces were analyzed: run facts (worker, seconds, cache
+hits) go to `timing`, which is written to fleet_timing.json on its own."""
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import os
+import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-from nsys_llm_explainer.fleet import execute, robust
-from nsys_llm_explainer.fleet.build import FleetResult, build
+import pandas as pd
+
+from nsys_llm_explainer.about import TOOL_NAME, __version__
+from nsys_llm_explainer.errors import InputError, UsageError
+from nsys_llm_explainer.fleet import robust, runs
 from nsys_llm_explainer.fleet.inputs import TraceInput
-from nsys_llm_explainer.fleet.worker import Task, options_key
+from nsys_llm_explainer.fleet.worker import Task, options_key, summarize, unreadable
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render.templates import NO_CACHE_ENV
 from nsys_llm_explainer.runtime.machine import usable_cpus
@@ -56,9 +82,9 @@ def run(
 
     t0 = time.perf_counter()
     if scheduler:
-        results = execute.run_dask(tasks, scheduler, jobs, done)
+        results = run_dask(tasks, scheduler, jobs, done)
     else:
-        results = execute.run_local(tasks, jobs, done)
+        results = run_local(tasks, jobs, done)
     t1 = time.perf_counter()
     result = build(inputs, results, options_key(options), k, skipped, force_align, duplicates)
     result.timing = {
@@ -69,6 +95,192 @@ def run(
         "traces": [{"path": t.path, **r["timing"]} for t, r in zip(inputs, results, strict=True)],
     }
     return result
+
+
+Done = Callable[[int, dict[str, Any]], None]
+INSTALL_HINT = f"pip install '{TOOL_NAME}[distributed]'"
+CONNECT_TIMEOUT_S = 20
+PROBE_TIMEOUT_S = 3
+
+
+def run_local(tasks: list[Task], jobs: int, done: Done) -> list[dict[str, Any]]:
+    results: list[dict[str, Any] | None] = [None] * len(tasks)
+    if jobs <= 1 or len(tasks) <= 1:
+        for i, t in enumerate(tasks):
+            results[i] = summarize(t)
+            done(i, results[i])  # type: ignore[arg-type]
+        return results  # type: ignore[return-value]
+    # spawn: workers start from a clean interpreter, whatever threads this process has.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
+        futures = {pool.submit(summarize, t): i for i, t in enumerate(tasks)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            done(i, results[i])  # type: ignore[arg-type]
+    return results  # type: ignore[return-value]
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise UsageError(f"--scheduler needs Dask: {INSTALL_HINT}") from None
+    return distributed
+
+
+def run_dask(tasks: list[Task], scheduler: str, jobs: int, done: Done) -> list[dict[str, Any]]:
+    """scheduler: 'local' (a LocalCluster of `jobs` single-threaded worker processes) or the
+    address of a running scheduler (tcp://HOST:PORT)."""
+    distributed = _distributed()
+    cluster = None
+    try:
+        if scheduler == "local":
+            cluster = distributed.LocalCluster(
+                n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
+                dashboard_address=":0", scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR,
+            )
+            client = distributed.Client(cluster, set_as_default=False)
+        else:
+            probe(scheduler)
+            try:
+                client = distributed.Client(
+                    scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False
+                )
+            except (OSError, TimeoutError) as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            return _submit(client, tasks, scheduler, done, distributed)
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def probe(scheduler: str) -> None:
+    """InputError at once when a tcp:// scheduler address refuses the connection or does not
+    resolve; any other outcome (listening, slow, another protocol) is left to the Dask client."""
+    parts = urlsplit(scheduler)
+    if parts.scheme != "tcp" or not parts.hostname:
+        return
+    try:
+        port = parts.port
+    except ValueError:
+        raise InputError(f"--scheduler {scheduler}: not a valid port") from None
+    if port is None:
+        return
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT_S):
+            return
+    except ConnectionRefusedError:
+        raise InputError(f"--scheduler {scheduler}: connection refused (no scheduler listens there)") from None
+    except socket.gaierror as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot resolve {parts.hostname} ({exc.strerror})") from None
+    except OSError:
+        return
+
+
+def _submit(client: Any, tasks: list[Task], scheduler: str, done: Done, distributed: Any) -> list[dict[str, Any]]:
+    if not client.scheduler_info().get("workers"):
+        try:
+            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            raise InputError(
+                f"--scheduler {scheduler}: no worker joined the scheduler within {CONNECT_TIMEOUT_S} s "
+                f"(start some with: dask worker {scheduler})"
+            ) from None
+    paths = [t.abspath for t in tasks]
+    bad = client.submit(unreadable, paths, pure=False).result()
+    if bad:
+        raise InputError(
+            f"--scheduler {scheduler}: a worker cannot read {len(bad)} of {len(paths)} traces "
+            f"(first: {bad[0]}); put them where every worker sees the same path"
+        )
+    futures = client.map(summarize, tasks, pure=False)
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[dict[str, Any] | None] = [None] * len(tasks)
+    for fut in distributed.as_completed(futures, loop=client.loop):
+        i = index[fut.key]
+        results[i] = fut.result()
+        done(i, results[i])  # type: ignore[arg-type]
+    return results  # type: ignore[return-value]
+
+
+SCHEMA_VERSION = "1.1"
+
+
+@dataclass
+class FleetResult:
+    doc: dict[str, Any]
+    runs: list[runs.Run]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
+
+
+def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict[str, Any],
+          k: float = robust.K, skipped: list[str] | None = None, force_align: bool = False,
+          duplicates: list[dict[str, str]] | None = None) -> FleetResult:
+    by_label: dict[str, list[int]] = {}
+    for i, t in enumerate(inputs):
+        by_label.setdefault(t.label, []).append(i)
+    labels = list(by_label)
+    built: list[runs.Run] = []
+    sweep_rows = []
+    sweep_members: list[tuple[str, list[dict[str, Any]]]] = []
+    for li in runs.sweep_order(labels):
+        label = labels[li]
+        members = [(i, inputs[i].path, s) for i in by_label[label] if results[i]["ok"]
+                   for s in results[i]["ranks"]]
+        if not members:
+            continue
+        run = runs.build(label, inputs[by_label[label][0]].labels, members, k, force_align)
+        built.append(run)
+        sweep_rows.append(runs.sweep_row(run.doc, [m[2] for m in members]))
+        sweep_members.append((label, [m[2] for m in members]))
+    traces = [
+        {"path": t.path, "label": t.label, "format": r.get("format"), "ok": bool(r["ok"]),
+         "error": r["error"], "ranks": len(r["ranks"]), "warnings": int(r.get("warnings", 0))}
+        for t, r in zip(inputs, results, strict=True)
+    ]
+    tables: dict[str, pd.DataFrame] = {}
+    tables["ranks"] = pd.concat(
+        [pd.DataFrame(r.doc["ranks"], columns=list(runs.RANK_COLUMNS)).assign(run=r.label) for r in built]
+        or [pd.DataFrame(columns=[*runs.RANK_COLUMNS, "run"])],
+        ignore_index=True,
+    ).loc[:, ["run", *runs.RANK_COLUMNS]]
+    for name in ("collectives", "kernel_mix"):
+        parts = [r.tables[name].assign(run=r.label) for r in built if name in r.tables]
+        if parts:
+            frame = pd.concat(parts, ignore_index=True)
+            tables[name] = frame.loc[:, ["run", *[c for c in frame.columns if c != "run"]]]
+    tables["traces"] = pd.DataFrame(traces, columns=["path", "label", "format", "ok", "error", "ranks", "warnings"])
+    if len(built) > 1:
+        tables["sweep"] = runs.sweep_table(sweep_rows)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "options": {**options, "straggler_k": k, "mad_scale": robust.MAD_SCALE,
+                    "min_excess_pct": robust.MIN_EXCESS_PCT, "force_align": force_align},
+        "inputs": {"traces": len(inputs), "ok": sum(t["ok"] for t in traces),
+                   "failed": sum(not t["ok"] for t in traces),
+                   "ranks": sum(len(r.doc["ranks"]) for r in built), "runs": len(built),
+                   "skipped": list(skipped or []), "duplicates": [dict(d) for d in duplicates or []]},
+        "traces": traces,
+        "runs": [r.doc for r in built],
+        "sweep": {"rows": sweep_rows,
+                  "numeric_labels": runs.numeric_labels([r["label"] for r in sweep_rows]) is not None,
+                  "check": runs.sweep_check(sweep_members), "fits": runs.sweep_fits(sweep_members)}
+        if len(built) > 1 else None,
+    }
+    doc["verdict"] = verdict_line(doc)
+    return FleetResult(doc, built, tables)
+
+
+def verdict_line(doc: dict[str, Any]) -> str:
+    from nsys_llm_explainer.fleet.render_text import verdict
+
+    return verdict(doc)
 
 
 __all__ = ["FleetResult", "TraceInput", "run"]

@@ -24,7 +24,7 @@ import pandas as pd
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.about import TOOL_NAME
-from nsys_llm_explainer.fleet.build import FleetResult
+from nsys_llm_explainer.fleet import FleetResult
 from nsys_llm_explainer.fleet.render_text import input_notes, markdown, overlap_text, verdict
 from nsys_llm_explainer.fleet.same_run import utc
 from nsys_llm_explainer.render.csv_writer import defuse

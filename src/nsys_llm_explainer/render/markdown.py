@@ -7,7 +7,7 @@ Two layouts (`mode`):
   sections with their plots, capture facts, coverage and limitations.
 - full: everything open, the diagnosis first, then findings, plots and every metric section.
 
-The templates render in the Markdown environment (render/md_env.py: every value escaped,
+The templates render in the Markdown environment (render/templates.py: every value escaped,
 kernel and NVTX names labelled and shortened). Metric sections are rendered by
 render/sections.py, shared with report.html.
 """
@@ -24,8 +24,8 @@ from markupsafe import Markup
 from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import MD_LAYOUTS, overview, templates
 from nsys_llm_explainer.render import sections as sections_mod
-from nsys_llm_explainer.render.md_env import report_environment
 from nsys_llm_explainer.render.shared import Shared, shared_for
+from nsys_llm_explainer.render.templates import report_environment
 
 EXTENSION = ".md"
 MODES = MD_LAYOUTS

@@ -37,9 +37,7 @@ def _finite(value: Any) -> Any:
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """ncu.md's environment: report.md's filters (render/templates.py NCU_MD)."""
-    from nsys_llm_explainer.render import md_env
-
-    return md_env.environment(templates.NCU_MD)
+    return templates.markdown_environment(templates.NCU_MD)
 
 
 def files(results: Results, top_n: int = 20) -> dict[str, str]:

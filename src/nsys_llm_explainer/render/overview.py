@@ -381,7 +381,7 @@ def share_of(devices: list[int], top: int | None = None) -> str:
 
 def impact(finding: dict[str, Any]) -> str:
     """"GPU time at stake: ..." for a finding, in words, with its estimated gain and, when the
-    gain is far below the time at stake or not given, why (rules/gain.py)."""
+    gain is far below the time at stake or not given, why (rules/impact.py)."""
     ns = finding.get("impact_ns")
     if ns is None:
         return "No GPU time at stake: a note about the capture or the data."
@@ -400,7 +400,7 @@ WHAT_IF_WORDS = WORDS
 
 def gain_why(finding: dict[str, Any]) -> str | None:
     """Why the estimated gain is far below the time at stake, or why none is given: the
-    evidence line rules/gain.py writes (GAIN_WHY_PREFIXES), without its prefix."""
+    evidence line rules/impact.py writes (GAIN_WHY_PREFIXES), without its prefix."""
     evidence: list[str] = finding.get("evidence") or []
     for e in evidence:
         for prefix in GAIN_WHY_PREFIXES:

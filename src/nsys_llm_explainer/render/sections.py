@@ -3,7 +3,7 @@ report.html: prose and tables with units, the same words in both files.
 
 A section is rendered to Markdown in which every kernel name is a mark (U+E000 index U+E001)
 into the section's list of full names: report.md puts the escaped label there
-(to_markdown), report.html the label with the full name as its tooltip (md_html). The marks
+(to_markdown), report.html the label with the full name as its tooltip (html.convert). The marks
 cannot be forged: escape.md drops those two characters from every name of the trace.
 """
 
@@ -16,7 +16,7 @@ from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render import escape
-from nsys_llm_explainer.render.md_env import MARK, report_environment
+from nsys_llm_explainer.render.templates import MARK, report_environment
 
 
 @frozen

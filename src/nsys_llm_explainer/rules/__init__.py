@@ -12,13 +12,12 @@ from nsys_llm_explainer.rules import (
     kernels,
     phases,
     serving,
-    sync,
 )
 from nsys_llm_explainer.rules.base import Rule, RuleInput
 
 # The rules live in topic modules, each listing its own in RULES; RULES here is all of them
 # in id order.
-TOPICS = (capture, communication, copies, efficiency, host, kernels, phases, serving, sync)
+TOPICS = (capture, communication, copies, efficiency, host, kernels, phases, serving)
 RULES: tuple[Rule, ...] = tuple(sorted((r for t in TOPICS for r in t.RULES), key=lambda r: r.id))
 
 # Ids no longer used, and where their finding went. An id is never reused.

@@ -346,7 +346,7 @@ ADVICE["transfer_d2h"] = {
         "Copy back less: reduce on the GPU first and read back only what the host needs.",
     ),
 }
-# What the launching thread was doing in the host-caused idle time (diagnosis/host_work.py
+# What the launching thread was doing in the host-caused idle time (diagnosis/evidence.py
 # families) -> the advice that fits it.
 ADVICE["host_data_loading"] = {
     "pytorch": (

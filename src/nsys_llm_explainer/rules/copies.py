@@ -14,8 +14,8 @@ from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.results.devices import GpuContext, MemoryTransfers
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
+from nsys_llm_explainer.rules.host import reported
 from nsys_llm_explainer.rules.impact import band, cause_finding, per_device, whole
-from nsys_llm_explainer.rules.sync import reported
 
 TOPIC = {"peer": "transfer_peer", "device_to_host": "transfer_d2h"}
 

@@ -1,7 +1,7 @@
 """Run the rules over the metric results: select/ignore, the steady-state cap, the order.
 
 Findings are ordered by the estimated gain of the change they propose where one is known
-(rules/gain.py: the step graph replayed with the change), else by GPU time at stake (a
+(rules/impact.py: the step graph replayed with the change), else by GPU time at stake (a
 ceiling), largest first, notes last, ties by severity and rule id, so the first finding is the
 change that buys the most. When the capture is not steady state (capture
 metric), a finding above low keeps a severity above low only if it holds in the steady part
@@ -36,7 +36,7 @@ from nsys_llm_explainer.model import (
 )
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.results.serving import Serving
-from nsys_llm_explainer.rules import RULES, gain
+from nsys_llm_explainer.rules import RULES
 from nsys_llm_explainer.rules.advice import (
     CONFLICT_ADVICE,
     FAILED_ADVICE,
@@ -45,7 +45,7 @@ from nsys_llm_explainer.rules.advice import (
     for_amd,
 )
 from nsys_llm_explainer.rules.base import RuleInput
-from nsys_llm_explainer.rules.impact import band
+from nsys_llm_explainer.rules.impact import attach, band
 from nsys_llm_explainer.rules.kernels import amd_gpus
 
 MIN_STEADY_PCT = 10.0  # of the device's window
@@ -159,7 +159,7 @@ def apply_rules(
         findings = cap_unsteady(findings, view.acct, _too_little(metrics), _startup(metrics), _failed(metrics))
     if amd_gpus(view):
         findings = [dataclasses.replace(f, recommendation=for_amd(tuple(f.recommendation))) for f in findings]
-    findings = gain.attach(findings, metrics)
+    findings = attach(findings, metrics)
     return tuple(sorted(overlapping(sorted(findings, key=order)), key=order))
 
 

@@ -46,7 +46,7 @@ EITHER_WANT = ("an Nsight Systems SQLite export (`nsys export --type sqlite`) or
 
 
 def _open_nsys(path: Path, kernel_name: str, progress: Progress | None, jobs: int) -> TraceData:
-    from nsys_llm_explainer.trace.nsys.source import open_nsys
+    from nsys_llm_explainer.trace.nsys.helper import open_nsys
 
     return open_nsys(path, kernel_name=kernel_name, progress=progress, jobs=jobs)
 
@@ -58,7 +58,7 @@ def _open_kineto(path: Path, kernel_name: str, progress: Progress | None, jobs: 
 
 
 def _describe_nsys(path: Path) -> str:
-    from nsys_llm_explainer.trace.nsys.source import describe_export
+    from nsys_llm_explainer.trace.nsys.helper import describe_export
 
     return describe_export(path)
 

@@ -199,16 +199,16 @@ def test_a_fork_and_a_fresh_interpreter_give_the_same_events(tmp_path, how, kind
 FORK_FAILURES = """
 import signal, sys, time
 from pathlib import Path
-from nsys_llm_explainer.trace.kineto import prefetch, prefetch_main
+from nsys_llm_explainer.trace.kineto import prefetch
 prefetch.MIN_TEXT_BYTES = 0
 path = Path(sys.argv[1])
 case = sys.argv[2]
 if case == "raises":
     def serve(p, out):
         raise RuntimeError("in the helper")
-    prefetch_main.serve = serve
+    prefetch.serve = serve
 elif case == "hangs":
-    prefetch_main.serve = lambda p, out: time.sleep(60)
+    prefetch.serve = lambda p, out: time.sleep(60)
 elif case == "sigchld_ignored":
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the child: no status
 assert prefetch.start(path)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nsys_llm_explainer.trace.kineto import read
+from nsys_llm_explainer.trace.kineto import collect
 from tests.fixtures.kineto.builder import KinetoBuilder
 
 
@@ -23,11 +23,11 @@ def tricky(b: KinetoBuilder) -> KinetoBuilder:
 
 
 def events(path, monkeypatch, batch: int, chunk: int, tail: int) -> list:
-    monkeypatch.setattr(read, "BATCH_CHARS", batch)
-    monkeypatch.setattr(read, "CHUNK_CHARS", chunk)
-    monkeypatch.setattr(read, "SAFE_TAIL", tail)
+    monkeypatch.setattr(collect, "BATCH_CHARS", batch)
+    monkeypatch.setattr(collect, "CHUNK_CHARS", chunk)
+    monkeypatch.setattr(collect, "SAFE_TAIL", tail)
     got: list = []
-    read.read_trace(path, got.append)
+    collect.read_trace(path, got.append)
     return got
 
 

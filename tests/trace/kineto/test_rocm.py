@@ -6,7 +6,7 @@ from __future__ import annotations
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.model import Skipped
-from nsys_llm_explainer.trace.kineto import metadata
+from nsys_llm_explainer.trace.kineto.load import gpus_of
 from tests.fixtures.kineto.builder import KinetoBuilder
 
 TENSILE_BF16 = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x128x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1"
@@ -17,16 +17,16 @@ MI300X = {"id": 0, "name": "", "totalGlobalMem": 205_571_227_648, "computeMajor"
 
 def test_an_empty_rocm_name_is_the_product_its_signature_names_else_a_description():
     # gfx 9.4 (CDNA3), 304 CUs and 191.5 GiB (192 GB less what ROCm reserves): an MI300X
-    (g,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [MI300X]})
+    (g,) = gpus_of({"roctracer_version": "4.1", "deviceProperties": [MI300X]})
     assert g.name == "AMD Instinct MI300X"
     assert (g.vendor, g.compute_capability) == ("amd", "9.4")
     # 256 GB with the same CUs is an MI325X; 80 CUs is no product of the table: described, not guessed
     big_memory = MI300X | {"totalGlobalMem": 274_877_906_944}
-    (big,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [big_memory]})
+    (big,) = gpus_of({"roctracer_version": "4.1", "deviceProperties": [big_memory]})
     assert big.name == "AMD Instinct MI325X"
-    (other,) = metadata.gpus({"roctracer_version": "4.1", "deviceProperties": [MI300X | {"numSms": 80}]})
+    (other,) = gpus_of({"roctracer_version": "4.1", "deviceProperties": [MI300X | {"numSms": 80}]})
     assert other.name == "AMD GPU gfx94x (MI300 series), 80 CUs, 191 GiB (name not recorded)"
-    (named,) = metadata.gpus({"hip_runtime_version": 60131199,
+    (named,) = gpus_of({"hip_runtime_version": 60131199,
                               "deviceProperties": [MI300X | {"name": "AMD Instinct MI300X"}]})
     assert named.name == "AMD Instinct MI300X" and named.vendor == "amd"
 

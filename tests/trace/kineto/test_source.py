@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nsys_llm_explainer.model import TraceFormat
 from nsys_llm_explainer.trace.formats import open_trace
-from nsys_llm_explainer.trace.kineto.read import us_to_ns
+from nsys_llm_explainer.trace.kineto.collect import us_to_ns
 from tests.conftest import run_cli
 from tests.fixtures.kineto.builder import KinetoBuilder, us_text
 
@@ -254,14 +254,14 @@ def test_number_texts(text, ns):
 
 @pytest.mark.parametrize("text", ["ab.5", "1_0.5", " 1.5", "1.5 ", "\u00b23.5", "\u0663.5", "-.5x", "1.2.3"])
 def test_texts_that_are_not_numbers_are_bad_times(text):
-    from nsys_llm_explainer.trace.kineto.read import BadTime
+    from nsys_llm_explainer.trace.kineto.collect import BadTime
 
     with pytest.raises(BadTime):
         us_to_ns(text)
 
 
 def test_chunk_boundaries_do_not_change_the_result(tmp_path, monkeypatch):
-    from nsys_llm_explainer.trace.kineto import read
+    from nsys_llm_explainer.trace.kineto import collect
 
     b = KinetoBuilder()
     for i in range(300):
@@ -269,8 +269,8 @@ def test_chunk_boundaries_do_not_change_the_result(tmp_path, monkeypatch):
     path = b.write(tmp_path / "t.json")
     want = open_trace(path).kernels().dur.tolist()
     for chunk, tail in ((97, 13), (1000, 1), (4096, 500)):
-        monkeypatch.setattr(read, "CHUNK_CHARS", chunk)
-        monkeypatch.setattr(read, "SAFE_TAIL", tail)
+        monkeypatch.setattr(collect, "CHUNK_CHARS", chunk)
+        monkeypatch.setattr(collect, "SAFE_TAIL", tail)
         assert open_trace(path).kernels().dur.tolist() == want
     assert sum(want) == sum(range(300)) and len(np.unique(want)) == 300
 

@@ -9,10 +9,10 @@ import gzip
 import pytest
 
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.cli.report_files import build_files
 from nsys_llm_explainer.errors import ExitCode
 from nsys_llm_explainer.metrics import workload
 from nsys_llm_explainer.render import Format
+from nsys_llm_explainer.render.writers import build as build_files
 from tests.conftest import analyze, ok, run_cli
 from tests.fixtures.builder import TraceBuilder
 from tests.fixtures.kineto.builder import KinetoBuilder

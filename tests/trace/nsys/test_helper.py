@@ -99,7 +99,7 @@ def test_failed_helper_costs_time_only(
 
 
 def test_helpers_start_only_when_they_can_pay_off(tmp_path: Path) -> None:
-    from nsys_llm_explainer.trace.nsys.source import open_export as open_trace
+    from nsys_llm_explainer.trace.nsys.helper import open_export as open_trace
 
     conn, schema = open_trace(h.good(tmp_path))
     try:

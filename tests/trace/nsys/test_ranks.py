@@ -11,7 +11,7 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.diff import compare
 from nsys_llm_explainer.diff.load import Side
 from nsys_llm_explainer.render.json_writer import report_dict
-from nsys_llm_explainer.trace.nsys.ranks import HEADER
+from nsys_llm_explainer.trace.nsys.metadata import HEADER
 from tests.fixtures.builder import gtid
 from tests.fixtures.diff_workloads import workload
 

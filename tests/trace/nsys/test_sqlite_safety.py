@@ -25,10 +25,10 @@ from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.runtime import runner
 from nsys_llm_explainer.trace import deadline
-from nsys_llm_explainer.trace.nsys import source as nsys_source
+from nsys_llm_explainer.trace.nsys import helper
+from nsys_llm_explainer.trace.nsys.helper import open_export
 from nsys_llm_explainer.trace.nsys.open import connect_readonly, is_wal_mode
 from nsys_llm_explainer.trace.nsys.probe import probe
-from nsys_llm_explainer.trace.nsys.source import open_export
 from tests.fixtures import hostile as h
 from tests.fixtures.builder import TraceBuilder
 
@@ -268,7 +268,7 @@ def test_every_statement_reads_real_tables_only(
     """An authorizer on the tool's connection sees every table each statement touches."""
     seen: list[tuple[int, str | None, str | None]] = []
     through: set[str | None] = set()  # the view or trigger responsible for an access
-    real_connect = nsys_source.trace_open.connect_readonly
+    real_connect = helper.trace_open.connect_readonly
 
     def audited(path: Path) -> sqlite3.Connection:
         conn = real_connect(path)
@@ -283,7 +283,7 @@ def test_every_statement_reads_real_tables_only(
         conn.set_authorizer(authorize)
         return conn
 
-    monkeypatch.setattr(nsys_source.trace_open, "connect_readonly", audited)
+    monkeypatch.setattr(helper.trace_open, "connect_readonly", audited)
     trace = build(tmp_path)  # type: ignore[operator]
     explain(trace, Options(include_capture_info=True))
     con = sqlite3.connect(trace)
@@ -300,7 +300,7 @@ import sys, threading
 from pathlib import Path
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
-from nsys_llm_explainer.trace.nsys.source import open_export
+from nsys_llm_explainer.trace.nsys.helper import open_export
 
 for _ in range(4):
     conn, schema = open_export(Path(sys.argv[1]))
@@ -340,7 +340,7 @@ def test_a_limit_that_ends_leaves_the_others_on_the_connection_their_deadline(tr
     handler must stay for the others: a runaway statement after it is still stopped. (Each
     metric used to get its own wrapper object, so the first limit to end removed the handler
     and the runaway ran for hours.) A watchdog interrupts the statement if it is not stopped."""
-    data = nsys_source.open_nsys(trace)
+    data = helper.open_nsys(trace)
     watchdog = threading.Timer(30, data.conn.interrupt)
     watchdog.start()
     try:

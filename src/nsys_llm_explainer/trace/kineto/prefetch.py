@@ -1,4 +1,5 @@
-"""Reading a small PyTorch profiler trace in a helper process while this one imports.
+"""Reading a small PyTorch profiler trace in a helper process while this one imports: both
+sides of it.
 
 Before the report command opens a trace it imports the analysis (numpy, pandas, the
 metrics): about 0.33 s on the 2-core development machine. Reading a trace of a few MB takes
@@ -9,8 +10,8 @@ collected columns, pickled, on a pipe: this process's own reader in another proc
 On Linux, while this process has one thread (it has started none yet: the helper starts
 before numpy and the analysis are imported), the helper is a fork, which has the reader's
 modules half imported already. Anywhere else it is a fresh interpreter
-(`python -I -S -c`) that imports only the reader: no numpy, no site packages, no
-environment. The fork saves that interpreter's start, about 0.04 s of the 0.4 s.
+(`python -I -S -c`) that imports only this module and the reader: no numpy, no site
+packages, no environment. The fork saves that interpreter's start, about 0.04 s of the 0.4 s.
 
 A prefetch is only a shortcut. If it cannot start, fails on the file (a file that is not a
 trace, say), or the file changed while it read, the trace is read here as if there were no
@@ -18,7 +19,11 @@ prefetch, with the same result and the same errors. Traces of more than MAX_TEXT
 JSON are read here: for them the 0.3 s saved is small beside the read, and the helper would
 hold a second copy of the columns; so are those under MIN_TEXT_BYTES, read here in less
 time than a helper costs. NSYS_LLM_EXPLAIN_NO_PREFETCH=1 turns prefetching off.
-"""
+
+The helper's side (serve, main): read and collect the trace's events, write them pickled to
+`out`. A forked helper calls serve(); a fresh interpreter runs main(), which
+reads the path on stdin and exits 0, or 1 on any failure (the parent then reads the trace
+itself and reports what went wrong)."""
 
 from __future__ import annotations
 
@@ -34,8 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from nsys_llm_explainer.trace.kineto.collect import Collected
-from nsys_llm_explainer.trace.kineto.read import GZIP_MAGIC
+from nsys_llm_explainer.trace.kineto.collect import GZIP_MAGIC, Collected, read_events
 
 # JSON text read by a helper at most (the gzip size field for compressed traces): about 2 s
 # of reading. The gain is the import time, whatever the size.
@@ -49,7 +53,7 @@ WAIT_STEP_S = 0.1
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from nsys_llm_explainer.trace.kineto.prefetch_main import main; main()"
+    "from nsys_llm_explainer.trace.kineto.prefetch import main; main()"
 )
 Events = tuple[dict, Collected]
 
@@ -184,9 +188,7 @@ def fork_call(work: Callable[[IO[bytes]], None]) -> Forked | None:
 
 
 def _fork(path: Path) -> Forked | None:
-    from nsys_llm_explainer.trace.kineto import prefetch_main
-
-    return fork_call(lambda out: prefetch_main.serve(path, out))
+    return fork_call(lambda out: serve(path, out))
 
 
 def _spawn(path: Path) -> subprocess.Popen[bytes] | None:
@@ -306,3 +308,18 @@ def cancel() -> None:
         job, _pending = _pending, None
     if job is not None:
         job.close()
+
+
+def serve(path: Path, out: IO[bytes]) -> None:
+    data = pickle.dumps(read_events(path), protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(data)
+    out.flush()
+
+
+def main() -> None:
+    try:
+        request = json.loads(sys.stdin.readline())
+        serve(Path(str(request["path"])), sys.stdout.buffer)
+    except BaseException:  # noqa: BLE001 - any failure: the parent reads the trace itself
+        sys.exit(1)
+

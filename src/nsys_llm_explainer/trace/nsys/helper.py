@@ -1,5 +1,6 @@
-"""Reading the big tables in a helper process while this one reads the kernels: both sides
-of it, and the byte stream between them.
+"""Open an Nsight Systems SQLite export as TraceData (open_nsys: read-only, probed, helpers
+started), and read its big tables in a helper process while this one reads the kernels:
+both sides of it, and the byte stream between them.
 
 Python's sqlite3 builds a Python object for every value it returns and holds the GIL
 while doing so, so two threads cannot read two tables faster than one; two processes
@@ -22,8 +23,7 @@ then the raw bytes of the header's arrays (native byte order, in the order liste
     {"type": "failed", "key": "runtime", "why": "..."}
 
 An entry is {"table": name, "columns": [[column, dtype, rows], ...]} for loaded columns,
-or {"strings": [...]} for a list of names.
-"""
+or {"strings": [...]} for a list of names."""
 
 from __future__ import annotations
 
@@ -40,14 +40,16 @@ from typing import IO, Any
 
 import numpy as np
 
+from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.model import Schema
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.nsys import open as trace_open
 from nsys_llm_explainer.trace.nsys.export import Loaded
-from nsys_llm_explainer.trace.nsys.fetch import rows_upper_bound
+from nsys_llm_explainer.trace.nsys.fetch import Progress, rows_upper_bound
 from nsys_llm_explainer.trace.nsys.load import NsysTraceData
 from nsys_llm_explainer.trace.nsys.open import reopen
-from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE, probe
+from nsys_llm_explainer.trace.nsys.probe import NVTX_TABLE, RUNTIME_TABLE, describe, looks_like_nsys, probe
 
 # What a helper can load (TraceData methods no option changes), with the table each reads.
 HELPER_TABLES = {"runtime": RUNTIME_TABLE, "nvtx": NVTX_TABLE}
@@ -301,3 +303,46 @@ def read_entries(stream: IO[bytes], header: dict[str, Any]) -> dict[str, Any]:
             cols[str(col)] = arr
         entries[name] = Columns(str(desc["table"]), cols)
     return entries
+
+
+def open_export(path: Path) -> tuple[sqlite3.Connection, Schema]:
+    """Open and probe; InputError when the file is not a usable Nsight Systems export."""
+    trace_open.check_input_file(path)
+    conn = trace_open.connect_readonly(path)
+    try:
+        schema = probe(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise InputError(
+            f"{path}: cannot read its schema ({exc}); export the capture again"
+        ) from None
+    if not looks_like_nsys(schema):
+        conn.close()
+        what = "has no tables" if not schema.tables else "has none of the Nsight Systems tables"
+        raise InputError(
+            f"{path}: is a SQLite database but not an Nsight Systems export ({what}); "
+            "pass the file written by `nsys export --type sqlite`"
+        )
+    return conn, schema
+
+
+def open_nsys(
+    path: Path, kernel_name: str = "demangled", progress: Progress | None = None, jobs: int = 1
+) -> NsysTraceData:
+    conn, schema = open_export(path)
+    data = NsysTraceData(conn, schema, kernel_name=kernel_name, progress=progress)
+    try:
+        data.helpers = start_helpers(conn, schema, jobs)
+    except BaseException:
+        data.close()
+        raise
+    return data
+
+
+def describe_export(path: Path) -> str:
+    """--print-schema for an export: its tables, their columns and row counts."""
+    conn, schema = open_export(path)
+    try:
+        return describe(schema, NsysTraceData(conn, schema).table_counts())
+    finally:
+        conn.close()

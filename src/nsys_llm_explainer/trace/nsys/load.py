@@ -1,6 +1,6 @@
 """NsysTraceData: each core table of an Nsight Systems export read once, as numpy columns,
 through NsysExport's checked load (export.py); the other tables through their readers
-(activity.py, trace/nsys/activity.py, host_records.py, metadata.py, ranks.py).
+(activity.py, metadata.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from nsys_llm_explainer.trace.data import (
     StreamText,
     Unavailable,
 )
-from nsys_llm_explainer.trace.nsys import activity, host_records, ids, metadata, ranks
-from nsys_llm_explainer.trace.nsys.export import NsysExport
+from nsys_llm_explainer.trace.nsys import activity, metadata
+from nsys_llm_explainer.trace.nsys.export import NsysExport, implausible_pids, implausible_pids_note, pids, thread_keys
 from nsys_llm_explainer.trace.nsys.fetch import (
     MAX_TIMESTAMP,
     count_rows,
@@ -105,8 +105,8 @@ class NsysTraceData(NsysExport):
         cols = drop_duplicate_rows(cols, KERNEL_IDENTITY, self.warnings, "kernel")
         # Held through most of the run: dur is computed when read, and globalPid, once
         # decoded and checked, is not kept (kernel_pid_note says what it found).
-        self.put("kernel_implausible_pids", ids.implausible_pids(cols.gpid))
-        kept = {**cols.without("gpid").cols, "pid": ids.pids(cols.gpid)}
+        self.put("kernel_implausible_pids", implausible_pids(cols.gpid))
+        kept = {**cols.without("gpid").cols, "pid": pids(cols.gpid)}
         for key in GRAPH_ID_KEYS:
             if key in kept:
                 kept[key] = _unless_unused(kept[key])
@@ -134,7 +134,7 @@ class NsysTraceData(NsysExport):
 
     def kernel_pid_note(self, pids: np.ndarray) -> str | None:
         self.kernels()
-        return ids.implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))
+        return implausible_pids_note(self._cache.get("kernel_implausible_pids", 0))
 
     def kernel_names(self, name_ids: np.ndarray) -> dict[int, str]:
         wanted = np.unique(name_ids).tolist()
@@ -191,7 +191,7 @@ class NsysTraceData(NsysExport):
         # two columns of millions of rows.
         cols = Columns(table, {
             "start": cols.start, "end": cols.end, "corr": cols.corr, "api": api,
-            "pid": ids.pids(cols.gtid), "tkey": ids.thread_keys(cols.gtid),
+            "pid": pids(cols.gtid), "tkey": thread_keys(cols.gtid),
         })
         return self._dedupe_runtime(cols)
 
@@ -271,8 +271,8 @@ class NsysTraceData(NsysExport):
                 "start": cols.start,
                 "end": end,
                 "event_type": cols.event_type,
-                "pid": ids.pids(cols.gtid),
-                "tkey": ids.thread_keys(cols.gtid),
+                "pid": pids(cols.gtid),
+                "tkey": thread_keys(cols.gtid),
                 "name": codes.astype(np.int64),
             },
         )
@@ -343,27 +343,27 @@ class NsysTraceData(NsysExport):
         return metadata.session_start(self)
 
     def distributed(self) -> dict[str, Any] | None:
-        return self.cached("distributed", lambda: ranks.read(self))
+        return self.cached("distributed", lambda: metadata.read_ranks(self))
 
     def os_calls(self) -> Columns:
-        return self.cached("os_calls", lambda: host_records.os_calls(self))
+        return self.cached("os_calls", lambda: activity.os_calls(self))
 
     def os_call_names(self) -> list[str]:
         self.os_calls()
         return self._cache["os_call_names"]  # type: ignore[no-any-return]
 
     def cpu_samples(self) -> Columns:
-        return self.cached("cpu_samples", lambda: host_records.cpu_samples(self))
+        return self.cached("cpu_samples", lambda: activity.cpu_samples(self))
 
     def cpu_sample_names(self) -> list[str]:
         self.cpu_samples()
         return self._cache["cpu_sample_names"]  # type: ignore[no-any-return]
 
     def program_output(self) -> list[StreamText]:
-        return self.cached("program_output", lambda: host_records.program_output(self))
+        return self.cached("program_output", lambda: activity.program_output(self))
 
     def cuda_trace_requested(self) -> bool | None:
-        return self.cached("cuda_trace_requested", lambda: host_records.cuda_trace_requested(self))
+        return self.cached("cuda_trace_requested", lambda: activity.cuda_trace_requested(self))
 
     def command_lines(self) -> list[CommandLine]:
         return self.cached("command_lines", lambda: metadata.command_lines(self))
@@ -375,7 +375,5 @@ class NsysTraceData(NsysExport):
         return self.cached("capture_span", lambda: metadata.capture_span(self))
 
     def capture_info(self, pids: list[int]) -> dict[str, Any]:
-        from nsys_llm_explainer.trace.nsys.capture import read_capture_info
-
         with self.sql:
-            return read_capture_info(self.conn, self.schema, pids)
+            return metadata.read_capture_info(self.conn, self.schema, pids)

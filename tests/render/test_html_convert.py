@@ -1,4 +1,4 @@
-"""render/md_html: the Markdown subset of report.md's sections as HTML."""
+"""render/html.convert: the Markdown subset of report.md's sections as HTML."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsys_llm_explainer.render import escape
-from nsys_llm_explainer.render.md_html import convert, header, inline, sort_key
+from nsys_llm_explainer.render.html import convert, header, inline, sort_key
 
 
 def test_blocks():

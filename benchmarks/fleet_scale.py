@@ -26,6 +26,7 @@ if __package__ in (None, ""):
 from benchmarks.fleet_synth import FleetConfig, generate, step_ops  # noqa: E402
 from nsys_llm_explainer import fleet  # noqa: E402
 from nsys_llm_explainer.fleet import inputs  # noqa: E402
+from nsys_llm_explainer.runtime.machine import usable_cpus  # noqa: E402
 
 
 def ensure_set(directory: Path, ranks: int, kernels: int) -> dict[str, object]:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--kernels", type=int, default=100_000)
     ap.add_argument("--counts", default="8,16,32,64")
-    ap.add_argument("--jobs", type=int, default=fleet.default_jobs())
+    ap.add_argument("--jobs", type=int, default=usable_cpus())  # as fleet does without --jobs
     ap.add_argument("--measure", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.measure:

@@ -22,7 +22,7 @@ For each read-back, on the copy's device:
 - busy_ns: the device's busy time while the host was blocked (costs the GPU nothing);
 - idle_during_ns: idle time while blocked with nothing queued (idle_sweep's sync_wait);
 - queued_during_ns: idle time while blocked with the next work already queued and waiting on
-  something else (idle_sweep's GapCauses.waiting: device_wait, or a collective): the
+  something else (idle_sweep's GapCauses.waiting_overlap: device_wait, or a collective): the
   read-back waits for it too;
 - idle_after_ns: when the device went idle while the host was blocked (the read-back drained
   its queue), the idle time from the return until the device's next work during which the
@@ -265,7 +265,7 @@ def cost(data: TraceData, rb: Calls, causes: dict, busy: dict, sync_wait: int,  
          host_late: tuple[int, ...]) -> Cost:
     """The per-read-back figures. causes: idle_sweep.gap_causes(data); busy: gpu_idle
     device_busy(data); sync_wait: the cause index in GapCauses.segments (the idle time with
-    work queued is GapCauses.waiting);
+    work queued is GapCauses.waiting_overlap);
     host_late: the causes where the host had not launched the next work (launch_bound,
     host_other): the part of the time after the return the read-back is charged with."""
     n = len(rb.call)
@@ -281,7 +281,7 @@ def cost(data: TraceData, rb: Calls, causes: dict, busy: dict, sync_wait: int,  
         db = busy[int(dev)]
         b[sel] = _overlap(s, e, (db.busy_start, db.busy_end))
         idle[sel] = _overlap(s, e, gc.segments[sync_wait])
-        queued[sel] = _overlap(s, e, gc.waiting)
+        queued[sel] = gc.waiting_overlap(s, e)
         gi = np.searchsorted(gc.gap_start, e, "right") - 1
         ok = (gi >= 0) & (len(gc.gap_start) > 0)
         gi = np.maximum(gi, 0)

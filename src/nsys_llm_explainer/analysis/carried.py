@@ -36,12 +36,22 @@ _NEVER = np.iinfo(np.int64).max
 
 @frozen
 class Carried:
-    mask: np.ndarray  # per kernel: carried
+    marked: np.ndarray  # the carried kernels' rows (ascending), or a mask per kernel (_compact)
+    rows_total: int  # kernels in the trace
     kernels: int
     kernel_ns: int  # summed kernel time
     busy_ns: int  # union of the carried kernels' intervals (all devices)
     end_ns: int | None  # when the last carried kernel ended
     devices: tuple[int, ...]
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Per kernel: carried (a new array)."""
+        if self.marked.dtype == bool:
+            return self.marked.copy()
+        out = np.zeros(self.rows_total, dtype=bool)
+        out[self.marked] = True
+        return out
 
     def to_json(self) -> dict[str, object]:
         return {"kernels": self.kernels, "kernel_ns": self.kernel_ns, "busy_ns": self.busy_ns,
@@ -76,6 +86,16 @@ def _mask(data: TraceData) -> np.ndarray:
     return ~launched & (start < bound) & traced[process_code]
 
 
+_NONE = np.empty(0, dtype=np.int64)
+
+
+def _compact(mask: np.ndarray) -> np.ndarray:
+    """The carried rows when they take less room than the mask (a few kernels of millions,
+    cached for the whole run), else the mask itself."""
+    count = int(np.count_nonzero(mask))
+    return np.flatnonzero(mask) if count * 8 < len(mask) else mask
+
+
 def carried(data: TraceData) -> Carried:
     """The carried kernels of the trace (cached)."""
 
@@ -83,9 +103,10 @@ def carried(data: TraceData) -> Carried:
         k = data.kernels()
         mask = _mask(data)
         if not mask.any():
-            return Carried(mask, 0, 0, 0, None, ())
+            return Carried(_NONE, len(mask), 0, 0, 0, None, ())
         s, e = k.start[mask], k.end[mask]
-        return Carried(mask, int(mask.sum()), int(k.dur[mask].sum()), int(intervals.union_length(s, e)),
-                       int(e.max()), tuple(int(d) for d in np.unique(k.device[mask]).tolist()))
+        return Carried(_compact(mask), len(mask), int(mask.sum()), int(k.dur[mask].sum()),
+                       int(intervals.union_length(s, e)), int(e.max()),
+                       tuple(int(d) for d in np.unique(k.device[mask]).tolist()))
 
     return data.cached(KEY, build)

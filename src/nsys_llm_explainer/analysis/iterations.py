@@ -305,7 +305,11 @@ class Iteration:
     name: str
     mark: Mark | None
     outer: str | None = None
+    # Its kernel rows while iterations are found; once found, find() keeps only how many there
+    # were and the range of rows they lie in (Iterations.rows), to hold less per kernel
     kernels: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    kernel_count: int = 0
+    row_range: tuple[int, int] = (0, 0)  # first row, last row + 1
     layers: int | None = None
     numbers_from: str | None = None
     sequences: int | None = None
@@ -328,6 +332,15 @@ class Iterations:
     @property
     def from_marks(self) -> bool:
         return self.source in MARK_SOURCES
+
+    def rows(self, first: int, end: int) -> np.ndarray:
+        """The rows of the kernels of iterations [first, end), ascending (each iteration's
+        kernels in their order): those kernel_iter maps there, searched within the rows the
+        iterations' kernels span."""
+        spans = [self.items[i].row_range for i in range(first, end)]
+        lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
+        part = self.kernel_iter[lo:hi]
+        return lo + np.flatnonzero((part >= first) & (part < end))
 
 
 # -- marks ----------------------------------------------------------------------------
@@ -811,22 +824,24 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
             it.layers = seen[key]
     _numbers(data, items)
     _phase_from_attention(data, items)
-    _pack_kernels(items, len(k))
+    _release_kernels(items)
     engines = sorted({it.mark.engine for it in items if it.mark is not None})
     detail = _detail(source, engines, items, empty, loops, merged)
     return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items), kernel_iter,
                       tuple(empty), tuple(dict.fromkeys(lp.name for lp in loops)), tuple(merged))
 
 
-def _pack_kernels(items: list[Iteration], rows: int) -> None:
-    """Each iteration's kernels, in their order, as a slice of one array (int32 row numbers
-    when they fit): the iterations stay cached from the steps metric to the serving one, and
-    separate int64 arrays cost twice the memory at millions of kernels."""
-    dtype = np.int32 if rows < np.iinfo(np.int32).max else np.int64
-    flat = np.concatenate([it.kernels for it in items], dtype=dtype)
-    ends = np.cumsum([len(it.kernels) for it in items])
-    for it, a, b in zip(items, [0, *ends[:-1].tolist()], ends.tolist(), strict=True):
-        it.kernels = flat[a:b]
+def _release_kernels(items: list[Iteration]) -> None:
+    """Keep each iteration's kernel count and row range, not its rows: the iterations stay
+    cached from the steps metric to the serving one, and kernel_iter already says which rows
+    are whose (a row array per iteration would double that at millions of kernels)."""
+    for it in items:
+        it.kernel_count = len(it.kernels)
+        it.row_range = (int(it.kernels.min()), int(it.kernels.max()) + 1)
+        it.kernels = _NO_ROWS
+
+
+_NO_ROWS = np.empty(0, np.int64)
 
 
 def _detail(source: str, engines: list[str], items: list[Iteration], empty: list[str], loops: list[_Cand],

@@ -166,17 +166,13 @@ def _blocks(its: Iterations) -> Iterator[tuple[int, int, np.ndarray]]:
     each, with the rows of their kernels (kernel_iter in [first, end)), ascending. Per-kernel
     temporaries then stay at a block's size however many kernels the capture holds, and each
     iteration's kernels keep their order."""
-    sizes = np.cumsum([len(it.kernels) for it in its.items])
+    sizes = np.cumsum([it.kernel_count for it in its.items])
     n = len(its.items)
     a = 0
     while a < n:
         done = int(sizes[a - 1]) if a else 0
         b = min(max(a + 1, int(np.searchsorted(sizes, done + BLOCK_ROWS, side="right"))), n)
-        rows = np.sort(np.concatenate([its.items[i].kernels for i in range(a, b)]))
-        if len(rows) > 1:
-            rows = rows[np.r_[True, rows[1:] != rows[:-1]]]
-        g = its.kernel_iter[rows]
-        yield a, b, rows[(g >= a) & (g < b)]
+        yield a, b, its.rows(a, b)
         a = b
 
 

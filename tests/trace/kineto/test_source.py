@@ -290,3 +290,47 @@ def test_damaged_files_fail_with_input_error_never_a_crash(tmp_path_factory, cut
         assert "\n" not in exc.message
         return
     assert data.format in (TraceFormat.KINETO, TraceFormat.NSYS)  # a cut that still parses
+
+
+def _ref_dims(value):
+    """A kernel's grid or block as (x, y, z), or (-1, -1, -1) unless three ints CUDA allows."""
+    if isinstance(value, list) and len(value) == 3 and all(type(v) is int for v in value):
+        x, y, z = value
+        if 0 <= x < 2**31 and 0 <= y < 2**16 and 0 <= z < 2**16:
+            return (x, y, z)
+    return (-1, -1, -1)
+
+
+_dim = st.one_of(st.integers(0, 2**31 - 1), st.integers(0, 70_000), st.integers(-3, 3), st.just("1"),
+                 st.just([1]), st.none(), st.floats(allow_nan=False, allow_infinity=False))
+_dims = st.one_of(st.lists(_dim, min_size=3, max_size=3), st.lists(_dim, max_size=4), st.none(), st.just("256"),
+                  st.just({"x": 1}))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_dims, _dims), min_size=1, max_size=12))
+def test_kernel_grid_and_block_read_exactly_as_written(tmp_path_factory, launches):
+    """kernel_dims (the grid and block --ncu matches on) per kernel, against a plain reading of
+    each event's args: shared launch shapes, malformed and out-of-range dims alike."""
+    b = KinetoBuilder()
+    for i, (grid, block) in enumerate(launches):
+        args = {"device": 0, "stream": 7, "correlation": i + 1}
+        if grid is not None:
+            args["grid"] = grid
+        if block is not None:
+            args["block"] = block
+        b.x("kernel", f"k{i}", 0, 0, 1_000 * i, 10, args)
+    path = b.write(tmp_path_factory.mktemp("dims") / "t.json")
+    data = open_trace(path)
+    try:
+        expected = [_ref_dims(g) + _ref_dims(bl) for g, bl in launches]
+        if all(-1 in e[:3] or -1 in e[3:] for e in expected):
+            with pytest.raises(Exception, match="no grid and block sizes"):
+                data.kernel_dims()
+            return
+        c = data.kernel_dims()
+        got = list(zip(c.grid_x.tolist(), c.grid_y.tolist(), c.grid_z.tolist(), c.block_x.tolist(),
+                       c.block_y.tolist(), c.block_z.tolist(), strict=True))
+        assert got == expected
+    finally:
+        data.close()

@@ -90,9 +90,11 @@ class Table:
     ext: array = field(default_factory=_i64)  # External id
     device: array = field(default_factory=_i64)
     stream: array = field(default_factory=_i64)
-    bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written;
-    # kernels: their grid, packed (pack_dims)
-    extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync), block (kernel)
+    bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written
+    extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
+    # kernels only: their grid and block, as an id into Collected.launch_dims (4 bytes a kernel:
+    # a trace has few distinct launch shapes; array("i") raises rather than wraps past 2**31)
+    dims: array = field(default_factory=lambda: array("i"))
     concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
     # cuda_sync only: the stream a "Stream Wait Event" waits on and the correlation id of
     # the event's record call (wait_on_stream, wait_on_cuda_event_record_corr_id); -1: none
@@ -177,6 +179,22 @@ class Collected:
     bad: Counter[str]  # kind -> events ignored (no time, negative duration)
     shape_values: list[tuple[Any, Any]] = field(default_factory=list)  # per shape id: as written
     thread_proc: list[int] = field(default_factory=list)  # per thread id: its proc id
+    # A kernel's grid and block as written: (gx, gy, gz, bx, by, bz) when both are lists of
+    # three, else the pair packed (pack_dims) -> id; launch_dims_packed() unpacks them per id
+    launch_dims: Interner = field(default_factory=Interner)
+
+    def launch_dims_packed(self) -> tuple[list[int], list[int]]:
+        """Per launch_dims id: the grid and the block, packed (pack_dims; -1 not written)."""
+        grid: list[int] = []
+        block: list[int] = []
+        for key in self.launch_dims:
+            if len(key) == 6:
+                grid.append(pack_dims(list(key[:3])))
+                block.append(pack_dims(list(key[3:])))
+            else:
+                grid.append(key[0])
+                block.append(key[1])
+        return grid, block
 
     def shape_texts(self) -> list[tuple[str, str]]:
         """Per shape id: (Input Dims, Input type) as compact JSON text. Keyed per event by a
@@ -208,6 +226,7 @@ class Collector:
         shape_values, thread_proc = c.shape_values, c.thread_proc
         gpu_kinds = GPU_KINDS
         pack = pack_dims
+        dims_of, dims_id = c.launch_dims.get, c.launch_dims.id
         to_ns = us_to_ns
         name_of = names.get  # an interned name's id (names.id for a new one)
         # (pid, tid) as written -> (proc id, thread id): one lookup per event.
@@ -285,8 +304,16 @@ class Collector:
                     stream = args.get("stream")
                     t.stream.append(stream if type(stream) is int else _int(tid if stream is None else stream))
                     if kind == KERNEL:
-                        t.bytes.append(pack(args.get("grid")))
-                        t.extra.append(pack(args.get("block")))
+                        g = args.get("grid")
+                        b = args.get("block")
+                        key = (*g, *b) if type(g) is list and type(b) is list and len(g) == 3 and len(b) == 3 \
+                            else (pack(g), pack(b))
+                        try:
+                            d = dims_of(key)
+                        except TypeError:  # an element that is itself a list or dict: not dims
+                            key = (pack(g), pack(b))
+                            d = dims_of(key)
+                        t.dims.append(dims_id(key) if d is None else d)
                     elif kind == MEMCPY or kind == MEMSET:
                         size = args.get("bytes", NONE)
                         t.bytes.append(size if type(size) is int else _int(size))

@@ -229,9 +229,11 @@ class KinetoTraceData(TraceData):
         """Grid and block of every kernel event (its args' grid and block; -1 where not written)."""
         t = self.c.tables[kc.KERNEL]
         n = len(t)
-        if len(t.bytes) != n or len(t.extra) != n or not n:
+        if len(t.dims) != n or not n:
             raise Unavailable("the trace's kernel events record no grid and block sizes")
-        grid, block = _arr(t.bytes), _arr(t.extra)
+        per_id = self.c.launch_dims_packed()
+        ids = np.frombuffer(t.dims, np.intc)
+        grid, block = (np.asarray(packed, np.int64)[ids] for packed in per_id)
         if not ((grid >= 0) & (block >= 0)).any():
             raise Unavailable("the trace's kernel events record no grid and block sizes")
         cols: dict[str, np.ndarray] = {"name_id": _arr(t.name)}

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis import nvtx as nvtx_tree
+from nsys_llm_explainer.analysis.groups import as_mask, marked_at, sparse_rows
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import json_writer
@@ -267,3 +268,17 @@ def test_report_is_invariant_to_row_order_and_matches_reference(tmp_path, spec, 
         assert own == ref["own"]
         incl = {r["name"]: r["inclusive_kernel_ns"] for r in rows if r["inclusive_kernel_ns"]}
         assert incl == ref["inclusive"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=200), st.data())
+def test_sparse_rows_reads_back_as_the_mask(bits, data):
+    """A mask kept as its rows (when sparse) or as itself reads back, per row and whole, as
+    the mask: against plain indexing."""
+    mask = np.array(bits, dtype=bool)
+    kept = sparse_rows(mask)
+    assert kept.nbytes <= mask.nbytes
+    assert as_mask(kept, len(mask)).tolist() == bits
+    if bits:
+        rows = np.array(data.draw(st.lists(st.integers(0, len(bits) - 1), max_size=50)), dtype=np.int64)
+        assert marked_at(kept, rows).tolist() == [bits[r] for r in rows.tolist()]

@@ -43,7 +43,7 @@ import re
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals, nvtx
-from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value
+from nsys_llm_explainer.analysis.groups import distinct_few, rows_by_value, sparse_rows
 from nsys_llm_explainer.analysis.join import cached_range_index, launch_api_mask, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.frozen import frozen
@@ -102,7 +102,9 @@ class HostRows:
     blocking: np.ndarray  # per row: a call that blocks the host until the GPU catches up
     launching: np.ndarray  # per row: a launch call
     refill_end: np.ndarray  # per row: for blocking calls, end of the refill launch (else end)
-    after_wait: np.ndarray  # per row: a launch made after a stream wait on its thread (since its last launch)
+    # launches made after a stream wait on their thread (since its last launch), as
+    # groups.sparse_rows keeps a per-row mask: read with marked_at()
+    after_wait: np.ndarray
 
     @staticmethod
     def of(data: TraceData) -> HostRows:
@@ -117,7 +119,7 @@ class HostRows:
         launching = launch_api_mask(names)[rt.api]
         by_pid = {pid: narrow(rows) for pid, rows in rows_by_value(rt.pid)}
         return HostRows(by_pid, blocking, launching,
-                        _refill_end(data, blocking, launching), _after_wait(data, launching))
+                        _refill_end(data, blocking, launching), sparse_rows(_after_wait(data, launching)))
 
     def rows_of(self, pids: np.ndarray) -> np.ndarray:
         parts = [self.by_pid[p] for p in pids.tolist() if p in self.by_pid]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from nsys_llm_explainer.analysis import intervals
-from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.groups import as_mask, group_codes, sparse_rows
 from nsys_llm_explainer.analysis.join import kernel_launch_index
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import TraceData
@@ -36,7 +36,7 @@ _NEVER = np.iinfo(np.int64).max
 
 @frozen
 class Carried:
-    marked: np.ndarray  # the carried kernels' rows (ascending), or a mask per kernel (_compact)
+    marked: np.ndarray  # the carried kernels, as groups.sparse_rows keeps a mask
     rows_total: int  # kernels in the trace
     kernels: int
     kernel_ns: int  # summed kernel time
@@ -47,11 +47,7 @@ class Carried:
     @property
     def mask(self) -> np.ndarray:
         """Per kernel: carried (a new array)."""
-        if self.marked.dtype == bool:
-            return self.marked.copy()
-        out = np.zeros(self.rows_total, dtype=bool)
-        out[self.marked] = True
-        return out
+        return as_mask(self.marked, self.rows_total)
 
     def to_json(self) -> dict[str, object]:
         return {"kernels": self.kernels, "kernel_ns": self.kernel_ns, "busy_ns": self.busy_ns,
@@ -89,13 +85,6 @@ def _mask(data: TraceData) -> np.ndarray:
 _NONE = np.empty(0, dtype=np.int64)
 
 
-def _compact(mask: np.ndarray) -> np.ndarray:
-    """The carried rows when they take less room than the mask (a few kernels of millions,
-    cached for the whole run), else the mask itself."""
-    count = int(np.count_nonzero(mask))
-    return np.flatnonzero(mask) if count * 8 < len(mask) else mask
-
-
 def carried(data: TraceData) -> Carried:
     """The carried kernels of the trace (cached)."""
 
@@ -105,7 +94,7 @@ def carried(data: TraceData) -> Carried:
         if not mask.any():
             return Carried(_NONE, len(mask), 0, 0, 0, None, ())
         s, e = k.start[mask], k.end[mask]
-        return Carried(_compact(mask), len(mask), int(mask.sum()), int(k.dur[mask].sum()),
+        return Carried(sparse_rows(mask), len(mask), int(mask.sum()), int(k.dur[mask].sum()),
                        int(intervals.union_length(s, e)), int(e.max()),
                        tuple(int(d) for d in np.unique(k.device[mask]).tolist()))
 

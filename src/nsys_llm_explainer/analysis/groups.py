@@ -113,3 +113,30 @@ def group_max(values: np.ndarray, codes: np.ndarray, ngroups: int) -> np.ndarray
     out = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(out, codes, values)
     return out
+
+
+def sparse_rows(mask: np.ndarray) -> np.ndarray:
+    """A boolean mask kept for a long time (a cache), compactly: its true rows (ascending)
+    when they take less room than the mask itself (fewer than one row in eight), else the
+    mask. marked_at() and as_mask() read either form."""
+    count = int(np.count_nonzero(mask))
+    return np.flatnonzero(mask) if count * 8 < len(mask) else mask
+
+
+def marked_at(marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows`: whether sparse_rows() marked it."""
+    if marked.dtype == bool:
+        return marked[rows]
+    if not len(marked):
+        return np.zeros(len(rows), dtype=bool)
+    pos = np.minimum(np.searchsorted(marked, rows), len(marked) - 1)
+    return marked[pos] == rows
+
+
+def as_mask(marked: np.ndarray, n: int) -> np.ndarray:
+    """sparse_rows()'s mask again, as a new array of `n` rows."""
+    if marked.dtype == bool:
+        return marked.copy()
+    out = np.zeros(n, dtype=bool)
+    out[marked] = True
+    return out

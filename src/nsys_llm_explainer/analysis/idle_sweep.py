@@ -101,7 +101,7 @@ from nsys_llm_explainer.analysis.busy import (
     work_calls,
 )
 from nsys_llm_explainer.analysis.comm_kernels import comm_mask
-from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few
+from nsys_llm_explainer.analysis.groups import MASK_SPLIT_MAX, distinct, distinct_few, marked_at
 from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import IdleCause
@@ -240,17 +240,15 @@ def _kernel_launch_times(w: Columns, launched: np.ndarray, n_kernels: int) -> np
 
 
 def _host_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(pid, start, end) of every ended range the host recorded (NVTX ranges; PyTorch profiler
-    annotations and operators)."""
+    """(pid, start, end) of every range the host recorded (NVTX ranges; PyTorch profiler
+    annotations and operators): the cached columns themselves, not a copy; _visible keeps
+    the ended ones (end > start)."""
     empty = np.empty(0, np.int64)
     try:
         nv = data.nvtx()
     except Unavailable:
         return empty, empty, empty
-    if not len(nv):
-        return empty, empty, empty
-    sel = nv.end > nv.start
-    return nv.pid[sel], nv.start[sel], nv.end[sel]
+    return nv.pid, nv.start, nv.end
 
 
 def _comm_ranges(data: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,7 +402,8 @@ class PendingComm:
 def _visible(rt: Columns, mine: np.ndarray, owners: np.ndarray,
              ranges: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
     """Where the owning processes' host is visible: from their first to their last CUDA call,
-    and inside every range they recorded (module docstring, rule 5; ranges: pid, start, end)."""
+    and inside every ended range they recorded (module docstring, rule 5; ranges: pid, start,
+    end)."""
     if not len(mine):
         hs, he = np.empty(0, np.int64), np.empty(0, np.int64)
     else:
@@ -412,9 +411,12 @@ def _visible(rt: Columns, mine: np.ndarray, owners: np.ndarray,
     if ranges is None or not len(ranges[0]):
         return hs, he
     rp, rs, re_ = ranges
+    keep = re_ > rs
     if len(hs):
-        out = np.flatnonzero((rs < hs[0]) | (re_ > he[0]))  # only what reaches outside the calls' span adds
-        rp, rs, re_ = rp[out], rs[out], re_[out]
+        keep &= (rs < hs[0]) | (re_ > he[0])  # only what reaches outside the calls' span adds
+    out = np.flatnonzero(keep)
+    del keep
+    rp, rs, re_ = rp[out], rs[out], re_[out]
     own = np.isin(rp, owners)
     if not own.any():
         return hs, he
@@ -462,7 +464,7 @@ def classify(
         segments, _ = _queued_to(segments, DEVICE_WAIT, g0[rest], g1[rest])
     late = ~queued & (nxt >= 0)
     if late.any():
-        late[late] = host.after_wait[nxt[late]]
+        late[late] = marked_at(host.after_wait, nxt[late])
     idx, w0 = np.flatnonzero(late), np.empty(0, np.int64)
     if len(idx):
         w0 = np.maximum(g0[idx], rt.end[nxt[idx]] + QUEUE_MARGIN_NS)

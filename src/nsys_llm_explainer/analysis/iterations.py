@@ -324,7 +324,7 @@ class Iterations:
     engine: str | None
     detail: str
     items: tuple[Iteration, ...]
-    kernel_iter: np.ndarray  # per kernel: index into items, or -1 (int32)
+    kernel_iter: np.ndarray  # per kernel: index into items, or -1 (the smallest signed int that holds them)
     empty: tuple[str, ...] = ()  # marks that launched no GPU work
     loops: tuple[str, ...] = ()  # marks that hold several iterations
     merged: tuple[str, ...] = ()  # first-token marks merged into the iteration before
@@ -811,8 +811,9 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
     items, merged = _merge_samplers(items)
     if not items:
         return None
-    # int32 when it fits: cached from the steps metric to the serving one, a 4-byte code per kernel
-    kernel_iter = np.full(len(k), -1, dtype=np.int32 if len(items) < np.iinfo(np.int32).max else np.int64)
+    # The smallest signed integer that holds every iteration's index (chosen by the count, so
+    # nothing wraps): cached from the steps metric to the serving one, a code per kernel
+    kernel_iter = np.full(len(k), -1, dtype=np.min_scalar_type(-len(items)))
     seen: dict[bytes, int | None] = {}  # iterations that launch the same kernels have the same layers
     for i, it in enumerate(items):
         kernel_iter[it.kernels] = i

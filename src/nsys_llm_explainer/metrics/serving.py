@@ -563,7 +563,7 @@ def _op_times(ctx: Context, its: Iterations, rows: list[IterationRow]) -> tuple[
         owner = owner[owner >= 0]
         if len(sel) == 0:
             continue
-        codes, (p_it, p_op) = group_codes(its.kernel_iter[sel], name_code[label[owner]])
+        codes, (p_it, p_op) = group_codes(its.kernel_iter[sel].astype(np.int64), name_code[label[owner]])
         ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
         calls_codes, _ = group_codes(codes, owner)  # distinct operator calls per (iteration, op)
         first = np.zeros(int(calls_codes.max()) + 1, dtype=np.int64)
@@ -581,7 +581,7 @@ def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.D
     k = ctx.data.kernels()
     parts = []
     for _, _, sel in _blocks(its):
-        codes, (p_it, p_name) = group_codes(its.kernel_iter[sel], k.name_id[sel].astype(np.int64))
+        codes, (p_it, p_name) = group_codes(its.kernel_iter[sel].astype(np.int64), k.name_id[sel].astype(np.int64))
         calls = np.bincount(codes)
         ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
         parts.append((_first_row(sel, codes, len(calls)), p_it, p_name, calls, ns))

@@ -242,7 +242,7 @@ def explained(view: RuleInput, sources: set[str]) -> dict[int, int]:
 
 def remaining_by_api(view: RuleInput, sources: set[str], devices: set[int]) -> list[tuple[str, int]]:
     """(API, sync_wait ns inside its blocking calls and their refill) that none of `sources`
-    covers on `devices`, largest first; [] without pieces."""
+    covers on `devices`, largest first; [] without host_patterns."""
     hp = view.result(HostPatterns)
     out: dict[str, int] = {}
     for p in hp.sync_wait_pieces if hp is not None else ():

@@ -3,6 +3,7 @@ built back from the section, strictly, it is the same object."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,12 @@ import pytest
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import MetricResult
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.results.host import HostPatterns
 from tests.conftest import SHARED_TRACES
 from tests.fixtures import hostile as h
+from tests.fixtures import planted
+from tests.fixtures import planted_story as ps
+from tests.fixtures.builder import TraceBuilder
 from tests.typed_results import result_types, typed
 
 TRACES = ["nsys/flashinference_kvdecode_a10g.sqlite", "kineto/hta_alexnet_a100.json.gz"]
@@ -40,3 +45,18 @@ def test_round_trip_on_real_traces(name: str) -> None:
     if not path.is_file():
         pytest.skip(f"shared trace {name} not present")
     assert {"top_kernels", "per_process", "workload", "steps"} <= _round_trip(path)
+
+
+def test_round_trip_of_read_backs_and_per_layer_sync_stalls(build: Callable[[TraceBuilder], Path]) -> None:
+    # planted.scalar_readbacks: one read-back per step, 100 steps; ps.layer_sync_stalls: a copy
+    # and a synchronize in each of 32 layers, 4 steps. Both sections hold groups, devices with
+    # their idle time after the return, and per-step counts.
+    for scenario, section, count in ((planted.scalar_readbacks, "scalar_readbacks", 100),
+                                     (ps.layer_sync_stalls, "layer_syncs", 4 * 32)):
+        path = build(scenario())
+        assert "host_patterns" in _round_trip(path)
+        out = explain(path, Options(), jobs=1).metrics["host_patterns"]
+        assert isinstance(out, MetricResult) and isinstance(out.typed, HostPatterns)
+        src = getattr(out.typed, section)
+        assert src is not None and src.count == count
+        assert src.groups and src.devices and src.per_step is not None

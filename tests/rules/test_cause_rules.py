@@ -168,7 +168,12 @@ def test_sync_sources_are_not_counted_twice() -> None:
     # 300 us of sync_wait, 60 us of it from read-backs and 100 us from per-launch syncs:
     # NLE103 keeps 140 us (14%, medium); NLE214 6% and NLE215 10% carry the rest.
     data = with_buckets(sync_wait=300_000)
-    data["host_patterns"] = PATTERNS | {"scalar_readbacks": readbacks(60_000), "sync_per_launch": per_launch(100_000)}
+    data["host_patterns"] = PATTERNS | {
+        "scalar_readbacks": readbacks(60_000), "sync_per_launch": per_launch(100_000),
+        "sync_wait_pieces": pieces((("scalar_readbacks",), "cudaMemcpyAsync", 60_000),
+                                   (("sync_per_launch",), "cudaDeviceSynchronize", 100_000),
+                                   ((), "cudaStreamSynchronize", 140_000)),
+    }
     (general,) = fire("NLE103", data)
     assert (general.impact_ns, general.severity) == (140_000, Severity.MEDIUM)
     assert fire("NLE214", data)[0].impact_ns == 60_000

@@ -19,7 +19,8 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
-from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict
+from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.host import HostPatterns
 
 CAUSE_WORDS: dict[Cause, str] = {
     Cause.COMPUTE: "kernels run",
@@ -150,16 +151,16 @@ def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
         if blocking:
             calls = ", ".join(f"{c['api']} x{c['calls']:,} ({dur(c['total_ns'])})" for c in blocking)
             out.append(f"blocking calls: {calls}")
-    hp = metric(metrics, "host_patterns")
+    hp = typed_result(metrics, HostPatterns)
     if hp is not None:
-        spl = hp["sync_per_launch"]
-        if spl["found"]:
-            out.append(f"one synchronize after each launch: {spl['syncs']:,} syncs for {spl['launches']:,} launches, "
-                       f"costing the GPU {dur(spl['idle_ns'])} of idle time")
-        rb = hp.get("scalar_readbacks")
-        if rb and rb["count"]:
-            out.append(f"{rb['count']:,} scalar read-backs (a copy of at most {hp['readback_bytes']} bytes with a "
-                       f"blocking wait), costing the GPU {dur(rb['idle_ns'])} of idle time")
+        spl = hp.sync_per_launch
+        if spl.found:
+            out.append(f"one synchronize after each launch: {spl.syncs:,} syncs for {spl.launches:,} launches, "
+                       f"costing the GPU {dur(spl.idle_ns)} of idle time")
+        rb = hp.scalar_readbacks
+        if rb is not None and rb.count:
+            out.append(f"{rb.count:,} scalar read-backs (a copy of at most {hp.readback_bytes} bytes with a "
+                       f"blocking wait), costing the GPU {dur(rb.idle_ns)} of idle time")
     return out
 
 
@@ -465,12 +466,12 @@ def host_source_sentence(metrics: dict[str, Outcome], devices: list[int]) -> str
         return None
     top = hs["sources"][0]["name"] if hs and hs["sources"] else ""
     if top.startswith("after "):
-        hp = metric(metrics, "host_patterns")
-        rb = (hp or {}).get("scalar_readbacks") or {}
+        hp = typed_result(metrics, HostPatterns)
+        rb = hp.scalar_readbacks if hp is not None else None
         what = top[len("after "):]
-        g = next((g for g in rb.get("groups") or [] if what in (g.get("region"), g.get("op"))), None)
-        if g is not None:
-            text += f": {readback_text(g, rb.get('per_step'))}"
+        g = next((g for g in rb.groups if what in (g.region, g.op)), None) if rb is not None else None
+        if g is not None and rb is not None:
+            text += f": {readback_text(g, rb.per_step)}"
     return text[0].upper() + text[1:] + "."
 
 

@@ -75,6 +75,7 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.host import HostPatterns, PerStep, ReadbackGroup
 from nsys_llm_explainer.results.serving import PhaseRow, Serving
 
 VERDICT_OF: dict[Cause, Verdict] = {
@@ -187,15 +188,15 @@ READBACK_HOLD_SHARE = 0.3
 READBACK_WINDOW_SHARE = 0.1  # ... and of the window, for a verdict that names another cause
 
 
-def readback_text(g: dict[str, Any], per_step: dict[str, Any] | None) -> str:
+def readback_text(g: ReadbackGroup, per_step: PerStep | None) -> str:
     """'a 704 B device-to-host copy into pageable memory in `## sparse_data_dist ##` >
     `aten::to`, 1 per step'."""
-    where = " > ".join(f"`{x}`" for x in dict.fromkeys(y for y in (g.get("region"), g.get("op")) if y))
-    into = " into pageable memory" if g.get("pageable") == g.get("count") else ""
-    steps = per_step.get("steps") if per_step else None
-    each = (f", {g['count'] // steps} per step" if steps and g["count"] % steps == 0
-            else f", {g['count']:,} in all")
-    return f"a {g['bytes']:,} B device-to-host copy{into}" + (f" in {where}" if where else "") + each
+    where = " > ".join(f"`{x}`" for x in dict.fromkeys(y for y in (g.region, g.op) if y))
+    into = " into pageable memory" if g.pageable == g.count else ""
+    steps = per_step.steps if per_step is not None else None
+    each = (f", {g.count // steps} per step" if steps and g.count % steps == 0
+            else f", {g.count:,} in all")
+    return f"a {g.bytes:,} B device-to-host copy{into}" + (f" in {where}" if where else "") + each
 
 
 def readback_hold(metrics: dict[str, Outcome], waiting_ns: int, window_ns: int = 0) -> str | None:
@@ -203,19 +204,17 @@ def readback_hold(metrics: dict[str, Outcome], waiting_ns: int, window_ns: int =
     with queued work (device_wait, or waiting on a collective) and, when `window_ns` is given,
     at least READBACK_WINDOW_SHARE of that window, what they are: the host could not queue
     anything else while it waited; else None."""
-    hp = metric(metrics, "host_patterns")
-    rb = (hp or {}).get("scalar_readbacks") or {}
-    groups = rb.get("groups") or []
-    if not groups or waiting_ns <= 0:
+    hp = typed_result(metrics, HostPatterns)
+    rb = hp.scalar_readbacks if hp is not None else None
+    if rb is None or not rb.groups or waiting_ns <= 0:
         return None
-    g = groups[0]
-    held = g["queued_during_ns"]
+    g = rb.groups[0]
+    held = g.queued_during_ns
     if held < READBACK_HOLD_SHARE * waiting_ns or held < READBACK_WINDOW_SHARE * window_ns:
         return None
-    per = rb.get("per_step")
-    blocked = g["host_blocked_ns"] // max(1, g["count"])
-    return (f"meanwhile the launching thread was blocked in a read-back, {readback_text(g, per)}, "
-            f"{dur(blocked)} each, which waits for that queue to drain: {dur(g['queued_during_ns'])} of the "
+    blocked = g.host_blocked_ns // max(1, g.count)
+    return (f"meanwhile the launching thread was blocked in a read-back, {readback_text(g, rb.per_step)}, "
+            f"{dur(blocked)} each, which waits for that queue to drain: {dur(g.queued_during_ns)} of the "
             "idle time with work queued lies inside it, so nothing more was queued while the GPU waited")
 
 

@@ -65,6 +65,22 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.results.host import (
+    CopyDevice,
+    DeviceIdle,
+    HostPatterns,
+    LayerSyncGroup,
+    LayerSyncs,
+    PerStep,
+    RangeCount,
+    ReadbackGroup,
+    ScalarReadbacks,
+    StallDevice,
+    SyncCopies,
+    SyncPerLaunch,
+    SyncWaitPiece,
+)
+from nsys_llm_explainer.results.launches import ApiCalls
 from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.trace.clean import api_base_name
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
@@ -75,6 +91,8 @@ SYNC_PER_LAUNCH_MIN_CALLS = 10
 SYNC_PER_LAUNCH_SHARE = 0.5
 TOP_RANGES = 5
 H2D, D2H = 1, 2
+
+Spans = dict[int, tuple[np.ndarray, np.ndarray]]  # per device: merged [start, end) of a source's calls
 
 
 def _idle_cost(data: TraceData, devices: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, int]:
@@ -94,13 +112,13 @@ def _idle_cost(data: TraceData, devices: np.ndarray, start: np.ndarray, end: np.
     return out
 
 
-def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[str, Any]]:
+def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> tuple[RangeCount, ...]:
     try:
         nv = data.nvtx()
     except Unavailable:
-        return []
+        return ()
     if len(nv) == 0 or len(t) == 0:
-        return []
+        return ()
     from nsys_llm_explainer.analysis.join import kernel_attribution
 
     index = kernel_attribution(data).index
@@ -113,21 +131,19 @@ def _ranges_at(data: TraceData, tkey: np.ndarray, t: np.ndarray) -> list[dict[st
         key = normalize(names[code])
         by_name[key] = by_name.get(key, 0) + n
     top = sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_RANGES]
-    return [{"range": name, "count": n} for name, n in top]
+    return tuple(RangeCount(name, n) for name, n in top)
 
 
-def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
+def readbacks(ctx: Context, host: HostRows) -> tuple[ScalarReadbacks, Spans] | None:
     """Read-backs (analysis/blocking.py) with their cost, where they come from and how many
-    each step holds."""
+    each step holds; with the calls' spans per device (for sync_wait_pieces)."""
     data = ctx.data
     rb = rbk.find_blocking(data) if host is HostRows.of(data) else rbk.find(data, host.blocking)
     if rb is None:
         return None
     rt = data.runtime()
     if len(rb.call) == 0:
-        return {"count": 0, "d2h": 0, "h2d": 0, "followed_by_sync": 0, "pageable": 0, "idle_ns": 0,
-                "idle_after_ns": 0, "host_blocked_ns": 0, "busy_ns": 0, "queued_during_ns": 0, "devices": [],
-                "pids": [], "ranges": [], "groups": [], "per_step": None, "_spans": {}}
+        return ScalarReadbacks(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (), (), (), (), None), {}
     causes = gap_causes(data)
     cost = rbk.cost(data, rb, causes, device_busy(data), SYNC_WAIT, (LAUNCH_BOUND, HOST_OTHER))
     refill = np.where(rb.followed, host.refill_end[np.maximum(rb.sync, 0)], host.refill_end[rb.call])
@@ -137,88 +153,77 @@ def readbacks(ctx: Context, host: HostRows) -> dict[str, Any] | None:
     steps = ctx.typed(Steps)
     skip = step_range_names(data, ctx.options.step_range, steps.ranges if steps else ())
     region, op = rbk.origins(data, rb, skip, window)
-    devices = []
-    after_ns: dict[int, int] = {}
+    devices = _stall_devices(causes, during, rb.device, rb.end, cost.after_end)
+    return ScalarReadbacks(
+        count=int(len(rb.call)),
+        d2h=int(len(rb.call)),
+        h2d=0,
+        followed_by_sync=int(rb.followed.sum()),
+        pageable=int(rb.pageable.sum()),
+        idle_ns=int(sum(during.values())),
+        idle_after_ns=sum(d.after_ns for d in devices),
+        host_blocked_ns=int((rb.end - rb.start).sum()),
+        busy_ns=int(cost.busy_ns.sum()),
+        queued_during_ns=int(cost.queued_during_ns.sum()),
+        devices=devices,
+        pids=tuple(sorted({int(p) for p in rt.pid[rb.call]})),
+        ranges=_ranges_at(data, rt.tkey[rb.call], rt.start[rb.call]),
+        groups=_groups(rb, cost, region, op),
+        per_step=_per_step(ctx, rt.pid[rb.call], rb.start),
+    ), _per_device(rb.device, rb.start, refill)
+
+
+def _stall_devices(causes: dict[int, Any], during: dict[int, int], device: np.ndarray, end: np.ndarray,
+                   after_end: np.ndarray) -> tuple[StallDevice, ...]:
+    """Per device (in id order): the sync_wait idle time `during` the calls, and the host-late
+    idle time from each call's `end` to its `after_end`, by cause."""
+    out = []
     for dev in sorted(during):
-        sel = rb.device == dev
-        after = _after_by_cause(causes.get(dev), rb.end[sel], cost.after_end[sel])
-        after_ns[dev] = int(sum(after.values()))
-        devices.append({"device_id": dev, "idle_ns": during[dev], "after_ns": after_ns[dev],
-                        "after_by_cause": after})
-    return {
-        "count": int(len(rb.call)),
-        "d2h": int(len(rb.call)),
-        "h2d": 0,
-        "followed_by_sync": int(rb.followed.sum()),
-        "pageable": int(rb.pageable.sum()),
-        "idle_ns": int(sum(during.values())),
-        "idle_after_ns": sum(after_ns.values()),
-        "host_blocked_ns": int((rb.end - rb.start).sum()),
-        "busy_ns": int(cost.busy_ns.sum()),
-        "queued_during_ns": int(cost.queued_during_ns.sum()),
-        "devices": devices,
-        "pids": sorted({int(p) for p in rt.pid[rb.call]}),
-        "ranges": _ranges_at(data, rt.tkey[rb.call], rt.start[rb.call]),
-        "groups": _groups(rb, cost, region, op),
-        "per_step": _per_step(ctx, rt.pid[rb.call], rb.start),
-        "_spans": _per_device(rb.device, rb.start, refill),
-    }
+        sel = device == dev
+        after = _after_by_cause(causes.get(dev), end[sel], after_end[sel])
+        out.append(StallDevice(dev, during[dev], int(sum(after.values())), after))
+    return tuple(out)
 
 
-def layer_syncs(ctx: Context, host: HostRows) -> dict[str, Any] | None:
+def layer_syncs(ctx: Context, host: HostRows) -> tuple[LayerSyncs, Spans] | None:
     """Per-layer sync stalls (analysis/host_sources.py) with their cost, their layers and how
-    many each step holds; None without memcpy records."""
+    many each step holds, and the calls' spans per device; None without memcpy records."""
     data = ctx.data
     st = lsync.find(data)
     if st is None:
         return None
     rt = data.runtime()
     names = data.runtime_api_names()
-    empty: dict[str, Any] = {"count": 0, "host_blocked_ns": 0, "idle_ns": 0, "idle_after_ns": 0, "busy_ns": 0,
-                             "devices": [], "groups": [], "per_step": None, "_spans": {}}
     if len(st.call) == 0:
-        return empty
+        return LayerSyncs(0, 0, 0, 0, 0, (), (), None), {}
     causes = gap_causes(data)
     cost = rbk.cost(data, st, causes, device_busy(data), SYNC_WAIT, (LAUNCH_BOUND, HOST_OTHER))
     refill = np.maximum(host.refill_end[st.sync], st.end)
     during = _idle_cost(data, st.device, st.start, refill)
     unit, own = lsync.units(data, st.sync)
-    devices: list[dict[str, Any]] = []
-    after_ns = 0
-    for dev in sorted(during):
-        sel = st.device == dev
-        after = _after_by_cause(causes.get(dev), st.end[sel], cost.after_end[sel])
-        after_ns += int(sum(after.values()))
-        devices.append({"device_id": dev, "idle_ns": during[dev], "after_ns": int(sum(after.values())),
-                        "after_by_cause": after})
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    devices = _stall_devices(causes, during, st.device, st.end, cost.after_end)
+    members: dict[tuple[str | None, int, str], list[int]] = {}
     for i in range(len(st.call)):
-        key = (unit[i], int(st.bytes[i]), api_base_name(names[int(rt.api[st.sync[i]])]))
-        g = groups.setdefault(key, {"unit": key[0], "bytes": key[1], "sync_api": key[2], "count": 0, "layers": set(),
-                                    "host_blocked_ns": 0, "sync_ns": 0, "busy_ns": 0, "idle_during_ns": 0,
-                                    "idle_after_ns": 0})
-        g["count"] += 1
-        if own[i] is not None:
-            g["layers"].add(own[i])
-        g["host_blocked_ns"] += int(st.end[i] - st.start[i])
-        g["sync_ns"] += int(rt.end[st.sync[i]] - rt.start[st.sync[i]])
-        g["busy_ns"] += int(cost.busy_ns[i])
-        g["idle_during_ns"] += int(cost.idle_during_ns[i])
-        g["idle_after_ns"] += int(cost.idle_after_ns[i])
-    ordered = sorted(groups.values(), key=lambda g: (-g["host_blocked_ns"], -g["count"], str(g["unit"])))
-    for g in ordered:
-        g["layers"] = len(g["layers"])
-    return {
-        "count": int(len(st.call)),
-        "host_blocked_ns": int((st.end - st.start).sum()),
-        "idle_ns": int(sum(during.values())),
-        "idle_after_ns": after_ns,
-        "busy_ns": int(cost.busy_ns.sum()),
-        "devices": devices,
-        "groups": ordered[:TOP_RANGES],
-        "per_step": _per_step(ctx, rt.pid[st.call], st.start),
-        "_spans": _per_device(st.device, st.start, refill),
-    }
+        members.setdefault((unit[i], int(st.bytes[i]), api_base_name(names[int(rt.api[st.sync[i]])])), []).append(i)
+    sync_ns = rt.end[st.sync] - rt.start[st.sync]
+    groups = []
+    for (u, nbytes, api), rows in members.items():
+        ix = np.asarray(rows)
+        groups.append(LayerSyncGroup(
+            u, nbytes, api, len(rows), len({own[i] for i in rows} - {None}),
+            int((st.end[ix] - st.start[ix]).sum()), int(sync_ns[ix].sum()), int(cost.busy_ns[ix].sum()),
+            int(cost.idle_during_ns[ix].sum()), int(cost.idle_after_ns[ix].sum())))
+    ordered = sorted(groups, key=lambda g: (-g.host_blocked_ns, -g.count, str(g.unit)))
+    return LayerSyncs(
+        count=int(len(st.call)),
+        host_blocked_ns=int((st.end - st.start).sum()),
+        idle_ns=int(sum(during.values())),
+        idle_after_ns=sum(d.after_ns for d in devices),
+        busy_ns=int(cost.busy_ns.sum()),
+        devices=devices,
+        groups=tuple(ordered[:TOP_RANGES]),
+        per_step=_per_step(ctx, rt.pid[st.call], st.start),
+    ), _per_device(st.device, st.start, refill)
 
 
 def _after_by_cause(gc: Any, s: np.ndarray, e: np.ndarray) -> dict[str, int]:
@@ -236,27 +241,24 @@ def _after_by_cause(gc: Any, s: np.ndarray, e: np.ndarray) -> dict[str, int]:
     return out
 
 
-def _groups(rb: Any, cost: Any, region: list[str | None], op: list[str | None]) -> list[dict[str, Any]]:
+def _groups(rb: Any, cost: Any, region: list[str | None], op: list[str | None]) -> tuple[ReadbackGroup, ...]:
     """Read-backs grouped by (outermost range below the step, operator, bytes), the longest
     host blocking first."""
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    members: dict[tuple[str | None, str | None, int], list[int]] = {}
     for i in range(len(rb.call)):
-        key = (region[i], op[i], int(rb.bytes[i]))
-        g = groups.setdefault(key, {"region": key[0], "op": key[1], "bytes": key[2], "count": 0, "pageable": 0,
-                                    "host_blocked_ns": 0, "busy_ns": 0, "idle_during_ns": 0,
-                                    "queued_during_ns": 0, "idle_after_ns": 0})
-        g["count"] += 1
-        g["pageable"] += int(rb.pageable[i])
-        g["host_blocked_ns"] += int(rb.end[i] - rb.start[i])
-        g["busy_ns"] += int(cost.busy_ns[i])
-        g["idle_during_ns"] += int(cost.idle_during_ns[i])
-        g["queued_during_ns"] += int(cost.queued_during_ns[i])
-        g["idle_after_ns"] += int(cost.idle_after_ns[i])
-    ordered = sorted(groups.values(), key=lambda g: (-g["host_blocked_ns"], -g["count"], str(g["region"])))
-    return ordered[:TOP_RANGES]
+        members.setdefault((region[i], op[i], int(rb.bytes[i])), []).append(i)
+    groups = []
+    for (reg, name, nbytes), rows in members.items():
+        ix = np.asarray(rows)
+        groups.append(ReadbackGroup(
+            reg, name, nbytes, len(rows), int(rb.pageable[ix].sum()), int((rb.end[ix] - rb.start[ix]).sum()),
+            int(cost.busy_ns[ix].sum()), int(cost.idle_during_ns[ix].sum()), int(cost.queued_during_ns[ix].sum()),
+            int(cost.idle_after_ns[ix].sum())))
+    ordered = sorted(groups, key=lambda g: (-g.host_blocked_ns, -g.count, str(g.region)))
+    return tuple(ordered[:TOP_RANGES])
 
 
-def _per_step(ctx: Context, pid: np.ndarray, start: np.ndarray) -> dict[str, Any] | None:
+def _per_step(ctx: Context, pid: np.ndarray, start: np.ndarray) -> PerStep | None:
     """How many read-backs each step holds (their call starts inside the step's host range,
     same process): steps, steps with one or more, median, max; None without steps."""
     st = ctx.result("steps")
@@ -268,8 +270,7 @@ def _per_step(ctx: Context, pid: np.ndarray, start: np.ndarray) -> dict[str, Any
     for j, (p, s0, e0) in enumerate(zip(f["pid"].to_numpy(), f["start_ns"].to_numpy(), f["end_ns"].to_numpy(),
                                         strict=True)):
         counts[j] = int(((pid == p) & (start >= s0) & (start < e0)).sum())
-    return {"steps": int(len(f)), "with_readbacks": int((counts > 0).sum()),
-            "median": float(np.median(counts)), "max": int(counts.max())}
+    return PerStep(int(len(f)), int((counts > 0).sum()), float(np.median(counts)), int(counts.max()))
 
 
 def syncs_after_launches(
@@ -297,12 +298,11 @@ def syncs_after_launches(
     return threads, (np.concatenate(picked) if picked else np.empty(0, np.int64))
 
 
-def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
+def sync_per_launch(data: TraceData, host: HostRows) -> tuple[SyncPerLaunch, Spans]:
     rt = data.runtime()
     threads, sel = syncs_after_launches(rt.tkey, rt.start, host.blocking, host.launching)
     if not threads:
-        return {"found": False, "syncs": 0, "launches": 0, "threads": 0, "idle_ns": 0, "devices": [], "pids": [],
-                "_spans": {}}
+        return SyncPerLaunch(False, 0, 0, 0, 0, (), ()), {}
     k = data.kernels()
     pids = np.unique(rt.pid[sel])
     devices = np.unique(k.device[np.isin(k.pid, pids)])
@@ -311,27 +311,26 @@ def sync_per_launch(data: TraceData, host: HostRows) -> dict[str, Any]:
     cost = _idle_cost(data, dev_of, starts, ends)
     names = data.runtime_api_names()
     apis, counts = np.unique(rt.api[sel], return_counts=True)
-    return {
-        "found": True,
-        "syncs": int(sum(n for _, n, _ in threads)),
-        "launches": int(sum(n for _, _, n in threads)),
-        "threads": len(threads),
-        "apis": [{"api": names[int(a)], "calls": int(c)} for a, c in zip(apis, counts, strict=True)],
-        "idle_ns": int(sum(cost.values())),
-        "devices": [{"device_id": d, "idle_ns": ns} for d, ns in sorted(cost.items())],
-        "pids": [int(p) for p in pids],
-        "_spans": _per_device(dev_of, starts, ends),
-    }
+    return SyncPerLaunch(
+        found=True,
+        syncs=int(sum(n for _, n, _ in threads)),
+        launches=int(sum(n for _, _, n in threads)),
+        threads=len(threads),
+        apis=tuple(ApiCalls(names[int(a)], int(c)) for a, c in zip(apis, counts, strict=True)),
+        idle_ns=int(sum(cost.values())),
+        devices=tuple(DeviceIdle(d, ns) for d, ns in sorted(cost.items())),
+        pids=tuple(int(p) for p in pids),
+    ), _per_device(dev_of, starts, ends)
 
 
-def _per_device(devices: np.ndarray, start: np.ndarray, end: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _per_device(devices: np.ndarray, start: np.ndarray, end: np.ndarray) -> Spans:
     return {int(d): intervals.merge(start[devices == d], end[devices == d]) for d in np.unique(devices).tolist()}
 
 
-def sync_copies(data: TraceData, host: HostRows) -> dict[str, Any] | None:
+def sync_copies(data: TraceData, host: HostRows) -> tuple[SyncCopies, Spans] | None:
     """Host-blocking copy calls other than scalar read-backs and the copies of per-layer sync
-    stalls, with their GPU cost per device (`_spans`: per device, the calls with their refill,
-    for sync_wait_pieces)."""
+    stalls, with their GPU cost per device, and per device the calls with their refill (for
+    sync_wait_pieces)."""
     try:
         mc = data.memcpy()
     except Unavailable:
@@ -357,30 +356,27 @@ def sync_copies(data: TraceData, host: HostRows) -> dict[str, Any] | None:
         transfer = intervals.intersect(cs, ce, *gc.segments[TRANSFER])
         stall = intervals.intersect(*spans[dev], *gc.segments[SYNC_WAIT])
         t_ns, s_ns = int((transfer[1] - transfer[0]).sum()), int((stall[1] - stall[0]).sum())
-        devices.append({"device_id": dev, "transfer_ns": t_ns, "stall_ns": s_ns, "idle_ns": t_ns + s_ns})
+        devices.append(CopyDevice(dev, t_ns, s_ns, t_ns + s_ns))
     names = data.runtime_api_names()
     apis, counts = np.unique(rt.api[call], return_counts=True)
     launchers = np.unique(rt.tkey[kernel_launch_index(data)[kernel_launch_index(data) >= 0]])
-    return {
-        "count": int(len(rows)),
-        "bytes": int(mc.bytes[rows].sum()),
-        "copy_ns": int((mc.end[rows] - mc.start[rows]).sum()),
-        "on_launch_threads": int(np.isin(rt.tkey[call], launchers).sum()),
-        "apis": [{"api": names[int(a)], "calls": int(c)} for a, c in zip(apis, counts, strict=True)],
-        "idle_ns": int(sum(d["idle_ns"] for d in devices)),
-        "devices": devices,
-        "pids": sorted({int(p) for p in rt.pid[call]}),
-        "_spans": spans,
-    }
+    return SyncCopies(
+        count=int(len(rows)),
+        bytes=int(mc.bytes[rows].sum()),
+        copy_ns=int((mc.end[rows] - mc.start[rows]).sum()),
+        on_launch_threads=int(np.isin(rt.tkey[call], launchers).sum()),
+        apis=tuple(ApiCalls(names[int(a)], int(c)) for a, c in zip(apis, counts, strict=True)),
+        idle_ns=int(sum(d.idle_ns for d in devices)),
+        devices=tuple(devices),
+        pids=tuple(sorted({int(p) for p in rt.pid[call]})),
+    ), spans
 
 
-def sync_wait_pieces(
-    data: TraceData, host: HostRows, sources: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]
-) -> list[dict[str, Any]]:
+def sync_wait_pieces(data: TraceData, host: HostRows, sources: dict[str, Spans]) -> tuple[SyncWaitPiece, ...]:
     """Each device's sync_wait idle time cut by which sources cover it and by the API of the
     owning processes' blocking call in flight (with its refill) there, summed per (device,
-    sources, api): [{"device_id", "sources": [...], "api", "idle_ns"}]. A piece covered by
-    calls of several APIs goes to the API with the most sync_wait time on that device."""
+    sources, api). A piece covered by calls of several APIs goes to the API with the most
+    sync_wait time on that device."""
     rt = data.runtime()
     names = data.runtime_api_names()
     out = []
@@ -411,13 +407,13 @@ def sync_wait_pieces(
         for combo in np.unique(key).tolist():
             for a in np.unique(api_of[key == combo]).tolist():
                 sel = (key == combo) & (api_of == a)
-                out.append({
-                    "device_id": dev,
-                    "sources": [k for bit, k in enumerate(names_of) if combo >> bit & 1],
-                    "api": names[a] if a >= 0 else None,
-                    "idle_ns": int(length[sel].sum()),
-                })
-    return out
+                out.append(SyncWaitPiece(
+                    device_id=dev,
+                    sources=tuple(k for bit, k in enumerate(names_of) if combo >> bit & 1),
+                    api=names[a] if a >= 0 else None,
+                    idle_ns=int(length[sel].sum()),
+                ))
+    return tuple(out)
 
 
 def run(ctx: Context) -> Outcome:
@@ -433,17 +429,18 @@ def run(ctx: Context) -> Outcome:
     copies = sync_copies(data, host)
     notes = () if rb is not None else ("scalar read-backs and synchronous copies: not measured, because the "
                                        "trace has no memcpy records",)
-    spans = {name: src.pop("_spans") for name, src in (("scalar_readbacks", rb), ("layer_syncs", stalls),
-                                                      ("sync_per_launch", spl), ("sync_copies", copies))
+    spans = {name: src[1] for name, src in (("scalar_readbacks", rb), ("layer_syncs", stalls),
+                                            ("sync_per_launch", spl), ("sync_copies", copies))
              if src is not None}
-    return MetricResult(METRIC.id, {
-        "readback_bytes": READBACK_BYTES,
-        "scalar_readbacks": rb,
-        "layer_syncs": stalls,
-        "sync_per_launch": spl,
-        "sync_copies": copies,
-        "sync_wait_pieces": sync_wait_pieces(data, host, spans),
-    }, notes=notes)
+    result = HostPatterns(
+        readback_bytes=READBACK_BYTES,
+        scalar_readbacks=None if rb is None else rb[0],
+        layer_syncs=None if stalls is None else stalls[0],
+        sync_per_launch=spl[0],
+        sync_copies=None if copies is None else copies[0],
+        sync_wait_pieces=sync_wait_pieces(data, host, spans),
+    )
+    return MetricResult(METRIC.id, result.to_json(), notes=notes, typed=result)
 
 
 METRIC = Metric(

@@ -12,6 +12,7 @@ from nsys_llm_explainer.diagnosis.evidence import transfer_lines
 from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
 from nsys_llm_explainer.results.devices import GpuContext, MemoryTransfers
+from nsys_llm_explainer.results.host import HostPatterns
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.host import reported
@@ -89,10 +90,10 @@ def idle_transfer(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - Host-to-Device: 450 copies, 47.5 GiB in 1.842 s of copy time (27.7 GB/s)
     """
     subtract = {}
-    hp = view.metric("host_patterns")
-    sc = hp.data.get("sync_copies") if hp is not None else None
-    if sc and "sync_copies" in reported(view):
-        subtract = {d["device_id"]: int(d["transfer_ns"]) for d in sc["devices"]}
+    hp = view.result(HostPatterns)
+    sc = hp.sync_copies if hp is not None else None
+    if sc is not None and "sync_copies" in reported(view):
+        subtract = {d.device_id: d.transfer_ns for d in sc.devices}
     devices = [d.device_id for d in view.acct.devices]
     topic = TOPIC.get(_direction(view), "transfer")
     f = cause_finding(

@@ -17,18 +17,17 @@ sync stalls (NLE217), one synchronize per launch (NLE215) and synchronous copies
 source counts as reported when its rule is selected (--select/--ignore) and its check yields a
 finding. Their sync_wait time can overlap, so the time they explain is the union, read from
 host_patterns' sync_wait_pieces (each piece of a device's sync_wait time with the sources that
-cover it); a hand-built result without pieces falls back to the sum of the sources' own
-figures."""
+cover it)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from nsys_llm_explainer.diagnosis.evidence import host_sources, host_work_lines, lead_family
 from nsys_llm_explainer.diagnosis.verdict import readback_text
 from nsys_llm_explainer.fmt import size
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
+from nsys_llm_explainer.results.host import HostPatterns, LayerSyncGroup, LayerSyncs, PerStep, ScalarReadbacks
 from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.rules.advice import HOST_FAMILY_TOPIC, advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
@@ -70,15 +69,16 @@ def readback_after(view: RuleInput, bucket: Bucket) -> dict[int, int]:
     """Per device: the `bucket` idle time (launch_bound or host_other) the read-back finding
     (NLE214) and the per-layer sync stall finding (NLE217) already count, after calls that
     drained the queue (not counted twice)."""
-    hp = view.metric("host_patterns")
+    hp = view.result(HostPatterns)
     out: dict[int, int] = {}
-    for key, rule_id, reports in (("scalar_readbacks", "NLE214", readbacks_reported),
-                                  ("layer_syncs", "NLE217", layer_syncs_reported)):
-        src = (hp.data.get(key) or {}) if hp is not None else {}
-        if not src.get("count") or not selected(view, rule_id) or not reports(view):
+    if hp is None:
+        return out
+    for src, rule_id, reports in ((hp.scalar_readbacks, "NLE214", readbacks_reported),
+                                  (hp.layer_syncs, "NLE217", layer_syncs_reported)):
+        if src is None or not src.count or not selected(view, rule_id) or not reports(view):
             continue
-        for d in src.get("devices", []):
-            out[d["device_id"]] = out.get(d["device_id"], 0) + int(d.get("after_by_cause", {}).get(bucket, 0))
+        for d in src.devices:
+            out[d.device_id] = out.get(d.device_id, 0) + d.after_by_cause.get(bucket, 0)
     return out
 
 
@@ -230,33 +230,24 @@ def reported(view: RuleInput) -> set[str]:
 
 def explained(view: RuleInput, sources: set[str]) -> dict[int, int]:
     """Per device: the sync_wait time covered by any of `sources` (their union)."""
-    hp = view.metric("host_patterns")
+    hp = view.result(HostPatterns)
     if hp is None or not sources:
         return {}
     out: dict[int, int] = {}
-    pieces = hp.data.get("sync_wait_pieces")
-    if pieces is None:  # built by hand: the sources' own figures, summed
-        for source in sources:
-            src = hp.data.get(source)
-            for d in (src or {}).get("devices", []):
-                ns = d.get("stall_ns", d.get("idle_ns", 0))
-                out[d["device_id"]] = out.get(d["device_id"], 0) + int(ns)
-        return out
-    for p in pieces:
-        if sources & set(p["sources"]):
-            out[p["device_id"]] = out.get(p["device_id"], 0) + int(p["idle_ns"])
+    for p in hp.sync_wait_pieces:
+        if sources.intersection(p.sources):
+            out[p.device_id] = out.get(p.device_id, 0) + p.idle_ns
     return out
 
 
 def remaining_by_api(view: RuleInput, sources: set[str], devices: set[int]) -> list[tuple[str, int]]:
     """(API, sync_wait ns inside its blocking calls and their refill) that none of `sources`
-    covers on `devices`, largest first; [] without pieces."""
-    hp = view.metric("host_patterns")
-    pieces = hp.data.get("sync_wait_pieces") if hp is not None else None
+    covers on `devices`, largest first; [] without host_patterns."""
+    hp = view.result(HostPatterns)
     out: dict[str, int] = {}
-    for p in pieces or []:
-        if p["device_id"] in devices and not sources & set(p["sources"]) and p["api"]:
-            out[p["api"]] = out.get(p["api"], 0) + int(p["idle_ns"])
+    for p in hp.sync_wait_pieces if hp is not None else ():
+        if p.device_id in devices and not sources.intersection(p.sources) and p.api:
+            out[p.api] = out.get(p.api, 0) + p.idle_ns
     return sorted(((a, ns) for a, ns in out.items() if ns > 0), key=lambda t: (-t[1], t[0]))
 
 
@@ -321,19 +312,25 @@ READBACK_MAX_GROUPS = 3
 READBACK_HOLD_SHARE = 0.1
 
 
-def _readback_impact(rb: dict[str, Any]) -> dict[int, int]:
-    """Per device: sync_wait idle while read-backs were in flight, plus the host-late idle
+def _impact(src: ScalarReadbacks | LayerSyncs) -> dict[int, int]:
+    """Per device: sync_wait idle while the calls were in flight, plus the host-late idle
     after they returned having drained the queue."""
-    return {d["device_id"]: int(d["idle_ns"]) + int(d.get("after_ns", 0)) for d in rb.get("devices", [])}
+    return {d.device_id: d.impact_ns for d in src.devices}
+
+
+def _readbacks(view: RuleInput) -> ScalarReadbacks | None:
+    """The read-backs, when there are at least READBACK_MIN_COUNT."""
+    hp = view.result(HostPatterns)
+    rb = hp.scalar_readbacks if hp is not None else None
+    return rb if rb is not None and rb.count >= READBACK_MIN_COUNT else None
 
 
 def readbacks_reported(view: RuleInput) -> bool:
     """Whether this rule yields a finding (other rules then leave its time to it)."""
-    hp = view.metric("host_patterns")
-    rb = hp.data.get("scalar_readbacks") if hp is not None else None
-    if not rb or rb["count"] < READBACK_MIN_COUNT:
+    rb = _readbacks(view)
+    if rb is None:
         return False
-    _, share = total_pct(view.acct, affected_devices(view.acct, _readback_impact(rb)))
+    _, share = total_pct(view.acct, affected_devices(view.acct, _impact(rb)))
     return band(share) is not None
 
 
@@ -364,11 +361,10 @@ def scalar_readbacks(view: RuleInput, rule: Rule) -> Iterator[Finding]:
           blocked 7.320 ms in all (GPU meanwhile busy 7.280 ms, idle 21.0 us with nothing queued); idle after
           they returned until the host queued more work: 14.490 ms
     """
-    hp = view.metric("host_patterns")
-    rb = hp.data.get("scalar_readbacks") if hp is not None else None
-    if not rb or rb["count"] < READBACK_MIN_COUNT:
+    rb = _readbacks(view)
+    if rb is None:
         return
-    affected = affected_devices(view.acct, _readback_impact(rb))
+    affected = affected_devices(view.acct, _impact(rb))
     ns, share = total_pct(view.acct, affected)
     severity = band(share)
     held = _readbacks_holding(view, rb)
@@ -377,26 +373,24 @@ def scalar_readbacks(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     evidence = [*device_lines(affected, "idle around read-backs")]
     if held is not None:
         evidence.insert(0, held)
-    for g in (rb.get("groups") or [])[:READBACK_MAX_GROUPS]:
-        queued = f", idle {dur(g['queued_during_ns'])} with work queued waiting on something else" \
-            if g["queued_during_ns"] else ""
+    for g in rb.groups[:READBACK_MAX_GROUPS]:
+        queued = f", idle {dur(g.queued_during_ns)} with work queued waiting on something else" \
+            if g.queued_during_ns else ""
         evidence.append(
-            f"{readback_text(g, rb.get('per_step'))}: {g['count']:,} read-backs, the host blocked "
-            f"{dur(g['host_blocked_ns'])} in all (GPU meanwhile busy {dur(g['busy_ns'])}, idle "
-            f"{dur(g['idle_during_ns'])} with nothing queued{queued}); idle after they returned until the host "
-            f"queued more work: {dur(g['idle_after_ns'])}")
-    per = rb.get("per_step")
-    if per:
-        evidence.append(f"per step: {per['median']:g} at the median, {per['max']:,} at most; "
-                        f"{per['with_readbacks']:,} of {per['steps']:,} steps have one")
-    if not rb.get("groups") and rb["ranges"]:
-        evidence.append("around: " + ", ".join(f"{r['range']!r} x{r['count']:,}" for r in rb["ranges"][:3]))
+            f"{readback_text(g, rb.per_step)}: {g.count:,} read-backs, the host blocked "
+            f"{dur(g.host_blocked_ns)} in all (GPU meanwhile busy {dur(g.busy_ns)}, idle "
+            f"{dur(g.idle_during_ns)} with nothing queued{queued}); idle after they returned until the host "
+            f"queued more work: {dur(g.idle_after_ns)}")
+    if rb.per_step is not None:
+        evidence.append(per_step_line(rb.per_step))
+    if not rb.groups and rb.ranges:
+        evidence.append("around: " + ", ".join(f"{r.range!r} x{r.count:,}" for r in rb.ranges[:3]))
     if severity is None:  # they hold the host, but the GPU idle they provably cause is small
         yield rule.note(
             confidence=Confidence.MEDIUM,
             evidence=evidence,
             recommendation=advice("sync", view.workload),
-            title=f"{rb['count']:,} read-backs hold the host while the GPU waits on other work",
+            title=f"{rb.count:,} read-backs hold the host while the GPU waits on other work",
         )
         return
     yield rule.finding(
@@ -404,23 +398,28 @@ def scalar_readbacks(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         confidence=Confidence.HIGH,
         evidence=evidence,
         recommendation=advice("sync", view.workload),
-        title=f"{rb['count']:,} read-backs stall the GPU ({share:.1f}% of {where(affected)} time)",
+        title=f"{rb.count:,} read-backs stall the GPU ({share:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=(ns, share),
         cause=Cause.SYNC,
     )
 
 
-def _readbacks_holding(view: RuleInput, rb: dict[str, Any]) -> str | None:
+def per_step_line(per: PerStep) -> str:
+    return (f"per step: {per.median:g} at the median, {per.max:,} at most; "
+            f"{per.with_readbacks:,} of {per.steps:,} steps have one")
+
+
+def _readbacks_holding(view: RuleInput, rb: ScalarReadbacks) -> str | None:
     """A line when read-backs block the host for at least HOLD_SHARE of the devices' windows
     while the GPU sits idle with queued work (what they wait for waits on something else), else
     None."""
     window = view.acct.window()
-    queued = int(rb.get("queued_during_ns", 0))
+    queued = rb.queued_during_ns
     hold = READBACK_HOLD_SHARE * window
-    if not window or rb.get("host_blocked_ns", 0) < hold or queued < hold:
+    if not window or rb.host_blocked_ns < hold or queued < hold:
         return None
-    blocked = int(rb["host_blocked_ns"])
+    blocked = rb.host_blocked_ns
     return (f"the host is blocked in read-backs for {dur(blocked)} ({100.0 * blocked / window:.1f}% of the devices' "
             f"time); meanwhile the GPU sat idle {dur(queued)} with its next work queued, waiting on "
             "something else, and the host could queue nothing more: time the read-back does not cause but keeps "
@@ -451,25 +450,25 @@ def sync_per_launch(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 0: 12.914 ms idle around the per-launch syncs (3.8% of its window)
         - cudaDeviceSynchronize x1,312 on 1 thread(s)
     """
-    hp = view.metric("host_patterns")
-    if hp is None or not hp.data["sync_per_launch"]["found"]:
+    hp = view.result(HostPatterns)
+    if hp is None or not hp.sync_per_launch.found:
         return
-    spl = hp.data["sync_per_launch"]
-    affected = affected_devices(view.acct, {d["device_id"]: d["idle_ns"] for d in spl["devices"]})
+    spl = hp.sync_per_launch
+    affected = affected_devices(view.acct, {d.device_id: d.idle_ns for d in spl.devices})
     ns, share = total_pct(view.acct, affected)
     severity = band(share)
     if severity is None:
         return
     evidence = [
         *device_lines(affected, "idle around the per-launch syncs"),
-        ", ".join(f"{a['api']} x{a['calls']:,}" for a in spl["apis"]) + f" on {spl['threads']} thread(s)",
+        ", ".join(f"{a.api} x{a.calls:,}" for a in spl.apis) + f" on {spl.threads} thread(s)",
     ]
     yield rule.finding(
         severity=severity,
         confidence=Confidence.HIGH,
         evidence=evidence,
         recommendation=advice("sync", view.workload),
-        title=(f"One synchronize per launch: {spl['syncs']:,} syncs for {spl['launches']:,} launches "
+        title=(f"One synchronize per launch: {spl.syncs:,} syncs for {spl.launches:,} launches "
         f"({share:.1f}% of {where(affected)} time)"),
         affected=affected,
         impact=(ns, share),
@@ -491,16 +490,11 @@ LAYER_SYNC_MAX_GROUPS = 3
 LAYER_SYNC_HOLD_SHARE = 0.1
 
 
-def _layer_sync_impact(st: dict[str, Any]) -> dict[int, int]:
-    """Per device: idle with nothing queued while the stalls held the host, plus the host-late
-    idle after they returned."""
-    return {d["device_id"]: int(d["idle_ns"]) + int(d.get("after_ns", 0)) for d in st.get("devices", [])}
-
-
-def stalls(view: RuleInput) -> dict[str, Any] | None:
-    hp = view.metric("host_patterns")
-    st = hp.data.get("layer_syncs") if hp is not None else None
-    return st if st and st["count"] >= LAYER_SYNC_MIN_COUNT else None
+def stalls(view: RuleInput) -> LayerSyncs | None:
+    """The per-layer sync stalls, when there are at least LAYER_SYNC_MIN_COUNT."""
+    hp = view.result(HostPatterns)
+    st = hp.layer_syncs if hp is not None else None
+    return st if st is not None and st.count >= LAYER_SYNC_MIN_COUNT else None
 
 
 def layer_syncs_reported(view: RuleInput) -> bool:
@@ -509,19 +503,19 @@ def layer_syncs_reported(view: RuleInput) -> bool:
     st = stalls(view)
     if st is None:
         return False
-    _, share = total_pct(view.acct, affected_devices(view.acct, _layer_sync_impact(st)))
+    _, share = total_pct(view.acct, affected_devices(view.acct, _impact(st)))
     return band(share) is not None
 
 
-def group_text(g: dict[str, Any], per_step: dict[str, Any] | None) -> str:
+def group_text(g: LayerSyncGroup, per_step: PerStep | None) -> str:
     """'a 8 B host-to-device copy from pageable memory, then cudaStreamSynchronize, in `layer_N`
     (32 layers), 32 per step: 128 stalls, the host blocked 260 ms in all (2.03 ms each)'."""
-    unit = f" in `{g['unit']}`" + (f" ({g['layers']:,} layers)" if g["layers"] > 1 else "") if g["unit"] else ""
-    steps = (per_step or {}).get("steps")
-    each = f", {g['count'] // steps:,} per step" if steps and g["count"] % steps == 0 else ""
-    return (f"a {g['bytes']:,} B host-to-device copy from pageable memory, then {g['sync_api']}{unit}{each}: "
-            f"{g['count']:,} stalls, the host blocked {dur(g['host_blocked_ns'])} in all "
-            f"({dur(g['host_blocked_ns'] // max(1, g['count']))} each)")
+    unit = f" in `{g.unit}`" + (f" ({g.layers:,} layers)" if g.layers > 1 else "") if g.unit else ""
+    steps = per_step.steps if per_step is not None else None
+    each = f", {g.count // steps:,} per step" if steps and g.count % steps == 0 else ""
+    return (f"a {g.bytes:,} B host-to-device copy from pageable memory, then {g.sync_api}{unit}{each}: "
+            f"{g.count:,} stalls, the host blocked {dur(g.host_blocked_ns)} in all "
+            f"({dur(g.host_blocked_ns // max(1, g.count))} each)")
 
 
 def layer_sync_stall(view: RuleInput, rule: Rule) -> Iterator[Finding]:
@@ -549,23 +543,21 @@ def layer_sync_stall(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     st = stalls(view)
     if st is None:
         return
-    affected = affected_devices(view.acct, _layer_sync_impact(st))
+    affected = affected_devices(view.acct, _impact(st))
     ns, share = total_pct(view.acct, affected)
     severity = band(share)
     window = view.acct.window()
-    held = bool(window) and st["host_blocked_ns"] >= LAYER_SYNC_HOLD_SHARE * window
+    held = bool(window) and st.host_blocked_ns >= LAYER_SYNC_HOLD_SHARE * window
     if severity is None and not held:
         return
     evidence = [*device_lines(affected, "idle around the stalls")]
-    for g in st["groups"][:LAYER_SYNC_MAX_GROUPS]:
-        evidence.append(f"{group_text(g, st.get('per_step'))}; GPU meanwhile busy {dur(g['busy_ns'])}, idle "
-                        f"{dur(g['idle_during_ns'])} with nothing queued; idle after they returned until the host "
-                        f"queued more work: {dur(g['idle_after_ns'])}")
-    per = st.get("per_step")
-    if per:
-        evidence.append(f"per step: {per['median']:g} at the median, {per['max']:,} at most; "
-                        f"{per['with_readbacks']:,} of {per['steps']:,} steps have one")
-    title = f"{st['count']:,} per-layer sync stalls: a copy to the GPU, then a synchronize"
+    for g in st.groups[:LAYER_SYNC_MAX_GROUPS]:
+        evidence.append(f"{group_text(g, st.per_step)}; GPU meanwhile busy {dur(g.busy_ns)}, idle "
+                        f"{dur(g.idle_during_ns)} with nothing queued; idle after they returned until the host "
+                        f"queued more work: {dur(g.idle_after_ns)}")
+    if st.per_step is not None:
+        evidence.append(per_step_line(st.per_step))
+    title = f"{st.count:,} per-layer sync stalls: a copy to the GPU, then a synchronize"
     recommendation = (
         "Build the small tensor on the GPU, or copy it once before the layer loop from pinned memory with "
         "`non_blocking=True`; drop the synchronize after it (a copy on the stream is ordered before the "
@@ -574,7 +566,7 @@ def layer_sync_stall(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     )
     if severity is None:
         yield rule.note(confidence=Confidence.MEDIUM, evidence=evidence, recommendation=recommendation,
-                        title=f"{title} hold the host {dur(st['host_blocked_ns'])}")
+                        title=f"{title} hold the host {dur(st.host_blocked_ns)}")
         return
     yield rule.finding(
         severity=severity,
@@ -617,21 +609,20 @@ def sync_copy_on_launch_thread(view: RuleInput, rule: Rule) -> Iterator[Finding]
         - GPU 0: 20.150 ms idle around synchronous copies (5.9% of its window); copies 9.391 ms, ...
         - cudaMemcpy x279 (214.6 MiB), 239 from a kernel-launching thread
     """
-    hp = view.metric("host_patterns")
-    sc = hp.data.get("sync_copies") if hp is not None else None
-    if not sc or sc["count"] < SYNC_COPY_MIN_COUNT:
+    hp = view.result(HostPatterns)
+    sc = hp.sync_copies if hp is not None else None
+    if sc is None or sc.count < SYNC_COPY_MIN_COUNT:
         return
-    detail = {d["device_id"]: f"copies {ms(d['transfer_ns'])}, waiting in the calls {ms(d['stall_ns'])}"
-              for d in sc["devices"]}
-    affected = affected_devices(view.acct, {d["device_id"]: d["idle_ns"] for d in sc["devices"]}, detail)
+    detail = {d.device_id: f"copies {ms(d.transfer_ns)}, waiting in the calls {ms(d.stall_ns)}" for d in sc.devices}
+    affected = affected_devices(view.acct, {d.device_id: d.idle_ns for d in sc.devices}, detail)
     ns, share = total_pct(view.acct, affected)
     severity = band(share)
     if severity is None:
         return
-    apis = ", ".join(f"{a['api']} x{a['calls']:,}" for a in sc["apis"])
+    apis = ", ".join(f"{a.api} x{a.calls:,}" for a in sc.apis)
     evidence = [
         *device_lines(affected, "idle around synchronous copies"),
-        f"{apis} ({size(sc['bytes'])}), {sc['on_launch_threads']:,} from a kernel-launching thread",
+        f"{apis} ({size(sc.bytes)}), {sc.on_launch_threads:,} from a kernel-launching thread",
     ]
     severity, confidence, evidence = hidden_graphs_cap(view, severity, Confidence.HIGH, evidence)
     yield rule.finding(
@@ -639,7 +630,7 @@ def sync_copy_on_launch_thread(view: RuleInput, rule: Rule) -> Iterator[Finding]
         confidence=confidence,
         evidence=evidence,
         recommendation=advice("sync_copy", view.workload),
-        title=f"{sc['count']:,} synchronous copies stall the GPU ({share:.1f}% of {where(affected)} time)",
+        title=f"{sc.count:,} synchronous copies stall the GPU ({share:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=(ns, share),
         cause=Cause.TRANSFER,

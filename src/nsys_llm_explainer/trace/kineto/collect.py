@@ -306,14 +306,14 @@ class Collector:
                     if kind == KERNEL:
                         g = args.get("grid")
                         b = args.get("block")
-                        key = (*g, *b) if type(g) is list and type(b) is list and len(g) == 3 and len(b) == 3 \
+                        launch = (*g, *b) if type(g) is list and type(b) is list and len(g) == 3 and len(b) == 3 \
                             else (pack(g), pack(b))
                         try:
-                            d = dims_of(key)
+                            d = dims_of(launch)
                         except TypeError:  # an element that is itself a list or dict: not dims
-                            key = (pack(g), pack(b))
-                            d = dims_of(key)
-                        t.dims.append(dims_id(key) if d is None else d)
+                            launch = (pack(g), pack(b))
+                            d = dims_of(launch)
+                        t.dims.append(dims_id(launch) if d is None else d)
                     elif kind == MEMCPY or kind == MEMSET:
                         size = args.get("bytes", NONE)
                         t.bytes.append(size if type(size) is int else _int(size))

@@ -25,7 +25,7 @@ from nsys_llm_explainer.schema import (
     validate,
 )
 from tests.conftest import CORE_METRICS, GENERATIONS, nsys_trace_files
-from tests.fixtures import variants
+from tests.fixtures import planted_story, variants
 from tests.fixtures.builder import TraceBuilder
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "src" / "nsys_llm_explainer" / "schema"
@@ -159,6 +159,16 @@ def test_variant_report_validates(tmp_path: Path, name: str, version: str) -> No
     doc = report_json(VARIANTS[name](tmp_path / f"{name}.sqlite", version))
     assert_valid(doc)
     assert set(doc["metrics"]) == {m.id for m in ALWAYS}
+
+
+def test_per_layer_sync_stall_report_validates(tmp_path: Path) -> None:
+    """The planted per-layer sync stalls (a copy and a synchronize in each of 32 layers, 4
+    steps): their sync_wait time is a piece whose only source is layer_syncs."""
+    doc = report_json(planted_story.layer_sync_stalls().write(tmp_path / "layers.sqlite"))
+    hp = doc["metrics"]["host_patterns"]
+    assert hp["layer_syncs"]["count"] == 4 * 32
+    assert {tuple(p["sources"]) for p in hp["sync_wait_pieces"]} == {("layer_syncs",)}
+    assert_valid(doc)
 
 
 @pytest.mark.parametrize("trace", nsys_trace_files(), ids=lambda p: p.stem)

@@ -12,7 +12,7 @@ over the ranges' union.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,7 @@ from nsys_llm_explainer.analysis.phase_scope import instance_bounds, phase_scope
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.host import Boundness, BoundnessThresholds, QueueBusy
 
 HOST_QUEUE_NS = 20_000  # a kernel starting within this of its launch call found the GPU waiting
 COLUMNS = (
@@ -39,11 +40,10 @@ COLUMNS = (
     "kernel_busy_pct",
     "gpu_busy_pct",
 )
+Merged = tuple[np.ndarray, np.ndarray]  # merged intervals: (starts, ends)
 
 
-def _gpu_union(
-    ctx: Context, pid: int
-) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+def _gpu_union(ctx: Context, pid: int) -> tuple[Merged, Merged]:
     """(kernel union, kernel+copy union) of one process."""
     k = ctx.data.kernels()
     mine = k.pid == pid
@@ -52,9 +52,7 @@ def _gpu_union(
     return (ks, ke), intervals.merge(np.concatenate([ks, cs]), np.concatenate([ke, ce]))
 
 
-def _busy_pct(
-    union: tuple[np.ndarray, np.ndarray], ws: np.ndarray, we: np.ndarray
-) -> tuple[int, int]:
+def _busy_pct(union: Merged, ws: np.ndarray, we: np.ndarray) -> tuple[int, int]:
     """(busy ns inside the windows ws/we (disjoint, sorted), window ns)."""
     us, ue = union
     return int(intervals.overlap_with_union(us, ue, ws, we).sum()), int((we - ws).sum())
@@ -67,24 +65,14 @@ def _row(
     queue: np.ndarray,
     kbusy: tuple[int, int],
     gbusy: tuple[int, int],
-) -> dict[str, Any]:
+) -> QueueBusy:
     p = percentiles(queue, (50, 90))
     immediate = (
         round(100.0 * float((queue < HOST_QUEUE_NS).sum()) / len(queue), 2) if len(queue) else 0.0
     )
     kpct = round(100.0 * kbusy[0] / kbusy[1], 2) if kbusy[1] else 0.0
     gpct = round(100.0 * gbusy[0] / gbusy[1], 2) if gbusy[1] else 0.0
-    return {
-        "scope": scope,
-        "pid": pid,
-        "phase": phase,
-        "launch_calls": int(len(queue)),
-        "queue_p50_ns": p[50],
-        "queue_p90_ns": p[90],
-        "immediate_start_pct": immediate,
-        "kernel_busy_pct": kpct,
-        "gpu_busy_pct": gpct,
-    }
+    return QueueBusy(scope, pid, phase, int(len(queue)), p[50], p[90], immediate, kpct, gpct)
 
 
 def run(ctx: Context) -> Outcome:
@@ -97,37 +85,24 @@ def run(ctx: Context) -> Outcome:
     queue = pairs.queue
     pair_pid = k.pid[pairs.kernel]
     unions = {int(pid): _gpu_union(ctx, int(pid)) for pid in distinct_few(k.pid)}
-    processes = []
+    rows = []
     for pid, (ku, gu) in unions.items():
         w = (np.array([gu[0][0]]), np.array([gu[1][-1]]))
-        processes.append(
-            _row(
-                "process",
-                pid,
-                None,
-                queue[pair_pid == pid],
-                _busy_pct(ku, *w),
-                _busy_pct(gu, *w),
-            )
-        )
-    processes.sort(key=lambda r: (-r["launch_calls"], r["pid"]))
-    for r in processes:  # pid -1: the export has no usable globalPid; null means unknown
-        if r["pid"] < 0:
-            r["pid"] = None
+        # pid -1: the export has no usable globalPid; None (null) means unknown
+        row = _row("process", pid if pid >= 0 else None, None, queue[pair_pid == pid],
+                   _busy_pct(ku, *w), _busy_pct(gu, *w))
+        rows.append((-row.launch_calls, pid, row))
+    rows.sort(key=lambda t: t[:2])
+    processes = [row for _, _, row in rows]
     phases, phase_source = _phase_rows(ctx, queue, pair_pid, unions)
-    data = {
-        "thresholds": {"host_queue_ns": HOST_QUEUE_NS},
-        "processes": processes,
-        "phase_source": phase_source,
-        "phases": phases,
-    }
-    frame = pd.DataFrame(processes + phases, columns=list(COLUMNS))
-    return MetricResult(METRIC.id, data, (Table("boundness", COLUMNS, frame),))
+    result = Boundness(BoundnessThresholds(HOST_QUEUE_NS), tuple(processes), phase_source, tuple(phases))
+    frame = pd.DataFrame([asdict(r) for r in processes + phases], columns=list(COLUMNS))
+    return MetricResult(METRIC.id, result.to_json(), (Table("boundness", COLUMNS, frame),), typed=result)
 
 
 def _phase_rows(
-    ctx: Context, queue: np.ndarray, pair_pid: np.ndarray, unions: dict[int, Any]
-) -> tuple[list[dict[str, Any]], str | None]:
+    ctx: Context, queue: np.ndarray, pair_pid: np.ndarray, unions: dict[int, tuple[Merged, Merged]]
+) -> tuple[list[QueueBusy], str | None]:
     scope = phase_scope(ctx)
     if scope is None or len(scope.instances) == 0:
         return [], None

@@ -1,7 +1,8 @@
-"""The host_patterns metric's result (metrics/host_patterns.py): scalar read-backs, per-layer
-sync stalls, one synchronize per launch, synchronous copies, and each device's sync_wait idle
-time cut by which of them covers it. report.json `metrics.host_patterns` is
-HostPatterns.to_json(); schema/metrics/host_patterns.json documents it."""
+"""The results about the host: host_patterns (metrics/host_patterns.py): scalar read-backs,
+per-layer sync stalls, one synchronize per launch, synchronous copies, and each device's
+sync_wait idle time cut by which of them covers it; boundness (metrics/boundness.py): queue
+time and GPU busy share per process and per NVTX phase. report.json `metrics.<id>` is each
+one's to_json(); schema/metrics/<id>.json documents it."""
 
 from __future__ import annotations
 
@@ -241,4 +242,44 @@ class HostPatterns:
             "sync_per_launch": self.sync_per_launch.to_json(),
             "sync_copies": None if self.sync_copies is None else self.sync_copies.to_json(),
             "sync_wait_pieces": [p.to_json() for p in self.sync_wait_pieces],
+        }
+
+
+@frozen
+class BoundnessThresholds:
+    host_queue_ns: int  # a kernel starting within this of its launch call found the GPU waiting
+
+
+@frozen
+class QueueBusy:
+    """One process's (scope "process", `pid`) or NVTX phase's (scope "phase", `phase`) queue
+    times and busy shares: its launch calls, their queue time percentiles, the share starting
+    within the host-queue threshold, and the kernel and kernel+copy busy share of its window."""
+
+    scope: str  # "process" or "phase"
+    pid: int | None  # a process's; None for a phase, or when the export has no usable pid
+    phase: str | None  # a phase's name; None for a process
+    launch_calls: int
+    queue_p50_ns: int
+    queue_p90_ns: int
+    immediate_start_pct: float
+    kernel_busy_pct: float
+    gpu_busy_pct: float
+
+
+@frozen
+class Boundness:
+    METRIC_ID: ClassVar[str] = "boundness"
+
+    thresholds: BoundnessThresholds
+    processes: tuple[QueueBusy, ...]  # most launch calls first, then by pid
+    phase_source: str | None  # phase_map, step_range or profiler_step; None without phases
+    phases: tuple[QueueBusy, ...]  # in the phase scope's order
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "thresholds": asdict(self.thresholds),
+            "processes": [asdict(r) for r in self.processes],
+            "phase_source": self.phase_source,
+            "phases": [asdict(r) for r in self.phases],
         }

@@ -27,7 +27,14 @@ from nsys_llm_explainer.diagnosis.evidence import host_sources, host_work_lines,
 from nsys_llm_explainer.diagnosis.verdict import readback_text
 from nsys_llm_explainer.fmt import size
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
-from nsys_llm_explainer.results.host import HostPatterns, LayerSyncGroup, LayerSyncs, PerStep, ScalarReadbacks
+from nsys_llm_explainer.results.host import (
+    Boundness,
+    HostPatterns,
+    LayerSyncGroup,
+    LayerSyncs,
+    PerStep,
+    ScalarReadbacks,
+)
 from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.rules.advice import HOST_FAMILY_TOPIC, advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
@@ -90,15 +97,15 @@ def host_bound_phases(view: RuleInput) -> list[str]:
     waits on the host there), with their queue time (boundness). Not their busy share: over
     the phase's ranges, not the device's window, it would be a second busy figure for the same
     GPU on the first screen (the key numbers hold the one; the boundness section the rest)."""
-    res = view.metric("boundness")
-    if res is None:
+    b = view.result(Boundness)
+    if b is None:
         return []
-    limit = us(res.data["thresholds"]["host_queue_ns"])
+    limit = us(b.thresholds.host_queue_ns)
     return [
-        f"phase {p['phase']}: {p['immediate_start_pct']:.0f}% of its kernels start within {limit} of their "
-        f"launch (median {us(p['queue_p50_ns'])}): the GPU waits on the host there; {p['launch_calls']:,} "
+        f"phase {p.phase}: {p.immediate_start_pct:.0f}% of its kernels start within {limit} of their "
+        f"launch (median {us(p.queue_p50_ns)}): the GPU waits on the host there; {p.launch_calls:,} "
         "launches"
-        for p in res.data["phases"] if p["immediate_start_pct"] >= WAITING_PCT
+        for p in b.phases if p.immediate_start_pct >= WAITING_PCT
     ]
 
 

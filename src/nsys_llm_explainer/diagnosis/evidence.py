@@ -19,7 +19,8 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
-from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict
+from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.devices import Communication
 
 CAUSE_WORDS: dict[Cause, str] = {
     Cause.COMPUTE: "kernels run",
@@ -218,12 +219,12 @@ def stream_wait_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[s
 
 def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    comm = metric(metrics, "communication")
+    comm = typed_result(metrics, Communication)
     if comm is not None:
-        for d in comm["devices"]:
-            if d["device_id"] in devices:
-                out.append(f"GPU {d['device_id']}: communication kernels {dur(d['comm_union_ns'])}, "
-                           f"{dur(d['exposed_ns'])} of it with no compute beside it")
+        for d in comm.devices:
+            if d.device_id in devices:
+                out.append(f"GPU {d.device_id}: communication kernels {dur(d.comm_union_ns)}, "
+                           f"{dur(d.exposed_ns)} of it with no compute beside it")
     out = out[:MAX_DEVICES_LISTED] + dependency_lines(metrics, devices)
     lo = metric(metrics, "launch_overhead")
     if lo is not None and lo.get("global", {}).get("latency_p50_ns"):

@@ -75,6 +75,7 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.devices import Communication
 from nsys_llm_explainer.results.serving import PhaseRow, Serving
 
 VERDICT_OF: dict[Cause, Verdict] = {
@@ -173,9 +174,9 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
     held = readback_hold(metrics, waiting)
     if held:
         why += f"; {held}"
-    comm = metric(metrics, "communication")
+    comm = typed_result(metrics, Communication)
     # the time the devices spent in collectives (each device's union), as NLE307 states it
-    comm_ns = sum(int(d.get("comm_union_ns") or 0) for d in comm.get("devices", [])) if comm is not None else 0
+    comm_ns = sum(d.comm_union_ns for d in comm.devices) if comm is not None else 0
     if comm_ns:
         why += (f"; the device also runs collectives ({dur(comm_ns)} of communication kernels), so "
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "

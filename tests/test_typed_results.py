@@ -39,4 +39,5 @@ def test_round_trip_on_real_traces(name: str) -> None:
     path = SHARED_TRACES / name
     if not path.is_file():
         pytest.skip(f"shared trace {name} not present")
-    assert {"top_kernels", "per_process", "workload", "steps"} <= _round_trip(path)
+    assert {"top_kernels", "per_process", "workload", "steps", "capture", "critical_path", "what_if",
+            "communication"} <= _round_trip(path)

@@ -21,6 +21,7 @@ from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
 from nsys_llm_explainer.results.devices import Communication
+from nsys_llm_explainer.results.run import SanityCheck
 
 CAUSE_WORDS: dict[Cause, str] = {
     Cause.COMPUTE: "kernels run",
@@ -493,8 +494,8 @@ def also_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[i
 def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
     """The too_little_data check's finding in the report's one window: kernels and kernel time,
     the busy share of the devices' windows, and what judging needs."""
-    check = extra.get("check") or {}
-    kernels, kernel_ns = int(check.get("kernels", 0)), int(check.get("kernel_ns", 0))
+    check: SanityCheck | None = extra.get("check")
+    kernels, kernel_ns = (check.kernels or 0, check.kernel_ns or 0) if check is not None else (0, 0)
     window, busy = acct.window(), acct.total(BUSY)
     seen = f"{kernels:,} kernel{'s' if kernels != 1 else ''}, {dur(kernel_ns)} of kernel time"
     if window and acct.devices:
@@ -503,7 +504,7 @@ def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
             seen += f"; GPU {d.device_id} busy {_pct(100.0 * busy / window)} of its {dur(window)} window"
         else:
             seen += f"; busy {_pct(100.0 * busy / window)} of the devices' time"
-    summary = str(check.get("summary") or extra.get("what") or "")
+    summary = str((check.summary if check is not None else "") or extra.get("what") or "")
     need = summary.split("; judging needs ", 1)[1] if "; judging needs " in summary else None
     return seen + (f"; judging needs {need}" if need else "")
 

@@ -46,7 +46,7 @@ def run(ctx: Context) -> Outcome:
     tables = (Table("critical_path_steps", A.STEP_COLUMNS, summary.steps),
               Table("critical_path_items", A.ITEM_COLUMNS, summary.items),
               Table("critical_path_timeline", A.TIMELINE_COLUMNS, lines))
-    return MetricResult(METRIC.id, summary.data, tables, notes)
+    return MetricResult(METRIC.id, summary.result.to_json(), tables, notes, typed=summary.result)
 
 
 METRIC = Metric(

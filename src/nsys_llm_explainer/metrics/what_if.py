@@ -29,8 +29,8 @@ def run(ctx: Context) -> Outcome:
     except UsageError as exc:
         return METRIC.skipped(exc.message)
     given = frozenset(ch.parse(t).key for t in ctx.options.what_if)
-    data, frame = A.what_if(res, given)
-    return MetricResult(METRIC.id, data, (Table("what_if", A.WHAT_IF_COLUMNS, frame),))
+    result, frame = A.what_if(res, given)
+    return MetricResult(METRIC.id, result.to_json(), (Table("what_if", A.WHAT_IF_COLUMNS, frame),), typed=result)
 
 
 METRIC = Metric(

@@ -59,12 +59,17 @@ from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.kernels.demangled import parse as parse_name
 from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.results.run import (
+    CategoryShare,
     CriticalPath,
+    MedianStep,
     PathBound,
     PathGraph,
+    PathItem,
     PathShare,
     PathTrust,
+    ReplayError,
     Steps,
+    StepShare,
     WhatIf,
     WhatIfRow,
 )
@@ -510,19 +515,18 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
     if med >= 0:
         mine = pieces.block == med
         total = int(pk[med].sum())
-        median_step = {
-            "step": int(a.plan.step[med]),
-            "pid": int(a.plan.blocks.pid[med]),
-            "measured_ns": int(a.measured[med]),
-            "replayed_ns": int(a.replayed[med]),
-            "bound": _bound(a, med),
-            "host_period_ns": int(a.observed.host[med]),
-            "device_period_ns": int(a.observed.device[med]),
-            "composition": [{"kind": k, "title": C.KIND_TITLES[k], "ns": int(pk[med, i]),
-                             "pct": _pct(int(pk[med, i]), total)}
-                            for i, k in enumerate(C.KINDS) if pk[med, i] > 0],
-            "top_items": _items(pieces.take(mine), categories[mine], 1, total).head(TOP_ITEMS).to_dict("records"),
-        }
+        median_step = MedianStep(
+            step=int(a.plan.step[med]),
+            pid=int(a.plan.blocks.pid[med]),
+            measured_ns=int(a.measured[med]),
+            replayed_ns=int(a.replayed[med]),
+            bound=_bound(a, med),
+            host_period_ns=int(a.observed.host[med]),
+            device_period_ns=int(a.observed.device[med]),
+            composition=tuple(StepShare(k, C.KIND_TITLES[k], int(pk[med, i]), _pct(int(pk[med, i]), total))
+                              for i, k in enumerate(C.KINDS) if pk[med, i] > 0),
+            top_items=_top_items(_items(pieces.take(mine), categories[mine], 1, total)),
+        )
     cats = _category_split(pieces, categories, int(followed.sum()), path_total)
     err = a.error_pct
     result = CriticalPath(
@@ -534,12 +538,12 @@ def critical_path(a: Analysis, pieces: C.Pieces, categories: np.ndarray, step_in
         steps_followed=int(followed.sum()),
         measured_step_ns=_median(a.measured),
         replayed_step_ns=_median(a.replayed),
-        replay_error_pct={"median": round(float(np.median(err)), 3) if nb else None,
-                          "max": round(float(err.max()), 3) if nb else None},
+        replay_error_pct=ReplayError(round(float(np.median(err)), 3) if nb else None,
+                                     round(float(err.max()), 3) if nb else None),
         device_bound_steps=int((a.observed.device > a.observed.host).sum()) if a.plan.anchor != SPAN else None,
         composition=kinds,
-        kernel_categories=tuple(cats),
-        top_items=tuple(items.head(TOP_ITEMS).to_dict("records")),
+        kernel_categories=cats,
+        top_items=_top_items(items),
         median_step=median_step,
         trust=trust(a, pieces, pk, followed),
         graph=PathGraph(a.graph.n_host, a.graph.n_device, int(len(a.graph.w_src)), int(len(a.graph.x_src)),
@@ -615,13 +619,16 @@ def _items(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> 
     }).reset_index(drop=True)
 
 
-def _category_split(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> list[dict[str, object]]:
+def _top_items(items: pd.DataFrame) -> tuple[PathItem, ...]:
+    return tuple(PathItem(**r) for r in items.head(TOP_ITEMS).to_dict("records"))
+
+
+def _category_split(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> tuple[CategoryShare, ...]:
     sel = categories != ""
     if not sel.any():
-        return []
+        return ()
     s = pd.Series(pieces.ns[sel]).groupby(categories[sel]).sum().sort_values(ascending=False, kind="stable")
-    return [{"category": str(c), "ns_per_step": int(round(v / max(steps, 1))), "pct": _pct(int(v), total)}
-            for c, v in s.items()]
+    return tuple(CategoryShare(str(c), int(round(v / max(steps, 1))), _pct(int(v), total)) for c, v in s.items())
 
 
 def what_if(a: Analysis, given: frozenset[str] = frozenset()) -> tuple[WhatIf, pd.DataFrame]:

@@ -6,7 +6,7 @@ each one's to_json(); schema/metrics/<id>.json documents it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import ClassVar
 
 from nsys_llm_explainer.analysis.program import Ending, Program
@@ -190,6 +190,66 @@ class PathGraph:
 
 
 @frozen
+class PathItem:
+    """An item on the critical path (critical_path_items rows): a kernel, a copy direction, a CUDA
+    API, a host range or operator, or a fixed label for gaps and waits."""
+
+    kind: str
+    item: str
+    category: str  # the kernel category for kernel items, else ""
+    total_ns: int
+    ns_per_step: int
+    pct_of_path: float
+
+
+@frozen
+class CategoryShare:
+    """Kernel time of one category on the followed steps' critical paths."""
+
+    category: str
+    ns_per_step: int
+    pct: float
+
+
+@frozen
+class StepShare:
+    """One kind of time on the median step's critical path."""
+
+    kind: str
+    title: str
+    ns: int
+    pct: float
+
+
+@frozen
+class MedianStep:
+    """The median step's critical path: what one typical step is made of."""
+
+    step: int
+    pid: int
+    measured_ns: int
+    replayed_ns: int
+    bound: str  # host, device, capture
+    host_period_ns: int
+    device_period_ns: int
+    composition: tuple[StepShare, ...]
+    top_items: tuple[PathItem, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "composition": [asdict(c) for c in self.composition],
+                "top_items": [asdict(i) for i in self.top_items]}
+
+
+@frozen
+class ReplayError:
+    """|replayed - measured| / measured over the replayed steps, percent (None: no step)."""
+
+    median: float | None
+    max: float | None
+
+
+@frozen
 class CriticalPath:
     METRIC_ID: ClassVar[str] = "critical_path"
 
@@ -201,12 +261,12 @@ class CriticalPath:
     steps_followed: int
     measured_step_ns: int
     replayed_step_ns: int
-    replay_error_pct: Mapping[str, float | None]  # median, max
+    replay_error_pct: ReplayError
     device_bound_steps: int | None
     composition: tuple[PathShare, ...]
-    kernel_categories: tuple[Mapping[str, object], ...]  # category, ns_per_step, pct
-    top_items: tuple[Mapping[str, object], ...]  # critical_path_items rows
-    median_step: Mapping[str, object] | None
+    kernel_categories: tuple[CategoryShare, ...]  # largest first
+    top_items: tuple[PathItem, ...]
+    median_step: MedianStep | None
     trust: PathTrust
     graph: PathGraph
     latencies: Mapping[str, int | None]
@@ -221,12 +281,12 @@ class CriticalPath:
             "steps_followed": self.steps_followed,
             "measured_step_ns": self.measured_step_ns,
             "replayed_step_ns": self.replayed_step_ns,
-            "replay_error_pct": dict(self.replay_error_pct),
+            "replay_error_pct": asdict(self.replay_error_pct),
             "device_bound_steps": self.device_bound_steps,
             "composition": [asdict(c) for c in self.composition],
-            "kernel_categories": [dict(c) for c in self.kernel_categories],
-            "top_items": [dict(i) for i in self.top_items],
-            "median_step": None if self.median_step is None else dict(self.median_step),
+            "kernel_categories": [asdict(c) for c in self.kernel_categories],
+            "top_items": [asdict(i) for i in self.top_items],
+            "median_step": None if self.median_step is None else self.median_step.to_json(),
             "trust": asdict(self.trust),
             "graph": {**asdict(self.graph), "counts": dict(self.graph.counts)},
             "latencies": dict(self.latencies),

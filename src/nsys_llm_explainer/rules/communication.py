@@ -4,35 +4,31 @@ across ranks (NLE308), communication on the compute stream (NLE313)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
 from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
-from nsys_llm_explainer.results.devices import Communication
+from nsys_llm_explainer.results.devices import CommDevice, Communication
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, cause_finding, whole
 
 
-def shared(view: RuleInput) -> list[dict[str, Any]]:
-    """Per device with communication on a compute stream: device_id, the communication time
-    there (at most the device's exposed communication) and the streams."""
+def shared(view: RuleInput) -> list[tuple[CommDevice, int]]:
+    """Per device with communication on a compute stream: the device's row and the
+    communication time there (at most the device's exposed communication)."""
     res = view.result(Communication)
     if res is None:
         return []
-    out = []
-    for d in res.devices:
-        ns = d.shared_stream_comm_ns
-        if ns and d.shared_streams:
-            out.append({"device_id": d.device_id, "ns": min(ns, d.exposed_ns), "streams": list(d.shared_streams)})
-    return sorted(out, key=lambda r: r["device_id"])
+    out = [(d, min(d.shared_stream_comm_ns, d.exposed_ns)) for d in res.devices
+           if d.shared_stream_comm_ns and d.shared_streams]
+    return sorted(out, key=lambda r: r[0].device_id)
 
 
-def lines(rows: list[dict[str, Any]]) -> list[str]:
-    out = [f"GPU {r['device_id']}: {ms(r['ns'])} of communication on its compute stream "
-           f"(streams {', '.join(str(s) for s in r['streams'][:4])}): no compute on that stream can overlap it"
-           for r in rows[:8]]
+def lines(rows: list[tuple[CommDevice, int]]) -> list[str]:
+    out = [f"GPU {d.device_id}: {ms(ns)} of communication on its compute stream "
+           f"(streams {', '.join(str(s) for s in d.shared_streams[:4])}): no compute on that stream can overlap it"
+           for d, ns in rows[:8]]
     if len(rows) > 8:
         out.append(f"... and {len(rows) - 8} more devices")
     return out
@@ -59,8 +55,8 @@ def comm_shared_stream(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     rows = shared(view)
     if not rows:
         return
-    total = sum(r["ns"] for r in rows)
-    where = f"GPU {rows[0]['device_id']}" if len(rows) == 1 else f"{len(rows)} GPUs"
+    total = sum(ns for _, ns in rows)
+    where = f"GPU {rows[0][0].device_id}" if len(rows) == 1 else f"{len(rows)} GPUs"
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[*lines(rows), f"{ms(total)} of collectives serialized with compute in total"],

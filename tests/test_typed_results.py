@@ -44,7 +44,8 @@ def test_round_trip_on_real_traces(name: str) -> None:
     path = SHARED_TRACES / name
     if not path.is_file():
         pytest.skip(f"shared trace {name} not present")
-    assert {"top_kernels", "per_process", "workload", "steps", "boundness"} <= _round_trip(path)
+    assert {"top_kernels", "per_process", "workload", "steps", "boundness", "capture", "critical_path", "what_if",
+            "communication"} <= _round_trip(path)
 
 
 def test_round_trip_of_read_backs_and_per_layer_sync_stalls(build: Callable[[TraceBuilder], Path]) -> None:

@@ -14,6 +14,7 @@ from nsys_llm_explainer.model import Finding, Report
 from nsys_llm_explainer.options import Options, PhaseMap
 from tests.fixtures import variants
 from tests.fixtures.builder import TraceBuilder
+from tests.typed_results import result
 
 Build = Callable[[TraceBuilder], Path]
 
@@ -254,12 +255,12 @@ def test_gain_is_estimated_only_where_the_replay_can_tell() -> None:
     """A change that touches no node of the graph, or a critical path held mostly by waits the
     replay keeps as measured, gives no estimate (None, with the reason in the evidence), never a
     confident 0; otherwise the gain is the replay's, capped at the time at stake."""
-    from nsys_llm_explainer.model import MetricResult
     from nsys_llm_explainer.rules import impact
 
     rows = [_wi_row("communication", 0, 0), _wi_row("copies", 8_000_000, 40), _wi_row("host", 3_000_000, 9)]
-    cp = {"composition": [{"kind": "host", "pct": 30.0}, {"kind": "unexplained", "pct": 49.0}]}
-    metrics = {"what_if": MetricResult("what_if", {"rows": rows}), "critical_path": MetricResult("critical_path", cp)}
+    cp = {"composition": [{"kind": "host", "pct": 30.0}, {"kind": "unexplained", "pct": 49.0}],
+          "trust": {"kept_pct": 49.0}}
+    metrics = {"what_if": result("what_if", {"rows": rows}), "critical_path": result("critical_path", cp)}
     out = {f.rule_id: f for f in impact.attach(
         [_finding("NLE307", 50_000_000), _finding("NLE208", 5_000_000), _finding("NLE210", 9_000_000)], metrics)}
     assert out["NLE307"].estimated_gain_ns is None
@@ -267,7 +268,8 @@ def test_gain_is_estimated_only_where_the_replay_can_tell() -> None:
     assert (out["NLE208"].estimated_gain_ns, out["NLE208"].estimated_gain_step_ns) == (5_000_000, 1_250_000)
     assert (out["NLE210"].estimated_gain_ns, out["NLE210"].estimated_gain_step_ns) == (3_000_000, 750_000)
 
-    cp["composition"][1]["pct"] = 51.0
+    cp["trust"]["kept_pct"] = 51.0
+    metrics["critical_path"] = result("critical_path", cp)
     out = {f.rule_id: f for f in impact.attach([_finding("NLE208", 5_000_000)], metrics)}
     assert out["NLE208"].estimated_gain_ns is None
     assert out["NLE208"].evidence[-1].startswith("estimated gain not given: 51% of the replayed steps'")
@@ -276,11 +278,10 @@ def test_gain_is_estimated_only_where_the_replay_can_tell() -> None:
 def test_no_gain_per_step_without_steps() -> None:
     """With no steps the replay runs whole processes: the gain over the capture stands, a gain
     "per step" is not given."""
-    from nsys_llm_explainer.model import MetricResult
     from nsys_llm_explainer.rules import impact
 
-    metrics = {"what_if": MetricResult("what_if", {"rows": [_wi_row("copies", 8_000_000, 40)]}),
-               "critical_path": MetricResult("critical_path", {"step_source": "whole_capture", "composition": []})}
+    metrics = {"what_if": result("what_if", {"rows": [_wi_row("copies", 8_000_000, 40)]}),
+               "critical_path": result("critical_path", {"step_source": "whole_capture", "composition": []})}
     (f,) = impact.attach([_finding("NLE208", 9_000_000)], metrics)
     assert (f.estimated_gain_ns, f.estimated_gain_step_ns, f.what_if) == (8_000_000, None, "copies")
 
@@ -289,7 +290,6 @@ def test_a_finding_takes_the_gain_of_the_change_that_fixes_it() -> None:
     """Short unfused ops take the fusion row's gain, a straggling rank the slow rank's; a change
     that buys nothing gives 0 with its reason; from half of the path in waits the replay keeps
     as measured (critical_path trust: other ranks, no recorded dependency) on, none."""
-    from nsys_llm_explainer.model import MetricResult
     from nsys_llm_explainer.rules import impact
 
     rows = [_wi_row("fusion", 4_000_000, 30), _wi_row("slow_rank", 0, 12), _wi_row("kernel:gemm=2x", 9, 3)]
@@ -297,7 +297,7 @@ def test_a_finding_takes_the_gain_of_the_change_that_fixes_it() -> None:
     for r in rows:
         r["source"] = "automatic"
     cp = {"composition": [{"kind": "unexplained", "pct": 10.0}], "trust": {"kept_pct": 49.0}}
-    metrics = {"what_if": MetricResult("what_if", {"rows": rows}), "critical_path": MetricResult("critical_path", cp)}
+    metrics = {"what_if": result("what_if", {"rows": rows}), "critical_path": result("critical_path", cp)}
     out = {f.rule_id: f for f in impact.attach(
         [_finding("NLE302", 3_000_000), _finding("NLE312", 9_000_000), _finding("NLE308", 7_000_000),
          _finding("NLE101", 5_000_000)], metrics)}
@@ -308,5 +308,6 @@ def test_a_finding_takes_the_gain_of_the_change_that_fixes_it() -> None:
     assert (out["NLE101"].estimated_gain_ns, out["NLE101"].what_if) == (None, None)
     assert out["NLE308"].evidence[-1] == "estimated gain: " + rows[1]["note"]
     cp["trust"]["kept_pct"] = 50.0  # the composition's unexplained share alone would be 10%
+    metrics["critical_path"] = result("critical_path", cp)
     (f,) = impact.attach([_finding("NLE302", 3_000_000)], metrics)
     assert f.estimated_gain_ns is None and f.evidence[-1].startswith("estimated gain not given: 50% of the replayed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsys_llm_explainer.analysis.program import Ending
 from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, verdict
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur
@@ -25,6 +26,7 @@ from nsys_llm_explainer.model import (
     round_pct,
     typed_result,
 )
+from nsys_llm_explainer.results.run import Capture, RunFacts
 from nsys_llm_explainer.results.serving import Serving
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
@@ -43,7 +45,7 @@ def _no_gpu_reason(metrics: dict[str, Outcome]) -> str:
     return reason or "the capture has no CUDA kernels"
 
 
-def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
+def _startup_primary(cap: Capture, acct: Accounting) -> Primary:
     """Start-up as the primary bottleneck: on every device, the idle time before the steady
     part begins (the GPU time start-up costs), with what the capture checks found."""
     devices = tuple(d.device_id for d in acct.devices)
@@ -52,8 +54,8 @@ def _startup_primary(cap: dict[str, Any], acct: Accounting) -> Primary:
     lines = [f"GPU {d.device_id}: {dur(d.before_steady_ns())} idle before the steady part begins "
              f"({d.pct(d.before_steady_ns()):.1f}% of its {dur(d.window_ns)} window)"
              for d in acct.devices[: evidence.MAX_DEVICES_LISTED]]
-    lines += [f"{capture.STARTUP_WORDS[c['id']]}: {c['summary']}; {dur(c['time_ns'])} in all"
-              for c in cap["checks"] if c["found"] and c["time_ns"] and c["id"] in capture.STARTUP_WORDS]
+    lines += [f"{capture.STARTUP_WORDS[c.id]}: {c.summary}; {dur(c.time_ns)} in all"
+              for c in cap.checks if c.found and c.time_ns and c.id in capture.STARTUP_WORDS]
     return Primary(Cause.STARTUP, devices, pids, ns, round_pct(100.0 * ns / window) if window else 0.0, tuple(lines))
 
 
@@ -70,13 +72,12 @@ def _share(acct: Accounting, cause: Cause, devices: list[int]) -> tuple[int, int
     return max(((d.cause_ns(key), d.window_ns) for d in acct.chosen(devices)), default=(0, 0))
 
 
-def _failed_primary(run: dict[str, Any], acct: Accounting) -> Primary:
-    ending = run["ending"]
-    lines = [f"{ending['stream']}: {ending['line']}" + (f" / {ending['context']}" if ending.get("context") else "")]
-    if ending.get("conflict"):
-        lines.insert(0, f"the program's own profiler under Nsight Systems: {ending['conflict']}")
-    pids = tuple(sorted({p for d in acct.devices for p in d.pids} | {int(ending["pid"])}))
-    return Primary(run["outcome"], tuple(d.device_id for d in acct.devices), pids, 0, 0.0, tuple(lines))
+def _failed_primary(run: RunFacts, ending: Ending, acct: Accounting) -> Primary:
+    lines = [f"{ending.stream}: {ending.line}" + (f" / {ending.context}" if ending.context else "")]
+    if ending.conflict:
+        lines.insert(0, f"the program's own profiler under Nsight Systems: {ending.conflict}")
+    pids = tuple(sorted({p for d in acct.devices for p in d.pids} | {ending.pid}))
+    return Primary(run.outcome, tuple(d.device_id for d in acct.devices), pids, 0, 0.0, tuple(lines))
 
 
 @dataclass
@@ -132,8 +133,8 @@ def _summary_before(metrics: dict[str, Outcome], acct: Accounting) -> str:
 def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) -> Diagnosis:
     decision = verdict.decide(metrics, acct)
     result, cause, confidence = decision.verdict, decision.cause, decision.confidence
-    cap = verdict.metric(metrics, "capture")
-    run = (cap or {}).get("run")
+    cap = typed_result(metrics, Capture)
+    run = cap.run if cap is not None else None
     primary: Primary | None = None
     extra: dict[str, Any] = {}
     devices: list[int] = []
@@ -142,8 +143,8 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     if result == Verdict.NO_GPU_WORK:
         text, primary = capture.no_gpu_work(run, _no_gpu_reason(metrics))
         extra["text"] = text
-    elif cause == Cause.PROGRAM_FAILED and run is not None:
-        primary = _failed_primary(run, acct)
+    elif cause == Cause.PROGRAM_FAILED and run is not None and run.ending is not None:
+        primary = _failed_primary(run, run.ending, acct)
         extra["failed"] = capture.failed_with_work(run)
         extra["fix"] = capture.failure_fix(run)
         extra["before"] = _summary_before(metrics, acct)
@@ -151,9 +152,9 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         primary = _startup_primary(cap, acct)
         extra.update(parts=capture.startup_parts(cap), one_shot=capture.one_shot(cap))
     elif result == Verdict.INSUFFICIENT_DATA:
-        check = cap["checks"][0] if cap is not None and cap["checks"] else None
+        check = cap.checks[0] if cap is not None and cap.checks else None
         extra["what"] = decision.why or "the idle time could not be explained"
-        extra["too_little"] = bool(check and check["id"] == "too_little_data" and check["found"])
+        extra["too_little"] = bool(check and check.id == "too_little_data" and check.found)
         if extra["too_little"] and check is not None:
             extra["check"] = check
     elif cause is not None:

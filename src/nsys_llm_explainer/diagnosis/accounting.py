@@ -25,8 +25,9 @@ from dataclasses import field
 from typing import Any, Literal
 
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.metrics import communication, gpu_idle, idle_causes
-from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome
+from nsys_llm_explainer.metrics import gpu_idle, idle_causes
+from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome, typed_result
+from nsys_llm_explainer.results.devices import Communication
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 IDLE_BUCKETS = BUCKETS[2:]
@@ -124,7 +125,8 @@ def build(metrics: dict[str, Outcome]) -> Accounting:
     """Per-device buckets from gpu_idle, idle_causes and communication ([] without them)."""
     if not isinstance(metrics.get("gpu_idle"), MetricResult):
         return Accounting()
-    exposed = {d["device_id"]: int(d["exposed_ns"]) for d in communication.devices(_ok(metrics, "communication"))}
+    comm = typed_result(metrics, Communication)
+    exposed = {d.device_id: d.exposed_ns for d in comm.devices} if comm is not None else {}
     split = {d["device_id"]: d for d in idle_causes.devices(_ok(metrics, "idle_causes"))}
     out = []
     for d in gpu_idle.devices(_ok(metrics, "gpu_idle")):  # reports built by hand may carry partial data

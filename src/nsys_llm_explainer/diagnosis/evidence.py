@@ -20,7 +20,9 @@ from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.devices import Communication
 from nsys_llm_explainer.results.host import HostPatterns
+from nsys_llm_explainer.results.run import SanityCheck
 
 CAUSE_WORDS: dict[Cause, str] = {
     Cause.COMPUTE: "kernels run",
@@ -219,12 +221,12 @@ def stream_wait_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[s
 
 def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    comm = metric(metrics, "communication")
+    comm = typed_result(metrics, Communication)
     if comm is not None:
-        for d in comm["devices"]:
-            if d["device_id"] in devices:
-                out.append(f"GPU {d['device_id']}: communication kernels {dur(d['comm_union_ns'])}, "
-                           f"{dur(d['exposed_ns'])} of it with no compute beside it")
+        for d in comm.devices:
+            if d.device_id in devices:
+                out.append(f"GPU {d.device_id}: communication kernels {dur(d.comm_union_ns)}, "
+                           f"{dur(d.exposed_ns)} of it with no compute beside it")
     out = out[:MAX_DEVICES_LISTED] + dependency_lines(metrics, devices)
     lo = metric(metrics, "launch_overhead")
     if lo is not None and lo.get("global", {}).get("latency_p50_ns"):
@@ -493,8 +495,8 @@ def also_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[i
 def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
     """The too_little_data check's finding in the report's one window: kernels and kernel time,
     the busy share of the devices' windows, and what judging needs."""
-    check = extra.get("check") or {}
-    kernels, kernel_ns = int(check.get("kernels", 0)), int(check.get("kernel_ns", 0))
+    check: SanityCheck | None = extra.get("check")
+    kernels, kernel_ns = (check.kernels or 0, check.kernel_ns or 0) if check is not None else (0, 0)
     window, busy = acct.window(), acct.total(BUSY)
     seen = f"{kernels:,} kernel{'s' if kernels != 1 else ''}, {dur(kernel_ns)} of kernel time"
     if window and acct.devices:
@@ -503,7 +505,7 @@ def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
             seen += f"; GPU {d.device_id} busy {_pct(100.0 * busy / window)} of its {dur(window)} window"
         else:
             seen += f"; busy {_pct(100.0 * busy / window)} of the devices' time"
-    summary = str(check.get("summary") or extra.get("what") or "")
+    summary = str((check.summary if check is not None else "") or extra.get("what") or "")
     need = summary.split("; judging needs ", 1)[1] if "; judging needs " in summary else None
     return seen + (f"; judging needs {need}" if need else "")
 

@@ -75,7 +75,9 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.devices import Communication
 from nsys_llm_explainer.results.host import HostPatterns, PerStep, ReadbackGroup
+from nsys_llm_explainer.results.run import Capture
 from nsys_llm_explainer.results.serving import PhaseRow, Serving
 
 VERDICT_OF: dict[Cause, Verdict] = {
@@ -174,9 +176,9 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
     held = readback_hold(metrics, waiting)
     if held:
         why += f"; {held}"
-    comm = metric(metrics, "communication")
+    comm = typed_result(metrics, Communication)
     # the time the devices spent in collectives (each device's union), as NLE307 states it
-    comm_ns = sum(int(d.get("comm_union_ns") or 0) for d in comm.get("devices", [])) if comm is not None else 0
+    comm_ns = sum(d.comm_union_ns for d in comm.devices) if comm is not None else 0
     if comm_ns:
         why += (f"; the device also runs collectives ({dur(comm_ns)} of communication kernels), so "
                 "a wait on a peer rank (a pipeline stage or a collective's peers) is the likely dependency: "
@@ -278,15 +280,14 @@ def rule(compute: int, window: int, idle: list[tuple[Cause, int]], waiting: int)
 
 def failed(metrics: dict[str, Outcome]) -> bool:
     """The program's captured output ends in a failure (capture metric's run outcome)."""
-    cap = metric(metrics, "capture")
-    run = (cap or {}).get("run") or {}
-    return run.get("outcome") in FAILED_OUTCOMES
+    cap = typed_result(metrics, Capture)
+    return cap is not None and cap.run.outcome in FAILED_OUTCOMES
 
 
 def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) -> Decision:
     """The verdict (module docstring); failure=False: as if the run had not failed (what the
     figures say up to the failure)."""
-    cap = metric(metrics, "capture")
+    cap = typed_result(metrics, Capture)
     if not acct.devices:
         return Decision(Verdict.NO_GPU_WORK, None, Confidence.HIGH)
     if failure and failed(metrics):
@@ -294,10 +295,11 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
     if cap is not None:
         from nsys_llm_explainer.metrics.capture import NOT_STEADY_PCT
 
-        if cap["startup_pct_of_window"] >= NOT_STEADY_PCT:
+        if cap.startup_pct_of_window >= NOT_STEADY_PCT:
             return Decision(Verdict.NOT_STEADY_STATE, Cause.STARTUP, Confidence.HIGH)
-        if cap["checks"] and cap["checks"][0]["id"] == "too_little_data" and cap["checks"][0]["found"]:
-            return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, cap["checks"][0]["summary"])
+        first = cap.checks[0] if cap.checks else None
+        if first is not None and first.id == "too_little_data" and first.found:
+            return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, first.summary)
     unexplained = _unexplained_why(metrics, acct)
     served = _serving_decision(metrics, acct) if unexplained is not None else None
     if served is not None:
@@ -353,9 +355,9 @@ HOST_INFLATING = ("with_stack", "profile_memory")
 def _host_inflated(metrics: dict[str, Outcome], decision: Decision) -> bool:
     if Cause.HOST not in decision.named():
         return False
-    cap = metric(metrics, "capture")
-    overhead = ((cap or {}).get("captured") or {}).get("overhead") or {}
-    return any(s in HOST_INFLATING for s in overhead.get("settings") or [])
+    cap = typed_result(metrics, Capture)
+    overhead = cap.captured.overhead if cap is not None else None
+    return overhead is not None and any(s in HOST_INFLATING for s in overhead.settings)
 
 
 def behind_collectives(metrics: dict[str, Outcome]) -> int:

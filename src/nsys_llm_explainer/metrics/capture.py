@@ -84,6 +84,21 @@ from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mas
 from nsys_llm_explainer.analysis.nvtx import name_mask
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.results.launches import ApiCalls
+from nsys_llm_explainer.results.run import (
+    Capture,
+    Captured,
+    CaptureSlice,
+    CarriedFact,
+    ContextCall,
+    MissingEvents,
+    ProfilerDiagnostic,
+    ProfilerOverhead,
+    RunFacts,
+    SanityCheck,
+    Steps,
+    Workload,
+)
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 MIN_KERNELS = 100
@@ -121,11 +136,8 @@ OUTCOME_OF = {"profiler": "profiler_failed", "conflict": "profiler_conflict", "k
               "interrupted": "interrupted", "error": "program_failed"}
 
 
-def _check(cid: str, found: bool, summary: str, ns: int = 0, window: int = 0, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": cid, "found": found, "summary": summary, "time_ns": int(ns),
-        "pct_of_window": round(100.0 * ns / window, 2) if window > 0 else 0.0, **extra,
-    }
+def _check(cid: str, found: bool, summary: str, ns: int = 0, window: int = 0, **counts: Any) -> SanityCheck:
+    return SanityCheck(cid, found, summary, int(ns), round(100.0 * ns / window, 2) if window > 0 else 0.0, **counts)
 
 
 def _api_rows(data: TraceData, pattern: re.Pattern[str]) -> np.ndarray:
@@ -245,13 +257,13 @@ def _startup(data: TraceData) -> tuple[tuple[np.ndarray, np.ndarray], int]:
 
 def _repeats(ctx: Context) -> tuple[int, int]:
     """(complete steps, their summed latency) from the steps metric; (0, 0) without steps."""
-    st = ctx.result("steps")
+    st = ctx.typed(Steps)
     if st is None:
         return 0, 0
-    return int(st.data.get("step_count", 0)), int(sum(p.get("total_ns", 0) for p in st.data.get("phases", [])))
+    return st.step_count, sum(p.total_ns for p in st.phases)
 
 
-def _too_little(k: Any, repeats: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+def _too_little(k: Any, repeats: tuple[int, int] = (0, 0)) -> SanityCheck:
     """The too_little_data check (module docstring)."""
     n = len(k)
     kernel_ns = int(k.dur.sum()) if n else 0
@@ -275,8 +287,8 @@ def _too_little(k: Any, repeats: tuple[int, int] = (0, 0)) -> dict[str, Any]:
 
 
 def _tensorrt(ctx: Context) -> bool:
-    w = ctx.result("workload")
-    return w is not None and w.data.get("kind") == "tensorrt_inference"
+    w = ctx.typed(Workload)
+    return w is not None and w.kind == "tensorrt_inference"
 
 
 def run(ctx: Context) -> Outcome:
@@ -286,10 +298,10 @@ def run(ctx: Context) -> Outcome:
     except Unavailable as exc:
         check = _check("too_little_data", True, f"no kernels: {exc.reason}", kernels=0, kernel_ns=0, steps=0,
                        step_ns=0)
-        return MetricResult(METRIC.id, _data([check], None, None, 0, data))
-    checks: list[dict[str, Any]] = [_too_little(k, _repeats(ctx))]
+        return _outcome(_result([check], None, None, 0, data))
+    checks: list[SanityCheck] = [_too_little(k, _repeats(ctx))]
     if len(k) == 0:
-        return MetricResult(METRIC.id, _data(checks, None, None, 0, data))
+        return _outcome(_result(checks, None, None, 0, data))
     w0, w1 = int(k.start.min()), int(k.end.max())
     window = w1 - w0
     have_api = True
@@ -303,7 +315,7 @@ def run(ctx: Context) -> Outcome:
         js, je = _clip(js, je, w0, w1)
         jit_ns = int((je - js).sum())
         checks.append(_check("jit_compile", jit_ns > 0, "; ".join(jit_ev) or "no code loading or compiling seen",
-                             jit_ns, window, compilers=compilers))
+                             jit_ns, window, compilers=tuple(compilers)))
         (ls, le), lazy_n = _lazy(data)
         ls, le = _clip(ls, le, w0, w1)
         lazy = (f"{lazy_n} first launch{'' if lazy_n == 1 else 'es'} of a kernel took >= "
@@ -341,10 +353,14 @@ def run(ctx: Context) -> Outcome:
     steady_start = int(ue[-1]) if len(ue) and int(ue[-1]) < w1 else None
     if capture_parts.slice_of(data.capture_span(), w0, w1) is not None:
         startup_total, steady_start = 0, None  # a slice of a longer run: no start-up (module docstring)
-    return MetricResult(METRIC.id, _data(checks, (w0, w1), steady_start, startup_total, data))
+    return _outcome(_result(checks, (w0, w1), steady_start, startup_total, data))
 
 
-def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
+def _outcome(result: Capture) -> MetricResult:
+    return MetricResult(METRIC.id, result.to_json(), typed=result)
+
+
+def _run_facts(data: TraceData, kernels: int) -> RunFacts:
     """What the capture says about how the program ran (module docstring)."""
     end = prog.ending(data.program_output())
     try:
@@ -352,7 +368,7 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
         api_table, calls = True, len(rt)
     except Unavailable:
         rt, api_table, calls = None, False, 0
-    kinds: list[dict[str, Any]] = []
+    kinds: list[ApiCalls] = []
     context = None
     launches = 0
     if rt is not None and calls:
@@ -362,12 +378,12 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
         apis = np.flatnonzero(per_api)
         counts = per_api[apis]
         order = np.lexsort((apis, -counts))[:TOP_CALL_KINDS]
-        kinds = [{"api": names[int(apis[i])], "calls": int(counts[i])} for i in order]
+        kinds = [ApiCalls(names[int(apis[i])], int(counts[i])) for i in order]
         ctx_api = np.array([bool(CONTEXT_API.match(x)) for x in names] or [False])
         rows = np.flatnonzero(ctx_api[rt.api] & (rt.end - rt.start >= CONTEXT_CALL_NS))
         if len(rows):
             first = rows[np.argmin(rt.start[rows])]
-            context = {"api": names[int(rt.api[first])], "ns": int(rt.end[first] - rt.start[first])}
+            context = ContextCall(names[int(rt.api[first])], int(rt.end[first] - rt.start[first]))
     try:
         nvtx = len(data.nvtx())
     except Unavailable:
@@ -382,55 +398,53 @@ def _run_facts(data: TraceData, kernels: int) -> dict[str, Any]:
         outcome = "kernels_not_recorded"
     else:
         outcome = "no_kernels"
-    return {
-        "outcome": outcome,
-        "ending": None if end is None else {"kind": end.kind, "line": end.line, "context": end.context,
-                                             "stream": end.stream, "pid": end.pid, "where": end.where,
-                                             "stack": list(end.stack), "conflict": end.conflict},
-        "streams": len(data.program_output()),
-        "cuda_api_table": api_table,
-        "cuda_calls": calls,
-        "launch_calls": launches,
-        "cuda_trace_requested": data.cuda_trace_requested(),
-        "cuda_call_kinds": kinds,
-        "context_call": context,
-        "kernels": kernels,
-        "nvtx_ranges": nvtx,
-    }
+    return RunFacts(
+        outcome=outcome,
+        ending=end,
+        streams=len(data.program_output()),
+        cuda_api_table=api_table,
+        cuda_calls=calls,
+        launch_calls=launches,
+        cuda_trace_requested=data.cuda_trace_requested(),
+        cuda_call_kinds=tuple(kinds),
+        context_call=context,
+        kernels=kernels,
+        nvtx_ranges=nvtx,
+    )
 
 
-def _program_check(run: dict[str, Any]) -> dict[str, Any]:
-    end = run["ending"]
+def _program_check(run: RunFacts) -> SanityCheck:
+    end = run.ending
     if end is None:
-        seen = ("no error in the program's captured output" if run["streams"]
+        seen = ("no error in the program's captured output" if run.streams
                 else "the trace holds no captured program output")
         return _check("program_failed", False, seen)
-    said = f"its {end['stream']} says {end['line']!r}"
-    if end["kind"] == "interrupted":
-        where = f", in {end['where']}" if end.get("where") else ""
+    said = f"its {end.stream} says {end.line!r}"
+    if end.kind == "interrupted":
+        where = f", in {end.where}" if end.where else ""
         return _check("program_failed", False, f"the run was interrupted, not failed: {said}{where}")
     what = {"profiler": "the profiler failed to attach", "killed": "the program was killed",
             "conflict": "the program failed because of the profiling: its own profiler found nothing while "
-                        f"Nsight Systems held CUPTI ({end.get('conflict')!r})",
-            "error": "the program ended in an error"}[end["kind"]]
+                        f"Nsight Systems held CUPTI ({end.conflict!r})",
+            "error": "the program ended in an error"}[end.kind]
     return _check("program_failed", True, f"{what}: {said}")
 
 
-def _diagnostics_check(diags: list[dict[str, Any]]) -> dict[str, Any]:
-    cuda = [d for d in diags if d["kind"] in capture_parts.CUDA_KINDS]
+def _diagnostics_check(diags: list[ProfilerDiagnostic]) -> SanityCheck:
+    cuda = [d for d in diags if d.kind in capture_parts.CUDA_KINDS]
     harmless = len(diags) - len(cuda)
     summary = f"{len(diags)} profiler warnings/errors"
     if cuda:
         summary += (f"; {len(cuda)} {'concerns' if len(cuda) == 1 else 'concern'} the CUDA trace"
-                    + (" (events may be missing)" if any(d["events_may_be_missing"] for d in cuda) else "")
-                    + f": {cuda[0]['text']}")
+                    + (" (events may be missing)" if any(d.events_may_be_missing for d in cuda) else "")
+                    + f": {cuda[0].text}")
     if harmless:
         summary += (f"; {harmless} about CPU sampling, absent NVTX/OpenGL/OS events or other "
                     f"matters that {'does' if harmless == 1 else 'do'} not change the GPU figures")
     return _check("diagnostics", bool(cuda), summary)
 
 
-def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]:
+def _captured(data: TraceData, window: tuple[int, int] | None) -> Captured:
     """What the capture is (module docstring): program, slice, carried, missing, overhead."""
     program = prog.program(data)
     w0, w1 = window if window else (None, None)
@@ -439,44 +453,46 @@ def _captured(data: TraceData, window: tuple[int, int] | None) -> dict[str, Any]
         # A window cut from a longer run shows part of the work, not the whole of a run that
         # does its work once: the slice is judged as a slice (no start-up in it).
         program = dataclasses.replace(program, one_shot=False)
-    return {
-        "program": program.to_json() if program is not None else None,
-        "slice": cut,
-        "carried": capture_parts.carried_fact(data) if window else None,
-        "missing": capture_parts.missing_events(data),
-        "overhead": capture_parts.overhead(data),
-    }
+    carried = capture_parts.carried_fact(data) if window else None
+    missing = capture_parts.missing_events(data)
+    over = capture_parts.overhead(data)
+    return Captured(
+        program=program,
+        slice=None if cut is None else CaptureSlice(**cut),
+        carried=None if carried is None else CarriedFact(**{**carried, "devices": tuple(carried["devices"])}),
+        missing=MissingEvents(**{**missing, "sampled": tuple(missing["sampled"])}),
+        overhead=None if over is None else ProfilerOverhead(tuple(over["settings"]), over["events"]),
+    )
 
 
-def _data(
-    checks: list[dict[str, Any]], window: tuple[int, int] | None, steady_start: int | None,
+def _result(
+    checks: list[SanityCheck], window: tuple[int, int] | None, steady_start: int | None,
     startup_ns: int, data: TraceData,
-) -> dict[str, Any]:
+) -> Capture:
     diags = []
     for d in data.diagnostics():
         kind = capture_parts.kind_of(d.text)
-        diags.append({"severity": d.severity, "text": d.text, "kind": kind,
-                      "events_may_be_missing": kind == "events_missing"})
+        diags.append(ProfilerDiagnostic(d.severity, d.text, kind, kind == "events_missing"))
     span = window[1] - window[0] if window else 0
-    kernels = int(checks[0].get("kernels", 0))
+    kernels = int(checks[0].kernels or 0)
     run = _run_facts(data, kernels)
     checks.append(_program_check(run))
     checks.append(_diagnostics_check(diags))
     captured = _captured(data, window)
     pct = round(100.0 * startup_ns / span, 2) if span else 0.0
-    little = checks[0]["found"]
-    return {
-        "window_start_ns": window[0] if window else None,
-        "window_end_ns": window[1] if window else None,
-        "startup_ns": startup_ns,
-        "startup_pct_of_window": pct,
-        "steady_state": (not little) and pct < NOT_STEADY_PCT and run["outcome"] not in FAILED_OUTCOMES,
-        "steady_start_ns": steady_start,
-        "checks": checks,
-        "diagnostics": diags,
-        "run": run,
-        "captured": captured,
-        "thresholds": {
+    little = checks[0].found
+    return Capture(
+        window_start_ns=window[0] if window else None,
+        window_end_ns=window[1] if window else None,
+        startup_ns=startup_ns,
+        startup_pct_of_window=pct,
+        steady_state=(not little) and pct < NOT_STEADY_PCT and run.outcome not in FAILED_OUTCOMES,
+        steady_start_ns=steady_start,
+        checks=tuple(checks),
+        diagnostics=tuple(diags),
+        run=run,
+        captured=captured,
+        thresholds={
             "min_kernels": MIN_KERNELS, "min_kernel_ns": MIN_KERNEL_NS, "min_few_kernels": MIN_FEW_KERNELS,
             "min_few_kernel_ns": MIN_FEW_KERNEL_NS, "min_few_busy_pct": MIN_FEW_BUSY_PCT,
             "not_steady_pct": NOT_STEADY_PCT, "min_repeats": MIN_REPEATS, "min_repeat_ns": MIN_REPEAT_NS,
@@ -485,7 +501,7 @@ def _data(
             "autotune_winner_runs": capture_parts.WINNER_RUNS, "autotune_rare_runs": capture_parts.RARE_RUNS,
             "autotune_burst_gap_ns": capture_parts.BURST_GAP_NS,
         },
-    }
+    )
 
 
 METRIC = Metric(

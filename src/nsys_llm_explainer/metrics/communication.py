@@ -17,9 +17,6 @@ by construction (shared_stream_comm_ns: the union of those communication kernels
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypedDict, cast
-
 import numpy as np
 import pandas as pd
 
@@ -30,6 +27,7 @@ from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_sum
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.devices import CommDevice, CommKernel, CommProcess, CommSkew, Communication
 
 TOP_NAMES = 10
 COMPUTE_GAP_TOLERANCE_NS = 10_000
@@ -47,32 +45,11 @@ DEVICE_COLUMNS = (
 PROCESS_COLUMNS = ("pid", "device_id", "comm_kernels", "comm_kernel_ns")
 
 
-class CommunicationDevice(TypedDict):
-    """One device's row of communication's data ("devices"): the keys rules and the diagnosis read."""
-
-    device_id: int
-    comm_kernels: int
-    comm_kernel_ns: int
-    comm_union_ns: int
-    overlapped_ns: int
-    exposed_ns: int
-    overlap_pct: float | None
-    window_ns: int
-    exposed_pct_of_window: float | None
-    shared_streams: list[int]
-    shared_stream_comm_ns: int
-
-
-def devices(data: Mapping[str, Any]) -> list[CommunicationDevice]:
-    """The per-device rows of communication's data."""
-    return cast(list[CommunicationDevice], data.get("devices", []))
-
-
-def _skew(values: list[int]) -> dict[str, object] | None:
+def _skew(values: list[int]) -> CommSkew | None:
     if len(values) < 2:
         return None
     hi, lo = max(values), min(values)
-    return {"max_ns": hi, "min_ns": lo, "skew_pct": round(100.0 * (hi - lo) / hi, 2) if hi else 0.0}
+    return CommSkew(hi, lo, round(100.0 * (hi - lo) / hi, 2) if hi else 0.0)
 
 
 def run(ctx: Context) -> Outcome:
@@ -87,7 +64,7 @@ def run(ctx: Context) -> Outcome:
     g_device, g_start, g_end = (w[n][graph_rows] for n in ("device", "start", "end")) if len(graph_rows) else (
         np.empty(0, np.int64),) * 3
     del is_graph, graph_rows
-    devices: list[dict[str, Any]] = []
+    devices: list[CommDevice] = []
     for dev in distinct_few(k.device).tolist():
         mine = k.device == dev
         c, o = mine & comm, mine & ~comm
@@ -102,23 +79,19 @@ def run(ctx: Context) -> Outcome:
         w0, w1 = busy[int(dev)].window
         shared = np.intersect1d(np.unique(k.stream[c]), np.unique(k.stream[o]))
         on_shared = c & np.isin(k.stream, shared)
-        devices.append(
-            {
-                "device_id": int(dev),
-                "comm_kernels": int(c.sum()),
-                "comm_kernel_ns": int(k.dur[c].sum()),
-                "comm_union_ns": union,
-                "overlapped_ns": overlapped,
-                "exposed_ns": union - overlapped,
-                "overlap_pct": round(100.0 * overlapped / union, 2) if union else None,
-                "window_ns": w1 - w0,
-                "exposed_pct_of_window": round(100.0 * (union - overlapped) / (w1 - w0), 2)
-                if w1 > w0
-                else None,
-                "shared_streams": [int(s) for s in shared.tolist()],
-                "shared_stream_comm_ns": intervals.union_length(k.start[on_shared], k.end[on_shared]),
-            }
-        )
+        devices.append(CommDevice(
+            device_id=int(dev),
+            comm_kernels=int(c.sum()),
+            comm_kernel_ns=int(k.dur[c].sum()),
+            comm_union_ns=union,
+            overlapped_ns=overlapped,
+            exposed_ns=union - overlapped,
+            overlap_pct=round(100.0 * overlapped / union, 2) if union else None,
+            window_ns=w1 - w0,
+            exposed_pct_of_window=round(100.0 * (union - overlapped) / (w1 - w0), 2) if w1 > w0 else None,
+            shared_streams=tuple(int(s) for s in shared.tolist()),
+            shared_stream_comm_ns=intervals.union_length(k.start[on_shared], k.end[on_shared]),
+        ))
     idx = np.flatnonzero(comm)
     codes, (pids, devs) = group_codes(k.pid[idx], k.device[idx])
     g = len(pids)
@@ -137,34 +110,30 @@ def run(ctx: Context) -> Outcome:
     name_ns = group_sum(k.dur[idx], name_codes, len(name_ids))
     name_calls = np.bincount(name_codes, minlength=len(name_ids))
     order = np.argsort(-name_ns, kind="stable")[:TOP_NAMES]
-    active = [d for d in devices if d["comm_kernels"] > 0]
+    active = [d for d in devices if d.comm_kernels > 0]
     per_pid = procs.groupby("pid")["comm_kernel_ns"].sum()
-    data = {
-        "comm_pattern": COMM_PATTERN,
-        "comm_kernels": int(comm.sum()),
-        "comm_kernel_ns": int(k.dur[comm].sum()),
-        "pct_of_kernel_time": round(100.0 * int(k.dur[comm].sum()) / int(k.dur.sum()), 2)
-        if k.dur.sum()
-        else 0.0,
-        "exposed_ns": int(sum(d["exposed_ns"] for d in devices)),
-        "devices": devices,
-        "processes": procs.to_dict("records"),
-        "device_skew": _skew([d["comm_kernel_ns"] for d in active]),
-        "process_skew": _skew([int(v) for v in per_pid.tolist()]),
-        "top_kernels": [
-            {
-                "name": lookup.get(int(name_ids[i]), f"(unnamed kernel #{int(name_ids[i])})"),
-                "calls": int(name_calls[i]),
-                "total_ns": int(name_ns[i]),
-            }
+    result = Communication(
+        comm_pattern=COMM_PATTERN,
+        comm_kernels=int(comm.sum()),
+        comm_kernel_ns=int(k.dur[comm].sum()),
+        pct_of_kernel_time=round(100.0 * int(k.dur[comm].sum()) / int(k.dur.sum()), 2) if k.dur.sum() else 0.0,
+        exposed_ns=int(sum(d.exposed_ns for d in devices)),
+        devices=tuple(devices),
+        processes=tuple(CommProcess(*(r[c] for c in PROCESS_COLUMNS)) for r in procs.to_dict("records")),
+        device_skew=_skew([d.comm_kernel_ns for d in active]),
+        process_skew=_skew([int(v) for v in per_pid.tolist()]),
+        top_kernels=tuple(
+            CommKernel(lookup.get(int(name_ids[i]), f"(unnamed kernel #{int(name_ids[i])})"), int(name_calls[i]),
+                       int(name_ns[i]))
             for i in order.tolist()
-        ],
-    }
+        ),
+    )
+    rows = pd.DataFrame([[getattr(d, c) for c in DEVICE_COLUMNS] for d in devices], columns=list(DEVICE_COLUMNS))
     tables = (
-        Table("communication", DEVICE_COLUMNS, pd.DataFrame(devices, columns=list(DEVICE_COLUMNS))),
+        Table("communication", DEVICE_COLUMNS, rows),
         Table("communication_processes", PROCESS_COLUMNS, procs),
     )
-    return MetricResult(METRIC.id, data, tables)
+    return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 
 
 METRIC = Metric(

@@ -21,6 +21,7 @@ from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import path as C
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.run import CriticalPath
 
 
 def run(ctx: Context) -> Outcome:
@@ -46,7 +47,8 @@ def run(ctx: Context) -> Outcome:
     tables = (Table("critical_path_steps", A.STEP_COLUMNS, summary.steps),
               Table("critical_path_items", A.ITEM_COLUMNS, summary.items),
               Table("critical_path_timeline", A.TIMELINE_COLUMNS, lines))
-    return MetricResult(METRIC.id, summary.data, tables, notes)
+    result: CriticalPath = summary.result
+    return MetricResult(METRIC.id, result.to_json(), tables, notes, typed=result)
 
 
 METRIC = Metric(

@@ -17,6 +17,7 @@ from nsys_llm_explainer.graph import analyze as A
 from nsys_llm_explainer.graph import changes as ch
 from nsys_llm_explainer.metrics.base import Context, Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.run import WhatIf
 
 
 def run(ctx: Context) -> Outcome:
@@ -29,8 +30,9 @@ def run(ctx: Context) -> Outcome:
     except UsageError as exc:
         return METRIC.skipped(exc.message)
     given = frozenset(ch.parse(t).key for t in ctx.options.what_if)
-    data, frame = A.what_if(res, given)
-    return MetricResult(METRIC.id, data, (Table("what_if", A.WHAT_IF_COLUMNS, frame),))
+    result: WhatIf
+    result, frame = A.what_if(res, given)
+    return MetricResult(METRIC.id, result.to_json(), (Table("what_if", A.WHAT_IF_COLUMNS, frame),), typed=result)
 
 
 METRIC = Metric(

@@ -1,5 +1,6 @@
 """The results about the GPUs and the data moved to and from them: gpu_context
-(metrics/gpu_context.py) and memory_transfers (metrics/memory_transfers.py). report.json
+(metrics/gpu_context.py), memory_transfers (metrics/memory_transfers.py) and communication
+(metrics/communication.py). report.json
 `metrics.<id>` is each one's to_json(); schema/metrics/<id>.json documents it."""
 
 from __future__ import annotations
@@ -166,4 +167,78 @@ class MemoryTransfers:
             "pageable_async": asdict(self.pageable_async),
             "sync_on_launch_thread": asdict(self.sync_on_launch_thread),
             "issues": [asdict(i) for i in self.issues],
+        }
+
+
+@frozen
+class CommDevice:
+    """One device's communication kernels, and how much of them compute on the device overlaps."""
+
+    device_id: int
+    comm_kernels: int
+    comm_kernel_ns: int
+    comm_union_ns: int
+    overlapped_ns: int
+    exposed_ns: int
+    overlap_pct: float | None
+    window_ns: int
+    exposed_pct_of_window: float | None
+    shared_streams: tuple[int, ...]  # streams that run both communication and compute kernels
+    shared_stream_comm_ns: int
+
+    def to_json(self) -> dict[str, object]:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "shared_streams": list(self.shared_streams)}
+
+
+@frozen
+class CommProcess:
+    pid: int
+    device_id: int
+    comm_kernels: int
+    comm_kernel_ns: int
+
+
+@frozen
+class CommSkew:
+    """(max - min) / max of communication kernel time across devices or processes."""
+
+    max_ns: int
+    min_ns: int
+    skew_pct: float
+
+
+@frozen
+class CommKernel:
+    name: str
+    calls: int
+    total_ns: int
+
+
+@frozen
+class Communication:
+    METRIC_ID: ClassVar[str] = "communication"
+
+    comm_pattern: str
+    comm_kernels: int
+    comm_kernel_ns: int
+    pct_of_kernel_time: float
+    exposed_ns: int
+    devices: tuple[CommDevice, ...]
+    processes: tuple[CommProcess, ...]
+    device_skew: CommSkew | None  # None: fewer than two devices ran communication
+    process_skew: CommSkew | None
+    top_kernels: tuple[CommKernel, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "comm_pattern": self.comm_pattern,
+            "comm_kernels": self.comm_kernels,
+            "comm_kernel_ns": self.comm_kernel_ns,
+            "pct_of_kernel_time": self.pct_of_kernel_time,
+            "exposed_ns": self.exposed_ns,
+            "devices": [d.to_json() for d in self.devices],
+            "processes": [asdict(p) for p in self.processes],
+            "device_skew": None if self.device_skew is None else asdict(self.device_skew),
+            "process_skew": None if self.process_skew is None else asdict(self.process_skew),
+            "top_kernels": [asdict(k) for k in self.top_kernels],
         }

@@ -6,7 +6,6 @@ without their kernels (NLE309), a GPU without built-in peak figures (NLE310)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from nsys_llm_explainer.diagnosis.capture import (
     KINETO_RECIPE,
@@ -21,6 +20,7 @@ from nsys_llm_explainer.diagnosis.capture import where as ending_where
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding, Severity, TraceFormat
 from nsys_llm_explainer.results.devices import GpuContext
 from nsys_llm_explainer.results.launches import CudaGraphs, LaunchOverhead
+from nsys_llm_explainer.results.run import Capture, RunFacts
 from nsys_llm_explainer.rules.advice import GROUP
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct
 from nsys_llm_explainer.rules.impact import (
@@ -82,21 +82,20 @@ NO_KERNEL_ADVICE = (
 )
 
 
-def _evidence(run: dict[str, Any] | None, reason: str) -> list[str]:
+def _evidence(run: RunFacts | None, reason: str) -> list[str]:
     if not run:
         return [reason]
     lines = [reason]
-    end = run.get("ending")
-    if end and end.get("conflict"):
-        lines.append(f"the program's own profiler under Nsight Systems: {end['conflict']!r}")
+    end = run.ending
+    if end and end.conflict:
+        lines.append(f"the program's own profiler under Nsight Systems: {end.conflict!r}")
     if end:
-        lines.append(f"the program's {end['stream']}: {end['line']!r}"
-                     + (f", then {end['context']!r}" if end.get("context") else ""))
-    if end and end.get("where"):
+        lines.append(f"the program's {end.stream}: {end.line!r}" + (f", then {end.context!r}" if end.context else ""))
+    if end and end.where:
         lines.append(f"where it was: {ending_where(end)}")
-    if run.get("cuda_calls"):
+    if run.cuda_calls:
         lines.append(f"CUDA calls traced: {calls_text(run)}")
-    elif run.get("cuda_trace_requested") is False:
+    elif run.cuda_trace_requested is False:
         lines.append("the capture settings had CUDA tracing off")
     return lines
 
@@ -126,9 +125,9 @@ def no_kernels(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     skipped = view.skipped("top_kernels")
     if skipped is None:
         return
-    cap = view.metric("capture")
-    run = cap.data.get("run") if cap is not None else None
-    outcome = (run or {}).get("outcome")
+    cap = view.result(Capture)
+    run = cap.run if cap is not None else None
+    outcome = run.outcome if run is not None else None
     advice = {
         "profiler_failed": PROFILER_ADVICE,
         "program_failed": FAILED_ADVICE,
@@ -311,16 +310,15 @@ def startup(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """
     if not startup_capture(view):
         return
-    cap = view.metric("capture")
+    cap = view.result(Capture)
     assert cap is not None
     by_device = {d.device_id: d.before_steady_ns() for d in view.acct.devices}
     affected, impact = per_device(view.acct, by_device)
     severity = band(impact[1])
     if severity is None:
         return
-    program = (cap.data.get("captured") or {}).get("program") or {}
-    one_shot = bool(program.get("one_shot"))
-    if one_shot and severity.rank < ONE_SHOT_MAX.rank:
+    program = cap.one_shot_program()
+    if program is not None and severity.rank < ONE_SHOT_MAX.rank:
         severity = ONE_SHOT_MAX
     lines = []
     for a in affected[:MAX_DEVICE_LINES]:
@@ -328,16 +326,15 @@ def startup(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         if d is not None:
             lines.append(f"GPU {a.device_id}: {dur(a.impact_ns)} idle before the steady part begins "
                          f"({a.impact_pct:.1f}% of its {dur(d.window_ns)} window)")
-    lines.append(f"during: {startup_parts(cap.data)}")
-    for c in cap.data["checks"]:
-        if c["found"] and c["id"] in STARTUP_WORDS:
-            lines.append(f"{STARTUP_WORDS[c['id']]}: {c['summary']}")
-    steady = cap.data.get("steady_start_ns")
-    if steady is None:
+    lines.append(f"during: {startup_parts(cap)}")
+    for c in cap.checks:
+        if c.found and c.id in STARTUP_WORDS:
+            lines.append(f"{STARTUP_WORDS[c.id]}: {c.summary}")
+    if cap.steady_start_ns is None:
         lines.append("no steady part follows the start-up events in this capture")
     kineto = view.schema.format is TraceFormat.KINETO
     recipe: tuple[str, ...] = KINETO_RECIPE if kineto else (NSYS_RECIPE[1], NSYS_RECIPE[0])  # the specific change first
-    if one_shot:
+    if program is not None:
         lines.insert(0, f"a one-shot run: {one_shot_words(program)} runs its work once, so its start-up is part of "
                         f"every run, and a rerun repeats it (at most {ONE_SHOT_MAX.value})")
         recipe = one_shot_recipe(program)
@@ -346,7 +343,7 @@ def startup(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         confidence=Confidence.HIGH,
         evidence=lines,
         # cold starts and serving warm-up do not apply to a program that runs its work once
-        recommendation=recipe if one_shot else (*recipe, STARTUP_COST),
+        recommendation=recipe if program is not None else (*recipe, STARTUP_COST),
         title=f"Start-up: the GPU sits idle before the steady part begins ({impact[1]:.1f}% of {where(affected)} time)",
         affected=affected,
         impact=impact,

@@ -4,35 +4,31 @@ across ranks (NLE308), communication on the compute stream (NLE313)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
-from nsys_llm_explainer.metrics import communication, idle_causes
+from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
+from nsys_llm_explainer.results.devices import CommDevice, Communication
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, cause_finding, whole
 
 
-def shared(view: RuleInput) -> list[dict[str, Any]]:
-    """Per device with communication on a compute stream: device_id, the communication time
-    there (at most the device's exposed communication) and the streams."""
-    res = view.metric("communication")
+def shared(view: RuleInput) -> list[tuple[CommDevice, int]]:
+    """Per device with communication on a compute stream: the device's row and the
+    communication time there (at most the device's exposed communication)."""
+    res = view.result(Communication)
     if res is None:
         return []
-    out = []
-    for d in communication.devices(res.data):
-        ns = int(d.get("shared_stream_comm_ns") or 0)
-        if ns and d.get("shared_streams"):
-            out.append({"device_id": d["device_id"], "ns": min(ns, int(d["exposed_ns"])),
-                        "streams": list(d["shared_streams"])})
-    return sorted(out, key=lambda r: r["device_id"])
+    out = [(d, min(d.shared_stream_comm_ns, d.exposed_ns)) for d in res.devices
+           if d.shared_stream_comm_ns and d.shared_streams]
+    return sorted(out, key=lambda r: r[0].device_id)
 
 
-def lines(rows: list[dict[str, Any]]) -> list[str]:
-    out = [f"GPU {r['device_id']}: {ms(r['ns'])} of communication on its compute stream "
-           f"(streams {', '.join(str(s) for s in r['streams'][:4])}): no compute on that stream can overlap it"
-           for r in rows[:8]]
+def lines(rows: list[tuple[CommDevice, int]]) -> list[str]:
+    out = [f"GPU {d.device_id}: {ms(ns)} of communication on its compute stream "
+           f"(streams {', '.join(str(s) for s in d.shared_streams[:4])}): no compute on that stream can overlap it"
+           for d, ns in rows[:8]]
     if len(rows) > 8:
         out.append(f"... and {len(rows) - 8} more devices")
     return out
@@ -59,8 +55,8 @@ def comm_shared_stream(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     rows = shared(view)
     if not rows:
         return
-    total = sum(r["ns"] for r in rows)
-    where = f"GPU {rows[0]['device_id']}" if len(rows) == 1 else f"{len(rows)} GPUs"
+    total = sum(ns for _, ns in rows)
+    where = f"GPU {rows[0][0].device_id}" if len(rows) == 1 else f"{len(rows)} GPUs"
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[*lines(rows), f"{ms(total)} of collectives serialized with compute in total"],
@@ -103,12 +99,12 @@ def exposed_communication(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - GPU 1: 310.000 ms in collectives with no compute beside them, or idle waiting on them (31.0% of its window)
         - GPU 1: 400.000 ms of communication kernels, 22.5% overlapped by compute
     """
-    res = view.metric("communication")
+    res = view.result(Communication)
     evidence = []
-    with_kernels = [d for d in communication.devices(res.data if res is not None else {}) if d["comm_union_ns"]]
+    with_kernels = [d for d in (res.devices if res is not None else ()) if d.comm_union_ns]
     for d in with_kernels[:4]:
-        evidence.append(f"GPU {d['device_id']}: {ms(d['comm_union_ns'])} of communication kernels, "
-                        f"{pct(d['overlap_pct'] or 0)} overlapped by compute")
+        evidence.append(f"GPU {d.device_id}: {ms(d.comm_union_ns)} of communication kernels, "
+                        f"{pct(d.overlap_pct or 0)} overlapped by compute")
     if not with_kernels:
         evidence.append("no communication kernels ran: the time is GPU idle while the driving processes "
                         "were inside host-side communication calls (NVTX ranges named like MPI_Send, "
@@ -180,14 +176,13 @@ def communication_skew(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE308 medium: Communication time differs 45.0% across devices
         - from 110.000 ms to 200.000 ms of communication kernel time
     """
-    res = view.metric("communication")
+    res = view.result(Communication)
     if res is None:
         return
-    for label, key in (("devices", "device_skew"), ("processes", "process_skew")):
-        s = res.data[key]
-        if s is None or s["max_ns"] < MIN_COMM_NS or s["skew_pct"] < MEDIUM_SKEW_PCT:
+    for label, s in (("devices", res.device_skew), ("processes", res.process_skew)):
+        if s is None or s.max_ns < MIN_COMM_NS or s.skew_pct < MEDIUM_SKEW_PCT:
             continue
-        affected, impact = whole(view.acct, int(s["max_ns"]) - int(s["min_ns"]))
+        affected, impact = whole(view.acct, s.max_ns - s.min_ns)
         severity = band(impact[1])
         if severity is None:
             return
@@ -195,14 +190,14 @@ def communication_skew(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             severity=severity,
             confidence=Confidence.MEDIUM,
             evidence=[
-                f"from {ms(s['min_ns'])} to {ms(s['max_ns'])} of communication kernel time "
+                f"from {ms(s.min_ns)} to {ms(s.max_ns)} of communication kernel time "
                 f"across {label}"
             ],
             recommendation=[
                 "The rank with the least communication time is the straggler the others wait for: "
                 "compare its compute kernels and host gaps with the other ranks."
             ],
-            title=f"Communication time differs {pct(s['skew_pct'])} across {label}",
+            title=f"Communication time differs {pct(s.skew_pct)} across {label}",
             affected=affected,
             impact=impact,
             cause=Cause.COMMUNICATION,

@@ -19,7 +19,6 @@ finding is capped at low.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import CAUSE_BUCKETS, Accounting
@@ -28,13 +27,13 @@ from nsys_llm_explainer.model import (
     GAIN_WHY_PREFIXES,
     Cause,
     Finding,
-    MetricResult,
     Outcome,
     Schema,
     Severity,
     typed_result,
 )
 from nsys_llm_explainer.options import Options
+from nsys_llm_explainer.results.run import Capture
 from nsys_llm_explainer.results.serving import Serving
 from nsys_llm_explainer.rules import RULES
 from nsys_llm_explainer.rules.advice import (
@@ -52,25 +51,20 @@ MIN_STEADY_PCT = 10.0  # of the device's window
 MIN_STEADY_NS = 10_000_000
 
 
-def _capture(metrics: dict[str, Outcome]) -> dict[str, Any] | None:
-    cap = metrics.get("capture")
-    return cap.data if isinstance(cap, MetricResult) else None
-
-
 def _steady(metrics: dict[str, Outcome]) -> bool:
-    cap = _capture(metrics)
-    return cap is None or bool(cap["steady_state"])
+    cap = typed_result(metrics, Capture)
+    return cap is None or cap.steady_state
 
 
 def _too_little(metrics: dict[str, Outcome]) -> bool:
-    cap = _capture(metrics)
-    return cap is not None and any(c["id"] == "too_little_data" and c["found"] for c in cap["checks"])
+    cap = typed_result(metrics, Capture)
+    return cap is not None and cap.too_little()
 
 
 def _startup(metrics: dict[str, Outcome]) -> bool:
     """Start-up covers enough of the window for the verdict to be not_steady_state."""
-    cap = _capture(metrics)
-    return cap is not None and cap["startup_pct_of_window"] >= NOT_STEADY_PCT
+    cap = typed_result(metrics, Capture)
+    return cap is not None and cap.startup_pct_of_window >= NOT_STEADY_PCT
 
 
 def steady_share(f: Finding, acct: Accounting) -> tuple[Severity, int, int]:
@@ -96,8 +90,8 @@ FAILED = {"program_failed": FAILED_ADVICE, "killed": FAILED_ADVICE, "profiler_co
 
 def _failed(metrics: dict[str, Outcome]) -> tuple[str, ...] | None:
     """The advice for a run whose captured output ends in a failure (capture metric), else None."""
-    cap = _capture(metrics)
-    return FAILED.get((cap.get("run") or {}).get("outcome") or "") if cap is not None else None
+    cap = typed_result(metrics, Capture)
+    return FAILED.get(cap.run.outcome) if cap is not None else None
 
 
 def cap_unsteady(

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import Accounting
@@ -64,11 +63,12 @@ from nsys_llm_explainer.model import (
     Cause,
     Confidence,
     Finding,
-    MetricResult,
     Outcome,
     Severity,
     round_pct,
+    typed_result,
 )
+from nsys_llm_explainer.results.run import Capture, CriticalPath, WhatIf, WhatIfRow
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur
 
 HIGH_PCT = 25.0
@@ -169,8 +169,8 @@ def where(affected: Sequence[Affected]) -> str:
 def startup_capture(view: RuleInput) -> bool:
     """The capture is start-up, not steady state (the verdict not_steady_state): its idle time
     before the steady part begins is NLE216's, one finding for all of start-up."""
-    cap = view.metric("capture")
-    return cap is not None and cap.data["startup_pct_of_window"] >= NOT_STEADY_PCT
+    cap = view.result(Capture)
+    return cap is not None and cap.startup_pct_of_window >= NOT_STEADY_PCT
 
 
 def steady_only(view: RuleInput, per_device: dict[int, int], buckets: tuple[Bucket, ...]) -> tuple[dict[int, int], int]:
@@ -281,35 +281,30 @@ CHANGE_KIND = {
 }
 
 
-def _rows(metrics: dict[str, Outcome]) -> list[dict[str, Any]]:
-    wi = metrics.get("what_if")
-    return list(wi.data.get("rows", [])) if isinstance(wi, MetricResult) else []
+def _rows(metrics: dict[str, Outcome]) -> tuple[WhatIfRow, ...]:
+    wi = typed_result(metrics, WhatIf)
+    return wi.rows if wi is not None else ()
 
 
-def _row_for(f: Finding, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    by_change = {r["change"]: r for r in rows}
+def _row_for(f: Finding, rows: tuple[WhatIfRow, ...]) -> WhatIfRow | None:
+    by_change = {r.change: r for r in rows}
     if f.rule_id in CHANGE_OF_RULE:
         return by_change.get(CHANGE_OF_RULE[f.rule_id])
-    auto = [r for r in rows if r.get("source") == "automatic" and str(r["change"]).startswith("kernel:")]
+    auto = [r for r in rows if r.source == "automatic" and r.change.startswith("kernel:")]
     if f.rule_id in GEMM_RULES:
-        return next((r for r in auto if r["change"].startswith(f"kernel:{GEMM_CATEGORY}=")), None)
+        return next((r for r in auto if r.change.startswith(f"kernel:{GEMM_CATEGORY}=")), None)
     if f.rule_id in TOP_KERNEL_RULES:
         text = " ".join((f.title, *f.evidence))
         for r in auto:
-            selector = r["change"][len("kernel:"):].rsplit("=", 1)[0]
+            selector = r.change[len("kernel:"):].rsplit("=", 1)[0]
             if selector != GEMM_CATEGORY and selector in text:
                 return r
     return None
 
 
-def _kept_pct(cp: Outcome | None) -> float:
+def _kept_pct(cp: CriticalPath | None) -> float:
     """The share of the replayed steps' critical path in waits kept as measured."""
-    if not isinstance(cp, MetricResult):
-        return 0.0
-    trust = cp.data.get("trust")
-    if trust is not None:
-        return float(trust["kept_pct"])
-    return float(sum(c["pct"] for c in cp.data.get("composition", []) if c.get("kind") == "unexplained"))
+    return 0.0 if cp is None else cp.trust.kept_pct
 
 
 def _abstain(f: Finding, why: str) -> Finding:
@@ -326,12 +321,11 @@ def _factor(change: str) -> float:
         return 1.0
 
 
-def far_below_why(change: str, cp: Outcome | None, window_ns: int = 0) -> str:
+def far_below_why(change: str, cp: CriticalPath | None, window_ns: int = 0) -> str:
     """Why a change buys far less than its time at stake, from the replayed critical path (see
     the module docstring); window_ns: the measured window the gain is over."""
-    data = cp.data if isinstance(cp, MetricResult) else {}
-    shares = {c["kind"]: float(c["pct"]) for c in data.get("composition", [])}
-    counts = (data.get("graph") or {}).get("counts") or {}
+    shares = {c.kind: c.pct for c in cp.composition} if cp is not None else {}
+    counts = cp.graph.counts if cp is not None else {}
     held = []
     if shares.get("unexplained", 0.0) >= HELD_MIN_PCT:
         held.append(f"waits with no recorded dependency (the other ranks, stream waits without their record: "
@@ -366,23 +360,23 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
     rows = _rows(metrics)
     if not rows:
         return findings
-    cp = metrics.get("critical_path")
+    cp = typed_result(metrics, CriticalPath)
     unexplained = _kept_pct(cp)
     # without steps the replay's blocks are whole processes: a gain "per step" would say nothing
-    per_step = not (isinstance(cp, MetricResult) and cp.data.get("step_source") == "whole_capture")
+    per_step = not (cp is not None and cp.step_source == "whole_capture")
     out = []
     for f in findings:
         row = _row_for(f, rows) if f.severity is not Severity.INFO else None
-        if row is not None and f.impact_ns and int(row.get("changed_nodes", 1)) == 0:
-            f = _abstain(f, f"the replay's `{row['change']}` change touches nothing in this capture's "
+        if row is not None and f.impact_ns and row.changed_nodes == 0:
+            f = _abstain(f, f"the replay's `{row.change}` change touches nothing in this capture's "
                             "step graph: the time at stake lies in work it does not model")
         elif row is not None and f.impact_ns and unexplained >= UNEXPLAINED_MAX_PCT:
             f = _abstain(f, f"{unexplained:.0f}% of the replayed steps' critical path is waits the replay keeps "
                             "as measured (on other ranks, or with no recorded dependency such as a stream wait "
                             "without its record): a replay cannot tell what the change buys")
         elif row is not None:
-            window, step = max(int(row["gain_window_ns"]), 0), max(int(row["gain_step_ns"]), 0)
-            noted = bool(f.impact_ns and window == 0 and step == 0 and row.get("note"))
+            window, step = max(row.gain_window_ns, 0), max(row.gain_step_ns, 0)
+            noted = bool(f.impact_ns and window == 0 and step == 0 and row.note)
             if f.impact_ns is not None and window > f.impact_ns:
                 # The change buys more than this cause's idle time (it also shortens other
                 # waits): the finding claims at most its ceiling, per step in proportion.
@@ -393,13 +387,13 @@ def attach(findings: list[Finding], metrics: dict[str, Outcome]) -> list[Finding
                 # (a step's own window can replay a little differently from the whole capture's).
                 step = min(step, f.impact_ns, window or f.impact_ns)
             f = dataclasses.replace(f, estimated_gain_ns=window, estimated_gain_step_ns=step if per_step else None,
-                                    what_if=str(row["change"]))
-            factor = _factor(str(row["change"]))
+                                    what_if=row.change)
+            factor = _factor(row.change)
             ceiling = (f.impact_ns or 0) * ((1 - 1 / factor) if factor > 1.0 else 1.0)
             if ceiling > 0 and window < FAR_BELOW * ceiling:
-                why = far_below_why(str(row["change"]), cp, int(row.get("measured_window_ns") or 0))
+                why = far_below_why(row.change, cp, row.measured_window_ns)
                 f = dataclasses.replace(f, evidence=(*f.evidence, BELOW + why))
             if noted:  # the replay's own words on why the change buys nothing, last
-                f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row['note']}"))
+                f = dataclasses.replace(f, evidence=(*f.evidence, f"estimated gain: {row.note}"))
         out.append(f)
     return out

@@ -39,6 +39,7 @@ from nsys_llm_explainer.results.efficiency import (
     ComputeTotals,
     DtypeRoof,
     FamilyRow,
+    Json,
     Operation,
     Uncovered,
 )
@@ -301,13 +302,13 @@ def _family_rows(ops: pd.DataFrame, total_ns: int) -> tuple[FamilyRow, ...]:
     return tuple(sorted(out, key=lambda r: -r.kernel_ns))
 
 
-def _by_operator(ops: pd.DataFrame, dp: DevicePeaks) -> list[dict[str, Any]]:
+def _by_operator(ops: pd.DataFrame, dp: DevicePeaks) -> tuple[Json, ...]:
     """Operations summed per operator, dtype and device, placed like the operations."""
     sums = ops.groupby(["operator", "compute_dtype", "device_id"], sort=False)[
         ["calls", "flops", "bytes", "kernel_ns"]
     ].sum().reset_index()
     placed = place(sums, dp).sort_values(["kernel_ns", "operator"], ascending=[False, True], kind="stable")
-    return placed.head(OPERATORS_LISTED).to_dict("records")
+    return tuple(placed.head(OPERATORS_LISTED).to_dict("records"))
 
 
 def _uncovered_reason(v: ComputeView, code: int) -> str:
@@ -424,7 +425,7 @@ def run(ctx: Context, metric_id: str) -> Computed | Skipped:
             above_bandwidth_operations=int(ops["above_bandwidth"].astype(bool).sum()),
         ),
         by_family=_family_rows(ops, total),
-        by_operator=tuple(_by_operator(ops, dp)),
+        by_operator=_by_operator(ops, dp),
         roofline=_roofline(ops, dp),
         operations=tuple(Operation.of(r) for r in ops.to_dict("records")),
         kernels=tuple(ComputeKernel.of(r) for r in kern.to_dict("records")),

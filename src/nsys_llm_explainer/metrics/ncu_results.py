@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.errors import ExplainError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.demangled import Matcher
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
@@ -52,6 +53,9 @@ from nsys_llm_explainer.results.efficiency import (
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
 
+if TYPE_CHECKING:
+    from nsys_llm_explainer.compute.peaks import GpuSpec
+
 OPTION = "ncu"  # Options.extra key: the --ncu paths
 RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
 DURATION_FACTOR = 2.0  # a launch matches only calls whose median is within 2x of its duration
@@ -65,7 +69,7 @@ def _trace_gpu(ctx: Context) -> tuple[str, str] | None:
     return (next(iter(names)), "the trace's GPU") if len(names) == 1 else None
 
 
-def _table(ctx: Context) -> dict[str, Any] | None:
+def _table(ctx: Context) -> dict[str, GpuSpec] | None:
     if ctx.options.gpu_peaks is None:
         return None
     from nsys_llm_explainer.compute.peaks import load_gpu_peaks
@@ -79,7 +83,7 @@ def _weighted(values: list[tuple[float, float]]) -> float | None:
 
 
 def _kernel_row(
-    name: str, stats: dict[str, Any], members: list[dict[str, Any]], how: str, total_kernel_ns: int
+    name: str, stats: TraceStats, members: list[dict[str, Any]], how: str, total_kernel_ns: int
 ) -> NcuKernel:
     durations = [float(m["duration_ns"]) for m in members if m["duration_ns"]]
     classified = [m for m in members if m["class"]]
@@ -89,15 +93,15 @@ def _kernel_row(
         by_class[m["class"]] = by_class.get(m["class"], 0.0) + float(m["duration_ns"] or 1.0)
     longest = max(classified, key=lambda m: m["duration_ns"] or 0.0) if classified else None
     ncu_p50 = statistics.median(durations) if durations else None
-    ratio = ncu_p50 / stats["p50_ns"] if ncu_p50 and stats["p50_ns"] else None
-    stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats["by_device"].items()} if pct is not None else {}
+    ratio = ncu_p50 / stats.p50_ns if ncu_p50 and stats.p50_ns else None
+    stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats.by_device.items()} if pct is not None else {}
     return NcuKernel(
         name=name,
-        devices=tuple(NcuDevice(d, ns, stake.get(d)) for d, ns in stats["by_device"].items()),
-        calls=stats["calls"],
-        total_ns=stats["total_ns"],
-        p50_ns=stats["p50_ns"],
-        pct_of_kernel_time=round(100.0 * stats["total_ns"] / total_kernel_ns, 4) if total_kernel_ns else 0.0,
+        devices=tuple(NcuDevice(d, ns, stake.get(d)) for d, ns in stats.by_device.items()),
+        calls=stats.calls,
+        total_ns=stats.total_ns,
+        p50_ns=stats.p50_ns,
+        pct_of_kernel_time=round(100.0 * stats.total_ns / total_kernel_ns, 4) if total_kernel_ns else 0.0,
         matched_by=how,
         ncu_kernel=members[0]["kernel"],
         ncu_launches=tuple(m["index"] for m in members),
@@ -116,7 +120,17 @@ def _kernel_row(
     )
 
 
-def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dict[int, dict[str, Any]], int]:
+@frozen
+class TraceStats:
+    """A kernel name's calls in the trace."""
+
+    calls: int
+    total_ns: int
+    p50_ns: float
+    by_device: dict[int, int]  # kernel time per device
+
+
+def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dict[int, TraceStats], int]:
     """(key, name, mangled) per kernel name of the trace, its statistics, the kernel time."""
     try:
         k = ctx.data.kernels()
@@ -130,13 +144,12 @@ def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dic
     mangled = ctx.data.kernel_mangled_names(ids)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-    stats: dict[int, dict[str, Any]] = {}
+    stats: dict[int, TraceStats] = {}
     for j, name_id in enumerate(ids.tolist()):
         rows = order[bounds[j]:bounds[j + 1]]
         dur, dev = k.dur[rows], k.device[rows]
         by_device = {int(d): int(dur[dev == d].sum()) for d in np.unique(dev).tolist()}
-        stats[name_id] = {"calls": int(len(rows)), "total_ns": int(dur.sum()),
-                          "p50_ns": float(np.median(dur)), "by_device": by_device}
+        stats[name_id] = TraceStats(int(len(rows)), int(dur.sum()), float(np.median(dur)), by_device)
     kernels = [(i, names.get(i, f"(unnamed kernel #{i})"), mangled.get(i)) for i in ids.tolist()]
     return kernels, stats, int(k.dur.sum())
 
@@ -179,7 +192,7 @@ class Shapes:
         return self._by[key]
 
 
-def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -> tuple[str | None, str]:
+def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
     """(why the launch does not match the trace's kernel `key`, or None; what was compared)."""
     compared = ["name"]
     durations: np.ndarray | None = None
@@ -204,7 +217,7 @@ def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -
         durations = np.concatenate(hits)
         compared.append("grid and block")
     ncu_ns = d.get("duration_ns")
-    ref = float(np.median(durations)) if durations is not None else float(stats["p50_ns"])
+    ref = float(np.median(durations)) if durations is not None else float(stats.p50_ns)
     if not ncu_ns or not ref:
         compared.append("not duration (not measured)")
         return None, ", ".join(compared)

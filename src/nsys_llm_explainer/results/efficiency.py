@@ -20,12 +20,18 @@ from nsys_llm_explainer.frozen import frozen
 Json = Mapping[str, object]
 
 
+_KEYS: dict[type, tuple[tuple[str, str], ...]] = {}  # per record class: (JSON key, field name)
+
+
 def _row(obj: object) -> dict[str, object]:
     """A flat row: its fields in order, tuples as lists."""
-    out: dict[str, object] = {}
-    for f in fields(obj):  # type: ignore[arg-type]
-        value = getattr(obj, f.name)
-        out[f.name.rstrip("_")] = list(value) if isinstance(value, tuple) else value
+    keys = _KEYS.get(type(obj))
+    if keys is None:
+        keys = _KEYS[type(obj)] = tuple((f.name.rstrip("_"), f.name) for f in fields(obj))  # type: ignore[arg-type]
+    out = {key: getattr(obj, name) for key, name in keys}
+    for key, value in out.items():
+        if type(value) is tuple:
+            out[key] = list(value)
     return out
 
 

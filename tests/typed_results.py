@@ -45,6 +45,8 @@ def _dataclass(cls: type, data: Mapping[str, Any], strict: bool) -> Any:
         data = {"pid": pid, "kernel": data}
     if cls.__name__ == "NcuPlan":  # ncu_targets.json's object, spread into the section
         data["plan"] = {"version": 1, **{k: data.pop(k, []) for k in ("metrics", "targets", "skipped")}}
+    if cls.__name__ == "NcuLaunch":  # the launch object as written, and the parts rules read
+        data["json"] = dict(data)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):

@@ -31,7 +31,18 @@ from nsys_llm_explainer.compute.sources import NVTX_CAPTURE, shapes_missing
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.math_mode import math_mode
-from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table
+from nsys_llm_explainer.model import Skipped, Table
+from nsys_llm_explainer.results.efficiency import (
+    ComputeEfficiency,
+    ComputeKernel,
+    ComputeRoofline,
+    ComputeTotals,
+    DtypeRoof,
+    FamilyRow,
+    Json,
+    Operation,
+    Uncovered,
+)
 from nsys_llm_explainer.results.run import Workload
 
 DIMS = ("batch", "m", "n", "k")
@@ -278,26 +289,26 @@ SOURCES = {
 }
 
 
-def _family_rows(ops: pd.DataFrame, total_ns: int) -> list[dict[str, Any]]:
+def _family_rows(ops: pd.DataFrame, total_ns: int) -> tuple[FamilyRow, ...]:
     out = []
     for fam, g in ops.groupby("family", sort=False):
         ns, flops, nbytes = int(g["kernel_ns"].sum()), float(g["flops"].sum()), float(g["bytes"].sum())
-        out.append({
-            "family": fam, "calls": int(g["calls"].sum()), "flops": flops, "bytes": nbytes,
-            "kernel_ns": ns, "pct_of_kernel_time": round(100.0 * ns / total_ns, 2) if total_ns else 0.0,
-            "tflops": round(flops / ns / 1e3, 3) if ns and flops else None,
-            "gbps": round(nbytes / ns, 1) if ns else None,
-        })
-    return sorted(out, key=lambda r: -r["kernel_ns"])
+        out.append(FamilyRow(
+            family=str(fam), calls=int(g["calls"].sum()), flops=flops, bytes=nbytes,
+            kernel_ns=ns, pct_of_kernel_time=round(100.0 * ns / total_ns, 2) if total_ns else 0.0,
+            tflops=round(flops / ns / 1e3, 3) if ns and flops else None,
+            gbps=round(nbytes / ns, 1) if ns else None,
+        ))
+    return tuple(sorted(out, key=lambda r: -r.kernel_ns))
 
 
-def _by_operator(ops: pd.DataFrame, dp: DevicePeaks) -> list[dict[str, Any]]:
+def _by_operator(ops: pd.DataFrame, dp: DevicePeaks) -> tuple[Json, ...]:
     """Operations summed per operator, dtype and device, placed like the operations."""
     sums = ops.groupby(["operator", "compute_dtype", "device_id"], sort=False)[
         ["calls", "flops", "bytes", "kernel_ns"]
     ].sum().reset_index()
     placed = place(sums, dp).sort_values(["kernel_ns", "operator"], ascending=[False, True], kind="stable")
-    return placed.head(OPERATORS_LISTED).to_dict("records")
+    return tuple(placed.head(OPERATORS_LISTED).to_dict("records"))
 
 
 def _uncovered_reason(v: ComputeView, code: int) -> str:
@@ -320,7 +331,7 @@ def _uncovered_reason(v: ComputeView, code: int) -> str:
     return "its input shapes were not recorded"
 
 
-def _uncovered(v: ComputeView, dur: np.ndarray) -> tuple[int, list[dict[str, Any]]]:
+def _uncovered(v: ComputeView, dur: np.ndarray) -> tuple[int, tuple[Uncovered, ...]]:
     """Kernel time outside every counted call, by the innermost operator around the launch."""
     out = np.flatnonzero(v.counted.kernel_call < 0)
     pos = v.inst.kernel_pos[out]
@@ -332,14 +343,14 @@ def _uncovered(v: ComputeView, dur: np.ndarray) -> tuple[int, list[dict[str, Any
     for i in np.argsort(-ns, kind="stable")[:UNCOVERED_LISTED].tolist():
         if ns[i] <= 0:
             break
-        rows.append({
-            "operator": v.inst.names[i - 1] if i else "(no operator)", "kernels": int(calls[i]),
-            "kernel_ns": int(ns[i]), "reason": _uncovered_reason(v, i - 1),
-        })
-    return int(dur[out].sum()), rows
+        rows.append(Uncovered(
+            operator=v.inst.names[i - 1] if i else "(no operator)", kernels=int(calls[i]),
+            kernel_ns=int(ns[i]), reason=_uncovered_reason(v, i - 1),
+        ))
+    return int(dur[out].sum()), tuple(rows)
 
 
-def _roofline(ops: pd.DataFrame, dp: DevicePeaks) -> dict[str, Any] | None:
+def _roofline(ops: pd.DataFrame, dp: DevicePeaks) -> ComputeRoofline | None:
     flop_ops = ops[ops["flops"] > 0]
     if not len(flop_ops):
         return None
@@ -348,20 +359,24 @@ def _roofline(ops: pd.DataFrame, dp: DevicePeaks) -> dict[str, Any] | None:
     on_dev = flop_ops[flop_ops["device_id"] == dev]
     roofs = dp.roofs(dev, sorted(set(on_dev["compute_dtype"].tolist())))
     resolved = dp.resolved[dev]
-    return {
-        "device_id": dev,
-        "model": resolved.spec.model if resolved.spec else None,
-        "peaks_basis": resolved.basis,
-        "roofs": [
-            {"dtype": r.dtype, "peak_tflops": round(r.peak_flops / 1e12, 3),
-             "bandwidth_gbps": round(r.peak_bandwidth / 1e9, 1), "ridge_flop_per_byte": round(r.ridge, 1)}
+    return ComputeRoofline(
+        device_id=dev,
+        model=resolved.spec.model if resolved.spec else None,
+        peaks_basis=resolved.basis,
+        roofs=tuple(
+            DtypeRoof(dtype=r.dtype, peak_tflops=round(r.peak_flops / 1e12, 3),
+                      bandwidth_gbps=round(r.peak_bandwidth / 1e9, 1), ridge_flop_per_byte=round(r.ridge, 1))
             for r in roofs
-        ],
-        "operations": int(len(on_dev)),
-    }
+        ),
+        operations=int(len(on_dev)),
+    )
 
 
-def run(ctx: Context, metric_id: str) -> Outcome:
+Computed = tuple[ComputeEfficiency, tuple[Table, ...], tuple[str, ...]]
+
+
+def run(ctx: Context, metric_id: str) -> Computed | Skipped:
+    """compute_efficiency's result, its tables (OPERATION_COLUMNS, KERNEL_COLUMNS) and notes."""
     k = ctx.data.kernels()
     if len(k) == 0:
         return Skipped(metric_id, NO_KERNELS)
@@ -389,35 +404,35 @@ def run(ctx: Context, metric_id: str) -> Outcome:
     if v.inst.source == "nvtx":
         notes.append("NVTX names carry no dtype: each range's dtype is assumed from its kernels' names")
     notes.extend(n for n in (implausible_note(ops), bandwidth_note(ops, dp)) if n)
-    data = {
-        "source": v.inst.source,
-        "shapes_from": SOURCES[v.inst.source],
-        "devices": [dp.describe(d) for d in dp.devices],
-        "peak_table": dp.table_source,
-        "totals": {
-            "operations": int(len(ops)),
-            "calls": int(ops["calls"].sum()),
-            "costed_calls": v.counted.costed_calls,
-            "calls_without_kernels": int((v.counted.kernel_ns == 0).sum()),
-            "flops": flops,
-            "bytes": float(ops["bytes"].sum()),
-            "kernel_ns": counted_ns,
-            "total_kernel_ns": total,
-            "coverage_pct": round(100.0 * counted_ns / total, 2) if total else 0.0,
-            "tflops": round(flops / counted_ns / 1e3, 3) if counted_ns else None,
-            "uncovered_kernel_ns": uncovered_ns,
-            "implausible_operations": int(ops["implausible"].astype(bool).sum()),
-            "above_bandwidth_operations": int(ops["above_bandwidth"].astype(bool).sum()),
-        },
-        "by_family": _family_rows(ops, total),
-        "by_operator": _by_operator(ops, dp),
-        "roofline": _roofline(ops, dp),
-        "operations": ops.to_dict("records"),
-        "kernels": kern.to_dict("records"),
-        "uncovered": uncovered,
-    }
+    result = ComputeEfficiency(
+        source=v.inst.source,
+        shapes_from=SOURCES[v.inst.source],
+        devices=tuple(dp.describe(d) for d in dp.devices),
+        peak_table=dp.table_source,
+        totals=ComputeTotals(
+            operations=int(len(ops)),
+            calls=int(ops["calls"].sum()),
+            costed_calls=v.counted.costed_calls,
+            calls_without_kernels=int((v.counted.kernel_ns == 0).sum()),
+            flops=flops,
+            bytes=float(ops["bytes"].sum()),
+            kernel_ns=counted_ns,
+            total_kernel_ns=total,
+            coverage_pct=round(100.0 * counted_ns / total, 2) if total else 0.0,
+            tflops=round(flops / counted_ns / 1e3, 3) if counted_ns else None,
+            uncovered_kernel_ns=uncovered_ns,
+            implausible_operations=int(ops["implausible"].astype(bool).sum()),
+            above_bandwidth_operations=int(ops["above_bandwidth"].astype(bool).sum()),
+        ),
+        by_family=_family_rows(ops, total),
+        by_operator=_by_operator(ops, dp),
+        roofline=_roofline(ops, dp),
+        operations=tuple(Operation.of(r) for r in ops.to_dict("records")),
+        kernels=tuple(ComputeKernel.of(r) for r in kern.to_dict("records")),
+        uncovered=uncovered,
+    )
     tables = (
         Table("compute_operations", OPERATION_COLUMNS, ops),
         Table("compute_kernels", KERNEL_COLUMNS, kern),
     )
-    return MetricResult(metric_id, data, tables, tuple(notes))
+    return result, tables, tuple(notes)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -70,7 +71,13 @@ from nsys_llm_explainer.compute.peaks import PLAUSIBLE_TOLERANCE, device_peaks
 from nsys_llm_explainer.compute.sources import hfu_missing, model_inputs, shapes_missing
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import MetricResult, Outcome, Skipped, Table, TraceFormat
+from nsys_llm_explainer.model import Skipped, Table, TraceFormat
+from nsys_llm_explainer.results.efficiency import (
+    ModelUtilization,
+    UtilizationInputs,
+    UtilizationPhase,
+    UtilizationStep,
+)
 from nsys_llm_explainer.results.run import Steps, Workload
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData
@@ -80,10 +87,11 @@ MIN_COVERAGE = 0.9
 CEILING_PCT = 100.0 * (1 + UTILIZATION_TOLERANCE)
 
 
-def _figure(phase: dict[str, Any], steps: list[dict[str, Any]], key: str) -> tuple[float, str] | None:
+def _figure(phase: UtilizationPhase, steps: list[dict[str, Any]], key: str) -> tuple[float, str] | None:
     """The highest of the phase's figure and its steps', and how to say it."""
     values = [float(s[key]) for s in steps if s.get(key) is not None]
-    whole = float(phase[key]) if phase.get(key) is not None else None
+    figure = getattr(phase, key)
+    whole = float(figure) if figure is not None else None
     top = max(values, default=whole if whole is not None else float("nan"))
     if whole is None:
         return (top, f"up to {top:,.1f}% in its steps") if values else None
@@ -99,10 +107,10 @@ def _assumed(sc: StepContext, steps: list[dict[str, Any]]) -> str:
     return f"; the figures use assumed {notes[0]}"
 
 
-def _ceiling(phase: dict[str, Any], steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
+def _ceiling(phase: UtilizationPhase, steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
     out = []
     first = steps[0]
-    gpus = f"the GPU count ({phase['gpus']} per step)"
+    gpus = f"the GPU count ({phase.gpus} per step)"
     peak = f"the {sc.cls} dense peak ({first['peak_tflops']} TFLOP/s per GPU)"
     bandwidth = f"the memory bandwidth ({first['bandwidth_gbps']} GB/s per GPU)"
     checks = (
@@ -116,14 +124,14 @@ def _ceiling(phase: dict[str, Any], steps: list[dict[str, Any]], sc: StepContext
         if fig is None or not fig[0] > CEILING_PCT:
             continue
         out.append(
-            f"phase {phase['phase']!r}: {name} {fig[1]} is above 100% by more than the "
+            f"phase {phase.phase!r}: {name} {fig[1]} is above 100% by more than the "
             f"{UTILIZATION_TOLERANCE:.0%} tolerance, which no GPU can reach: check {inputs}"
             f"{_assumed(sc, steps)}"
         )
     return out
 
 
-def _below_model(phase: dict[str, Any], steps: list[dict[str, Any]]) -> list[str]:
+def _below_model(phase: UtilizationPhase, steps: list[dict[str, Any]]) -> list[str]:
     covered = [s for s in steps if s.get("measured_flops") and s.get("floor_flops")
                and s["launched_ns"] and s["covered_ns"] >= MIN_COVERAGE * s["launched_ns"]]
     if not covered:
@@ -133,10 +141,10 @@ def _below_model(phase: dict[str, Any], steps: list[dict[str, Any]]) -> list[str
     if measured >= (1 - UTILIZATION_TOLERANCE) * floor:
         return []
     share = sum(s["covered_ns"] for s in covered) / sum(s["launched_ns"] for s in covered)
-    hfu, mfu = phase.get("hfu_pct"), phase.get("mfu_pct")
+    hfu, mfu = phase.hfu_pct, phase.mfu_pct
     figures = f"HFU {hfu:.1f}% below MFU {mfu:.1f}%" if hfu is not None and mfu is not None else "HFU below MFU"
     return [
-        f"phase {phase['phase']!r}: {figures} is inconsistent: its operators with shapes cover "
+        f"phase {phase.phase!r}: {figures} is inconsistent: its operators with shapes cover "
         f"{100 * share:.0f}% of the kernel time its steps launched and compute "
         f"{measured / 1e9:,.1f} GFLOP, {100 * (1 - measured / floor):.0f}% less than the model's "
         f"{floor / 1e9:,.1f} GFLOP (causal attention counted half in both), so the model FLOPs count work the "
@@ -145,7 +153,7 @@ def _below_model(phase: dict[str, Any], steps: list[dict[str, Any]]) -> list[str
     ]
 
 
-def phase_warnings(phase: dict[str, Any], steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
+def phase_warnings(phase: UtilizationPhase, steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
     """The warnings of one phase, from its row and its steps' rows (with the check keys)."""
     if not steps:
         return []
@@ -170,8 +178,12 @@ def _per_pid(ctx: Context, cls: str, pids: list[int]) -> dict[int, PidGpus]:
     return out
 
 
-def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
-    """The metric's result; `columns`: tables/model_utilization_steps.csv's (model_utilization.py)."""
+Computed = tuple[ModelUtilization, tuple[Table, ...], tuple[str, ...]]
+
+
+def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Computed | Skipped:
+    """The metric's result, its table and notes; `columns`: tables/model_utilization_steps.csv's
+    (model_utilization.py)."""
     steps, found = ctx.result("steps"), ctx.typed(Steps)
     if steps is None or found is None:
         why = getattr(ctx.results.get("steps"), "reason", "the steps metric did not run")
@@ -215,27 +227,28 @@ def run(ctx: Context, metric_id: str, columns: tuple[str, ...]) -> Outcome:
     if v is not None and v.counted.kernel_ns.sum() < 0.5 * ctx.data.kernels().dur.sum():
         notes.append("measured FLOPs cover less than half of the kernel time: HFU is a lower bound")
     notes.extend(sorted({f"every percentage uses assumed {p.assumed}" for p in sc.per_pid.values() if p.assumed}))
-    phases = phase_rows(table, sc)
-    for ph in phases:
-        ph["warnings"] = phase_warnings(ph, [r for r in rows if r["phase"] == ph["phase"]], sc)
-        ctx.data.warnings.extend(f"{metric_id}: {w}" for w in ph["warnings"])
-    data: dict[str, Any] = {
-        "inputs": {
-            "model_config": sc.config_name,
-            "model_flops_per_token": opts.model_flops_per_token,
-            "tokens_per_step": opts.tokens_per_step,
-            "parameters": mf.param_counts(cfg).total if cfg else None,
-            "matmul_parameters": mf.param_counts(cfg).matmul_active if cfg else None,
-            "dtype": dtype,
-            "peak_dtype": cls,
-            "dtype_from": dtype_from,
-            "steps_from": f"{found.method}: {found.detail}",
-        },
-        "phases": phases,
-        "steps": table.to_dict("records"),
-        "missing": _missing(sc, table, v is not None, fmt),
-    }
-    return MetricResult(metric_id, data, (Table("model_utilization_steps", columns, table),), tuple(notes))
+    phases = []
+    for ph in phase_rows(table, sc):
+        warnings = phase_warnings(ph, [r for r in rows if r["phase"] == ph.phase], sc)
+        ctx.data.warnings.extend(f"{metric_id}: {w}" for w in warnings)
+        phases.append(replace(ph, warnings=tuple(warnings)))
+    result = ModelUtilization(
+        inputs=UtilizationInputs(
+            model_config=sc.config_name,
+            model_flops_per_token=opts.model_flops_per_token,
+            tokens_per_step=opts.tokens_per_step,
+            parameters=mf.param_counts(cfg).total if cfg else None,
+            matmul_parameters=mf.param_counts(cfg).matmul_active if cfg else None,
+            dtype=dtype,
+            peak_dtype=cls,
+            dtype_from=dtype_from,
+            steps_from=f"{found.method}: {found.detail}",
+        ),
+        phases=tuple(phases),
+        steps=tuple(UtilizationStep.of(r) for r in table.to_dict("records")),
+        missing=tuple(_missing(sc, table, v is not None, fmt)),
+    )
+    return result, (Table("model_utilization_steps", columns, table),), tuple(notes)
 
 
 def _missing(sc: StepContext, table: pd.DataFrame, measured: bool, fmt: TraceFormat) -> list[str]:
@@ -604,7 +617,8 @@ def _share(num: pd.Series, g: pd.DataFrame, per_s: pd.Series) -> float | None:
     return round(100.0 * float(num[ok].sum()) / denom, 2) if denom > 0 else None
 
 
-def phase_rows(table: pd.DataFrame, sc: StepContext) -> list[dict[str, Any]]:
+def phase_rows(table: pd.DataFrame, sc: StepContext) -> list[UtilizationPhase]:
+    """One row per phase, in the table's order, without its warnings (phase_warnings)."""
     out = []
     for phase, g in table.groupby("phase", sort=False):
         peak = g["peak_tflops"].astype(float) * 1e12
@@ -625,21 +639,22 @@ def phase_rows(table: pd.DataFrame, sc: StepContext) -> list[dict[str, Any]]:
         ]
         if kind == "decode":
             inputs.append(f"bytes per step: {g['bytes_from'].iloc[0]}")
-        out.append({
-            "phase": str(phase), "kind": kind, "compute_heavy": kind in COMPUTE_KINDS,
-            "steps": int(len(g)), "time_ns": int(g["window_ns"].sum()),
-            "tokens": _sum(g["tokens"]), "model_flops": _sum(g["model_flops"]),
-            "mfu_pct": _share(g["model_flops"].astype(float), g, peak),
-            "mfu_min_pct": float(mfu.min()) if len(mfu) else None,
-            "mfu_max_pct": float(mfu.max()) if len(mfu) else None,
-            "bytes": _sum(g["bytes_per_step"]),
-            "mbu_pct": _share(g["bytes_per_step"].astype(float), g, bw),
-            "measured_flops": _sum(g["measured_flops"]),
-            "hfu_pct": _share(g["measured_flops"].astype(float), g, peak),
-            "gpus": int(g["gpus"].max()),
-            "device_ids": devices,
-            "inputs": inputs,
-        })
+        out.append(UtilizationPhase(
+            phase=str(phase), kind=kind, compute_heavy=kind in COMPUTE_KINDS,
+            steps=int(len(g)), time_ns=int(g["window_ns"].sum()),
+            tokens=_sum(g["tokens"]), model_flops=_sum(g["model_flops"]),
+            mfu_pct=_share(g["model_flops"].astype(float), g, peak),
+            mfu_min_pct=float(mfu.min()) if len(mfu) else None,
+            mfu_max_pct=float(mfu.max()) if len(mfu) else None,
+            bytes=_sum(g["bytes_per_step"]),
+            mbu_pct=_share(g["bytes_per_step"].astype(float), g, bw),
+            measured_flops=_sum(g["measured_flops"]),
+            hfu_pct=_share(g["measured_flops"].astype(float), g, peak),
+            gpus=int(g["gpus"].max()),
+            device_ids=tuple(devices),
+            inputs=tuple(inputs),
+            warnings=(),
+        ))
     return out
 
 

@@ -36,7 +36,8 @@ from typing import Any
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.kernels.demangled import subjects
-from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.model import MetricResult, Outcome, typed_result
+from nsys_llm_explainer.results.efficiency import ComputeEfficiency
 
 CLASS_PCT = 60.0
 # FLOP per byte from which a matrix product is large on every side: its arithmetic intensity is
@@ -193,12 +194,12 @@ def of_devices(metrics: dict[str, Outcome], devices: list[int]) -> KernelMix | N
             per_name[r["name"]] = per_name.get(r["name"], 0) + int(r["total_ns"])
     roof: dict[str, tuple[str, float]] = {}
     large: set[str] = set()
-    ce = _ok(metrics, "compute_efficiency")
-    for k in (ce or {}).get("kernels", []):
-        if k.get("device_id") in devices and k.get("bound") and k.get("pct_of_roof") is not None:
-            roof.setdefault(k["name"], (str(k["bound"]), float(k["pct_of_roof"])))
-            if k["bound"] == "compute" and float(k.get("flop_per_byte") or 0.0) >= LARGE_INTENSITY:
-                large.add(k["name"])
+    ce = typed_result(metrics, ComputeEfficiency)
+    for k in ce.kernels if ce is not None else ():
+        if k.device_id in devices and k.bound and k.pct_of_roof is not None:
+            roof.setdefault(k.name, (str(k.bound), float(k.pct_of_roof)))
+            if k.bound == "compute" and float(k.flop_per_byte or 0.0) >= LARGE_INTENSITY:
+                large.add(k.name)
     mix = classify(((n, category(n), ns) for n, ns in per_name.items()), roof)
     mix.far_large_ns = sum(ns for n, ns in per_name.items()
                            if n in large and category(n) in MATRIX_FAMILIES and roof[n][1] < NEAR_ROOF_PCT)

@@ -16,11 +16,16 @@ from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.compute import efficiency as compute_report
 from nsys_llm_explainer.compute.efficiency import KERNEL_COLUMNS, OPERATION_COLUMNS
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.model import Outcome
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped
+from nsys_llm_explainer.results.efficiency import ComputeEfficiency
 
 
 def run(ctx: Context) -> Outcome:
-    return compute_report.run(ctx, METRIC.id)
+    out = compute_report.run(ctx, METRIC.id)
+    if isinstance(out, Skipped):
+        return out
+    result: ComputeEfficiency = out[0]
+    return MetricResult(METRIC.id, result.to_json(), out[1], out[2], typed=result)
 
 
 METRIC = Metric(

@@ -29,7 +29,8 @@ from __future__ import annotations
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.compute import model_report
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.model import Outcome
+from nsys_llm_explainer.model import MetricResult, Outcome, Skipped
+from nsys_llm_explainer.results.efficiency import ModelUtilization
 
 STEP_COLUMNS = (
     "step", "phase", "pid", "latency_ns", "window_ns", "kind", "tokens", "batch", "context", "gpus",
@@ -40,7 +41,11 @@ STEP_COLUMNS = (
 
 
 def run(ctx: Context) -> Outcome:
-    return model_report.run(ctx, METRIC.id, STEP_COLUMNS)
+    out = model_report.run(ctx, METRIC.id, STEP_COLUMNS)
+    if isinstance(out, Skipped):
+        return out
+    result: ModelUtilization = out[0]
+    return MetricResult(METRIC.id, result.to_json(), out[1], out[2], typed=result)
 
 
 METRIC = Metric(

@@ -30,19 +30,31 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.errors import ExplainError
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.demangled import Matcher
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 from nsys_llm_explainer.ncu import LAUNCH_COLUMNS
+from nsys_llm_explainer.results.efficiency import (
+    NcuDevice,
+    NcuKernel,
+    NcuLaunch,
+    NcuMatch,
+    NcuResults,
+    NcuUnmatched,
+)
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.compute.peaks import GpuSpec
 
 OPTION = "ncu"  # Options.extra key: the --ncu paths
 RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
@@ -57,7 +69,7 @@ def _trace_gpu(ctx: Context) -> tuple[str, str] | None:
     return (next(iter(names)), "the trace's GPU") if len(names) == 1 else None
 
 
-def _table(ctx: Context) -> dict[str, Any] | None:
+def _table(ctx: Context) -> dict[str, GpuSpec] | None:
     if ctx.options.gpu_peaks is None:
         return None
     from nsys_llm_explainer.compute.peaks import load_gpu_peaks
@@ -71,8 +83,8 @@ def _weighted(values: list[tuple[float, float]]) -> float | None:
 
 
 def _kernel_row(
-    name: str, stats: dict[str, Any], members: list[dict[str, Any]], how: str, total_kernel_ns: int
-) -> dict[str, Any]:
+    name: str, stats: TraceStats, members: list[dict[str, Any]], how: str, total_kernel_ns: int
+) -> NcuKernel:
     durations = [float(m["duration_ns"]) for m in members if m["duration_ns"]]
     classified = [m for m in members if m["class"]]
     pct = _weighted([(float(m["pct_of_roof"]), float(m["duration_ns"] or 1.0)) for m in classified])
@@ -81,34 +93,44 @@ def _kernel_row(
         by_class[m["class"]] = by_class.get(m["class"], 0.0) + float(m["duration_ns"] or 1.0)
     longest = max(classified, key=lambda m: m["duration_ns"] or 0.0) if classified else None
     ncu_p50 = statistics.median(durations) if durations else None
-    ratio = ncu_p50 / stats["p50_ns"] if ncu_p50 and stats["p50_ns"] else None
-    stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats["by_device"].items()} if pct is not None else {}
-    return {
-        "name": name,
-        "devices": [{"device_id": d, "total_ns": ns, "stake_ns": stake.get(d)} for d, ns in stats["by_device"].items()],
-        "calls": stats["calls"],
-        "total_ns": stats["total_ns"],
-        "p50_ns": stats["p50_ns"],
-        "pct_of_kernel_time": round(100.0 * stats["total_ns"] / total_kernel_ns, 4) if total_kernel_ns else 0.0,
-        "matched_by": how,
-        "ncu_kernel": members[0]["kernel"],
-        "ncu_launches": [m["index"] for m in members],
-        "class": max(by_class, key=lambda c: by_class[c]) if by_class else None,
-        "pct_of_roof": round(pct, 2) if pct is not None else None,
-        "stake_ns": sum(stake.values()) if pct is not None else None,
-        "limiter": longest["limiter"] if longest else None,
-        "causes": longest["causes"] if longest else [],
-        "sm_pct": longest["sm_pct"] if longest else None,
-        "memory_pct": longest["memory_pct"] if longest else None,
-        "longest_launch": longest["index"] if longest else None,
-        "roofline_pct_of_roof": (longest.get("roofline") or {}).get("pct_of_roof") if longest else None,
-        "ncu_p50_ns": round(ncu_p50, 1) if ncu_p50 else None,
-        "duration_ratio": round(ratio, 3) if ratio else None,
-        "ratio_far": bool(ratio and not 1.0 / RATIO_FAR <= ratio <= RATIO_FAR),
-    }
+    ratio = ncu_p50 / stats.p50_ns if ncu_p50 and stats.p50_ns else None
+    stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats.by_device.items()} if pct is not None else {}
+    return NcuKernel(
+        name=name,
+        devices=tuple(NcuDevice(d, ns, stake.get(d)) for d, ns in stats.by_device.items()),
+        calls=stats.calls,
+        total_ns=stats.total_ns,
+        p50_ns=stats.p50_ns,
+        pct_of_kernel_time=round(100.0 * stats.total_ns / total_kernel_ns, 4) if total_kernel_ns else 0.0,
+        matched_by=how,
+        ncu_kernel=members[0]["kernel"],
+        ncu_launches=tuple(m["index"] for m in members),
+        class_=max(by_class, key=lambda c: by_class[c]) if by_class else None,
+        pct_of_roof=round(pct, 2) if pct is not None else None,
+        stake_ns=sum(stake.values()) if pct is not None else None,
+        limiter=longest["limiter"] if longest else None,
+        causes=tuple(longest["causes"]) if longest else (),
+        sm_pct=longest["sm_pct"] if longest else None,
+        memory_pct=longest["memory_pct"] if longest else None,
+        longest_launch=longest["index"] if longest else None,
+        roofline_pct_of_roof=(longest.get("roofline") or {}).get("pct_of_roof") if longest else None,
+        ncu_p50_ns=round(ncu_p50, 1) if ncu_p50 else None,
+        duration_ratio=round(ratio, 3) if ratio else None,
+        ratio_far=bool(ratio and not 1.0 / RATIO_FAR <= ratio <= RATIO_FAR),
+    )
 
 
-def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dict[int, dict[str, Any]], int]:
+@frozen
+class TraceStats:
+    """A kernel name's calls in the trace."""
+
+    calls: int
+    total_ns: int
+    p50_ns: float
+    by_device: dict[int, int]  # kernel time per device
+
+
+def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dict[int, TraceStats], int]:
     """(key, name, mangled) per kernel name of the trace, its statistics, the kernel time."""
     try:
         k = ctx.data.kernels()
@@ -122,13 +144,12 @@ def _trace_kernels(ctx: Context) -> tuple[list[tuple[int, str, str | None]], dic
     mangled = ctx.data.kernel_mangled_names(ids)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-    stats: dict[int, dict[str, Any]] = {}
+    stats: dict[int, TraceStats] = {}
     for j, name_id in enumerate(ids.tolist()):
         rows = order[bounds[j]:bounds[j + 1]]
         dur, dev = k.dur[rows], k.device[rows]
         by_device = {int(d): int(dur[dev == d].sum()) for d in np.unique(dev).tolist()}
-        stats[name_id] = {"calls": int(len(rows)), "total_ns": int(dur.sum()),
-                          "p50_ns": float(np.median(dur)), "by_device": by_device}
+        stats[name_id] = TraceStats(int(len(rows)), int(dur.sum()), float(np.median(dur)), by_device)
     kernels = [(i, names.get(i, f"(unnamed kernel #{i})"), mangled.get(i)) for i in ids.tolist()]
     return kernels, stats, int(k.dur.sum())
 
@@ -171,7 +192,7 @@ class Shapes:
         return self._by[key]
 
 
-def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -> tuple[str | None, str]:
+def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
     """(why the launch does not match the trace's kernel `key`, or None; what was compared)."""
     compared = ["name"]
     durations: np.ndarray | None = None
@@ -196,7 +217,7 @@ def _check(d: dict[str, Any], key: int, stats: dict[str, Any], shapes: Shapes) -
         durations = np.concatenate(hits)
         compared.append("grid and block")
     ncu_ns = d.get("duration_ns")
-    ref = float(np.median(durations)) if durations is not None else float(stats["p50_ns"])
+    ref = float(np.median(durations)) if durations is not None else float(stats.p50_ns)
     if not ncu_ns or not ref:
         compared.append("not duration (not measured)")
         return None, ", ".join(compared)
@@ -241,23 +262,31 @@ def run(ctx: Context) -> Outcome:
         groups.setdefault(int(m.key), []).append(d)  # type: ignore[call-overload]
         how.setdefault(int(m.key), str(m.how))  # type: ignore[call-overload]
     rows = [_kernel_row(names[key], stats[key], members, how[key], total_kernel_ns) for key, members in groups.items()]
-    rows.sort(key=lambda r: (-(r["stake_ns"] or -1), -r["total_ns"], r["name"]))
-    data = {
-        **{k: v for k, v in doc.items() if k not in ("schema_version", "tool", "notes", "launches")},
-        "ratio_far": RATIO_FAR,
-        "match": {"launches": len(launches), "matched": len(launches) - len(unmatched), "by": by,
-                  "kernels": len(rows), "unmatched": unmatched, "duration_factor": DURATION_FACTOR,
-                  "shapes": "compared" if shapes.cols is not None else f"not compared: {shapes.reason}"},
-        "total_kernel_ns": total_kernel_ns,
-        "kernels": rows,
-        "launches": launches,
-    }
-    kernel_rows = [{**r, "ncu_launches": " ".join(map(str, r["ncu_launches"]))} for r in rows]
+    rows.sort(key=lambda r: (-(r.stake_ns or -1), -r.total_ns, r.name))
+    summary = {k: v for k, v in doc.items() if k not in ("schema_version", "tool", "notes", "launches")}
+    result = NcuResults(
+        launch_count=summary["launch_count"],
+        kernel_count=summary["kernel_count"],
+        classified=summary["classified"],
+        classes=summary["classes"],
+        thresholds=summary["thresholds"],
+        files=tuple(summary["files"]),
+        ratio_far=RATIO_FAR,
+        match=NcuMatch(
+            launches=len(launches), matched=len(launches) - len(unmatched), by=by, kernels=len(rows),
+            unmatched=tuple(NcuUnmatched(**u) for u in unmatched), duration_factor=DURATION_FACTOR,
+            shapes="compared" if shapes.cols is not None else f"not compared: {shapes.reason}",
+        ),
+        total_kernel_ns=total_kernel_ns,
+        kernels=tuple(rows),
+        launches=tuple(NcuLaunch.of(d) for d in launches),
+    )
+    kernel_rows = [{**r.to_json(), "ncu_launches": " ".join(map(str, r.ncu_launches))} for r in rows]
     tables = (
         Table("ncu_kernels", KERNEL_COLUMNS, pd.DataFrame(kernel_rows, columns=list(KERNEL_COLUMNS))),
         Table("ncu_launches", LAUNCH_COLUMNS, pd.DataFrame(launch_rows(launches), columns=list(LAUNCH_COLUMNS))),
     )
-    return MetricResult(METRIC.id, data, tables, notes=tuple(results.notes))
+    return MetricResult(METRIC.id, result.to_json(), tables, notes=tuple(results.notes), typed=result)
 
 
 METRIC = Metric(

@@ -32,6 +32,7 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, TraceFormat
+from nsys_llm_explainer.results.efficiency import ComputeEfficiency
 from nsys_llm_explainer.results.kernels import KernelRow, NcuPlan, TopKernels
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import Unavailable
@@ -45,10 +46,10 @@ ROCM_KEYS = ("hip_", "rocm_", "roctracer_")  # PyTorch profiler traces from ROCm
 
 
 def _bounds(ctx: Context) -> dict[tuple[str, int], str]:
-    ce = ctx.result("compute_efficiency")
+    ce = ctx.typed(ComputeEfficiency)
     if ce is None:
         return {}
-    return {(r["name"], int(r["device_id"])): r["bound"] for r in ce.data["kernels"] if r.get("bound")}
+    return {(r.name, int(r.device_id)): r.bound for r in ce.kernels if r.bound}
 
 
 def _categories(ctx: Context) -> dict[int, str]:

@@ -77,6 +77,8 @@ from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.kernels.categories import load_table
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.efficiency import ModelUtilization
+from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.results.serving import (
     CATEGORY_GROUPS,
     HostGap,
@@ -341,15 +343,15 @@ def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np
                  its: Iterations) -> dict[str, Any] | None:
     """MFU/MBU of a phase: model_utilization's phase of the same name when the steps are these
     iterations; else, for decode, MBU from the weight bytes its GEMMs read (operator shapes)."""
-    mu = ctx.result("model_utilization")
-    steps = ctx.result("steps")
+    mu = ctx.typed(ModelUtilization)
+    steps = ctx.typed(Steps)
     row = None
-    if mu is not None and steps is not None and steps.data.get("method") == "serving_iterations":
-        row = next((p for p in mu.data.get("phases", []) if p.get("phase") == phase), None)
-    if row is not None and (row.get("mfu_pct") is not None or row.get("mbu_pct") is not None):
-        return {"mfu_pct": row.get("mfu_pct"), "mbu_pct": row.get("mbu_pct"), "hfu_pct": row.get("hfu_pct"),
+    if mu is not None and steps is not None and steps.method == "serving_iterations":
+        row = mu.phase(phase)
+    if row is not None and (row.mfu_pct is not None or row.mbu_pct is not None):
+        return {"mfu_pct": row.mfu_pct, "mbu_pct": row.mbu_pct, "hfu_pct": row.hfu_pct,
                 "from": "model_utilization", "missing": None}
-    hfu = row.get("hfu_pct") if row is not None else None
+    hfu = row.hfu_pct if row is not None else None
     if phase == "decode" and weights is not None:
         mbu = _weight_mbu(ctx, rows, weights)
         if mbu is not None:
@@ -361,7 +363,7 @@ def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np
     elif row is None:
         why = "the steps are not these iterations, so model_utilization's phases do not match them"
     else:
-        why = "; ".join(m for m in mu.data.get("missing", []) if m.startswith(("MFU", "MBU"))) or None
+        why = "; ".join(m for m in mu.missing if m.startswith(("MFU", "MBU"))) or None
     if phase == "decode" and weights is None and why:
         why += "; without a model, MBU needs the GEMMs' operator shapes (record_shapes)"
     # The reason is model_utilization's own text: its code spans stay there (in this metric's

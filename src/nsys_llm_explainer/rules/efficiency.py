@@ -6,13 +6,21 @@ without a trace kernel (NLE332)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.kernels.math_mode import math_mode
 from nsys_llm_explainer.model import Affected, Cause, Confidence, Finding, Severity, TraceFormat
+from nsys_llm_explainer.results.efficiency import (
+    ComputeEfficiency,
+    ModelUtilization,
+    NcuKernel,
+    NcuLaunch,
+    NcuResults,
+    Operation,
+    UtilizationPhase,
+)
 from nsys_llm_explainer.results.kernels import GemmKernel, GemmPrecision, TopKernels
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, dur, ms, pct, us
@@ -22,21 +30,21 @@ from nsys_llm_explainer.rules.impact import band, per_device
 # Shared by NLE321 (low MFU) and NLE322 (low MBU): the GPU time a phase would give back at
 # full utilisation, per device of the phase (a ceiling: no step reaches 100%).
 def phase_stake(
-    view: RuleInput, phase: dict[str, Any], util_pct: float
+    view: RuleInput, phase: UtilizationPhase, util_pct: float
 ) -> tuple[tuple[Affected, ...], tuple[int, float]]:
     """time x (1 - utilisation) on each device of the phase, at most that device's window."""
-    stake = int(phase["time_ns"] * max(0.0, 1.0 - util_pct / 100.0))
+    stake = int(phase.time_ns * max(0.0, 1.0 - util_pct / 100.0))
     per_dev = {}
-    for dev in phase.get("device_ids") or []:
+    for dev in phase.device_ids:
         d = view.acct.device(int(dev))
         if d is not None:
             per_dev[int(dev)] = min(stake, d.window_ns)
     return per_device(view.acct, per_dev)
 
 
-def phase_line(phase: dict[str, Any], what: str, value: float, lo: Any, hi: Any) -> str:
+def phase_line(phase: UtilizationPhase, what: str, value: float, lo: float | None, hi: float | None) -> str:
     spread = f" (steps {pct(lo)} to {pct(hi)})" if lo is not None and hi is not None and lo != hi else ""
-    return (f"phase {phase['phase']!r} ({phase['kind']}, {phase['steps']:,} steps, {ms(phase['time_ns'])}): "
+    return (f"phase {phase.phase!r} ({phase.kind}, {phase.steps:,} steps, {ms(phase.time_ns)}): "
             f"{what} {pct(value)}{spread}")
 
 
@@ -137,21 +145,26 @@ LARGE_ADVICE = (
 )
 
 
-def low_gemm_operations(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def low_gemm_operations(operations: Sequence[Operation]) -> list[Operation]:
     """compute_efficiency's matrix products placed plausibly on the roofline at under
     LOW_ROOF_PCT of their roof: the operations NLE320 puts at stake."""
     return [o for o in operations
-            if o.get("family") == "gemm" and o.get("pct_of_roof") is not None and (o.get("flops") or 0) > 0
-            and float(o["pct_of_roof"]) < LOW_ROOF_PCT and not o.get("implausible")]
+            if o.family == "gemm" and o.pct_of_roof is not None and (o.flops or 0) > 0
+            and float(o.pct_of_roof) < LOW_ROOF_PCT and not o.implausible]
 
 
-def stake_ns(op: dict[str, Any]) -> int:
+def _roof_pct(op: Operation) -> float:
+    assert op.pct_of_roof is not None  # low_gemm_operations keeps placed operations only
+    return float(op.pct_of_roof)
+
+
+def stake_ns(op: Operation) -> int:
     """GPU time an operation would give back at its roof: time x (1 - achieved/attainable)."""
-    return int(op["kernel_ns"] * max(0.0, 1.0 - float(op["pct_of_roof"]) / 100.0))
+    return int(op.kernel_ns * max(0.0, 1.0 - _roof_pct(op) / 100.0))
 
 
-def shape_cause(op: dict[str, Any]) -> str:
-    m, n, k = op.get("m"), op.get("n"), op.get("k")
+def shape_cause(op: Operation) -> str:
+    m, n, k = op.m, op.n, op.k
     if m is None or n is None or k is None:
         return "sizes not known"
     if min(m, n) < SMALL_M:
@@ -164,13 +177,13 @@ def shape_cause(op: dict[str, Any]) -> str:
     return f"{m} x {n} x {k}: tile shape or wave quantization (too few tiles for the GPU's SMs)"
 
 
-def tiles(op: dict[str, Any]) -> int:
-    return -(-int(op["m"]) // TILE) * -(-int(op["n"]) // TILE)
+def tiles(op: Operation) -> int:
+    return -(-int(op.m or 0) // TILE) * -(-int(op.n or 0) // TILE)
 
 
-def large(op: dict[str, Any]) -> bool:
+def large(op: Operation) -> bool:
     """Sizes known, none small or off-aligned, and at least MANY_TILES output tiles."""
-    m, n, k = op.get("m"), op.get("n"), op.get("k")
+    m, n, k = op.m, op.n, op.k
     return (m is not None and n is not None and k is not None and min(m, n) >= SMALL_M
             and not any(d % ALIGN for d in (m, n, k)) and tiles(op) >= MANY_TILES)
 
@@ -197,15 +210,15 @@ def gemm_below_roof(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - mm [[16,4096],[4096,4096]] bf16: 21.3 of 53.2 TFLOP/s (40.0% of the roof), memory-bound at 15.9 FLOP/byte
         -   25.805 ms in 1,024 calls; M = 16: a tiny batch (decode) fills a sliver of each tensor-core tile
     """
-    res = view.metric("compute_efficiency")
+    res = view.result(ComputeEfficiency)
     if res is None:
         return
-    low = low_gemm_operations(res.data.get("operations") or [])
+    low = low_gemm_operations(res.operations)
     if not low:
         return
     per_dev: dict[int, int] = {}
     for o in low:
-        per_dev[int(o["device_id"])] = per_dev.get(int(o["device_id"]), 0) + stake_ns(o)
+        per_dev[int(o.device_id)] = per_dev.get(int(o.device_id), 0) + stake_ns(o)
     affected, impact = per_device(view.acct, per_dev)
     severity = band(impact[1])
     if severity is None:
@@ -214,12 +227,12 @@ def gemm_below_roof(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     evidence = []
     for o in top[:BELOW_ROOF_EVIDENCE]:
         evidence.append(
-            f"{o['label']} {o['compute_dtype']}: {fmt.sig(o['tflops'])} of {fmt.sig(o['roof_tflops'])} TFLOP/s "
-            f"({pct(float(o['pct_of_roof']))} of the roof), {o['bound']}-bound at {o['flop_per_byte']:,.1f} FLOP/byte"
+            f"{o.label} {o.compute_dtype}: {fmt.sig(o.tflops)} of {fmt.sig(o.roof_tflops)} TFLOP/s "
+            f"({pct(_roof_pct(o))} of the roof), {o.bound}-bound at {o.flop_per_byte:,.1f} FLOP/byte"
         )
-        evidence.append(f"  {ms(o['kernel_ns'])} in {o['calls']:,} calls; {shape_cause(o)}")
-    lo, hi = min(float(o["pct_of_roof"]) for o in low), max(float(o["pct_of_roof"]) for o in low)
-    assumed = any(o["dtype_source"] == "assumed" for o in top[:BELOW_ROOF_EVIDENCE])
+        evidence.append(f"  {ms(o.kernel_ns)} in {o.calls:,} calls; {shape_cause(o)}")
+    lo, hi = min(_roof_pct(o) for o in low), max(_roof_pct(o) for o in low)
+    assumed = any(o.dtype_source == "assumed" for o in top[:BELOW_ROOF_EVIDENCE])
     yield rule.finding(
         severity=severity,
         confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
@@ -270,34 +283,34 @@ def low_mfu(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - measured operator FLOPs reach 12.3% of the peak (HFU)
         - memory-bound operators (no FLOPs) take 44.4% of the kernel time
     """
-    res = view.metric("model_utilization")
+    res = view.result(ModelUtilization)
     if res is None:
         return
-    ce = view.metric("compute_efficiency")
-    memory = next((f for f in ce.data["by_family"] if f["family"] == "memory"), None) if ce else None
-    for ph in res.data["phases"]:
-        mfu = ph.get("mfu_pct")
-        if not ph["compute_heavy"] or mfu is None or mfu >= LOW_MFU_PCT:
+    ce = view.result(ComputeEfficiency)
+    memory = ce.family("memory") if ce else None
+    for ph in res.phases:
+        mfu = ph.mfu_pct
+        if not ph.compute_heavy or mfu is None or mfu >= LOW_MFU_PCT:
             continue
         affected, impact = phase_stake(view, ph, float(mfu))
         severity = band(impact[1])
         if severity is None:
             continue
-        evidence = [phase_line(ph, "MFU", float(mfu), ph.get("mfu_min_pct"), ph.get("mfu_max_pct"))]
-        evidence += [f"  {line}" for line in ph["inputs"]]
-        if ph.get("hfu_pct") is not None:
-            evidence.append(f"measured operator FLOPs reach {pct(ph['hfu_pct'])} of the peak (HFU)")
+        evidence = [phase_line(ph, "MFU", float(mfu), ph.mfu_min_pct, ph.mfu_max_pct)]
+        evidence += [f"  {line}" for line in ph.inputs]
+        if ph.hfu_pct is not None:
+            evidence.append(f"measured operator FLOPs reach {pct(ph.hfu_pct)} of the peak (HFU)")
         if memory is not None:
-            share = pct(memory["pct_of_kernel_time"])
+            share = pct(memory.pct_of_kernel_time)
             evidence.append(f"memory-bound operators (no FLOPs) take {share} of the kernel time")
-        evidence += [f"warning: {w}" for w in ph.get("warnings", [])]
-        assumed = any("assumed" in line for line in ph["inputs"]) or bool(ph.get("warnings"))
+        evidence += [f"warning: {w}" for w in ph.warnings]
+        assumed = any("assumed" in line for line in ph.inputs) or bool(ph.warnings)
         yield rule.finding(
             severity=severity,
             confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
             evidence=evidence,
             recommendation=advice("mfu", view.workload),
-            title=f"Phase {ph['phase']!r} ({ph['kind']}) runs at {pct(float(mfu))} MFU",
+            title=f"Phase {ph.phase!r} ({ph.kind}) runs at {pct(float(mfu))} MFU",
             affected=affected,
             impact=impact,
             cause=Cause.COMPUTE,
@@ -334,33 +347,32 @@ def low_mbu(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - phase 'decode' (decode, 512 steps, 1,024.000 ms): MBU 21.4% (steps 18.0% to 25.1%)
         - bytes per step: qwen1.5-0.5b.json: bf16 weights + KV cache at 1,024 keys, batch 16
     """
-    res = view.metric("model_utilization")
+    res = view.result(ModelUtilization)
     if res is None:
         return
-    for ph in res.data["phases"]:
-        mbu = ph.get("mbu_pct")
-        if ph["kind"] != "decode" or mbu is None or mbu >= LOW_MBU_PCT:
+    for ph in res.phases:
+        mbu = ph.mbu_pct
+        if ph.kind != "decode" or mbu is None or mbu >= LOW_MBU_PCT:
             continue
         affected, impact = phase_stake(view, ph, float(mbu))
         severity = band(impact[1])
         if severity is None:
             continue
-        per_step = [float(s["mbu_pct"]) for s in res.data["steps"]
-                    if s["phase"] == ph["phase"] and s.get("mbu_pct") is not None]
+        per_step = [float(s.mbu_pct) for s in res.steps if s.phase == ph.phase and s.mbu_pct is not None]
         lo, hi = (min(per_step), max(per_step)) if per_step else (None, None)
         evidence = [phase_line(ph, "MBU", float(mbu), lo, hi)]
-        evidence += [f"  {line}" for line in ph["inputs"]]
-        if ph.get("mfu_pct") is not None:
-            evidence.append(f"MFU of the same steps: {pct(ph['mfu_pct'])}")
-        evidence += [f"warning: {w}" for w in ph.get("warnings", [])]
-        assumed = any("assumed" in line or "lower bound" in line for line in ph["inputs"])
-        assumed = assumed or bool(ph.get("warnings"))
+        evidence += [f"  {line}" for line in ph.inputs]
+        if ph.mfu_pct is not None:
+            evidence.append(f"MFU of the same steps: {pct(ph.mfu_pct)}")
+        evidence += [f"warning: {w}" for w in ph.warnings]
+        assumed = any("assumed" in line or "lower bound" in line for line in ph.inputs)
+        assumed = assumed or bool(ph.warnings)
         yield rule.finding(
             severity=severity,
             confidence=Confidence.LOW if assumed else Confidence.MEDIUM,
             evidence=evidence,
             recommendation=advice("mbu", view.workload),
-            title=f"Phase {ph['phase']!r} reads weights and KV cache at {pct(float(mbu))} of peak bandwidth",
+            title=f"Phase {ph.phase!r} reads weights and KV cache at {pct(float(mbu))} of peak bandwidth",
             affected=affected,
             impact=impact,
             cause=Cause.COMPUTE,
@@ -523,61 +535,61 @@ OPEN = ("Open the launch in Nsight Compute (`ncu-ui`, or `ncu --import` of its r
         "lines and stall reasons behind these figures.")
 
 
-def advice_for(row: dict[str, Any]) -> list[str]:
+def advice_for(row: NcuKernel) -> list[str]:
     """Recommendations for a kernel's class and, when latency-bound, for the causes named."""
     out = []
-    if row["class"] == "latency-bound":
-        text = " ".join(row.get("causes") or [])
+    if row.class_ == "latency-bound":
+        text = " ".join(row.causes)
         for key, word in (("grid", "of a wave"), ("waves", "part-empty"), ("registers", "registers"),
                           ("shared memory", "shared memory"), ("stall", "stall"), ("issue", "issues in")):
             if word in text:
                 out.append(ADVICE[key])
         if not out:
             out.append(ADVICE["issue"])
-    elif row["class"] in ADVICE:
-        out.append(ADVICE[row["class"]])
+    elif row.class_ in ADVICE:
+        out.append(ADVICE[row.class_])
     out.append(OPEN)
     return out
 
 
-def _headline(row: dict[str, Any]) -> str:
+def _headline(row: NcuKernel) -> str:
     """The class and its main reason: "latency-bound: occupancy 17% ..." or "memory-bound (DRAM at 85% of peak)"."""
-    if row["class"] == "latency-bound" and row.get("causes"):
-        return f"latency-bound: {row['causes'][0]}"
-    if row["class"] == "latency-bound":
+    if row.class_ == "latency-bound" and row.causes:
+        return f"latency-bound: {row.causes[0]}"
+    if row.class_ == "latency-bound":
         return "latency-bound"
-    return f"{row['class']} ({row['limiter']})"
+    return f"{row.class_} ({row.limiter})"
 
 
-def _evidence(view: RuleInput, row: dict[str, Any], launch: dict[str, Any] | None) -> list[str]:
+def _evidence(view: RuleInput, row: NcuKernel, launch: NcuLaunch | None) -> list[str]:
     lines = [
-        f"trace: {ms(row['total_ns'])} in {row['calls']:,} calls ({pct(float(row['pct_of_kernel_time']))} of kernel "
-        f"time), median {us(row['p50_ns'])} per call",
-        f"ncu: SM {row['sm_pct']:.1f}%, memory {row['memory_pct']:.1f}% of peak, {row['class']}: "
-        + ("; ".join(row["causes"]) if row.get("causes") else str(row["limiter"])),
-        f"at its roof it would give back up to {dur(row['stake_ns'])}: trace time x (1 - "
-        f"{float(row['pct_of_roof']):.1f}%), an upper bound (no kernel runs at its roof)",
+        f"trace: {ms(row.total_ns)} in {row.calls:,} calls ({pct(float(row.pct_of_kernel_time))} of kernel "
+        f"time), median {us(row.p50_ns)} per call",
+        f"ncu: SM {row.sm_pct:.1f}%, memory {row.memory_pct:.1f}% of peak, {row.class_}: "
+        + ("; ".join(row.causes) if row.causes else str(row.limiter)),
+        f"at its roof it would give back up to {dur(row.stake_ns or 0)}: trace time x (1 - "
+        f"{float(row.pct_of_roof or 0.0):.1f}%), an upper bound (no kernel runs at its roof)",
     ]
-    if row.get("duration_ratio"):
-        far = " (far from 1: ncu replays a kernel alone, caches flushed, clocks locked)" if row["ratio_far"] else ""
-        lines.append(f"ncu's median launch {us(row['ncu_p50_ns'])} / the trace's median {us(row['p50_ns'])} = "
-                     f"{row['duration_ratio']:.2f}{far}")
-    point = (launch or {}).get("roofline")
-    if point and point.get("pct_of_roof") is not None and point.get("roof_tflops") is not None:
-        where = f" at {point['flop_per_byte']:,.1f} FLOP/byte" if point.get("flop_per_byte") is not None else ""
+    if row.duration_ratio:
+        far = " (far from 1: ncu replays a kernel alone, caches flushed, clocks locked)" if row.ratio_far else ""
+        lines.append(f"ncu's median launch {us(row.ncu_p50_ns or 0.0)} / the trace's median {us(row.p50_ns)} = "
+                     f"{row.duration_ratio:.2f}{far}")
+    point = launch.roofline if launch is not None else None
+    if point and point.pct_of_roof is not None and point.roof_tflops is not None:
+        where = f" at {point.flop_per_byte:,.1f} FLOP/byte" if point.flop_per_byte is not None else ""
         lines.append(
-            f"roofline ({point['precision'].upper()}{' tensor' if point['tensor'] else ''}): "
-            f"{point['achieved_tflops']:,.2f} of {point['roof_tflops']:,.2f} TFLOP/s "
-            f"({pct(float(point['pct_of_roof']))}){where} ({point['peaks_basis']})"
+            f"roofline ({point.precision.upper()}{' tensor' if point.tensor else ''}): "
+            f"{point.achieved_tflops:,.2f} of {point.roof_tflops:,.2f} TFLOP/s "
+            f"({pct(float(point.pct_of_roof))}){where} ({point.peaks_basis})"
         )
-    rules = (launch or {}).get("ncu_rules") or []
+    rules = launch.ncu_rules if launch is not None else ()
     if rules:
         r = rules[0]
-        gain = f", estimated speedup {r['speedup_pct']:.0f}%" if r.get("speedup_pct") is not None else ""
-        text = r["text"] if len(r["text"]) <= RULE_TEXT else r["text"][: RULE_TEXT - 3] + "..."
-        lines.append(f"ncu's own {r['name']} rule{gain}: {text}")
-    if row["matched_by"] == "short":
-        lines.append(f"matched by function name only (ncu: {view.kernel_label(row['ncu_kernel'])})")
+        gain = f", estimated speedup {r.speedup_pct:.0f}%" if r.speedup_pct is not None else ""
+        text = r.text if len(r.text) <= RULE_TEXT else r.text[: RULE_TEXT - 3] + "..."
+        lines.append(f"ncu's own {r.name} rule{gain}: {text}")
+    if row.matched_by == "short":
+        lines.append(f"matched by function name only (ncu: {view.kernel_label(row.ncu_kernel)})")
     return lines
 
 
@@ -603,26 +615,25 @@ def ncu_below_roof(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - ncu: SM 32.1%, memory 27.7% of peak: SM 32%, memory 28% of peak: occupancy 17% ...
         - at its roof it would give back up to 15.210 ms: trace time x (1 - 32.1%), an upper bound ...
     """
-    res = view.metric("ncu")
+    res = view.result(NcuResults)
     if res is None:
         return
-    launches = {d["index"]: d for d in res.data["launches"]}
-    rows = [r for r in res.data["kernels"] if r["stake_ns"] and r["class"]]
-    for row in sorted(rows, key=lambda r: -r["stake_ns"])[:MAX_FINDINGS]:
-        per_dev = {int(d["device_id"]): int(d["stake_ns"]) for d in row["devices"] if d.get("stake_ns")}
+    rows = [r for r in res.kernels if r.stake_ns and r.class_]
+    for row in sorted(rows, key=lambda r: -(r.stake_ns or 0))[:MAX_FINDINGS]:
+        per_dev = {int(d.device_id): int(d.stake_ns) for d in row.devices if d.stake_ns}
         affected, impact = per_device(view.acct, per_dev)
         severity = band(impact[1])
         if severity is None:
             continue
-        if row["ratio_far"] and severity.rank < Severity.LOW.rank:
+        if row.ratio_far and severity.rank < Severity.LOW.rank:
             severity = Severity.LOW  # ncu measured a launch unlike the trace's: its figures may not apply
-        weak = row["matched_by"] == "short" or row["ratio_far"]
+        weak = row.matched_by == "short" or row.ratio_far
         yield rule.finding(
             severity=severity,
             confidence=Confidence.LOW if weak else Confidence.MEDIUM,
-            evidence=_evidence(view, row, launches.get(row["longest_launch"])),
+            evidence=_evidence(view, row, res.launch(row.longest_launch)),
             recommendation=advice_for(row),
-            title=(f"{view.kernel_label(row['name'])} runs at {float(row['pct_of_roof']):.1f}% of its roof, "
+            title=(f"{view.kernel_label(row.name)} runs at {float(row.pct_of_roof or 0.0):.1f}% of its roof, "
             f"{_headline(row)}"),
             affected=affected,
             impact=impact,
@@ -659,16 +670,16 @@ def ncu_duration_mismatch(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         NLE331 info: 2 kernels took far longer or shorter under Nsight Compute than in the trace
         - elementwise_kernel_with_index<int, arange_cuda_out…>: ncu 3.4 us, trace median 60.0 us (ratio 0.06)
     """
-    res = view.metric("ncu")
+    res = view.result(NcuResults)
     if res is None:
         return
-    far = [r for r in res.data["kernels"] if r["ratio_far"]]
+    far = [r for r in res.kernels if r.ratio_far]
     if not far:
         return
-    far.sort(key=lambda r: -r["total_ns"])
+    far.sort(key=lambda r: -r.total_ns)
     evidence = [
-        f"{view.kernel_label(r['name'])}: ncu {us(r['ncu_p50_ns'])}, trace median {us(r['p50_ns'])} "
-        f"(ratio {r['duration_ratio']:.2f})"
+        f"{view.kernel_label(r.name)}: ncu {us(r.ncu_p50_ns or 0.0)}, trace median {us(r.p50_ns)} "
+        f"(ratio {r.duration_ratio or 0.0:.2f})"
         for r in far[:RATIO_EVIDENCE]
     ]
     if len(far) > RATIO_EVIDENCE:
@@ -715,15 +726,15 @@ def ncu_unmatched(view: RuleInput, rule: Rule) -> Iterator[Finding]:
         - Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128…>: no kernel of the trace has this name
         - fmha_fwd_loop_kernel: its duration, 7.8 us, is 2.60x the trace's median call (3.0 us): not the same work
     """
-    res = view.metric("ncu")
+    res = view.result(NcuResults)
     if res is None:
         return
-    m = res.data["match"]
-    if not m["unmatched"]:
+    m = res.match
+    if not m.unmatched:
         return
-    evidence = [f"{view.kernel_label(u['kernel'])}: {u['reason']}" for u in m["unmatched"][:UNMATCHED_EVIDENCE]]
-    if len(m["unmatched"]) > UNMATCHED_EVIDENCE:
-        evidence.append(f"and {len(m['unmatched']) - UNMATCHED_EVIDENCE} more (tables/ncu_launches.csv)")
+    evidence = [f"{view.kernel_label(u.kernel)}: {u.reason}" for u in m.unmatched[:UNMATCHED_EVIDENCE]]
+    if len(m.unmatched) > UNMATCHED_EVIDENCE:
+        evidence.append(f"and {len(m.unmatched) - UNMATCHED_EVIDENCE} more (tables/ncu_launches.csv)")
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=evidence,
@@ -732,7 +743,7 @@ def ncu_unmatched(view: RuleInput, rule: Rule) -> Iterator[Finding]:
             "same program and build; with several kernels of one function name, export ncu's demangled or "
             "mangled names (`--print-kernel-base demangled`).",
         ],
-        title=f"{len(m['unmatched'])} of {m['launches']} Nsight Compute launches match no kernel of the trace",
+        title=f"{len(m.unmatched)} of {m.launches} Nsight Compute launches match no kernel of the trace",
     )
 
 

@@ -16,6 +16,7 @@ from nsys_llm_explainer.metrics.casts import CAST_NAME
 from nsys_llm_explainer.metrics.fusion_candidates import SHORT_KERNEL_NS
 from nsys_llm_explainer.model import Cause, Confidence, Finding
 from nsys_llm_explainer.results.devices import GpuContext
+from nsys_llm_explainer.results.efficiency import ComputeEfficiency
 from nsys_llm_explainer.results.kernels import (
     Casts,
     Categories,
@@ -86,20 +87,20 @@ def _roof(view: RuleInput) -> dict[tuple[str, int], float]:
 def _placed(view: RuleInput) -> dict[tuple[str, int], tuple[float, float | None]]:
     """(name, device) -> (share of its roof, FLOP per byte), for kernels compute_efficiency placed
     plausibly."""
-    res = view.metric("compute_efficiency")
+    res = view.result(ComputeEfficiency)
     if res is None:
         return {}
     return {
-        (k["name"], int(k["device_id"])): (float(k["pct_of_roof"]), k.get("flop_per_byte"))
-        for k in res.data.get("kernels", [])
-        if k.get("pct_of_roof") is not None and not k.get("implausible")
+        (k.name, int(k.device_id)): (float(k.pct_of_roof), k.flop_per_byte)
+        for k in res.kernels
+        if k.pct_of_roof is not None and not k.implausible
     }
 
 
 def _gemm_roof_devices(view: RuleInput) -> set[int]:
     """Devices where NLE320 puts GEMM operations' time below their roof at stake."""
-    res = view.metric("compute_efficiency")
-    return {int(o["device_id"]) for o in low_gemm_operations(res.data.get("operations") or [] if res else [])}
+    res = view.result(ComputeEfficiency)
+    return {int(o.device_id) for o in low_gemm_operations(res.operations if res else ())}
 
 
 def dominant(view: RuleInput) -> dict[str, list[tuple[KernelRow, float, int | None]]]:

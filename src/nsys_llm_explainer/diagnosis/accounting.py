@@ -25,9 +25,9 @@ from dataclasses import field
 from typing import Any, Literal
 
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.metrics import communication, gpu_idle
+from nsys_llm_explainer.metrics import communication
 from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome, typed_result
-from nsys_llm_explainer.results.devices import IdleCauses
+from nsys_llm_explainer.results.devices import GpuIdle, IdleCauses
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 IDLE_BUCKETS = BUCKETS[2:]
@@ -123,22 +123,21 @@ def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any]:
 
 def build(metrics: dict[str, Outcome]) -> Accounting:
     """Per-device buckets from gpu_idle, idle_causes and communication ([] without them)."""
-    if not isinstance(metrics.get("gpu_idle"), MetricResult):
+    gi = typed_result(metrics, GpuIdle)
+    if gi is None:
         return Accounting()
     exposed = {d["device_id"]: int(d["exposed_ns"]) for d in communication.devices(_ok(metrics, "communication"))}
     ic = typed_result(metrics, IdleCauses)
     split = {d.device_id: d for d in ic.devices} if ic is not None else {}
     out = []
-    for d in gpu_idle.devices(_ok(metrics, "gpu_idle")):  # reports built by hand may carry partial data
-        if not {"device_id", "busy_ns", "idle_ns", "window_start_ns", "window_end_ns"} <= set(d):
-            continue
-        dev = d["device_id"]
+    for d in gi.devices:
+        dev = d.device_id
         buckets = dict.fromkeys(BUCKETS, 0)
-        exp = min(exposed.get(dev, 0), d["busy_ns"])
-        buckets[Bucket.COMPUTE] = d["busy_ns"] - exp
+        exp = min(exposed.get(dev, 0), d.busy_ns)
+        buckets[Bucket.COMPUTE] = d.busy_ns - exp
         buckets[Bucket.EXPOSED_COMMUNICATION] = exp
         s = split.get(dev)
-        w0, w1 = d["window_start_ns"], d["window_end_ns"]
+        w0, w1 = d.window_start_ns, d.window_end_ns
         steady, steady_window = None, None
         if s is not None:
             for c in s.causes:
@@ -151,9 +150,9 @@ def build(metrics: dict[str, Outcome]) -> Accounting:
             part = s.steady
             if part is not None:
                 steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in part.causes.items()}
-                steady_window = d["window_end_ns"] - part.start_ns
+                steady_window = d.window_end_ns - part.start_ns
         else:  # no CUDA API rows: idle time cannot be split, so it stays unexplained
-            buckets[Bucket.CAPTURE_EDGE] += int(d["idle_ns"])
+            buckets[Bucket.CAPTURE_EDGE] += d.idle_ns
         pids = s.owner_pids if s is not None else ()
         out.append(DeviceAccount(dev, w0, w1, pids, buckets, steady, steady_window))
     return Accounting(tuple(out))

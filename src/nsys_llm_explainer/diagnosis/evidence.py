@@ -21,7 +21,7 @@ from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
-from nsys_llm_explainer.results.devices import HostBlocked, HostSources, IdleCauses
+from nsys_llm_explainer.results.devices import GpuIdle, HostBlocked, HostSources, IdleCauses
 from nsys_llm_explainer.results.host import HostPatterns
 
 CAUSE_WORDS: dict[Cause, str] = {
@@ -120,12 +120,12 @@ def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[
 
 def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    gi = metric(metrics, "gpu_idle")
-    for d in (gi or {}).get("devices", []):
-        if d["device_id"] in devices[:MAX_DEVICES_LISTED] and (d.get("graph_busy_ns") or d.get("device_copy_busy_ns")):
-            parts = [(d.get("kernel_busy_ns", 0), "kernels"), (d["graph_busy_ns"], "whole-graph executions"),
-                     (d["device_copy_busy_ns"], "device-local copies and memsets")]
-            out.append(f"GPU {d['device_id']} busy by kind (each a union; they may overlap): "
+    gi = typed_result(metrics, GpuIdle)
+    for d in gi.devices if gi is not None else ():
+        if d.device_id in devices[:MAX_DEVICES_LISTED] and (d.graph_busy_ns or d.device_copy_busy_ns):
+            parts = [(d.kernel_busy_ns, "kernels"), (d.graph_busy_ns, "whole-graph executions"),
+                     (d.device_copy_busy_ns, "device-local copies and memsets")]
+            out.append(f"GPU {d.device_id} busy by kind (each a union; they may overlap): "
                        + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
     tk = metric(metrics, "top_kernels")
     if tk is not None:

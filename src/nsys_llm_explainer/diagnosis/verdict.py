@@ -75,7 +75,7 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
-from nsys_llm_explainer.results.devices import IdleCauses
+from nsys_llm_explainer.results.devices import GpuIdle, IdleCauses
 from nsys_llm_explainer.results.host import HostPatterns, PerStep, ReadbackGroup
 from nsys_llm_explainer.results.serving import PhaseRow, Serving
 
@@ -228,10 +228,10 @@ def stream_waits(metrics: dict[str, Outcome]) -> int:
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:
     """(graph launches no device work joins, all graph launches) from gpu_idle."""
-    gi = metric(metrics, "gpu_idle")
+    gi = typed_result(metrics, GpuIdle)
     if gi is None:
         return 0, 0
-    return int(gi.get("unplaced_graph_launches", 0)), int(gi.get("graph_launches", 0))
+    return gi.unplaced_graph_launches, gi.graph_launches
 
 
 def graphs_hide_work(metrics: dict[str, Outcome]) -> str | None:

@@ -1,6 +1,6 @@
 """The results about the GPUs and the data moved to and from them: gpu_context
-(metrics/gpu_context.py), memory_transfers (metrics/memory_transfers.py) and why the GPUs
-were idle, idle_causes (metrics/idle_causes.py). report.json
+(metrics/gpu_context.py), memory_transfers (metrics/memory_transfers.py), when the GPUs were
+idle, gpu_idle (metrics/gpu_idle.py), and why, idle_causes (metrics/idle_causes.py). report.json
 `metrics.<id>` is each one's to_json(); schema/metrics/<id>.json documents it."""
 
 from __future__ import annotations
@@ -341,4 +341,62 @@ class IdleCauses:
             "devices": [d.to_json() for d in self.devices],
             "gaps_listed": self.gaps_listed,
             "top_gaps": [dict(g) for g in self.top_gaps],
+        }
+
+
+@frozen
+class GpuIdleDevice:
+    """One device's busy and idle time over its window (first to last work)."""
+
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_pct: float
+    gap_count: int
+    idle_covered_by_copies_ns: int
+    idle_covered_by_copies_pct: float
+    kernel_busy_ns: int
+    graph_busy_ns: int
+    device_copy_busy_ns: int
+
+
+@frozen
+class GapBucket:
+    label: str  # <10us, 10-100us, ...
+    count: int
+    total_ns: int
+
+
+@frozen
+class GapHistogram:
+    device_id: int
+    buckets: tuple[GapBucket, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"device_id": self.device_id, "buckets": [asdict(b) for b in self.buckets]}
+
+
+@frozen
+class GpuIdle:
+    METRIC_ID: ClassVar[str] = "gpu_idle"
+
+    min_gap_ns: int
+    graph_launches: int
+    unplaced_graph_launches: int  # graph launches no device work joins
+    devices: tuple[GpuIdleDevice, ...]
+    histograms: tuple[GapHistogram, ...]
+    gaps_listed: int
+    gaps: tuple[Mapping[str, object], ...]  # the longest gaps, as the gpu_idle_gaps table's rows
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "min_gap_ns": self.min_gap_ns,
+            "graph_launches": self.graph_launches,
+            "unplaced_graph_launches": self.unplaced_graph_launches,
+            "devices": [asdict(d) for d in self.devices],
+            "histograms": [h.to_json() for h in self.histograms],
+            "gaps_listed": self.gaps_listed,
+            "gaps": list(self.gaps),
         }

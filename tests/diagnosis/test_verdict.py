@@ -9,6 +9,7 @@ import pytest
 
 from nsys_llm_explainer.diagnosis import accounting, diagnose, evidence, verdict
 from nsys_llm_explainer.model import Confidence, TraceInfo
+from nsys_llm_explainer.results.devices import HostBlocked
 from tests.rule_inputs import WINDOW, device_metrics, outcomes
 
 PCT = WINDOW // 100  # 1% of the 1 ms window
@@ -159,8 +160,8 @@ def test_unplaced_graph_launches_stop_idle_verdicts() -> None:
     (1_000, 1_000, 8_000, "the GPU drained while the host waited"),
 ])
 def test_what_the_host_waited_for(busy: int, copies: int, drained: int, ending: str) -> None:
-    line = evidence.host_wait_line(3, {"ns": busy + copies + drained, "busy_ns": busy, "transfer_ns": copies,
-                                       "sync_wait_ns": drained, "other_idle_ns": 0})
+    line = evidence.host_wait_line(3, HostBlocked(ns=busy + copies + drained, busy_ns=busy, transfer_ns=copies,
+                                                  sync_wait_ns=drained, other_idle_ns=0))
     assert line.startswith(f"GPU 3: the processes driving it were blocked in synchronizing calls for "
                            f"{(busy + copies + drained) / 1000:.1f} µs")
     assert line.endswith(ending)

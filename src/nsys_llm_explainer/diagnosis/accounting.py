@@ -25,9 +25,8 @@ from dataclasses import field
 from typing import Any, Literal
 
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.metrics import gpu_idle, idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome, typed_result
-from nsys_llm_explainer.results.devices import Communication
+from nsys_llm_explainer.results.devices import Communication, GpuIdle, IdleCauses
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
 IDLE_BUCKETS = BUCKETS[2:]
@@ -123,37 +122,37 @@ def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any]:
 
 def build(metrics: dict[str, Outcome]) -> Accounting:
     """Per-device buckets from gpu_idle, idle_causes and communication ([] without them)."""
-    if not isinstance(metrics.get("gpu_idle"), MetricResult):
+    gi = typed_result(metrics, GpuIdle)
+    if gi is None:
         return Accounting()
     comm = typed_result(metrics, Communication)
     exposed = {d.device_id: d.exposed_ns for d in comm.devices} if comm is not None else {}
-    split = {d["device_id"]: d for d in idle_causes.devices(_ok(metrics, "idle_causes"))}
+    ic = typed_result(metrics, IdleCauses)
+    split = {d.device_id: d for d in ic.devices} if ic is not None else {}
     out = []
-    for d in gpu_idle.devices(_ok(metrics, "gpu_idle")):  # reports built by hand may carry partial data
-        if not {"device_id", "busy_ns", "idle_ns", "window_start_ns", "window_end_ns"} <= set(d):
-            continue
-        dev = d["device_id"]
+    for d in gi.devices:
+        dev = d.device_id
         buckets = dict.fromkeys(BUCKETS, 0)
-        exp = min(exposed.get(dev, 0), d["busy_ns"])
-        buckets[Bucket.COMPUTE] = d["busy_ns"] - exp
+        exp = min(exposed.get(dev, 0), d.busy_ns)
+        buckets[Bucket.COMPUTE] = d.busy_ns - exp
         buckets[Bucket.EXPOSED_COMMUNICATION] = exp
         s = split.get(dev)
-        w0, w1 = d["window_start_ns"], d["window_end_ns"]
+        w0, w1 = d.window_start_ns, d.window_end_ns
         steady, steady_window = None, None
         if s is not None:
-            for c in s["causes"]:
-                buckets[_IDLE_TO_BUCKET[c["cause"]]] += int(c["idle_ns"])
-            a0, a1 = s["activity_start_ns"], s["activity_end_ns"]
-            edge = int(s["edge_transfer_ns"])
+            for c in s.causes:
+                buckets[_IDLE_TO_BUCKET[c.cause]] += c.idle_ns
+            a0, a1 = s.activity_start_ns, s.activity_end_ns
+            edge = s.edge_transfer_ns
             buckets[Bucket.TRANSFER] += edge
             buckets[Bucket.CAPTURE_EDGE] += (a1 - a0) - (w1 - w0) - edge
             w0, w1 = a0, a1
-            part = s.get("steady")
-            if part:
-                steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in part["causes"].items()}
-                steady_window = d["window_end_ns"] - part["start_ns"]
+            part = s.steady
+            if part is not None:
+                steady = {_IDLE_TO_BUCKET[c]: int(ns) for c, ns in part.causes.items()}
+                steady_window = d.window_end_ns - part.start_ns
         else:  # no CUDA API rows: idle time cannot be split, so it stays unexplained
-            buckets[Bucket.CAPTURE_EDGE] += int(d["idle_ns"])
-        pids = tuple(s["owner_pids"]) if s is not None else ()
+            buckets[Bucket.CAPTURE_EDGE] += d.idle_ns
+        pids = s.owner_pids if s is not None else ()
         out.append(DeviceAccount(dev, w0, w1, pids, buckets, steady, steady_window))
     return Accounting(tuple(out))

@@ -13,6 +13,7 @@ what capture option would."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
@@ -20,7 +21,7 @@ from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.kernels.labels import labels_for
 from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
-from nsys_llm_explainer.results.devices import Communication
+from nsys_llm_explainer.results.devices import Communication, GpuIdle, HostBlocked, HostSources, IdleCauses
 from nsys_llm_explainer.results.host import HostPatterns
 from nsys_llm_explainer.results.run import SanityCheck
 
@@ -61,16 +62,14 @@ def per_device_lines(acct: Accounting, cause: Figure, devices: list[int]) -> lis
     return lines
 
 
-def _transfer_kinds(ic: dict[str, Any], devices: list[int]) -> list[str]:
+def _transfer_kinds(ic: IdleCauses, devices: list[int]) -> list[str]:
     by_kind: dict[str, list[int]] = {}
-    for d in ic["devices"]:
-        if d["device_id"] not in devices:
-            continue
-        for t in d.get("transfers", []):
-            k = by_kind.setdefault(t["kind"], [0, 0, 0])
-            k[0] += t["count"]
-            k[1] += t["bytes"]
-            k[2] += t["copy_ns"]
+    for d in ic.of(devices):
+        for t in d.transfers:
+            k = by_kind.setdefault(t.kind, [0, 0, 0])
+            k[0] += t.count
+            k[1] += t.bytes
+            k[2] += t.copy_ns
     copy_ns = sum(v[2] for v in by_kind.values())
     out = []
     for kind, (count, nbytes, ns) in sorted(by_kind.items(), key=lambda kv: (-kv[1][2], kv[0]))[:2]:
@@ -81,11 +80,11 @@ def _transfer_kinds(ic: dict[str, Any], devices: list[int]) -> list[str]:
     return out
 
 
-def host_wait_line(device: int, blocked: dict[str, int]) -> str:
+def host_wait_line(device: int, blocked: HostBlocked) -> str:
     """What the host's blocking calls overlapped on one device, and what that says: the host
     waited for copies, for the device's own work, or the GPU drained while it waited."""
-    ns, busy, copies, drained = blocked["ns"], blocked["busy_ns"], blocked["transfer_ns"], blocked["sync_wait_ns"]
-    queued = int(blocked.get("other_idle_ns", 0))
+    ns, busy, copies, drained = blocked.ns, blocked.busy_ns, blocked.transfer_ns, blocked.sync_wait_ns
+    queued = blocked.other_idle_ns
     head = (f"GPU {device}: the processes driving it were blocked in synchronizing calls for {dur(ns)} of its "
             f"window; meanwhile it copied for {dur(copies)}, ran its own work for {dur(busy)}, had nothing "
             f"queued for {dur(drained)}" + (f" and sat idle for {dur(queued)} for other reasons" if queued else ""))
@@ -100,14 +99,14 @@ def host_wait_line(device: int, blocked: dict[str, int]) -> str:
 
 
 def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
-    ic = metric(metrics, "idle_causes")
+    ic = typed_result(metrics, IdleCauses)
     if ic is None:
         return []
     out = _transfer_kinds(ic, devices)
-    rows = [d for d in ic["devices"] if d["device_id"] in devices]
-    q, qn = sum(d["queued_gaps"] for d in rows), sum(d["queued_ns"] for d in rows)
-    a, an = sum(d["copy_ahead_gaps"] for d in rows), sum(d["copy_ahead_ns"] for d in rows)
-    known = sum(d.get("launch_known_gaps", d["gap_count"]) for d in rows)
+    rows = ic.of(devices)
+    q, qn = sum(d.queued_gaps for d in rows), sum(d.queued_ns for d in rows)
+    a, an = sum(d.copy_ahead_gaps for d in rows), sum(d.copy_ahead_ns for d in rows)
+    known = sum(d.launch_known_gaps for d in rows)
     if q:
         out.append(
             f"{q:,} of the {known:,} idle gaps whose work has a known launch time ({dur(qn)}) ended with work "
@@ -115,19 +114,19 @@ def transfer_lines(metrics: dict[str, Outcome], acct: Accounting, devices: list[
             f"{a:,} of them ({dur(an)}) a copy on the work's own stream ran just ahead of it"
         )
     for d in rows[:MAX_DEVICES_LISTED]:
-        if d.get("host_blocked", {}).get("ns"):
-            out.append(host_wait_line(d["device_id"], d["host_blocked"]))
+        if d.host_blocked.ns:
+            out.append(host_wait_line(d.device_id, d.host_blocked))
     return out
 
 
 def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    gi = metric(metrics, "gpu_idle")
-    for d in (gi or {}).get("devices", []):
-        if d["device_id"] in devices[:MAX_DEVICES_LISTED] and (d.get("graph_busy_ns") or d.get("device_copy_busy_ns")):
-            parts = [(d.get("kernel_busy_ns", 0), "kernels"), (d["graph_busy_ns"], "whole-graph executions"),
-                     (d["device_copy_busy_ns"], "device-local copies and memsets")]
-            out.append(f"GPU {d['device_id']} busy by kind (each a union; they may overlap): "
+    gi = typed_result(metrics, GpuIdle)
+    for d in gi.devices if gi is not None else ():
+        if d.device_id in devices[:MAX_DEVICES_LISTED] and (d.graph_busy_ns or d.device_copy_busy_ns):
+            parts = [(d.kernel_busy_ns, "kernels"), (d.graph_busy_ns, "whole-graph executions"),
+                     (d.device_copy_busy_ns, "device-local copies and memsets")]
+            out.append(f"GPU {d.device_id} busy by kind (each a union; they may overlap): "
                        + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
     tk = metric(metrics, "top_kernels")
     if tk is not None:
@@ -167,7 +166,7 @@ def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
 
 
 def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
-    out = host_work_lines(host_sources(metric(metrics, "idle_causes"), devices), _kineto(metrics))
+    out = host_work_lines(host_sources(typed_result(metrics, IdleCauses), devices), _kineto(metrics))
     launch = sum(d.buckets[Bucket.LAUNCH_BOUND] for d in acct.chosen(devices))
     other = sum(d.buckets[Bucket.HOST_OTHER] for d in acct.chosen(devices))
     out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
@@ -188,17 +187,17 @@ def _kineto(metrics: dict[str, Outcome]) -> bool:
 def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
     """Idle time the GPU spent with work already queued, waiting on a collective's dependency:
     right after a collective, or while a collective queued earlier had not started."""
-    ic = metric(metrics, "idle_causes")
+    ic = typed_result(metrics, IdleCauses)
     if ic is None:
         return []
     out = []
-    for d in [d for d in ic["devices"] if d["device_id"] in devices][:MAX_DEVICES_LISTED]:
-        if d.get("dependency_ns"):
-            out.append(f"GPU {d['device_id']}: {dur(d['dependency_ns'])} idle with the next kernel already queued "
+    for d in ic.of(devices)[:MAX_DEVICES_LISTED]:
+        if d.dependency_ns:
+            out.append(f"GPU {d.device_id}: {dur(d.dependency_ns)} idle with the next kernel already queued "
                        "and no copy ahead of it: the GPU waited on a collective or what it depends on (another "
                        "rank, another stream), not on the host")
-        if d.get("behind_collective_ns"):
-            out.append(f"GPU {d['device_id']}: {dur(d['behind_collective_ns'])} idle with its next work queued while "
+        if d.behind_collective_ns:
+            out.append(f"GPU {d.device_id}: {dur(d.behind_collective_ns)} idle with its next work queued while "
                        "a collective queued before the gap had not started: the work waited behind communication, "
                        "which waits on the other ranks or on what its stream waits for (outside this trace), not "
                        "on the host")
@@ -208,14 +207,14 @@ def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[st
 def stream_wait_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
     """Idle time after a launch its thread queued behind a stream wait on an event: a
     synchronize or copy waiting behind that work waits on the event, not on the host."""
-    ic = metric(metrics, "idle_causes")
+    ic = typed_result(metrics, IdleCauses)
     if ic is None:
         return []
     return [
-        f"GPU {d['device_id']}: {dur(d['stream_wait_ns'])} idle after work was launched behind a stream wait on an "
+        f"GPU {d.device_id}: {dur(d.stream_wait_ns)} idle after work was launched behind a stream wait on an "
         "event (`cudaStreamWaitEvent` before its launch): the GPU waited on that event's work, a dependency on "
         "the device side; a synchronize or copy behind it waited on the same dependency, not on the host"
-        for d in ic["devices"] if d["device_id"] in devices and d.get("stream_wait_ns")
+        for d in ic.of(devices) if d.stream_wait_ns
     ][:MAX_DEVICES_LISTED]
 
 
@@ -426,8 +425,8 @@ def stream_wait_sentence(metrics: dict[str, Outcome], acct: Accounting, devices:
     launched behind a stream wait on an event (idle_causes stream_wait_ns): the host's
     synchronize or copy calls waited there on a dependency on the device side, which the
     verdict does not count as host time."""
-    ic = metric(metrics, "idle_causes")
-    ns = sum(int(d.get("stream_wait_ns") or 0) for d in (ic or {}).get("devices", []) if d["device_id"] in devices)
+    ic = typed_result(metrics, IdleCauses)
+    ns = sum(d.stream_wait_ns for d in ic.of(devices)) if ic is not None else 0
     window = sum(d.window_ns for d in acct.chosen(devices))
     if not window or ns < ALSO_SHARE * window:
         return None
@@ -453,16 +452,15 @@ def _with_collectives(acct: Accounting, devices: list[int], *named: Cause | None
 def queued_wait_ns(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> int:
     """Idle time with the next work queued on `devices`: device_wait, and what waited on a
     collective (idle_causes dependency_ns and behind_collective_ns)."""
-    ic = metric(metrics, "idle_causes")
-    comm = sum(int(d.get("dependency_ns") or 0) + int(d.get("behind_collective_ns") or 0)
-               for d in (ic or {}).get("devices", []) if d["device_id"] in devices)
+    ic = typed_result(metrics, IdleCauses)
+    comm = sum(d.dependency_ns + d.behind_collective_ns for d in ic.of(devices)) if ic is not None else 0
     return comm + sum(d.buckets[Bucket.DEVICE_WAIT] for d in acct.chosen(devices))
 
 
 def host_source_sentence(metrics: dict[str, Outcome], devices: list[int]) -> str | None:
     """What the launching thread was doing in the host-caused idle time (host_work_lines, below),
     with the read-back's particulars when a read-back drained the queue first."""
-    hs = host_sources(metric(metrics, "idle_causes"), devices)
+    hs = host_sources(typed_result(metrics, IdleCauses), devices)
     text = host_clause(hs)
     if text is None:
         return None
@@ -534,37 +532,29 @@ KINETO_HINT = ("Nothing in the trace names the host's work for {pct} of that tim
                "`torch.profiler.record_function(...)` to see it.")
 
 
-def _rows(ic: dict[str, Any] | None, devices: list[int]) -> list[dict[str, Any]]:
-    if ic is None:
-        return []
-    return [d["host_sources"] for d in ic.get("devices", [])
-            if d["device_id"] in devices and d.get("host_sources")]
-
-
-def host_sources(ic: dict[str, Any] | None, devices: list[int]) -> dict[str, Any] | None:
+def host_sources(ic: IdleCauses | None, devices: list[int]) -> dict[str, Any] | None:
     """The host sources of `devices` summed: idle_ns, unnamed_ns, sources (by name and kind),
     families, samples; None when nothing was measured."""
-    rows = _rows(ic, devices)
+    rows: list[HostSources] = [d.host_sources for d in ic.of(devices)] if ic is not None else []
     if not rows:
         return None
-    idle = sum(r["idle_ns"] for r in rows)
+    idle = sum(r.idle_ns for r in rows)
     if idle <= 0:
         return None
     sources: dict[tuple[str, str], dict[str, Any]] = {}
     families: dict[str, int] = {}
     samples: dict[str, int] = {}
     for r in rows:
-        for s in r["sources"]:
-            key = (s["name"], s["kind"])
-            old = sources.setdefault(key, {**s, "ns": 0})
-            old["ns"] += s["ns"]
-        for f in r["families"]:
-            families[f["family"]] = families.get(f["family"], 0) + f["ns"]
-        for s in r.get("samples", []):
-            samples[s["symbol"]] = samples.get(s["symbol"], 0) + s["count"]
+        for s in r.sources:
+            old = sources.setdefault((s.name, s.kind), {**asdict(s), "ns": 0})
+            old["ns"] += s.ns
+        for f in r.families:
+            families[f.family] = families.get(f.family, 0) + f.ns
+        for x in r.samples:
+            samples[x.symbol] = samples.get(x.symbol, 0) + x.count
     return {
         "idle_ns": idle,
-        "unnamed_ns": sum(r["unnamed_ns"] for r in rows),
+        "unnamed_ns": sum(r.unnamed_ns for r in rows),
         "sources": sorted(sources.values(), key=lambda s: (-s["ns"], s["name"])),
         "families": sorted(families.items(), key=lambda kv: (-kv[1], kv[0])),
         "samples": sorted(samples.items(), key=lambda kv: (-kv[1], kv[0])),

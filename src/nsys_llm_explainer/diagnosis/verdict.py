@@ -75,7 +75,7 @@ from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
-from nsys_llm_explainer.results.devices import Communication
+from nsys_llm_explainer.results.devices import Communication, GpuIdle, IdleCauses
 from nsys_llm_explainer.results.host import HostPatterns, PerStep, ReadbackGroup
 from nsys_llm_explainer.results.run import Capture
 from nsys_llm_explainer.results.serving import PhaseRow, Serving
@@ -159,7 +159,7 @@ def _unexplained_why(metrics: dict[str, Outcome], acct: Accounting) -> tuple[str
     if edge + waiting <= busy or not window:
         return None
     pct = 100.0 * (edge + waiting) / window
-    if metric(metrics, "idle_causes") is None:
+    if typed_result(metrics, IdleCauses) is None:
         return (f"the export has no CUDA API rows, so the {pct:.1f}% of device time the GPU sat idle "
                 "cannot be explained (what the host did is unknown)"), False
     if edge >= waiting:
@@ -223,16 +223,16 @@ def readback_hold(metrics: dict[str, Outcome], waiting_ns: int, window_ns: int =
 def stream_waits(metrics: dict[str, Outcome]) -> int:
     """Idle time after launches queued behind a stream wait (idle_causes stream_wait_ns), all
     devices."""
-    ic = metric(metrics, "idle_causes")
-    return sum(int(d.get("stream_wait_ns") or 0) for d in (ic or {}).get("devices", []))
+    ic = typed_result(metrics, IdleCauses)
+    return sum(d.stream_wait_ns for d in ic.devices) if ic is not None else 0
 
 
 def unplaced_graphs(metrics: dict[str, Outcome]) -> tuple[int, int]:
     """(graph launches no device work joins, all graph launches) from gpu_idle."""
-    gi = metric(metrics, "gpu_idle")
+    gi = typed_result(metrics, GpuIdle)
     if gi is None:
         return 0, 0
-    return int(gi.get("unplaced_graph_launches", 0)), int(gi.get("graph_launches", 0))
+    return gi.unplaced_graph_launches, gi.graph_launches
 
 
 def graphs_hide_work(metrics: dict[str, Outcome]) -> str | None:
@@ -318,7 +318,7 @@ def decide(metrics: dict[str, Outcome], acct: Accounting, failure: bool = True) 
     if graph_why is not None and any(c in IDLE_CAUSES for c in decision.named()):
         return Decision(Verdict.INSUFFICIENT_DATA, None, Confidence.HIGH, graph_why)
     comfortably = bool(window) and 100.0 * acct.total(Cause.COMPUTE) / window >= BUSY_MOST_PCT + 10
-    if (unplaced or (metric(metrics, "idle_causes") is None and not comfortably)
+    if (unplaced or (typed_result(metrics, IdleCauses) is None and not comfortably)
             or _comm_inferred(metrics, acct, decision) or _host_inflated(metrics, decision)):
         decision = Decision(decision.verdict, decision.cause, _LOWER[decision.confidence], second=decision.second)
     return decision
@@ -362,8 +362,8 @@ def _host_inflated(metrics: dict[str, Outcome], decision: Decision) -> bool:
 
 def behind_collectives(metrics: dict[str, Outcome]) -> int:
     """Idle time with work queued while a collective was pending (idle_causes), all devices."""
-    ic = metric(metrics, "idle_causes")
-    return sum(int(d.get("behind_collective_ns") or 0) for d in (ic or {}).get("devices", []))
+    ic = typed_result(metrics, IdleCauses)
+    return sum(d.behind_collective_ns for d in ic.devices) if ic is not None else 0
 
 
 def _comm_inferred(metrics: dict[str, Outcome], acct: Accounting, decision: Decision) -> bool:

@@ -13,8 +13,7 @@ is reported too (a "97% idle" trace may really be one long copy).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypedDict, cast
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -33,6 +32,7 @@ from nsys_llm_explainer.analysis.busy import (
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.devices import GapBucket, GapHistogram, GpuIdle, GpuIdleDevice
 
 HISTOGRAM_EDGES_NS = (10_000, 100_000, 1_000_000, 10_000_000)
 HISTOGRAM_LABELS = ("<10us", "10-100us", "0.1-1ms", "1-10ms", ">10ms")
@@ -40,28 +40,6 @@ DEVICE_COLUMNS = ("device_id", "window_start_ns", "window_end_ns", "busy_ns", "i
                   "gap_count", "idle_covered_by_copies_ns", "idle_covered_by_copies_pct",
                   "kernel_busy_ns", "graph_busy_ns", "device_copy_busy_ns")
 GAP_COLUMNS = ("device_id", "start_ns", "end_ns", "duration_ns")
-
-
-class GpuIdleDevice(TypedDict):
-    """One device's row of gpu_idle's data ("devices"), as rules and the diagnosis read it."""
-
-    device_id: int
-    window_start_ns: int
-    window_end_ns: int
-    busy_ns: int
-    idle_ns: int
-    idle_pct: float
-    gap_count: int
-    idle_covered_by_copies_ns: int
-    idle_covered_by_copies_pct: float
-    kernel_busy_ns: int
-    graph_busy_ns: int
-    device_copy_busy_ns: int
-
-
-def devices(data: Mapping[str, Any]) -> list[GpuIdleDevice]:
-    """The per-device rows of gpu_idle's data (none in a report built by hand without them)."""
-    return cast(list[GpuIdleDevice], data.get("devices", []))
 
 
 def _source_busy(w: dict[str, np.ndarray], dev: int, sources: tuple[int, ...]) -> int:
@@ -83,24 +61,22 @@ def run(ctx: Context) -> Outcome:
         us, ue = transfer_union(ctx.data, dev)
         covered = int(intervals.overlap_with_union(busy.gap_start, busy.gap_end, us, ue).sum())
         idle = (w1 - w0) - busy_ns
-        devices.append({
-            "device_id": dev, "window_start_ns": w0, "window_end_ns": w1,
-            "busy_ns": busy_ns, "idle_ns": idle,
-            "idle_pct": round(100.0 * idle / (w1 - w0), 2) if w1 > w0 else 0.0,
-            "gap_count": int(len(gap_len)),
-            "idle_covered_by_copies_ns": covered,
-            "idle_covered_by_copies_pct": round(100.0 * covered / idle, 2) if idle > 0 else 0.0,
-            "kernel_busy_ns": _source_busy(w, dev, (KERNEL,)),
-            "graph_busy_ns": _source_busy(w, dev, (GRAPH,)),
-            "device_copy_busy_ns": _source_busy(w, dev, (DEVICE_COPY, MEMSET)),
-        })
+        devices.append(GpuIdleDevice(
+            device_id=dev, window_start_ns=w0, window_end_ns=w1,
+            busy_ns=busy_ns, idle_ns=idle,
+            idle_pct=round(100.0 * idle / (w1 - w0), 2) if w1 > w0 else 0.0,
+            gap_count=int(len(gap_len)),
+            idle_covered_by_copies_ns=covered,
+            idle_covered_by_copies_pct=round(100.0 * covered / idle, 2) if idle > 0 else 0.0,
+            kernel_busy_ns=_source_busy(w, dev, (KERNEL,)),
+            graph_busy_ns=_source_busy(w, dev, (GRAPH,)),
+            device_copy_busy_ns=_source_busy(w, dev, (DEVICE_COPY, MEMSET)),
+        ))
         counts = np.bincount(np.searchsorted(HISTOGRAM_EDGES_NS, gap_len, side="right"), minlength=5)
         sums = np.bincount(np.searchsorted(HISTOGRAM_EDGES_NS, gap_len, side="right"), weights=gap_len, minlength=5)
-        histograms.append({
-            "device_id": dev,
-            "buckets": [{"label": lab, "count": int(c), "total_ns": int(round(s))}
-                        for lab, c, s in zip(HISTOGRAM_LABELS, counts, sums, strict=True)],
-        })
+        histograms.append(GapHistogram(dev, tuple(
+            GapBucket(lab, int(c), int(round(s))) for lab, c, s in zip(HISTOGRAM_LABELS, counts, sums, strict=True)
+        )))
         keep = gap_len >= min_gap
         gap_frames.append(pd.DataFrame({
             "device_id": np.full(int(keep.sum()), dev, dtype=np.int64),
@@ -121,20 +97,21 @@ def run(ctx: Context) -> Outcome:
     else:
         top = gaps
     launches, unplaced = graph_launches(ctx.data)
-    data = {
-        "min_gap_ns": min_gap,
-        "graph_launches": launches,
-        "unplaced_graph_launches": unplaced,
-        "devices": devices,
-        "histograms": histograms,
-        "gaps_listed": int(len(gaps)),
-        "gaps": top.to_dict("records"),
-    }
+    result = GpuIdle(
+        min_gap_ns=min_gap,
+        graph_launches=launches,
+        unplaced_graph_launches=unplaced,
+        devices=tuple(devices),
+        histograms=tuple(histograms),
+        gaps_listed=int(len(gaps)),
+        gaps=tuple(top.to_dict("records")),
+    )
     tables = (
-        Table("gpu_idle", DEVICE_COLUMNS, pd.DataFrame(devices, columns=list(DEVICE_COLUMNS))),
+        Table("gpu_idle", DEVICE_COLUMNS,
+              pd.DataFrame([asdict(d) for d in devices], columns=list(DEVICE_COLUMNS))),
         Table("gpu_idle_gaps", GAP_COLUMNS, gaps),
     )
-    return MetricResult(METRIC.id, data, tables)
+    return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 
 
 METRIC = Metric(

@@ -21,8 +21,8 @@ normalized name, analysis/nvtx).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypedDict, cast
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,19 @@ from nsys_llm_explainer.analysis.join import kernel_attribution
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.metrics.base import Metric
-from nsys_llm_explainer.model import IdleCause, MetricResult, Outcome, Table
+from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.devices import (
+    CauseShare,
+    FamilyTime,
+    HostBlocked,
+    HostSources,
+    IdleCauses,
+    IdleDevice,
+    IdleTransfer,
+    Refill,
+    SampleCount,
+    SteadyPart,
+)
 from nsys_llm_explainer.results.run import Steps
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -66,29 +78,25 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 2) if whole > 0 else 0.0
 
 
-def _steady(gc: GapCauses, start: int | None, window_end: int) -> dict[str, Any] | None:
+def _steady(gc: GapCauses, start: int | None, window_end: int) -> SteadyPart | None:
     """The split restricted to [start, window end] (None without a steady start)."""
     if start is None or start >= window_end:
         return None
     w0 = np.array([start]), np.array([window_end])
     ns = {c: int(intervals.overlap_with_union(*w0, s, e)[0]) for c, (s, e) in zip(CAUSES, gc.segments, strict=True)}
-    return {"start_ns": int(start), "idle_ns": sum(ns.values()), "causes": ns}
+    return SteadyPart(int(start), sum(ns.values()), ns)
 
 
-def _activity(ctx: Context, dev: int, w0: int, w1: int) -> dict[str, int]:
+def _activity(ctx: Context, dev: int, w0: int, w1: int) -> tuple[int, int, int]:
     """The device's activity window (its work and transfers) and transfer time outside [w0, w1]."""
     cs, ce = transfer_union(ctx.data, dev)
     a0 = min(w0, int(cs[0])) if len(cs) else w0
     a1 = max(w1, int(ce[-1])) if len(ce) else w1
     outside = intervals.subtract(cs, ce, np.array([w0]), np.array([w1]))
-    return {
-        "activity_start_ns": a0,
-        "activity_end_ns": a1,
-        "edge_transfer_ns": int((outside[1] - outside[0]).sum()),
-    }
+    return a0, a1, int((outside[1] - outside[0]).sum())
 
 
-def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[str, Any]:
+def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> IdleDevice:
     length = gc.length
     idle = int(length.sum())
     per_cause = gc.cause_total_ns if len(length) else np.zeros(len(CAUSES), np.int64)
@@ -98,44 +106,47 @@ def _device_row(ctx: Context, gc: GapCauses, steady_start: int | None) -> dict[s
     window = w1 - w0
     refill = gc.refill_ns
     p = percentiles(refill, (50, 90))
-    return {
-        "device_id": gc.device_id,
-        "owner_pids": [int(x) for x in gc.owners],
-        "window_ns": window,
-        "idle_ns": idle,
-        "gap_count": int(len(length)),
-        "dominant_cause": CAUSES[int(np.argmax(per_cause))] if idle else None,
-        "causes": [
-            {
-                "cause": c,
-                "idle_ns": int(per_cause[i]),
-                "pct_of_idle": _pct(int(per_cause[i]), idle),
-                "pct_of_window": _pct(int(per_cause[i]), window),
-                "gaps": int(count[i]),
-            }
+    a0, a1, edge = _activity(ctx, gc.device_id, w0, w1)
+    return IdleDevice(
+        device_id=gc.device_id,
+        owner_pids=tuple(int(x) for x in gc.owners),
+        window_ns=window,
+        idle_ns=idle,
+        gap_count=int(len(length)),
+        dominant_cause=CAUSES[int(np.argmax(per_cause))] if idle else None,
+        causes=tuple(
+            CauseShare(
+                cause=c,
+                idle_ns=int(per_cause[i]),
+                pct_of_idle=_pct(int(per_cause[i]), idle),
+                pct_of_window=_pct(int(per_cause[i]), window),
+                gaps=int(count[i]),
+            )
             for i, c in enumerate(CAUSES)
-        ],
-        "launch_known_gaps": int(gc.known.sum()),
-        "queued_gaps": int(gc.queued.sum()),
-        "queued_ns": int(length[gc.queued].sum()),
-        "copy_ahead_gaps": int(gc.copy_ahead.sum()),
-        "copy_ahead_ns": int(length[gc.copy_ahead].sum()),
-        "dependency_ns": gc.dependency_ns,
-        "behind_collective_ns": gc.behind_collective_ns,
-        "stream_wait_ns": gc.stream_wait_ns,
-        "refill": {
-            "gaps": int(len(refill)),
-            "total_ns": int(refill.sum()),
-            "p50_ns": p[50],
-            "p90_ns": p[90],
-            "max_ns": int(refill.max()) if len(refill) else 0,
-        },
-        **_activity(ctx, gc.device_id, w0, w1),
-        "host_blocked": host_blocked(ctx.data, gc, w0, w1),
-        "host_sources": _host_sources(ctx, gc, window),
-        "transfers": transfers(ctx.data, gc),
-        "steady": _steady(gc, steady_start, w1),
-    }
+        ),
+        launch_known_gaps=int(gc.known.sum()),
+        queued_gaps=int(gc.queued.sum()),
+        queued_ns=int(length[gc.queued].sum()),
+        copy_ahead_gaps=int(gc.copy_ahead.sum()),
+        copy_ahead_ns=int(length[gc.copy_ahead].sum()),
+        dependency_ns=gc.dependency_ns,
+        behind_collective_ns=gc.behind_collective_ns,
+        stream_wait_ns=gc.stream_wait_ns,
+        refill=Refill(
+            gaps=int(len(refill)),
+            total_ns=int(refill.sum()),
+            p50_ns=p[50],
+            p90_ns=p[90],
+            max_ns=int(refill.max()) if len(refill) else 0,
+        ),
+        activity_start_ns=a0,
+        activity_end_ns=a1,
+        edge_transfer_ns=edge,
+        host_blocked=HostBlocked(**host_blocked(ctx.data, gc, w0, w1)),
+        host_sources=_host_sources(ctx, gc, window),
+        transfers=tuple(IdleTransfer(**t) for t in transfers(ctx.data, gc)),
+        steady=_steady(gc, steady_start, w1),
+    )
 
 
 def _step_ranges(ctx: Context) -> set[str]:
@@ -143,19 +154,18 @@ def _step_ranges(ctx: Context) -> set[str]:
     return host_sources.step_range_names(ctx.data, ctx.options.step_range, steps.ranges if steps else ())
 
 
-def _host_sources(ctx: Context, gc: GapCauses, window: int) -> dict[str, Any]:
+def _host_sources(ctx: Context, gc: GapCauses, window: int) -> HostSources:
     """What the launching thread did during the device's host-caused idle time
     (analysis/host_sources.py): the top sources, the families, the CPU samples."""
     skip = _step_ranges(ctx)
     ds = host_sources.device_sources(ctx.data, gc, HOST_SIDE, skip, window)
-    return {
-        "idle_ns": ds.idle_ns,
-        "unnamed_ns": ds.unnamed_ns,
-        "sources": [{"name": x.name, "kind": x.kind, "family": x.family, "ns": x.ns, "inner": x.inner}
-                    for x in ds.sources[: host_sources.TOP_SOURCES]],
-        "families": [{"family": f, "ns": ns} for f, ns in ds.families.items()],
-        "samples": [{"symbol": k, "count": n} for k, n in list(ds.samples.items())[: host_sources.TOP_SOURCES]],
-    }
+    return HostSources(
+        idle_ns=ds.idle_ns,
+        unnamed_ns=ds.unnamed_ns,
+        sources=tuple(ds.sources[: host_sources.TOP_SOURCES]),
+        families=tuple(FamilyTime(f, ns) for f, ns in ds.families.items()),
+        samples=tuple(SampleCount(k, n) for k, n in list(ds.samples.items())[: host_sources.TOP_SOURCES]),
+    )
 
 
 def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
@@ -196,57 +206,6 @@ def _nvtx_at_gaps(ctx: Context, top: pd.DataFrame) -> list[str | None]:
     hit = nvtx.innermost(index, tkey, mid, mid)
     names = data.nvtx_names()
     return [normalize(names[int(nv.name[index.order[h]])]) if h >= 0 else None for h in hit.tolist()]
-
-
-class CauseShare(TypedDict):
-    """One cause's share of a device's idle time."""
-
-    cause: IdleCause
-    idle_ns: int
-    pct_of_idle: float
-    pct_of_window: float
-    gaps: int
-
-
-class SteadyPart(TypedDict):
-    """The idle split from the steady start on (the capture metric's steady part)."""
-
-    start_ns: int
-    idle_ns: int
-    causes: dict[IdleCause, int]
-
-
-class IdleCausesDevice(TypedDict):
-    """One device's row of idle_causes' data ("devices"): the keys rules and the diagnosis read."""
-
-    device_id: int
-    owner_pids: list[int]
-    window_ns: int
-    idle_ns: int
-    gap_count: int
-    dominant_cause: IdleCause | None
-    causes: list[CauseShare]
-    launch_known_gaps: int
-    queued_gaps: int
-    queued_ns: int
-    copy_ahead_gaps: int
-    copy_ahead_ns: int
-    dependency_ns: int
-    behind_collective_ns: int
-    stream_wait_ns: int
-    refill: dict[str, int]
-    activity_start_ns: int
-    activity_end_ns: int
-    edge_transfer_ns: int
-    host_blocked: dict[str, int]  # time the launching threads were blocked (analysis/idle_sweep.py)
-    host_sources: dict[str, Any]  # what the launching thread did in host-caused idle time (_host_sources)
-    transfers: list[dict[str, Any]]  # per direction: direction, idle_ns ... (analysis/idle_sweep.py)
-    steady: SteadyPart | None
-
-
-def devices(data: Mapping[str, Any]) -> list[IdleCausesDevice]:
-    """The per-device rows of idle_causes' data."""
-    return cast(list[IdleCausesDevice], data.get("devices", []))
 
 
 def _by_device_and_start(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -291,19 +250,19 @@ def run(ctx: Context) -> Outcome:
     else:
         top = gaps.head(0).reset_index(drop=True)
     top = top.assign(nvtx_range=_nvtx_at_gaps(ctx, top)).drop(columns=["next_call"])
-    rows = [{"device_id": d["device_id"], **c} for d in devices for c in d["causes"]]
-    data = {
-        "causes": list(CAUSES),
-        "min_gap_ns": min_gap,
-        "devices": devices,
-        "gaps_listed": int(len(gaps)),
-        "top_gaps": [{key: _json_value(v) for key, v in r.items()} for r in top.to_dict("records")],
-    }
+    rows = [{"device_id": d.device_id, **asdict(c)} for d in devices for c in d.causes]
+    result = IdleCauses(
+        causes=CAUSES,
+        min_gap_ns=min_gap,
+        devices=tuple(devices),
+        gaps_listed=int(len(gaps)),
+        top_gaps=tuple({key: _json_value(v) for key, v in r.items()} for r in top.to_dict("records")),
+    )
     tables = (
         Table("idle_causes", CAUSE_COLUMNS, pd.DataFrame(rows, columns=list(CAUSE_COLUMNS))),
         Table("idle_causes_gaps", GAP_COLUMNS, _by_device_and_start(gaps)),
     )
-    return MetricResult(METRIC.id, data, tables)
+    return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 
 
 METRIC = Metric(

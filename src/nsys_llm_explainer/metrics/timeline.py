@@ -22,6 +22,7 @@ from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome
+from nsys_llm_explainer.results.devices import IdleCauses
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 BINS = 1000  # pixel columns of the plotted strip; the schema caps it at 1200
@@ -49,8 +50,8 @@ def runs(mask: np.ndarray) -> list[list[int]]:
 
 def cause_names(ctx: Context) -> list[str]:
     """The idle causes in idle_causes' order (gap cause codes index it); [] without it."""
-    res = ctx.result("idle_causes")
-    return [str(c) for c in res.data.get("causes", [])] if res is not None else []
+    ic = ctx.typed(IdleCauses)
+    return [str(c) for c in ic.causes] if ic is not None else []
 
 
 def cause_ns(ctx: Context, dev: int, edges: np.ndarray, n_causes: int) -> np.ndarray:

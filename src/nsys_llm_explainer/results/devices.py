@@ -1,14 +1,18 @@
 """The results about the GPUs and the data moved to and from them: gpu_context
 (metrics/gpu_context.py), memory_transfers (metrics/memory_transfers.py) and communication
-(metrics/communication.py). report.json
+(metrics/communication.py); when the GPUs were idle, gpu_idle (metrics/gpu_idle.py), and why,
+idle_causes (metrics/idle_causes.py). report.json
 `metrics.<id>` is each one's to_json(); schema/metrics/<id>.json documents it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import ClassVar
 
+from nsys_llm_explainer.analysis.host_sources import Source
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import IdleCause
 
 
 @frozen
@@ -167,6 +171,235 @@ class MemoryTransfers:
             "pageable_async": asdict(self.pageable_async),
             "sync_on_launch_thread": asdict(self.sync_on_launch_thread),
             "issues": [asdict(i) for i in self.issues],
+        }
+
+
+@frozen
+class CauseShare:
+    """One cause's share of a device's idle time."""
+
+    cause: IdleCause
+    idle_ns: int
+    pct_of_idle: float
+    pct_of_window: float
+    gaps: int
+
+
+@frozen
+class Refill:
+    """The delay from the return of a blocking call to the device's next work."""
+
+    gaps: int
+    total_ns: int
+    p50_ns: int
+    p90_ns: int
+    max_ns: int
+
+
+@frozen
+class HostBlocked:
+    """The time the launching threads were blocked, and what the device did meanwhile
+    (analysis/idle_sweep.py host_blocked)."""
+
+    ns: int
+    busy_ns: int
+    transfer_ns: int
+    sync_wait_ns: int
+    other_idle_ns: int
+
+
+@frozen
+class FamilyTime:
+    family: str
+    ns: int
+
+
+@frozen
+class SampleCount:
+    symbol: str
+    count: int
+
+
+@frozen
+class HostSources:
+    """What the launching thread did during the device's host-caused idle time
+    (analysis/host_sources.py): the top sources, the families, the CPU samples."""
+
+    idle_ns: int
+    unnamed_ns: int
+    sources: tuple[Source, ...]
+    families: tuple[FamilyTime, ...]
+    samples: tuple[SampleCount, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "idle_ns": self.idle_ns,
+            "unnamed_ns": self.unnamed_ns,
+            "sources": [asdict(x) for x in self.sources],
+            "families": [asdict(f) for f in self.families],
+            "samples": [asdict(x) for x in self.samples],
+        }
+
+
+@frozen
+class IdleTransfer:
+    """A device's transfers of one kind and the idle time they cover."""
+
+    kind: str
+    direction: str  # host_to_device, device_to_host, peer or other
+    count: int
+    bytes: int
+    copy_ns: int
+    idle_ns: int
+
+
+@frozen
+class SteadyPart:
+    """The idle split from the steady start on (the capture metric's steady part)."""
+
+    start_ns: int
+    idle_ns: int
+    causes: Mapping[IdleCause, int]
+
+    def to_json(self) -> dict[str, object]:
+        return {"start_ns": self.start_ns, "idle_ns": self.idle_ns, "causes": dict(self.causes)}
+
+
+@frozen
+class IdleDevice:
+    """One device's idle time split by cause, with the detail rules and the diagnosis read."""
+
+    device_id: int
+    owner_pids: tuple[int, ...]
+    window_ns: int
+    idle_ns: int
+    gap_count: int
+    dominant_cause: IdleCause | None
+    causes: tuple[CauseShare, ...]
+    launch_known_gaps: int
+    queued_gaps: int
+    queued_ns: int
+    copy_ahead_gaps: int
+    copy_ahead_ns: int
+    dependency_ns: int
+    behind_collective_ns: int
+    stream_wait_ns: int
+    refill: Refill
+    activity_start_ns: int
+    activity_end_ns: int
+    edge_transfer_ns: int
+    host_blocked: HostBlocked
+    host_sources: HostSources
+    transfers: tuple[IdleTransfer, ...]
+    steady: SteadyPart | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "device_id": self.device_id,
+            "owner_pids": list(self.owner_pids),
+            "window_ns": self.window_ns,
+            "idle_ns": self.idle_ns,
+            "gap_count": self.gap_count,
+            "dominant_cause": self.dominant_cause,
+            "causes": [asdict(c) for c in self.causes],
+            "launch_known_gaps": self.launch_known_gaps,
+            "queued_gaps": self.queued_gaps,
+            "queued_ns": self.queued_ns,
+            "copy_ahead_gaps": self.copy_ahead_gaps,
+            "copy_ahead_ns": self.copy_ahead_ns,
+            "dependency_ns": self.dependency_ns,
+            "behind_collective_ns": self.behind_collective_ns,
+            "stream_wait_ns": self.stream_wait_ns,
+            "refill": asdict(self.refill),
+            "activity_start_ns": self.activity_start_ns,
+            "activity_end_ns": self.activity_end_ns,
+            "edge_transfer_ns": self.edge_transfer_ns,
+            "host_blocked": asdict(self.host_blocked),
+            "host_sources": self.host_sources.to_json(),
+            "transfers": [asdict(t) for t in self.transfers],
+            "steady": self.steady.to_json() if self.steady is not None else None,
+        }
+
+
+@frozen
+class IdleCauses:
+    METRIC_ID: ClassVar[str] = "idle_causes"
+
+    causes: tuple[IdleCause, ...]
+    min_gap_ns: int
+    devices: tuple[IdleDevice, ...]
+    gaps_listed: int
+    top_gaps: tuple[Mapping[str, object], ...]  # the longest gaps, as the idle_causes_gaps table's rows
+
+    def of(self, devices: list[int]) -> list[IdleDevice]:
+        """The rows of `devices`, in device order."""
+        return [d for d in self.devices if d.device_id in devices]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "causes": list(self.causes),
+            "min_gap_ns": self.min_gap_ns,
+            "devices": [d.to_json() for d in self.devices],
+            "gaps_listed": self.gaps_listed,
+            "top_gaps": [dict(g) for g in self.top_gaps],
+        }
+
+
+@frozen
+class GpuIdleDevice:
+    """One device's busy and idle time over its window (first to last work)."""
+
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_pct: float
+    gap_count: int
+    idle_covered_by_copies_ns: int
+    idle_covered_by_copies_pct: float
+    kernel_busy_ns: int
+    graph_busy_ns: int
+    device_copy_busy_ns: int
+
+
+@frozen
+class GapBucket:
+    label: str  # <10us, 10-100us, ...
+    count: int
+    total_ns: int
+
+
+@frozen
+class GapHistogram:
+    device_id: int
+    buckets: tuple[GapBucket, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"device_id": self.device_id, "buckets": [asdict(b) for b in self.buckets]}
+
+
+@frozen
+class GpuIdle:
+    METRIC_ID: ClassVar[str] = "gpu_idle"
+
+    min_gap_ns: int
+    graph_launches: int
+    unplaced_graph_launches: int  # graph launches no device work joins
+    devices: tuple[GpuIdleDevice, ...]
+    histograms: tuple[GapHistogram, ...]
+    gaps_listed: int
+    gaps: tuple[Mapping[str, object], ...]  # the longest gaps, as the gpu_idle_gaps table's rows
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "min_gap_ns": self.min_gap_ns,
+            "graph_launches": self.graph_launches,
+            "unplaced_graph_launches": self.unplaced_graph_launches,
+            "devices": [asdict(d) for d in self.devices],
+            "histograms": [h.to_json() for h in self.histograms],
+            "gaps_listed": self.gaps_listed,
+            "gaps": list(self.gaps),
         }
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from nsys_llm_explainer.diagnosis.evidence import dependency_lines
-from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
-from nsys_llm_explainer.results.devices import CommDevice, Communication
+from nsys_llm_explainer.results.devices import CommDevice, Communication, IdleCauses
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
 from nsys_llm_explainer.rules.impact import band, cause_finding, whole
@@ -144,10 +143,10 @@ def exposed_communication(view: RuleInput, rule: Rule) -> Iterator[Finding]:
 def _queued_on_collectives(view: RuleInput) -> tuple[int, int]:
     """(queued idle time waiting on collectives, the part of it behind collectives that had not
     started) over every device (idle_causes)."""
-    res = view.metric("idle_causes")
-    rows = idle_causes.devices(res.data if res is not None else {})
-    behind = sum(int(d.get("behind_collective_ns") or 0) for d in rows)
-    return behind + sum(int(d.get("dependency_ns") or 0) for d in rows), behind
+    ic = view.result(IdleCauses)
+    rows = ic.devices if ic is not None else ()
+    behind = sum(d.behind_collective_ns for d in rows)
+    return behind + sum(d.dependency_ns for d in rows), behind
 
 
 NLE307 = Rule(

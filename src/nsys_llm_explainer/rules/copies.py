@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diagnosis.accounting import BUSY
 from nsys_llm_explainer.diagnosis.evidence import transfer_lines
-from nsys_llm_explainer.metrics import idle_causes
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
-from nsys_llm_explainer.results.devices import GpuContext, MemoryTransfers
+from nsys_llm_explainer.results.devices import GpuContext, IdleCauses, MemoryTransfers
 from nsys_llm_explainer.results.host import HostPatterns
 from nsys_llm_explainer.rules.advice import advice
 from nsys_llm_explainer.rules.base import Rule, RuleInput, ms, pct
@@ -24,11 +23,11 @@ TOPIC = {"peer": "transfer_peer", "device_to_host": "transfer_d2h"}
 def _direction(view: RuleInput) -> str:
     """The transfer direction whose copies cover the most idle time ('host_to_device' when
     unknown)."""
-    res = view.metric("idle_causes")
+    ic = view.result(IdleCauses)
     by: dict[str, int] = {}
-    for d in idle_causes.devices(res.data if res is not None else {}):
-        for t in d.get("transfers", []):
-            by[t["direction"]] = by.get(t["direction"], 0) + int(t["idle_ns"])
+    for d in ic.devices if ic is not None else ():
+        for t in d.transfers:
+            by[t.direction] = by.get(t.direction, 0) + t.idle_ns
     return max(sorted(by), key=lambda k: by[k]) if by and max(by.values()) > 0 else "host_to_device"
 
 
@@ -59,10 +58,10 @@ def coincident(view: RuleInput, devices: list[int]) -> bool:
     before them, and not one had a copy on that work's own stream just ahead of it (the
     dependency that would make the GPU wait on the copy). The idle time is then counted as the
     copies' by precedence alone, so the finding says so at low confidence."""
-    res = view.metric("idle_causes")
-    rows = [d for d in idle_causes.devices(res.data if res is not None else {}) if d["device_id"] in devices]
-    queued = sum(int(d["queued_gaps"]) for d in rows)
-    ahead = sum(int(d["copy_ahead_gaps"]) for d in rows)
+    ic = view.result(IdleCauses)
+    rows = ic.of(devices) if ic is not None else []
+    queued = sum(d.queued_gaps for d in rows)
+    ahead = sum(d.copy_ahead_gaps for d in rows)
     return queued > 0 and ahead == 0
 
 

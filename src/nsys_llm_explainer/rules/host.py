@@ -27,6 +27,7 @@ from nsys_llm_explainer.diagnosis.evidence import host_sources, host_work_lines,
 from nsys_llm_explainer.diagnosis.verdict import readback_text
 from nsys_llm_explainer.fmt import size
 from nsys_llm_explainer.model import Bucket, Cause, Confidence, Finding
+from nsys_llm_explainer.results.devices import IdleCauses
 from nsys_llm_explainer.results.host import (
     Boundness,
     HostPatterns,
@@ -53,9 +54,8 @@ def host_recommendations(view: RuleInput, default_topic: str) -> tuple[str, ...]
     """Advice for host-caused idle time: the advice of the family that holds most of it
     (diagnosis/evidence.py lead_family), then `default_topic`'s; the capture hint when
     nothing names the host's work."""
-    ic = view.metric("idle_causes")
     devices = [d.device_id for d in view.acct.devices]
-    hs = host_sources(ic.data if ic is not None else None, devices)
+    hs = host_sources(view.result(IdleCauses), devices)
     family = lead_family(hs)
     out = list(advice(HOST_FAMILY_TOPIC[family], view.workload)) if family in HOST_FAMILY_TOPIC else []
     for line in advice(default_topic, view.workload):
@@ -66,9 +66,8 @@ def host_recommendations(view: RuleInput, default_topic: str) -> tuple[str, ...]
 
 def host_evidence(view: RuleInput) -> list[str]:
     """What the launching thread did in the host-caused idle time (diagnosis/evidence.py host_work_lines)."""
-    ic = view.metric("idle_causes")
     devices = [d.device_id for d in view.acct.devices]
-    return host_work_lines(host_sources(ic.data if ic is not None else None, devices),
+    return host_work_lines(host_sources(view.result(IdleCauses), devices),
                               view.metric("operators") is not None)
 
 

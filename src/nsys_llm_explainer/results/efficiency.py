@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from nsys_llm_explainer.frozen import frozen
 
@@ -35,11 +35,23 @@ def _row(obj: object) -> dict[str, object]:
     return out
 
 
+class _Row:
+    """A flat table row (a record class's base: methods only, no fields): built from a record
+    of its fields (a CSV table's row), written to report.json as that record."""
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Self:
+        return cls(**record)
+
+    def to_json(self) -> dict[str, object]:
+        return _row(self)
+
+
 # ---------------------------------------------------------------- compute_efficiency
 
 
 @frozen
-class Operation:
+class Operation(_Row):
     """One operation (operator, input sizes, dtype, device): a row of compute_operations.csv."""
 
     operator: str
@@ -73,16 +85,9 @@ class Operation:
     formula: str
     assumptions: str
 
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> Operation:
-        return cls(**record)
-
-    def to_json(self) -> dict[str, object]:
-        return _row(self)
-
 
 @frozen
-class ComputeKernel:
+class ComputeKernel(_Row):
     """One kernel name on one device and dtype class: a row of compute_kernels.csv."""
 
     name: str
@@ -106,13 +111,6 @@ class ComputeKernel:
     tensor_cores: bool | None
     operator: str  # the operators that launched it, with their kernel counts
     unclaimed_calls: int
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> ComputeKernel:
-        return cls(**record)
-
-    def to_json(self) -> dict[str, object]:
-        return _row(self)
 
 
 @frozen
@@ -231,7 +229,7 @@ class UtilizationInputs:
 
 
 @frozen
-class UtilizationPhase:
+class UtilizationPhase(_Row):
     """The steps of one phase summed: MFU, MBU and HFU over their time."""
 
     phase: str
@@ -253,12 +251,9 @@ class UtilizationPhase:
     inputs: tuple[str, ...]  # every input the figures used, in words
     warnings: tuple[str, ...]  # failed plausibility checks
 
-    def to_json(self) -> dict[str, object]:
-        return _row(self)
-
 
 @frozen
-class UtilizationStep:
+class UtilizationStep(_Row):
     """One step: a row of model_utilization_steps.csv."""
 
     step: int
@@ -285,13 +280,6 @@ class UtilizationStep:
     flops_from: str
     head_from: str
     bytes_from: str
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> UtilizationStep:
-        return cls(**record)
-
-    def to_json(self) -> dict[str, object]:
-        return _row(self)
 
 
 @frozen

@@ -129,10 +129,6 @@ def pack_dims(value: Any) -> int:
     return NONE
 
 
-def unpack_dims(packed: int) -> tuple[int, int, int] | None:
-    return None if packed < 0 else (packed & ((1 << 31) - 1), packed >> 31 & 0xFFFF, packed >> 47 & 0xFFFF)
-
-
 def _int(value: Any) -> int:
     """An id or count from args: ints as they are, numeric text parsed, anything else -1.
     Text of more digits than 64 bits hold raises OverflowError, as appending such an int does."""

@@ -65,6 +65,17 @@ def test_init_eq_hash_repr_match(name, count, tags, other_count, by_keyword):
     assert dataclasses.replace(a_rec, count=count + 1) == rec(name, count + 1, tuple(tags))
 
 
+@given(st.permutations(["name", "count", "tags", "extra"]))
+def test_every_field_by_name_in_any_order_matches(order):
+    ref, rec = both(ROW)
+    values = {"name": "n", "count": 3, "tags": ("t",), "extra": {"k": 2}}
+    kwargs = {k: values[k] for k in order}
+    a_ref, a_rec = ref(**kwargs), rec(**kwargs)
+    assert dataclasses.asdict(a_rec) == dataclasses.asdict(a_ref) and a_rec == rec("n", 3, ("t",), {"k": 2})
+    assert list(vars(a_rec)) == ["name", "count", "tags", "extra", "status"]  # field order, not call order
+    assert a_rec.status == "ok"
+
+
 def test_equality_needs_the_same_class():
     ref, rec = both(ROW)
     other_ref, other_rec = both(ROW)

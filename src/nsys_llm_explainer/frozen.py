@@ -41,6 +41,7 @@ class _Params:
 
 class _Spec(typing.NamedTuple):
     init: tuple[str, ...]  # the __init__ parameters, in order
+    init_set: frozenset[str]  # the same, as a set
     defaults: dict[str, Any]  # init field -> default value
     factories: dict[str, Callable[[], Any]]  # init field -> default_factory
     fixed: tuple[tuple[str, Any, Callable[[], Any] | None], ...]  # non-init fields: default, factory
@@ -65,6 +66,12 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     spec = _spec(self)
     names = spec.init
     values = self.__dict__
+    if not args and len(kwargs) == len(names) and kwargs.keys() == spec.init_set:
+        # every field by name (the usual call for records with many fields): no per-field branch
+        values.update(zip(names, map(kwargs.__getitem__, names), strict=True))
+        for name, default, factory in spec.fixed:
+            values[name] = factory() if factory is not None else default
+        return
     if len(args) > len(names):
         raise TypeError(f"{cls.__name__}() takes {len(names)} positional arguments but {len(args)} were given")
     values.update(zip(names, args, strict=False))  # fewer args than names: the rest below
@@ -154,6 +161,7 @@ def frozen(cls: type[T]) -> type[T]:
     fields = _fields(cls)
     spec = _Spec(
         init=tuple(n for n, f in fields.items() if f.init),
+        init_set=frozenset(n for n, f in fields.items() if f.init),
         defaults={n: f.default for n, f in fields.items() if f.init and f.default is not _MISSING},
         factories={n: factory for n, f in fields.items() if f.init and (factory := _factory(f)) is not None},
         fixed=tuple((n, f.default, _factory(f)) for n, f in fields.items() if not f.init),

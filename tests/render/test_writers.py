@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsys_llm_explainer import schema
 from nsys_llm_explainer.metrics import ALWAYS
@@ -185,3 +187,46 @@ def test_csv_rows_are_written_in_chunks_with_the_same_text(monkeypatch):
     assert csv_writer.render_frame(rows) == whole
     guarded = rows.assign(s=[("'" + v if isinstance(v, str) and v[:1] in ("=", "-", "@") else v) for v in rows["s"]])
     assert whole == guarded.to_csv(index=False, lineterminator="\n")
+
+
+_TEXT = st.one_of(
+    st.none(),
+    st.text(alphabet=st.sampled_from(list('ab ,"\n\r\t=+-@\'`|x1.')), max_size=6),
+    st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.booleans(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda ncols: st.tuples(
+    st.lists(st.text(alphabet=st.sampled_from(list('ab ,"\n')), max_size=3), min_size=ncols, max_size=ncols),
+    st.lists(st.lists(_TEXT, min_size=ncols, max_size=ncols), max_size=8),
+    st.lists(st.sampled_from(["int", "float", "bool", "mixed"]), min_size=ncols, max_size=ncols),
+)))
+def test_csv_text_is_what_to_csv_writes_with_the_guard(case):
+    names, rows, kinds = case
+    cols = {}
+    for j, kind in enumerate(kinds):
+        raw = [r[j] for r in rows]
+        if kind == "int":
+            ints = [v if isinstance(v, int) and not isinstance(v, bool) else 0 for v in raw]
+            cols[j] = pd.Series(ints, dtype=np.int64)
+        elif kind == "float":
+            floats = [float(v) if isinstance(v, int | float) else float("nan") for v in raw]
+            cols[j] = pd.Series(floats, dtype=np.float64)
+        elif kind == "bool":
+            cols[j] = pd.Series([bool(v) for v in raw], dtype=bool)
+        else:
+            cols[j] = pd.Series(raw, dtype=object)
+    frame = pd.DataFrame(cols)
+    frame.columns = names
+    guarded = frame.copy()
+    for j in range(len(names)):
+        guarded.isetitem(j, pd.Series([("'" + v if isinstance(v, str) and v.startswith(("=", "+", "-", "@", "\t", "\r"))
+                                        else v) for v in frame.iloc[:, j]], dtype=object))
+    # dtype-preserving for the numeric columns (isetitem of a list re-infers them)
+    for j, kind in enumerate(kinds):
+        if kind != "mixed":
+            guarded.isetitem(j, frame.iloc[:, j])
+    assert csv_writer.render_frame(frame) == guarded.to_csv(index=False, lineterminator="\n")

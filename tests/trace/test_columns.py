@@ -28,6 +28,18 @@ def test_a_derived_column_is_computed_not_stored() -> None:
         c.without("end")["dur"]  # ...and says so by name
 
 
+def test_rows_of_computes_a_derived_column_over_the_rows_asked_for() -> None:
+    start, end = np.array([1, 5, 9, 2]), np.array([4, 5, 20, 7])
+    c = Columns("t", {"start": start, "end": end, "id": np.array([7, 8, 9, 10])}, derived=("dur",))
+    rows = np.array([3, 0, 3])
+    assert c.rows_of("dur", rows).tolist() == [5, 3, 5]  # end - start, by hand
+    assert c.rows_of("id", rows).tolist() == [10, 7, 10]
+    mask = np.array([True, False, True, False])
+    assert c.rows_of("dur", mask).tolist() == [3, 11]
+    with pytest.raises(KeyError):
+        c.rows_of("nope", rows)
+
+
 def test_a_computed_column_is_built_on_each_read_and_stored_by_take() -> None:
     calls = []
 

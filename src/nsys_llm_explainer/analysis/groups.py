@@ -67,6 +67,22 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]]
 
 
+def distinct_per_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group code 0..ngroups-1: how many distinct `values` (integers) its rows hold.
+
+    One sort of the packed (code, value) keys: the distinct keys, counted by their code.
+    Cheaper than numbering the pairs (group_codes) when values span millions."""
+    if len(codes) == 0:
+        return np.zeros(ngroups, dtype=np.int64)
+    lo = int(values.min())
+    span = int(values.max()) - lo + 1
+    if ngroups * span >= PACK_LIMIT:
+        _, (code, _) = group_codes(codes, values)
+        return np.bincount(code, minlength=ngroups)
+    keys = distinct(codes.astype(np.int64) * span + (values.astype(np.int64) - lo))
+    return np.bincount(keys // span, minlength=ngroups)
+
+
 def distinct_few(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values, as np.unique(values), for a column with few distinct values
     (processes, devices, API codes): one hash pass instead of a sort of every row."""

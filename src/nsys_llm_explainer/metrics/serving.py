@@ -57,7 +57,7 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_codes
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few, distinct_per_group, group_codes
 from nsys_llm_explainer.analysis.iterations import Iterations, find
 from nsys_llm_explainer.analysis.join import (
     GRAPH_API,
@@ -253,7 +253,7 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
     for a, b, sel in _blocks(its):
         nb = b - a
         g = its.kernel_iter[sel].astype(np.int64) - a
-        dur = k.dur[sel].astype(np.int64, copy=False)
+        dur = k.rows_of("dur", sel).astype(np.int64, copy=False)
         start, end = k.start[sel], k.end[sel]
         np.minimum.at(gpu_start[a:b], g, start)
         np.maximum.at(gpu_end[a:b], g, end)
@@ -279,7 +279,10 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
             in_graphs[a:b] = np.bincount(g[ok][graph[c[ok]]], minlength=nb)
         del pairs, p_it, p_call
         if ok.any():
-            codes, (t_it, t_tk) = group_codes(g[ok], rt.tkey[c[ok]])
+            tk = rt.tkey[c[ok]]
+            threads = distinct_few(tk)  # a few threads: small codes keep group_codes off its hash path
+            codes, (t_it, t_code) = group_codes(g[ok], np.searchsorted(threads, tk))
+            t_tk = threads[t_code]
             count = np.bincount(codes)
             o = np.lexsort((-count, t_it))
             first = np.r_[True, t_it[o][1:] != t_it[o][:-1]]
@@ -566,11 +569,8 @@ def _op_times(ctx: Context, its: Iterations, rows: list[IterationRow]) -> tuple[
         if len(sel) == 0:
             continue
         codes, (p_it, p_op) = group_codes(its.kernel_iter[sel].astype(np.int64), name_code[label[owner]])
-        ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
-        calls_codes, _ = group_codes(codes, owner)  # distinct operator calls per (iteration, op)
-        first = np.zeros(int(calls_codes.max()) + 1, dtype=np.int64)
-        first[calls_codes] = codes
-        calls = np.bincount(first, minlength=len(ns))
+        ns = np.bincount(codes, weights=k.rows_of("dur", sel).astype(np.float64)).astype(np.int64)
+        calls = distinct_per_group(codes, owner, len(ns))  # distinct operator calls per (iteration, op)
         parts.append((_first_row(sel, codes, len(ns)), p_it, p_op, calls, ns))
     if not parts:
         return pd.DataFrame(columns=list(OP_COLUMNS)), "no kernel is attributed to an operator or NVTX range"
@@ -585,7 +585,7 @@ def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.D
     for _, _, sel in _blocks(its):
         codes, (p_it, p_name) = group_codes(its.kernel_iter[sel].astype(np.int64), k.name_id[sel].astype(np.int64))
         calls = np.bincount(codes)
-        ns = np.bincount(codes, weights=k.dur[sel].astype(np.float64)).astype(np.int64)
+        ns = np.bincount(codes, weights=k.rows_of("dur", sel).astype(np.float64)).astype(np.int64)
         parts.append((_first_row(sel, codes, len(calls)), p_it, p_name, calls, ns))
     if not parts:
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))

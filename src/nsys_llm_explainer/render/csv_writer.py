@@ -84,33 +84,64 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _cells(column: pd.Series) -> list[str]:
+def _cells(column: pd.Series) -> tuple[list[str], bool]:
     """A column's cells as DataFrame.to_csv writes them, text defused: a whole column at a
-    time (tolist() gives Python values), with no call per cell for numbers and plain text."""
+    time (tolist() gives Python values), with no call per cell for numbers, plain text and
+    missing values. The flag: whether the column holds text (which may need quoting)."""
     values = column.tolist()
     kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else ""
     if kind in ("i", "u", "b"):
-        return list(map(str, values))
+        return list(map(str, values)), False
     if kind == "f":
-        return [repr(v) if v == v else "" for v in values]
+        return [repr(v) if v == v else "" for v in values], False
     start = FORMULA_START
     return [
-        ("'" + v if v.startswith(start) else v) if type(v) is str else _cell(v)
+        ("'" + v if v.startswith(start) else v) if (t := type(v)) is str
+        else "" if v is None else str(v) if t is int else _cell(v)
         for v in values
-    ]
+    ], True
+
+
+def _field(text: str) -> str:
+    """`text` as the csv module writes it as one field of a row of several."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([text, ""])
+    return buf.getvalue()[:-2]  # without the empty second field's "," and the line end
+
+
+# The characters that make the csv module quote a field here (the delimiter, the quote
+# character, line ends; which ones depends on the Python version, so it is asked).
+_QUOTED = tuple(ch for ch in map(chr, range(128)) if _field(f"a{ch}b") != f"a{ch}b")
+
+
+def _quoted(cells: list[str]) -> list[str]:
+    """A text column's cells as the csv module writes them: the few that need it quoted."""
+    joined = "".join(cells)
+    if not any(ch in joined for ch in _QUOTED):
+        return cells
+    return [_field(v) if any(ch in v for ch in _QUOTED) else v for v in cells]
 
 
 def render_frame(rows: pd.DataFrame) -> str:
     """The CSV text of `rows`: what to_csv(index=False) writes, with the spreadsheet guard,
-    in about half its time (the csv module over whole columns, CHUNK_ROWS rows at a time:
-    a cell is a Python string until it is written, and a table can have millions of rows)."""
+    in a fraction of its time: whole columns at a time, CHUNK_ROWS rows at a time (a cell is
+    a Python string until it is written, and a table can have millions of rows), each row
+    joined with commas. Only text cells can need quoting (a number's text never does); those
+    the csv module quotes are quoted by it. A single column goes through the csv module
+    whole (it writes an empty one-field row as "")."""
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow([str(c) for c in rows.columns])
     cols = [col for _, col in rows.items()]  # by position (names may repeat)
     for lo in range(0, len(rows), CHUNK_ROWS):
         part = cols if len(rows) <= CHUNK_ROWS else [c.iloc[lo : lo + CHUNK_ROWS] for c in cols]
-        out.writerows(zip(*(_cells(c) for c in part), strict=True))
+        cells = [_cells(c) for c in part]
+        if len(cells) < 2:
+            out.writerows(zip(*(c for c, _ in cells), strict=True))
+            continue
+        text = [_quoted(c) if is_text else c for c, is_text in cells]
+        buf.write("\n".join(map(",".join, zip(*text, strict=True))))
+        buf.write("\n")
     return buf.getvalue()
 
 

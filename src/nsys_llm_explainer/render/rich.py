@@ -35,7 +35,11 @@ def _strings(value: Any, out: set[str]) -> None:
             out.add(value)
     elif isinstance(value, dict):
         for v in value.values():
-            _strings(v, out)
+            if isinstance(v, str):  # here, not by a call: a report can hold a million values
+                if "`" in v:
+                    out.add(v)
+            elif isinstance(v, dict | list | tuple):
+                _strings(v, out)
     elif isinstance(value, list | tuple):
         if value and not isinstance(value[0], str | dict | list | tuple):
             return  # a list of numbers (timeline bins): nothing to find

@@ -53,6 +53,14 @@ class Columns:
             return self.computed[key]()
         raise KeyError(key)
 
+    def rows_of(self, key: str, rows: np.ndarray) -> np.ndarray:
+        """`self[key][rows]`, where a DERIVED column is computed over those rows alone (in a
+        loop over blocks of rows, the whole column each time would cost a pass per block)."""
+        if key in self.derived:
+            a, b = DERIVED[key]
+            return self.rows_of(a, rows) - self.rows_of(b, rows)
+        return self[key][rows]
+
     def __contains__(self, key: object) -> bool:
         return key in self.cols or key in self.derived or key in self.computed
 

@@ -65,8 +65,9 @@ class GpuDoc(TypedDict, total=False):
 
 
 class DistributedDoc(TypedDict, total=False):
-    world_size: int | None
     rank: int | None
+    world_size: int | None
+    backend: str | None
 
 
 class TraceDoc(TypedDict, total=False):
@@ -159,10 +160,15 @@ class PathCategoryDoc(TypedDict):
     ns_per_step: float
 
 
+class ReplayErrorDoc(TypedDict):
+    median: float | None
+    max: float | None
+
+
 class CriticalPathDoc(MetricDoc, total=False):
     median_step: MedianStepDoc | None
     kernel_categories: list[PathCategoryDoc] | None
-    replay_error_pct: float | None
+    replay_error_pct: ReplayErrorDoc
 
 
 class PerStepDoc(TypedDict, total=False):

@@ -25,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, NotRequired, TypedDict
 
-from nsys_llm_explainer.diff.load import CriticalPathDoc, MedianStepDoc, MetricId, MetricsDoc, Side, json_pct, rel_pct
+from nsys_llm_explainer.diff.load import (
+    CriticalPathDoc,
+    MedianStepDoc,
+    MetricId,
+    MetricsDoc,
+    ReplayErrorDoc,
+    Side,
+    json_pct,
+    rel_pct,
+)
 from nsys_llm_explainer.model import JsonValue
 
 Getter = Callable[[MetricsDoc], object]  # reads the figure from report.json `metrics` (the metric ran)
@@ -344,7 +353,7 @@ class PathStep(TypedDict):
     step: int | None
     measured_ns: int | None
     bound: str | None
-    replay_error_pct: float | None
+    replay_error_pct: ReplayErrorDoc | None
 
 
 class CriticalPathSection(TypedDict):

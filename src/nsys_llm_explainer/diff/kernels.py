@@ -364,8 +364,8 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = 
         if shared:
             text = {sig: f"\x00{describe(sig)}" for sig in shared}
             how = {t: how_matched(sig) for sig, t in text.items()}
-            ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb.get(n), "")))  # type: ignore[arg-type]
-            on = ln.assign(key=ln["name"].map(lambda n: text.get(sn.get(n), "")))  # type: ignore[arg-type]
+            ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb[n], "") if n in sb else ""))
+            on = ln.assign(key=ln["name"].map(lambda n: text.get(sn[n], "") if n in sn else ""))
             ob, on = ob[ob["key"] != ""], on[on["key"] != ""]
             gb_op, gn_op = _groups(ob), _groups(on)
             by_op = gb_op.index.intersection(gn_op.index)
@@ -578,7 +578,10 @@ def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(bc > 0, 100.0 * (nc - bc) / bc, np.nan)
     rows["delta_pct"] = np.round(pct, 4)
-    rows = _with_changes(rows, wb, wn) if steps else _per_call(rows, mb, mn)  # type: ignore[arg-type]
+    if isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work):  # steps
+        rows = _with_changes(rows, wb, wn)
+    else:
+        rows = _per_call(rows, mb, mn)
     rows = _peaks(rows, base, new)
     rows = (
         rows.assign(_abs=rows["delta_ns"].abs())

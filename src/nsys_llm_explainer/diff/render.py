@@ -37,29 +37,29 @@ JSON_NAME = "diff.json"
 CSV_NAME = "tables/diff_kernels.csv"
 
 
-def signed_pct(value: object) -> str:
+def signed_pct(value: float | None) -> str:
     if value is None:
         return "n/a"
-    v = float(value)  # type: ignore[arg-type]
+    v = float(value)
     return "new" if math.isinf(v) else f"{v:+.1f}%"
 
 
-def signed_dur(ns: object) -> str:
+def signed_dur(ns: float | None) -> str:
     if ns is None:
         return "n/a"
-    v = float(ns)  # type: ignore[arg-type]
+    v = float(ns)
     return ("+" if v > 0 else "-" if v < 0 else "\u00b1") + fmt.dur(abs(v))
 
 
-def value(v: object, unit: str) -> str:
+def value(v: float | None, unit: str) -> str:
     """A headline value in its unit (counts may be fractional once normalized)."""
     if v is None:
         return "n/a"
     if unit == "ns":
         return fmt.dur(v)
     if unit == "fraction":
-        return fmt.pct(100.0 * float(v))  # type: ignore[arg-type]
-    f = float(v)  # type: ignore[arg-type]
+        return fmt.pct(100.0 * float(v))
+    f = float(v)
     return fmt.num(int(f)) if f.is_integer() else f"{f:,.2f}"
 
 

@@ -32,13 +32,16 @@ slower or faster), else its change of time per step (it ran more or less often).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 
 from nsys_llm_explainer import fmt
-from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.in_step import CategoryChangeRow, ChangeRow
+from nsys_llm_explainer.diff.kernels import KernelRow, KernelsSection
+from nsys_llm_explainer.diff.load import DistributedDoc, Side
 
 MIN_OVERLAP = 0.5  # share of kernel time in names present on both sides
 OVERLAP_CAUTION = 0.9
@@ -49,13 +52,39 @@ WINDOW_RATIO = 10.0
 TOLERANCE = 1.001  # rounding slack for the plausibility checks
 
 
+CheckValue = str | float | None  # what a check found on a side: a text, or a share of kernel time
+
+
+class CheckDoc(TypedDict):
+    """diff.json `comparability.checks`."""
+
+    id: str
+    label: str
+    base: CheckValue
+    new: CheckValue
+    verdict: Literal["same", "differs", "unknown"]
+    blocking: bool
+    caution: bool
+    detail: str
+
+
+class ComparabilityDoc(TypedDict):
+    """diff.json `comparability`."""
+
+    comparable: bool
+    reasons: list[str]
+    cautions: list[str]
+    errors: list[str]
+    checks: list[CheckDoc]
+
+
 @dataclass
 class Check:
     id: str
     label: str
-    base: Any
-    new: Any
-    verdict: str  # "same", "differs" or "unknown"
+    base: CheckValue
+    new: CheckValue
+    verdict: Literal["same", "differs", "unknown"]
     blocking: bool
     detail: str
     caution: bool = False  # an unknown worth a caution (what it does not know matters)
@@ -64,7 +93,7 @@ class Check:
     def cautious(self) -> bool:
         return not self.blocking and (self.verdict == "differs" or (self.verdict == "unknown" and self.caution))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CheckDoc:
         return {"id": self.id, "label": self.label, "base": self.base, "new": self.new,
                 "verdict": self.verdict, "blocking": self.blocking, "caution": self.cautious,
                 "detail": self.detail}
@@ -95,18 +124,14 @@ class Comparability:
         c = self.check("gpus")
         return c is not None and c.verdict == "differs"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ComparabilityDoc:
         return {"comparable": self.comparable, "reasons": self.reasons, "cautions": self.cautions,
                 "errors": list(self.errors), "checks": [c.to_json() for c in self.checks]}
 
 
-def _metric(side: Side, metric_id: str) -> dict[str, Any] | None:
-    return side.metric(metric_id)
-
-
 def used_gpus(side: Side) -> list[str] | None:
     """Model name of each device that ran kernels (device order); None when unknown."""
-    tk = _metric(side, "top_kernels")
+    tk = side.metric("top_kernels")
     devices = tk.get("devices") if tk else None
     if not isinstance(devices, list) or not devices:
         return None
@@ -149,12 +174,12 @@ def _gpus(base: Side, new: Side) -> Check:
                  f"{' and '.join(what)}: BASE ran on {gpu_text(b)}, NEW on {gpu_text(n)}")
 
 
-def world(side: Side) -> dict[str, Any] | None:
+def world(side: Side) -> DistributedDoc | None:
     d = side.doc.get("trace", {}).get("distributed")
     return d if isinstance(d, dict) else None
 
 
-def world_text(w: dict[str, Any] | None) -> str:
+def world_text(w: DistributedDoc | None) -> str:
     if not w or w.get("world_size") is None:
         return "not recorded"
     rank = w.get("rank")
@@ -202,7 +227,7 @@ def _versions(base: Side, new: Side) -> Check:
                  f"different profiler or exporter versions ({b} vs {n})")
 
 
-def _kernels(kern: dict[str, Any]) -> Check:
+def _kernels(kern: KernelsSection) -> Check:
     label = "kernel names in common, by time"
     if kern.get("status") != "ok":
         return Check("kernels", label, None, None, "unknown", False,
@@ -223,8 +248,7 @@ def _kernels(kern: dict[str, Any]) -> Check:
     if low < MIN_OVERLAP:
         return Check("kernels", label, round(sb, 4), round(sn, 4), "differs", True,
                      f"different programs: {names} occur on both sides, {share}")
-    verdict = "differs" if low < OVERLAP_CAUTION else "same"
-    return Check("kernels", label, round(sb, 4), round(sn, 4), verdict, False,
+    return Check("kernels", label, round(sb, 4), round(sn, 4), "differs" if low < OVERLAP_CAUTION else "same", False,
                  f"{names} occur on both sides, {share}")
 
 
@@ -343,7 +367,7 @@ def _gpu_work(base: Side, new: Side) -> Check | None:
                  "same" if b and n else "differs", True, "nothing to compare: " + "; ".join(parts))
 
 
-def check(base: Side, new: Side, kern: dict[str, Any]) -> Comparability:
+def check(base: Side, new: Side, kern: KernelsSection) -> Comparability:
     work = _gpu_work(base, new)
     checks = [*([work] if work else []), _gpus(base, new), _world(base, new), _versions(base, new),
               _kernels(kern), _steps(base, new), _capture(base, new)]
@@ -370,42 +394,66 @@ def signed_dur(ns: float | None) -> str:
     return ("+" if ns > 0 else "-" if ns < 0 else "\u00b1") + fmt.dur(abs(ns))
 
 
-def _kernel_item(r: dict[str, Any], label: str) -> dict[str, Any]:
-    per_call = r["per_call_pct"] is not None and r["per_call_low_pct"] is not None and (
-        r["per_call_low_pct"] > 0 or r["per_call_high_pct"] < 0)
-    size = ("per_call_pct", "per_call_low_pct", "per_call_high_pct") if per_call else (
-        "time_pct", "time_low_pct", "time_high_pct")
+class Candidate(TypedDict):
+    """diff.json `headline.changes`: a change beyond the noise, sized by the step time it moves."""
+
+    kind: Literal["host", "category", "kernel"]
+    label: str
+    name: str | None
+    category: str | None
+    measure: str
+    change_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    delta_ns: float | None
+
+
+class Headline(TypedDict):
+    """diff.json `headline`."""
+
+    comparable: bool
+    text: str
+    step_time: ChangeRow | None
+    changes: list[Candidate]
+    beyond_noise: int
+
+
+def _kernel_item(r: KernelRow, label: str) -> Candidate:
+    lo, hi = r["per_call_low_pct"], r["per_call_high_pct"]  # both or neither
+    per_call = r["per_call_pct"] is not None and lo is not None and (lo > 0 or (hi is not None and hi < 0))
+    size = (r["per_call_pct"], lo, hi) if per_call else (r["time_pct"], r["time_low_pct"], r["time_high_pct"])
     return {"kind": "kernel", "label": label, "name": r["new_name"] or r["base_name"],
             "category": r.get("category"), "measure": "per call" if per_call else "time per step",
-            "change_pct": r[size[0]], "low_pct": r[size[1]], "high_pct": r[size[2]],
+            "change_pct": size[0], "low_pct": size[1], "high_pct": size[2],
             "delta_ns": r["time_delta_ns"]}
 
 
-def candidates(step_rows: list[dict[str, Any]], categories: list[dict[str, Any]],
-               kernel_rows: list[dict[str, Any]], label: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def candidates(step_rows: list[ChangeRow], categories: list[CategoryChangeRow],
+               kernel_rows: list[KernelRow], label: Callable[[str | None], str]) -> list[Candidate]:
+    out: list[Candidate] = []
     host = next((r for r in step_rows if r["id"] == "host_time" and r["status"] == "ok"), None)
     if host and host["beyond_noise"]:
         out.append({"kind": "host", "label": "host time outside CUDA calls", "name": None,
                     "category": None, "measure": "per step", "change_pct": host["change_pct"],
                     "low_pct": host["low_pct"], "high_pct": host["high_pct"], "delta_ns": host["delta_ns"]})
-    for c in categories:
-        if c["status"] == "ok" and c["beyond_noise"] and c["delta_ns"]:
-            out.append({"kind": "category", "label": f"{c['category']} kernels", "name": None,
-                        "category": c["category"], "measure": "time per step",
-                        "change_pct": c["change_pct"], "low_pct": c["low_pct"], "high_pct": c["high_pct"],
-                        "delta_ns": c["delta_ns"]})
+    for g in categories:
+        if g["status"] == "ok" and g["beyond_noise"] and g["delta_ns"]:
+            out.append({"kind": "category", "label": f"{g['category']} kernels", "name": None,
+                        "category": g["category"], "measure": "time per step",
+                        "change_pct": g["change_pct"], "low_pct": g["low_pct"], "high_pct": g["high_pct"],
+                        "delta_ns": g["delta_ns"]})
     kernels = [_kernel_item(r, label(r["new_name"] or r["base_name"])) for r in kernel_rows
                if r["match"] in ("same", "renamed") and r.get("beyond_noise") and r.get("time_delta_ns")]
     out += kernels
     out.sort(key=lambda c: (-abs(c["delta_ns"] or 0.0), c["label"]))
     # a category whose change one kernel carries gives way to that kernel
-    chosen: list[dict[str, Any]] = []
+    chosen: list[Candidate] = []
     for c in out:
         if c["kind"] == "category":
+            moved = c["delta_ns"] or 0.0  # never 0 or None for a category (above), nor for a kernel
             inside = [k for k in kernels if k["category"] == c["category"]
-                      and (k["delta_ns"] or 0) * c["delta_ns"] > 0
-                      and abs(k["delta_ns"]) >= KERNEL_SHARE * abs(c["delta_ns"])]
+                      and (k["delta_ns"] or 0) * moved > 0
+                      and abs(k["delta_ns"] or 0.0) >= KERNEL_SHARE * abs(moved)]
             if inside:
                 continue
         if c["kind"] == "kernel" and any(x["kind"] == "kernel" and x["name"] == c["name"] for x in chosen):
@@ -414,7 +462,7 @@ def candidates(step_rows: list[dict[str, Any]], categories: list[dict[str, Any]]
     return chosen
 
 
-def item_text(c: dict[str, Any], hardware: str | None) -> str:
+def item_text(c: Candidate, hardware: str | None) -> str:
     if c["change_pct"] is None and (c["delta_ns"] or 0) > 0:
         # none on BASE: no percentage or interval to give, only what NEW added
         what = f"{c['label']}, none in BASE's steps, {signed_dur(c['delta_ns'])} per step in NEW's"
@@ -426,9 +474,9 @@ def item_text(c: dict[str, Any], hardware: str | None) -> str:
     return what
 
 
-def step_text(r: dict[str, Any] | None, reason: str | None) -> str:
+def step_text(r: ChangeRow | None, reason: str | None) -> str:
     if r is None or r["status"] != "ok":
-        return f"Step time not compared ({reason or (r or {}).get('reason')})"
+        return f"Step time not compared ({reason or (r['reason'] if r is not None else None)})"
     sizes = f"median {fmt.dur(r['base_median'])} to {fmt.dur(r['new_median'])}, {r['n_base']} vs {r['n_new']} steps"
     if r["low_pct"] is None:
         return f"Step time {pct(r['change_pct'])} (no 95% interval with {r['n_base']} vs {r['n_new']} steps; {sizes})"
@@ -437,9 +485,9 @@ def step_text(r: dict[str, Any] | None, reason: str | None) -> str:
     return f"Step time {pct(r['change_pct'])} ({interval(r['low_pct'], r['high_pct'])}; {sizes})"
 
 
-def build(comp: Comparability, step_rows: list[dict[str, Any]], categories: list[dict[str, Any]],
-          kernel_rows: list[dict[str, Any]], label: Any, in_step_reason: str | None,
-          hardware: str | None) -> dict[str, Any]:
+def build(comp: Comparability, step_rows: list[ChangeRow], categories: list[CategoryChangeRow],
+          kernel_rows: list[KernelRow], label: Callable[[str | None], str], in_step_reason: str | None,
+          hardware: str | None) -> Headline:
     step = next((r for r in step_rows if r["id"] == "step_time"), None)
     items = candidates(step_rows, categories, kernel_rows, label) if not in_step_reason else []
     parts = []

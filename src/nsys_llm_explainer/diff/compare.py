@@ -28,14 +28,14 @@ model changed (comparability), every appeared, resolved or persisting rule carri
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, TypeVar
 
 import pandas as pd
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.diff import comparability, gate, in_step, kernels, totals
 from nsys_llm_explainer.diff.kernels import NAME_SEP
-from nsys_llm_explainer.diff.load import Side, choose, window_ns
+from nsys_llm_explainer.diff.load import BasisDoc, DistributedDoc, Side, ToolDoc, choose, window_ns
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.render.json_writer import plain
@@ -44,13 +44,154 @@ from nsys_llm_explainer.trace.formats import source_text
 SCHEMA_VERSION = "3.0"
 
 
+class Carried(TypedDict):
+    """diff.json `base.carried` / `new.carried`: work queued before the capture."""
+
+    kernels: int
+    kernel_ns: int | None
+    busy_ns: int | None
+
+
+class SideInfo(TypedDict):
+    """diff.json `base` / `new`: what each side is."""
+
+    input: str
+    kind: str
+    report_tool_version: str | None
+    nsys_version: str | None
+    source: str
+    versions: str
+    window_ns: int | None
+    steps: int | None
+    complete_steps: int | None
+    carried: Carried | None
+    steps_method: str | None
+    kernels_per_step: float | None
+    devices: list[int | None]
+    gpus: list[str] | None
+    world: DistributedDoc | None
+
+
+class InStepSection(TypedDict):
+    """diff.json `in_step`: the per-step changes (their summary only when compared)."""
+
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    level: NotRequired[float]
+    method: NotRequired[str]
+    base_steps: NotRequired[int]
+    new_steps: NotRequired[int]
+    base_series_steps: NotRequired[int]
+    new_series_steps: NotRequired[int]
+    base_outside_ns: NotRequired[int]
+    new_outside_ns: NotRequired[int]
+    base_outside_kernels: NotRequired[int]
+    new_outside_kernels: NotRequired[int]
+    base_carried_kernels: NotRequired[int | None]
+    base_carried_ns: NotRequired[int | None]
+    new_carried_kernels: NotRequired[int | None]
+    new_carried_ns: NotRequired[int | None]
+    rows: list[in_step.ChangeRow]
+    categories: list[in_step.CategoryChangeRow]
+
+
+class RuleEntry(TypedDict):
+    """A rule's findings on one side (by_rule)."""
+
+    rule_id: str
+    severity: str
+    count: int
+    titles: list[str]
+    impact_pct: float | None  # summed; None: notes without time at stake
+
+
+class ChangedRule(RuleEntry):
+    """diff.json `findings.appeared` / `.disappeared`."""
+
+    base_impact_pct: float | None
+    new_impact_pct: float | None
+    hardware_changed: bool
+
+
+class UnmeasuredRule(RuleEntry):
+    """diff.json `findings.not_measured_new` / `.not_measured_base`."""
+
+    base_impact_pct: float | None
+    new_impact_pct: float | None
+    unmeasured: list[str]
+    reason: str
+
+
+class PersistingRule(TypedDict):
+    """diff.json `findings.persisting`."""
+
+    hardware_changed: bool
+    rule_id: str
+    base_severity: str
+    new_severity: str
+    base_count: int
+    new_count: int
+    base_impact_pct: float | None
+    new_impact_pct: float | None
+    titles: list[str]
+
+
+class Noise(TypedDict):
+    pp: float
+    relative: float
+
+
+class FindingsSection(TypedDict):
+    """diff.json `findings`."""
+
+    noise: Noise
+    hardware: str | None
+    appeared: list[ChangedRule]
+    disappeared: list[ChangedRule]
+    persisting: list[PersistingRule]
+    not_measured_new: list[UnmeasuredRule]
+    not_measured_base: list[UnmeasuredRule]
+    new_high: list[str]
+
+
+class GateValueDoc(TypedDict):
+    """diff.json `gate_values`: a value --fail-on can test, or why it is unknown."""
+
+    value: float | str | None
+    reason: str | None
+    basis: str
+
+
+class DiffDoc(TypedDict):
+    """diff.json."""
+
+    schema_version: str
+    tool: ToolDoc
+    comparability: comparability.ComparabilityDoc
+    headline: comparability.Headline
+    base: SideInfo
+    new: SideInfo
+    in_step: InStepSection
+    steps: in_step.StepsSection
+    kernels: kernels.KernelsSection
+    categories: totals.CategoriesSection
+    critical_path: totals.CriticalPathSection
+    findings: FindingsSection
+    basis: BasisDoc
+    totals: list[totals.TotalRow]
+    devices: totals.DevicesSection
+    gate_values: dict[str, GateValueDoc]
+    gate: gate.GateDoc
+    warnings: list[str]
+
+
 @frozen
 class Diff:
-    doc: dict[str, Any]  # diff.json content
+    doc: DiffDoc  # diff.json content
     kernel_rows: pd.DataFrame | None  # tables/diff_kernels.csv rows
 
 
-def _side_info(side: Side, steps_found: dict[str, in_step.PhaseSteps] | str) -> dict[str, Any]:
+def _side_info(side: Side, steps_found: dict[str, in_step.PhaseSteps] | str) -> SideInfo:
     t = side.doc.get("trace", {})
     method, per_step = comparability.step_definition(side)
     return {
@@ -58,7 +199,7 @@ def _side_info(side: Side, steps_found: dict[str, in_step.PhaseSteps] | str) -> 
         "kind": side.kind,
         "report_tool_version": side.doc.get("tool", {}).get("version"),
         "nsys_version": t.get("nsys_version"),
-        "source": source_text(t),
+        "source": source_text(dict(t)),
         "versions": comparability.versions(side),
         "window_ns": window_ns(side),
         "steps": in_step.total_steps(steps_found),
@@ -72,7 +213,7 @@ def _side_info(side: Side, steps_found: dict[str, in_step.PhaseSteps] | str) -> 
     }
 
 
-def carried(side: Side) -> dict[str, Any] | None:
+def carried(side: Side) -> Carried | None:
     """Work queued before the capture (metrics.steps.carried): in no step, counted apart."""
     c = (side.metric("steps") or {}).get("carried")
     if not isinstance(c, dict) or not isinstance(c.get("kernels"), int):
@@ -80,16 +221,16 @@ def carried(side: Side) -> dict[str, Any] | None:
     return {"kernels": c["kernels"], "kernel_ns": c.get("kernel_ns"), "busy_ns": c.get("busy_ns")}
 
 
-def _max_change(rows: list[dict[str, Any]], key: str) -> gate.GateValue:
-    values = [r[key] for r in rows if r[key] is not None]
+def _max_change(rows: list[in_step.PhaseRow], key: Literal["p50_delta_pct", "p90_delta_pct"]) -> gate.GateValue:
+    values = [v for r in rows if (v := r[key]) is not None]
     return (max(values), None) if values else (None, "no phase has a finite change")
 
 
-def _step_value(rows: list[dict[str, Any]], row_id: str, reason: str | None) -> gate.GateValue:
+def _step_value(rows: list[in_step.ChangeRow], row_id: str, reason: str | None) -> gate.GateValue:
     r = next((x for x in rows if x["id"] == row_id), None)
-    if r is None or r["status"] != "ok" or r["change_pct"] is None:
-        return None, reason or (r or {}).get("reason") or "not measured"
-    return float(r["change_pct"]), None
+    if r is None or r["status"] != "ok" or (change := r["change_pct"]) is None:
+        return None, reason or (r["reason"] if r is not None else None) or "not measured"
+    return float(change), None
 
 
 PER_STEP_GATES = frozenset({"step_time_pct", "kernel_time_pct", "host_time_pct"})
@@ -98,8 +239,8 @@ WHOLE_CAPTURE_GATES = frozenset({"gpu_busy_pct", "gpu_idle_pct", "launches_pct",
 
 
 def _gate_values(
-    head: dict[str, float | str], st: dict[str, Any], kern: dict[str, Any], found: dict[str, Any],
-    step_rows: list[dict[str, Any]], in_step_reason: str | None, comp: comparability.Comparability,
+    head: dict[str, float | str], st: in_step.StepsSection, kern: kernels.KernelsSection, found: FindingsSection,
+    step_rows: list[in_step.ChangeRow], in_step_reason: str | None, comp: comparability.Comparability,
     per_step: set[str],
 ) -> dict[str, gate.GateValue]:
     """Every gate value; `per_step` receives the whole-capture ones computed per step instead."""
@@ -146,7 +287,7 @@ def _gate_basis(key: str, stepped: set[str]) -> str:
     return "per_phase" if key.startswith("step_p") else "count"
 
 
-def _warnings(base: Side, new: Side, kern: dict[str, Any]) -> list[str]:
+def _warnings(base: Side, new: Side, kern: kernels.KernelsSection) -> list[str]:
     out = []
     modes = kern.get("name_modes") or [None, None]
     if modes[0] != modes[1]:
@@ -163,15 +304,16 @@ def _warnings(base: Side, new: Side, kern: dict[str, Any]) -> list[str]:
     return out
 
 
-def _guarded(
-    name: str, empty: dict[str, Any], fn: Callable[..., dict[str, Any]], *args: Any
-) -> dict[str, Any]:
-    """A section, or not_compared when a hand-edited or older report lacks fields it reads."""
+Section = TypeVar("Section")
+
+
+def _guarded(name: str, fn: Callable[[], Section], empty: Callable[[str], Section]) -> Section:
+    """A section, or `empty` (not_compared, with the reason) when a hand-edited or older report
+    lacks fields it reads."""
     try:
-        return fn(*args)
+        return fn()
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        reason = f"a report lacks fields the {name} comparison reads ({type(exc).__name__}: {exc})"
-        return {"status": "not_compared", "reason": reason, **empty}
+        return empty(f"a report lacks fields the {name} comparison reads ({type(exc).__name__}: {exc})")
 
 
 def _work(side: Side) -> in_step.Work | str:
@@ -181,7 +323,7 @@ def _work(side: Side) -> in_step.Work | str:
         return f"{side.role}: metrics.step_work lacks fields the per-step comparison reads ({exc})"
 
 
-def _in_step(wb: in_step.Work | str, wn: in_step.Work | str, base: Side, new: Side) -> dict[str, Any]:
+def _in_step(wb: in_step.Work | str, wn: in_step.Work | str, base: Side, new: Side) -> InStepSection:
     if isinstance(wb, str) or isinstance(wn, str):
         reason = wb if isinstance(wb, str) else str(wn)
         return {"status": "not_compared", "reason": reason, "rows": [], "categories": []}
@@ -194,12 +336,13 @@ def _in_step(wb: in_step.Work | str, wn: in_step.Work | str, base: Side, new: Si
             "rows": in_step.step_rows(wb, wn), "categories": in_step.category_rows(wb, wn)}
 
 
-def _labels(kern: dict[str, Any]) -> Labels:
+def labels_of(kern: kernels.KernelsSection) -> Labels:
+    """Labels over the kernel names of both sides, so no two rows look alike."""
     names: set[str] = set()
     for r in kern.get("rows", []):
-        for key in ("base_name", "new_name"):
-            if isinstance(r.get(key), str):
-                names.update(r[key].split(NAME_SEP))
+        for name in (r.get("base_name"), r.get("new_name")):
+            if isinstance(name, str):
+                names.update(name.split(NAME_SEP))
     return Labels(names)
 
 
@@ -211,7 +354,8 @@ def compare(
     wb, wn = _work(base), _work(new)
     basis = choose(base, new, isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work))
     total_rows, total_changes = totals.totals(base, new)
-    kern = _guarded("kernel", {"rows": [], "counts": {}, "frame": None}, kernels.compare, base, new, wb, wn)
+    kern, frame = _guarded("kernel", lambda: kernels.compare(base, new, wb, wn),
+                           lambda why: (kernels.not_compared(why), None))
     comp = comparability.check(base, new, kern)
     gpus = comp.check("gpus")
     hardware = f"from {gpus.base} to {gpus.new}" if gpus is not None and comp.hardware_changed else None
@@ -219,11 +363,10 @@ def compare(
     per_step = _in_step(wb, wn, base, new)
     found = compare_findings(base, new, hardware)
     head = comparability.build(comp, per_step["rows"], per_step["categories"], kern.get("rows", []),
-                      _labels(kern), per_step["reason"], hardware)
+                      labels_of(kern), per_step["reason"], hardware)
     stepped: set[str] = set()
     values = _gate_values(total_changes, st, kern, found, per_step["rows"], per_step["reason"], comp, stepped)
-    frame = kern.pop("frame")
-    doc = {
+    doc: DiffDoc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
         "comparability": comp.to_json(),
@@ -233,13 +376,13 @@ def compare(
         "in_step": per_step,
         "steps": st,
         "kernels": kern,
-        "categories": _guarded("category", {"rows": []}, totals.compare, base, new),
-        "critical_path": _guarded("critical path", {"rows": [], "categories": []}, totals.compare_critical_path,
-                                  base, new),
+        "categories": _guarded("category", lambda: totals.compare(base, new), totals.categories_not_compared),
+        "critical_path": _guarded("critical path", lambda: totals.compare_critical_path(base, new),
+                                  totals.path_not_compared),
         "findings": found,
         "basis": basis.to_json(),
         "totals": total_rows,
-        "devices": _guarded("GPU", {"rows": []}, totals.devices, base, new),
+        "devices": _guarded("GPU", lambda: totals.devices(base, new), totals.devices_not_compared),
         "gate_values": {
             k: {"value": gate.json_number(v), "reason": why, "basis": _gate_basis(k, stepped)}
             for k, (v, why) in values.items()
@@ -255,9 +398,9 @@ NOISE_PP = 1.0
 NOISE_REL = 0.25
 
 
-def by_rule(side: Side) -> dict[str, dict[str, Any]]:
+def by_rule(side: Side) -> dict[str, RuleEntry]:
     """rule id -> worst severity, finding count, titles and summed impact_pct (None: notes)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, RuleEntry] = {}
     findings = side.doc.get("findings")
     for f in findings if isinstance(findings, list) else []:
         if not isinstance(f, dict) or not isinstance(f.get("rule_id"), str):
@@ -281,16 +424,19 @@ def noise_band(a: float, b: float) -> float:
     return max(NOISE_PP, NOISE_REL * max(a, b))
 
 
-def _change(b: dict[str, Any] | None, n: dict[str, Any] | None) -> str:
+def _impact(entry: RuleEntry | None) -> float | None:
+    return entry["impact_pct"] if entry else None
+
+
+def _change(b: RuleEntry | None, n: RuleEntry | None) -> str:
     """'appeared', 'resolved' or 'persisting'."""
-    bi = (b or {}).get("impact_pct")
-    ni = (n or {}).get("impact_pct")
+    bi, ni = _impact(b), _impact(n)
     if bi is None and ni is None:  # notes: by presence
         return "appeared" if b is None else "resolved" if n is None else "persisting"
-    bi, ni = bi or 0.0, ni or 0.0
-    if ni - bi > noise_band(bi, ni):
+    bv, nv = bi or 0.0, ni or 0.0
+    if nv - bv > noise_band(bv, nv):
         return "appeared"
-    if bi - ni > noise_band(bi, ni):
+    if bv - nv > noise_band(bv, nv):
         return "resolved"
     return "persisting"
 
@@ -311,31 +457,35 @@ def _unmeasured(rule_metrics: list[str], fired: Side, other: Side) -> list[str]:
     return [m for m in rule_metrics if fired.metric(m) is not None and other.metric(m) is None]
 
 
-def compare_findings(base: Side, new: Side, hardware: str | None = None) -> dict[str, Any]:
+def compare_findings(base: Side, new: Side, hardware: str | None = None) -> FindingsSection:
     """`hardware`: how the GPUs changed (comparability), when they did."""
     fb, fn = by_rule(base), by_rule(new)
     mb, mn = metrics_of(base), metrics_of(new)
-    appeared, resolved, persisting, gone_new, gone_base = [], [], [], [], []
+    appeared: list[ChangedRule] = []
+    resolved: list[ChangedRule] = []
+    persisting: list[PersistingRule] = []
+    gone_new: list[UnmeasuredRule] = []
+    gone_base: list[UnmeasuredRule] = []
     for r in sorted(set(fb) | set(fn)):
         b, n = fb.get(r), fn.get(r)
         kind = _change(b, n)
-        impacts = {"base_impact_pct": (b or {}).get("impact_pct"), "new_impact_pct": (n or {}).get("impact_pct")}
+        bi, ni = _impact(b), _impact(n)
         if b is not None and n is None and (why := _unmeasured(mb.get(r, []), base, new)):
-            gone_new.append({**b, **impacts, "unmeasured": why,
+            gone_new.append({**b, "base_impact_pct": bi, "new_impact_pct": ni, "unmeasured": why,
                              "reason": "; ".join(new.why_missing(m) for m in why)})
             continue
         if n is not None and b is None and (why := _unmeasured(mn.get(r, []), new, base)):
-            gone_base.append({**n, **impacts, "unmeasured": why,
+            gone_base.append({**n, "base_impact_pct": bi, "new_impact_pct": ni, "unmeasured": why,
                               "reason": "; ".join(base.why_missing(m) for m in why)})
             continue
-        mark = {"hardware_changed": hardware is not None}
-        if kind == "appeared":
-            appeared.append({**(n or b or {}), **impacts, **mark})
-        elif kind == "resolved":
-            resolved.append({**(b or n or {}), **impacts, **mark})
+        changed = hardware is not None
+        entry = (n or b) if kind == "appeared" else (b or n)  # r fired on one side at least
+        if kind in ("appeared", "resolved") and entry is not None:
+            (appeared if kind == "appeared" else resolved).append(
+                {**entry, "base_impact_pct": bi, "new_impact_pct": ni, "hardware_changed": changed})
         elif b is not None and n is not None:
             persisting.append({
-                **mark,
+                "hardware_changed": changed,
                 "rule_id": r,
                 "base_severity": b["severity"],
                 "new_severity": n["severity"],
@@ -354,5 +504,6 @@ def compare_findings(base: Side, new: Side, hardware: str | None = None) -> dict
         "not_measured_new": gone_new,
         "not_measured_base": gone_base,
         # high on NEW and its time at stake grew beyond the noise (new, or worse)
-        "new_high": sorted(f["rule_id"] for f in appeared if fn.get(f["rule_id"], {}).get("severity") == "high"),
+        "new_high": sorted(f["rule_id"] for f in appeared
+                           if (e := fn.get(f["rule_id"])) is not None and e["severity"] == "high"),
     }

@@ -20,7 +20,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Literal, TypedDict
 
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
@@ -101,17 +101,42 @@ def parse(values: Iterable[str] | None) -> tuple[Condition, ...]:
     return tuple(out)
 
 
+class ConditionDoc(TypedDict):
+    """diff.json `gate.conditions`: one --fail-on condition and what it found."""
+
+    expression: str
+    metric: str
+    op: str
+    threshold: float
+    value: float | str | None  # infinite changes as "inf" / "-inf"
+    status: Literal["tripped", "passed", "not_evaluated"]
+    reason: str | None
+
+
+class GateDoc(TypedDict):
+    """diff.json `gate`."""
+
+    conditions: list[ConditionDoc]
+    allow_unevaluated: bool
+    unevaluated: bool
+    allow_incomparable: bool
+    incomparable: bool
+    incomparable_reasons: list[str]
+    tripped: bool
+
+
 def evaluate(
     conditions: tuple[Condition, ...], values: dict[str, GateValue], allow_unevaluated: bool = False,
     incomparable: tuple[str, ...] = (), allow_incomparable: bool = False,
-) -> dict[str, Any]:
+) -> GateDoc:
     """diff.json `gate`: each condition tripped, passed or not evaluated (value unknown); the
     gate trips when a condition does, when none could be evaluated (unless allowed), or, when
     there is any condition, when the captures are not comparable (`incomparable`: the reasons;
     unless allowed): a gate must not pass on a pair the diff itself calls not comparable."""
-    results = []
+    results: list[ConditionDoc] = []
     for c in conditions:
         value, why = values.get(c.metric, (None, "the value is unknown"))
+        status: Literal["tripped", "passed", "not_evaluated"]
         if value is None:
             status, reason = "not_evaluated", why
         else:
@@ -141,7 +166,7 @@ def evaluate(
     }
 
 
-def json_number(value: Any) -> Any:
+def json_number(value: float | None) -> float | str | None:
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return value

@@ -58,11 +58,19 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 import numpy as np
 
-from nsys_llm_explainer.diff.load import Side, json_pct, rel_pct
+from nsys_llm_explainer.diff.load import (
+    Side,
+    StepDurationDoc,
+    StepsDoc,
+    StepsPhaseDoc,
+    StepWorkNameDoc,
+    json_pct,
+    rel_pct,
+)
 from nsys_llm_explainer.frozen import frozen
 
 LEVEL = 0.95
@@ -226,7 +234,8 @@ class Work:
     series_steps: int
     phases: list[str]
     per_step: dict[str, np.ndarray | None]
-    names: dict[str, dict[str, Any]]  # name -> row (with series as arrays when kept)
+    names: dict[str, StepWorkNameDoc]  # name -> its metrics.step_work row
+    series: dict[str, tuple[np.ndarray, np.ndarray]]  # name -> (time, calls) per step, where kept
     categories: dict[str, np.ndarray]  # category -> time per step (series)
     kernel_ns: int
     outside_ns: int
@@ -247,35 +256,65 @@ def read(side: Side) -> Work | str:
         h = arrays["host_ns"]
         arrays["host_ns"] = np.where(h >= 0, h, np.nan)
     k = int(m.get("series_steps", 0))
-    names: dict[str, dict[str, Any]] = {}
+    names: dict[str, StepWorkNameDoc] = {}
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for r in m.get("names", []):
-        row = dict(r)
         if "series_ns" in r:
-            row["series_ns"] = np.asarray(r["series_ns"], dtype=np.float64)
             calls = r.get("series_calls", 0)
-            row["series_calls"] = (np.full(k, float(calls)) if isinstance(calls, int | float)
-                                   else np.asarray(calls, dtype=np.float64))
-        names[str(r["name"])] = row
+            series[str(r["name"])] = (np.asarray(r["series_ns"], dtype=np.float64),
+                                      np.full(k, float(calls)) if isinstance(calls, int | float)
+                                      else np.asarray(calls, dtype=np.float64))
+        else:
+            series.pop(str(r["name"]), None)  # a later row of the name without a series replaces it
+        names[str(r["name"])] = r
     cats = {str(c["category"]): np.asarray(c["series_ns"], dtype=np.float64) for c in m.get("categories", [])}
-    return Work(int(m["steps"]), k, list(m.get("phases", [])), arrays, names, cats, int(m["kernel_ns"]),
+    return Work(int(m["steps"]), k, list(m.get("phases", [])), arrays, names, series, cats, int(m["kernel_ns"]),
                 int(m.get("outside_ns", 0)), int(m.get("outside_kernels", 0)), m.get("steps_method"))
 
 
-def row(row_id: str, kind: str, label: str, unit: str, s: Shift | None, reason: str | None = None,
-        **extra: Any) -> dict[str, Any]:
+class ChangeRow(TypedDict):
+    """One change row of diff.json (in_step rows, a kernel's changes, the headline's step time)."""
+
+    id: str
+    kind: str
+    label: str
+    unit: str
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    n_base: int | None
+    n_new: int | None
+    base_median: float | None
+    new_median: float | None
+    scale: str | None
+    change_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    beyond_noise: bool
+    delta_ns: float | None
+
+
+class CategoryChangeRow(ChangeRow):
+    """diff.json `in_step.categories`: a category's change of time per step, with its means."""
+
+    category: str
+    base_per_step_ns: float | None
+    new_per_step_ns: float | None
+
+
+def row(row_id: str, kind: str, label: str, unit: str, s: Shift | None, reason: str | None = None) -> ChangeRow:
     """One change row of diff.json (status not_compared with the reason when s is None)."""
     if s is None:
         return {"id": row_id, "kind": kind, "label": label, "unit": unit, "status": "not_compared",
                 "reason": reason or "fewer than 2 steps on a side", "n_base": None, "n_new": None,
                 "base_median": None, "new_median": None, "scale": None, "change_pct": None,
-                "low_pct": None, "high_pct": None, "beyond_noise": False, "delta_ns": None, **extra}
+                "low_pct": None, "high_pct": None, "beyond_noise": False, "delta_ns": None}
     return {
         "id": row_id, "kind": kind, "label": label, "unit": unit, "status": "ok", "reason": None,
         "n_base": s.n_base, "n_new": s.n_new,
         "base_median": round(s.base_median, 3), "new_median": round(s.new_median, 3),
         "scale": s.scale, "change_pct": _r(s.change_pct), "low_pct": _r(s.low_pct),
         "high_pct": _r(s.high_pct), "beyond_noise": s.beyond_noise,
-        "delta_ns": round(s.delta, 1) if unit == "ns" else None, **extra,
+        "delta_ns": round(s.delta, 1) if unit == "ns" else None,
     }
 
 
@@ -283,7 +322,7 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def step_rows(wb: Work, wn: Work) -> list[dict[str, Any]]:
+def step_rows(wb: Work, wn: Work) -> list[ChangeRow]:
     out = []
     for rid, label, key, unit in STEP_FIGURES:
         b, n = wb.per_step.get(key), wn.per_step.get(key)
@@ -303,14 +342,14 @@ def phase_latency(w: Work) -> dict[str, np.ndarray]:
     return {name: lat[ph == i] for i, name in enumerate(w.phases)}
 
 
-def category_rows(wb: Work, wn: Work) -> list[dict[str, Any]]:
-    out = []
+def category_rows(wb: Work, wn: Work) -> list[CategoryChangeRow]:
+    out: list[CategoryChangeRow] = []
     for cat in sorted(set(wb.categories) | set(wn.categories)):
         b = wb.categories.get(cat, np.zeros(wb.series_steps))
         n = wn.categories.get(cat, np.zeros(wn.series_steps))
-        out.append(row(f"category:{cat}", "category", cat, "ns", shift(b, n), category=cat,
-                       base_per_step_ns=round(float(b.mean()), 1) if len(b) else None,
-                       new_per_step_ns=round(float(n.mean()), 1) if len(n) else None))
+        out.append({**row(f"category:{cat}", "category", cat, "ns", shift(b, n)), "category": cat,
+                    "base_per_step_ns": round(float(b.mean()), 1) if len(b) else None,
+                    "new_per_step_ns": round(float(n.mean()), 1) if len(n) else None})
     return out
 
 
@@ -322,11 +361,11 @@ def group_series(w: Work, names: str | None, sep: str) -> tuple[np.ndarray, np.n
     ns = np.zeros(w.series_steps)
     calls = np.zeros(w.series_steps)
     for name in names.split(sep):
-        r = w.names.get(name)
-        if r is None or "series_ns" not in r:
+        got = w.series.get(name)
+        if got is None:
             return None
-        ns += r["series_ns"]
-        calls += r["series_calls"]
+        ns += got[0]
+        calls += got[1]
     return ns, calls
 
 
@@ -335,8 +374,13 @@ def per_call(ns: np.ndarray, calls: np.ndarray) -> np.ndarray:
     return ns[ran] / calls[ran]
 
 
+class KernelChanges(TypedDict):
+    time: ChangeRow  # of time per step
+    per_call: ChangeRow  # of time per call
+
+
 def kernel_changes(wb: Work, wn: Work, base_names: str | None, new_names: str | None,
-                   sep: str) -> dict[str, Any]:
+                   sep: str) -> KernelChanges:
     """Per-step time and per-call time changes of one matched kernel row."""
     gb, gn = group_series(wb, base_names, sep), group_series(wn, new_names, sep)
     if gb is None or gn is None:
@@ -349,7 +393,20 @@ def kernel_changes(wb: Work, wn: Work, base_names: str | None, new_names: str | 
                             "it ran in fewer than 2 steps on a side")}
 
 
-def summary(wb: Work, wn: Work) -> dict[str, Any]:
+class InStepSummary(TypedDict):
+    level: float
+    method: str
+    base_steps: int
+    new_steps: int
+    base_series_steps: int
+    new_series_steps: int
+    base_outside_ns: int
+    new_outside_ns: int
+    base_outside_kernels: int
+    new_outside_kernels: int
+
+
+def summary(wb: Work, wn: Work) -> InStepSummary:
     return {
         "level": LEVEL,
         "method": "Hodges-Lehmann shift with its distribution-free interval (log scale: ratio new/base)",
@@ -377,7 +434,7 @@ class PhaseSteps:
     iqr_ns: float | None  # None: no per-step distribution in the report
 
 
-def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:
+def _first(row: StepsPhaseDoc | StepDurationDoc, keys: tuple[str, ...]) -> float | None:
     for k in keys:
         v = row.get(k)
         if isinstance(v, int | float) and not isinstance(v, bool):
@@ -385,7 +442,7 @@ def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
-def _phase_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
+def _phase_rows(m: StepsDoc) -> list[StepsPhaseDoc]:
     phases = m.get("phases")
     if isinstance(phases, dict):
         return [{"phase": str(k), **v} for k, v in phases.items() if isinstance(v, dict)]
@@ -394,7 +451,7 @@ def _phase_rows(m: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _durations(m: dict[str, Any]) -> dict[str, np.ndarray]:
+def _durations(m: StepsDoc) -> dict[str, np.ndarray]:
     steps = m.get("steps")
     if not isinstance(steps, list):
         return {}
@@ -432,7 +489,33 @@ def total_steps(found: dict[str, PhaseSteps] | str) -> int | None:
     return sum(p.count for p in found.values()) if isinstance(found, dict) else None
 
 
-def _noise(b: PhaseSteps, n: PhaseSteps) -> dict[str, Any]:
+class SpreadNoise(TypedDict):
+    """A phase's median change against the baseline's interquartile range (older reports)."""
+
+    status: Literal["ok", "not_assessed"]
+    base_iqr_ns: float | None
+    median_change_ns: float
+    exceeds_spread: NotRequired[bool]
+    verdict: str
+
+
+class IntervalNoise(TypedDict):
+    """A phase's Hodges-Lehmann change of step time and its interval, as the noise check."""
+
+    status: Literal["ok", "not_assessed"]
+    method: NotRequired[str]
+    verdict: str
+    n_base: NotRequired[int | None]
+    n_new: NotRequired[int | None]
+    base_median: NotRequired[float | None]
+    new_median: NotRequired[float | None]
+    change_pct: NotRequired[float | None]
+    low_pct: NotRequired[float | None]
+    high_pct: NotRequired[float | None]
+    beyond_noise: NotRequired[bool]
+
+
+def _noise(b: PhaseSteps, n: PhaseSteps) -> SpreadNoise:
     change = n.p50_ns - b.p50_ns
     if b.iqr_ns is None:
         return {
@@ -454,7 +537,7 @@ def _noise(b: PhaseSteps, n: PhaseSteps) -> dict[str, Any]:
     }
 
 
-def _interval(lb: Any, ln: Any) -> dict[str, Any]:
+def _interval(lb: np.ndarray, ln: np.ndarray) -> IntervalNoise:
     """The phase's Hodges-Lehmann change of step time, as the noise check."""
     s = shift(lb, ln)
     if s is None:
@@ -467,20 +550,45 @@ def _interval(lb: Any, ln: Any) -> dict[str, Any]:
     else:
         verdict = "within the noise"
     return {"status": "ok", "method": "hodges_lehmann", "verdict": verdict,
-            **{k: r[k] for k in ("n_base", "n_new", "base_median", "new_median", "change_pct",
-                                 "low_pct", "high_pct", "beyond_noise")}}
+            "n_base": r["n_base"], "n_new": r["n_new"], "base_median": r["base_median"],
+            "new_median": r["new_median"], "change_pct": r["change_pct"], "low_pct": r["low_pct"],
+            "high_pct": r["high_pct"], "beyond_noise": r["beyond_noise"]}
+
+
+class PhaseRow(TypedDict):
+    """diff.json `steps.phases`: one phase's step latency on both sides."""
+
+    phase: str
+    base_count: int
+    new_count: int
+    base_p50_ns: float
+    new_p50_ns: float
+    p50_delta_pct: float | None
+    base_p90_ns: float
+    new_p90_ns: float
+    p90_delta_pct: float | None
+    noise: IntervalNoise | SpreadNoise
+
+
+class StepsSection(TypedDict):
+    """diff.json `steps`."""
+
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    phases: list[PhaseRow]
+    unmatched_phases: NotRequired[list[str]]
 
 
 def compare_steps(
     base: Side, new: Side, fb: dict[str, PhaseSteps] | str, fn: dict[str, PhaseSteps] | str,
     wb: Work | str | None = None, wn: Work | str | None = None,
-) -> dict[str, Any]:
+) -> StepsSection:
     """diff.json `steps`: per phase present in both, p50/p90 change and the noise check."""
     if isinstance(fb, str) or isinstance(fn, str):
-        return {"status": "not_compared", "reason": fb if isinstance(fb, str) else fn, "phases": []}
+        return {"status": "not_compared", "reason": fb if isinstance(fb, str) else str(fn), "phases": []}
     lat_b = phase_latency(wb) if isinstance(wb, Work) else {}
     lat_n = phase_latency(wn) if isinstance(wn, Work) else {}
-    rows = []
+    rows: list[PhaseRow] = []
     for phase in [p for p in fb if p in fn]:
         b, n = fb[phase], fn[phase]
         both = phase in lat_b and phase in lat_n

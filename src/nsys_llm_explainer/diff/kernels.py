@@ -71,29 +71,36 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.diff import in_step
-from nsys_llm_explainer.diff.load import Side
+from nsys_llm_explainer.diff.load import (
+    ComputeEfficiencyDoc,
+    EfficiencyDeviceDoc,
+    EfficiencyKernelDoc,
+    Side,
+    TopKernelDoc,
+    TopKernelsDoc,
+)
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE, OTHER
 
 
-def _device_peaks(m: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+def _device_peaks(m: ComputeEfficiencyDoc) -> dict[int | None, EfficiencyDeviceDoc]:
     return {d.get("device_id"): d for d in m.get("devices") or [] if isinstance(d, dict)}
 
 
-def _one(row: dict[str, Any], dev: dict[str, Any] | None) -> tuple[float, str] | None:
+def _one(row: EfficiencyKernelDoc, dev: EfficiencyDeviceDoc | None) -> tuple[float, str] | None:
     if dev is None:
         return None
-    if row.get("bound") == "compute" and row.get("tflops"):
+    if row.get("bound") == "compute" and (tflops := row.get("tflops")):
         dtype = row.get("math_dtype") or row.get("compute_dtype")
-        peak = (dev.get("peak_tflops") or {}).get(dtype)
-        return (100.0 * float(row["tflops"]) / float(peak), "FLOP/s") if peak else None
-    if row.get("gbps") and dev.get("hbm_gbps"):
-        return 100.0 * float(row["gbps"]) / float(dev["hbm_gbps"]), "bytes/s"
+        peak = (dev.get("peak_tflops") or {}).get(dtype) if dtype is not None else None
+        return (100.0 * float(tflops) / float(peak), "FLOP/s") if peak else None
+    if (gbps := row.get("gbps")) and (hbm := dev.get("hbm_gbps")):
+        return 100.0 * float(gbps) / float(hbm), "bytes/s"
     return None
 
 
@@ -103,7 +110,7 @@ def of_side(side: Side) -> dict[str, tuple[float, float, str]]:
     if m is None:
         return {}
     devices = _device_peaks(m)
-    acc: dict[str, list[Any]] = {}
+    acc: dict[str, tuple[float, float, str]] = {}  # name -> (weight, weighted % of peak, of what)
     for row in m.get("kernels") or []:
         if not isinstance(row, dict) or row.get("implausible"):
             continue
@@ -111,13 +118,18 @@ def of_side(side: Side) -> dict[str, tuple[float, float, str]]:
         if got is None:
             continue
         w = float(row.get("kernel_ns") or 0)
-        a = acc.setdefault(str(row.get("name")), [0.0, 0.0, got[1]])
-        a[0] += w
-        a[1] += w * got[0]
+        name = str(row.get("name"))
+        weight, weighted, what = acc.get(name, (0.0, 0.0, got[1]))
+        acc[name] = (weight + w, weighted + w * got[0], what)
     return {n: (w, s / w, what) for n, (w, s, what) in acc.items() if w > 0}
 
 
-def of_names(table: dict[str, tuple[float, float, str]], names: object, sep: str) -> dict[str, Any]:
+class PeakShare(TypedDict):
+    pct: float | None  # % of its GPU's peak
+    of: str | None  # "FLOP/s", "bytes/s" or "mixed"
+
+
+def of_names(table: dict[str, tuple[float, float, str]], names: object, sep: str) -> PeakShare:
     """The % of peak of one row's names (weighted by kernel time), or None."""
     if not isinstance(names, str) or not names:
         return {"pct": None, "of": None}
@@ -219,10 +231,6 @@ def describe(sig: Signature, how: str = "") -> str:
     return f"{sig[0]} kernels {sig[1]}* at another tile"
 
 
-def row_extra(sig: Signature | None, how: str) -> dict[str, Any]:
-    return {"operation": describe(sig, how) if sig else None}
-
-
 _OPERATORS = re.compile(r"operator\s*(<<=|>>=|<<|>>|<=|>=|->\*?|<|>)")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
 _SPACE_AROUND_PUNCT = re.compile(r"\s*([^\w\s])\s*")
@@ -287,8 +295,8 @@ BASE_COLUMNS = COLUMNS[:8] + ("matched_by", "operation")
 NAME_SEP = " | "  # joins several names of one renamed group in the CSV
 
 
-def _per_name(m: dict[str, Any]) -> pd.DataFrame:
-    rows = pd.DataFrame(m.get("kernels", []), columns=["name", "calls", "total_ns"])
+def _per_name(kernels: list[TopKernelDoc]) -> pd.DataFrame:
+    rows = pd.DataFrame(kernels, columns=["name", "calls", "total_ns"])
     return rows.groupby("name", as_index=False, sort=True)[["calls", "total_ns"]].sum()
 
 
@@ -356,8 +364,8 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = 
         if shared:
             text = {sig: f"\x00{describe(sig)}" for sig in shared}
             how = {t: how_matched(sig) for sig, t in text.items()}
-            ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb.get(n), "")))  # type: ignore[arg-type]
-            on = ln.assign(key=ln["name"].map(lambda n: text.get(sn.get(n), "")))  # type: ignore[arg-type]
+            ob = lb.assign(key=lb["name"].map(lambda n: text.get(sb[n], "") if n in sb else ""))
+            on = ln.assign(key=ln["name"].map(lambda n: text.get(sn[n], "") if n in sn else ""))
             ob, on = ob[ob["key"] != ""], on[on["key"] != ""]
             gb_op, gn_op = _groups(ob), _groups(on)
             by_op = gb_op.index.intersection(gn_op.index)
@@ -383,28 +391,42 @@ def match(fb: pd.DataFrame, fn: pd.DataFrame, sides: tuple[Side, Side] | None = 
 
 def _frame(w: in_step.Work) -> pd.DataFrame:
     rows = [(n, r["calls"], r["ns"]) for n, r in w.names.items()]
-    return _per_name({"kernels": [{"name": n, "calls": c, "total_ns": t} for n, c, t in rows]})
+    return _per_name([{"name": n, "calls": c, "total_ns": t} for n, c, t in rows])
+
+
+class ChangeFigures(TypedDict):
+    """What a kernel row takes from a change row (in_step.ChangeRow)."""
+
+    change_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    delta_ns: float | None
+    beyond_noise: bool
+    base_median: float | None
+    new_median: float | None
 
 
 CHANGE_COLUMNS = COLUMNS[12:23]  # base_per_call_ns .. category
-NO_CHANGE = {"change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": None, "beyond_noise": False,
-             "base_median": None, "new_median": None}
+NO_CHANGE: ChangeFigures = {"change_pct": None, "low_pct": None, "high_pct": None, "delta_ns": None,
+                            "beyond_noise": False, "base_median": None, "new_median": None}
 
 
 def _with_changes(rows: pd.DataFrame, wb: in_step.Work, wn: in_step.Work) -> pd.DataFrame:
     """Per-call and per-step-time changes (Hodges-Lehmann, with intervals) of matched rows;
     the per-call figures beside them are the medians the change is about."""
-    cols: dict[str, list[Any]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
+    cols: dict[str, list[object]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
     for r in rows.itertuples(index=False):
         bc, nc = int(r.base_calls), int(r.new_calls)
+        pc: ChangeFigures
+        tm: ChangeFigures
         if r.match in ("same", "renamed"):
             ch = in_step.kernel_changes(wb, wn, r.base_name, r.new_name, NAME_SEP)
             pc, tm = ch["per_call"], ch["time"]
         else:
             pc = tm = NO_CHANGE
-        if pc["base_median"] is not None:
-            cols["base_per_call_ns"].append(round(pc["base_median"], 1))
-            cols["new_per_call_ns"].append(round(pc["new_median"], 1))
+        if (bm := pc["base_median"]) is not None and (nm := pc["new_median"]) is not None:  # both or neither
+            cols["base_per_call_ns"].append(round(bm, 1))
+            cols["new_per_call_ns"].append(round(nm, 1))
             cols["per_call_stat"].append("median")
         else:
             cols["base_per_call_ns"].append(round(r.base_total_ns / bc, 1) if bc else None)
@@ -440,25 +462,25 @@ def weighted_median(pairs: list[tuple[float, float]]) -> float | None:
     return pairs[-1][0]
 
 
-def _p50s(m: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+def _p50s(m: TopKernelsDoc) -> dict[str, list[tuple[float, float]]]:
     """name -> [(median duration, calls)] per device (metrics.top_kernels)."""
     out: dict[str, list[tuple[float, float]]] = {}
     for k in m.get("kernels", []):
-        if isinstance(k, dict) and isinstance(k.get("p50_ns"), int | float) and k.get("calls"):
-            out.setdefault(str(k["name"]), []).append((float(k["p50_ns"]), float(k["calls"])))
+        if isinstance(k, dict) and isinstance(p50 := k.get("p50_ns"), int | float) and (calls := k.get("calls")):
+            out.setdefault(str(k["name"]), []).append((float(p50), float(calls)))
     return out
 
 
-def _per_call(rows: pd.DataFrame, mb: dict[str, Any], mn: dict[str, Any]) -> pd.DataFrame:
+def _per_call(rows: pd.DataFrame, mb: TopKernelsDoc, mn: TopKernelsDoc) -> pd.DataFrame:
     """Without steps: each row's median duration per call on both sides and its change."""
     pb, pn = _p50s(mb), _p50s(mn)
 
-    def median(table: dict[str, list[tuple[float, float]]], names: Any) -> float | None:
+    def median(table: dict[str, list[tuple[float, float]]], names: object) -> float | None:
         if not isinstance(names, str) or not names:
             return None
         return weighted_median([p for n in names.split(NAME_SEP) for p in table.get(n, [])])
 
-    cols: dict[str, list[Any]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
+    cols: dict[str, list[object]] = {c: [] for c in (*CHANGE_COLUMNS, "per_call_stat")}
     for r in rows.itertuples(index=False):
         b, n = median(pb, r.base_name), median(pn, r.new_name)
         cols["base_per_call_ns"].append(None if b is None else round(b, 1))
@@ -482,20 +504,72 @@ def _peaks(rows: pd.DataFrame, base: Side, new: Side) -> pd.DataFrame:
                        new_peak_pct=[x["pct"] for x in n], new_peak_of=[x["of"] for x in n])
 
 
+class KernelRow(TypedDict):
+    """diff.json `kernels.rows` (COLUMNS; tables/diff_kernels.csv): a kernel, or a group of
+    renamed ones, on both sides. Built from a frame: numbers are numpy scalars until plain()."""
+
+    key: str
+    match: Literal["same", "renamed", "new", "vanished"]
+    base_name: str | None
+    new_name: str | None
+    base_calls: int
+    new_calls: int
+    base_total_ns: int
+    new_total_ns: int
+    base_compared_ns: float
+    new_compared_ns: float
+    delta_ns: float
+    delta_pct: float | None
+    base_per_call_ns: float | None
+    new_per_call_ns: float | None
+    per_call_pct: float | None
+    per_call_low_pct: float | None
+    per_call_high_pct: float | None
+    time_pct: float | None
+    time_low_pct: float | None
+    time_high_pct: float | None
+    time_delta_ns: float | None
+    beyond_noise: bool
+    category: str | None
+    matched_by: str | None
+    operation: str | None
+    per_call_stat: Literal["median", "mean"]
+    base_peak_pct: float | None
+    base_peak_of: str | None
+    new_peak_pct: float | None
+    new_peak_of: str | None
+
+
+class KernelsSection(TypedDict):
+    """diff.json `kernels`."""
+
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    source: NotRequired[Literal["in_step", "totals"]]
+    name_modes: NotRequired[list[str | None]]
+    rows: list[KernelRow]
+    counts: dict[str, int]  # match -> rows
+    by_operation: NotRequired[int]
+
+
+def not_compared(reason: str) -> KernelsSection:
+    return {"status": "not_compared", "reason": reason, "rows": [], "counts": {}}
+
+
 def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
-            wn: in_step.Work | str | None = None) -> dict[str, Any]:
-    """diff.json `kernels`, plus the rows as a frame for tables/diff_kernels.csv."""
+            wn: in_step.Work | str | None = None) -> tuple[KernelsSection, pd.DataFrame | None]:
+    """diff.json `kernels`, and its rows as a frame for tables/diff_kernels.csv."""
     mb, mn = base.metric("top_kernels"), new.metric("top_kernels")
     if mb is None or mn is None:
         reason = base.why_missing("top_kernels") if mb is None else new.why_missing("top_kernels")
-        return {"status": "not_compared", "reason": reason, "rows": [], "counts": {}, "frame": None}
+        return not_compared(reason), None
     steps = isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
     if steps:
         assert isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work)
         rows = match(_frame(wb), _frame(wn), (base, new))
         db, dn = float(wb.steps), float(wn.steps)
     else:
-        rows = match(_per_name(mb), _per_name(mn), (base, new))
+        rows = match(_per_name(mb.get("kernels", [])), _per_name(mn.get("kernels", [])), (base, new))
         db = dn = 1.0
     rows["base_compared_ns"] = (rows["base_total_ns"] / db).round(3)
     rows["new_compared_ns"] = (rows["new_total_ns"] / dn).round(3)
@@ -504,7 +578,10 @@ def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(bc > 0, 100.0 * (nc - bc) / bc, np.nan)
     rows["delta_pct"] = np.round(pct, 4)
-    rows = _with_changes(rows, wb, wn) if steps else _per_call(rows, mb, mn)  # type: ignore[arg-type]
+    if isinstance(wb, in_step.Work) and isinstance(wn, in_step.Work):  # steps
+        rows = _with_changes(rows, wb, wn)
+    else:
+        rows = _per_call(rows, mb, mn)
     rows = _peaks(rows, base, new)
     rows = (
         rows.assign(_abs=rows["delta_ns"].abs())
@@ -518,7 +595,7 @@ def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
         .reset_index(drop=True)
     )
     rows = rows.loc[:, list(COLUMNS)]
-    records = rows.astype(object).where(rows.notna(), None).to_dict("records")
+    records: list[KernelRow] = rows.astype(object).where(rows.notna(), None).to_dict("records")
     counts = {k: int((rows["match"] == k).sum()) for k in ("same", "renamed", "new", "vanished")}
     modes = (mb.get("name_mode"), mn.get("name_mode"))
     return {
@@ -529,5 +606,4 @@ def compare(base: Side, new: Side, wb: in_step.Work | str | None = None,
         "counts": counts,
         "by_operation": int((rows["matched_by"].isin(("operator", "tile"))).sum()),
         "rows": records,
-        "frame": rows,
-    }
+    }, rows

@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict, cast, overload
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render.json_writer import SCHEMA_VERSION, report_dict
 
@@ -48,14 +49,311 @@ DIFF_INPUTS = (f"an Nsight Systems export (.sqlite), a PyTorch profiler trace (.
                f"{REPORT_NAME} written by {TOOL_NAME}")
 
 
+# The parts of report.json the diff reads (report.schema.json and schema/metrics/ have the whole
+# contract). A report is read from disk, so every key may be absent: readers use .get() or let
+# the section's guard (compare._guarded) turn a missing key into not_compared.
+
+
+class ToolDoc(TypedDict, total=False):
+    name: str
+    version: str
+
+
+class GpuDoc(TypedDict, total=False):
+    device_id: int
+    name: str | None
+
+
+class DistributedDoc(TypedDict, total=False):
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+
+
+class TraceDoc(TypedDict, total=False):
+    format: str
+    nsys_version: str | None
+    export_schema_version: str | None
+    kineto: JsonObject | None
+    window_start_ns: int | None
+    window_end_ns: int | None
+    gpus: list[GpuDoc]
+    distributed: DistributedDoc | None
+
+
+class FindingDoc(TypedDict, total=False):
+    rule_id: str
+    severity: str
+    title: str
+    impact_pct: float | None
+    metric_ids: list[str] | None
+
+
+class DiagnosisDoc(TypedDict, total=False):
+    verdict: str
+    summary: str | None
+
+
+class MetricDoc(TypedDict, total=False):
+    """What every metric section has: whether it ran, and why not."""
+
+    status: str
+    reason: str
+
+
+class TopKernelDoc(TypedDict, total=False):
+    name: str
+    calls: int
+    total_ns: int
+    p50_ns: float | None
+
+
+class TopKernelsDoc(MetricDoc, total=False):
+    total_kernel_ns: int
+    kernel_count: int
+    devices: list[int]
+    kernels: list[TopKernelDoc]
+    name_mode: str | None
+
+
+class LaunchOverheadDoc(MetricDoc, total=False):
+    launch_calls: int
+
+
+class IdleDeviceDoc(TypedDict, total=False):
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_pct: float
+
+
+class GpuIdleDoc(MetricDoc, total=False):
+    devices: list[IdleDeviceDoc]
+
+
+class SyncDoc(MetricDoc, total=False):
+    blocking_ns: int
+
+
+class NvtxAttributionDoc(MetricDoc, total=False):
+    coverage: float
+
+
+class CompositionDoc(TypedDict, total=False):
+    kind: str
+    title: str
+    ns: float
+    pct: float
+
+
+class MedianStepDoc(TypedDict, total=False):
+    step: int | None
+    measured_ns: int | None
+    bound: str | None
+    composition: list[CompositionDoc]
+
+
+class PathCategoryDoc(TypedDict):
+    category: str
+    ns_per_step: float
+
+
+class ReplayErrorDoc(TypedDict):
+    median: float | None
+    max: float | None
+
+
+class CriticalPathDoc(MetricDoc, total=False):
+    median_step: MedianStepDoc | None
+    kernel_categories: list[PathCategoryDoc] | None
+    replay_error_pct: ReplayErrorDoc
+
+
+class PerStepDoc(TypedDict, total=False):
+    """metrics.step_work.per_step: one value per complete step in each series."""
+
+    phase: list[int]
+    pid: list[int]
+    latency_ns: list[float]
+    kernel_ns: list[float]
+    kernels: list[float]
+    busy_ns: list[float]
+    host_ns: list[float] | None
+
+
+class StepWorkNameDoc(TypedDict, total=False):
+    name: str
+    category: str | None
+    calls: int
+    ns: int
+    series_ns: list[float]
+    series_calls: int | list[float]  # one count for every step, or one per step
+
+
+class StepWorkCategoryDoc(TypedDict):
+    category: str
+    series_ns: list[float]
+
+
+class StepWorkDoc(MetricDoc, total=False):
+    steps: int
+    steps_method: str | None
+    series_steps: int
+    phases: list[str]
+    per_step: PerStepDoc
+    names: list[StepWorkNameDoc]
+    categories: list[StepWorkCategoryDoc]
+    kernels: int
+    kernel_ns: int
+    outside_ns: int
+    outside_kernels: int
+
+
+class CarriedDoc(TypedDict, total=False):
+    kernels: int
+    kernel_ns: int
+    busy_ns: int
+
+
+class StepsPhaseDoc(TypedDict, total=False):
+    """A phase of metrics.steps, under the key spellings of nearby versions (in_step.py)."""
+
+    phase: str | None
+    name: str | None
+    steps: int
+    step_count: int
+    count: int
+    n_steps: int
+    kernels_per_step: float
+    p50_ns: float
+    latency_p50_ns: float
+    step_p50_ns: float
+    p90_ns: float
+    latency_p90_ns: float
+    step_p90_ns: float
+    p25_ns: float
+    latency_p25_ns: float
+    p75_ns: float
+    latency_p75_ns: float
+
+
+class StepDurationDoc(TypedDict, total=False):
+    """A step of metrics.steps (its duration under the key spellings of nearby versions)."""
+
+    phase: str | None
+    duration_ns: float
+    dur_ns: float
+    latency_ns: float
+
+
+class StepsDoc(MetricDoc, total=False):
+    method: str | None
+    phases: list[StepsPhaseDoc] | dict[str, StepsPhaseDoc]
+    steps: list[StepDurationDoc]
+    carried: CarriedDoc | None
+
+
+class EfficiencyDeviceDoc(TypedDict, total=False):
+    device_id: int
+    peak_tflops: dict[str, float | None] | None
+    hbm_gbps: float | None
+
+
+class EfficiencyKernelDoc(TypedDict, total=False):
+    name: str
+    device_id: int
+    calls: int
+    kernel_ns: int
+    flops: float | None
+    bytes: float | None
+    tflops: float | None
+    gbps: float | None
+    bound: str | None
+    math_dtype: str | None
+    compute_dtype: str | None
+    implausible: bool
+
+
+class ComputeEfficiencyDoc(MetricDoc, total=False):
+    devices: list[EfficiencyDeviceDoc] | None
+    kernels: list[EfficiencyKernelDoc] | None
+
+
+class OperatorKernelDoc(TypedDict, total=False):
+    operator: str | None
+    kernel: str
+    kernel_ns: int | None
+
+
+class OperatorsDoc(MetricDoc, total=False):
+    operator_kernels: list[OperatorKernelDoc] | None
+
+
+class MetricsDoc(TypedDict, total=False):
+    """report.json `metrics`, the sections the diff reads (metrics.categories is read under a
+    few key spellings, totals.py, so it stays a plain JSON object)."""
+
+    top_kernels: TopKernelsDoc
+    launch_overhead: LaunchOverheadDoc
+    gpu_idle: GpuIdleDoc
+    sync: SyncDoc
+    nvtx_attribution: NvtxAttributionDoc
+    categories: JsonObject
+    critical_path: CriticalPathDoc
+    step_work: StepWorkDoc
+    steps: StepsDoc
+    compute_efficiency: ComputeEfficiencyDoc
+    operators: OperatorsDoc
+
+
+class ReportDoc(TypedDict, total=False):
+    schema_version: str
+    tool: ToolDoc
+    trace: TraceDoc
+    metrics: MetricsDoc
+    findings: list[FindingDoc]
+    diagnosis: DiagnosisDoc | None
+
+
+MetricId = Literal["top_kernels", "launch_overhead", "gpu_idle", "sync", "nvtx_attribution", "categories",
+                   "critical_path", "step_work", "steps", "compute_efficiency", "operators"]
+
+
 @frozen
 class Side:
     label: str  # the path the user gave
     kind: str  # "trace" or "report"
-    doc: dict[str, Any]  # report.json content
+    doc: ReportDoc  # report.json content
     role: str = "BASE"  # "BASE" or "NEW": how reasons name this side
 
-    def metric(self, metric_id: str) -> dict[str, Any] | None:
+    @overload
+    def metric(self, metric_id: Literal["top_kernels"]) -> TopKernelsDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["launch_overhead"]) -> LaunchOverheadDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["gpu_idle"]) -> GpuIdleDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["sync"]) -> SyncDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["nvtx_attribution"]) -> NvtxAttributionDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["categories"]) -> JsonObject | None: ...
+    @overload
+    def metric(self, metric_id: Literal["critical_path"]) -> CriticalPathDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["step_work"]) -> StepWorkDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["steps"]) -> StepsDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["compute_efficiency"]) -> ComputeEfficiencyDoc | None: ...
+    @overload
+    def metric(self, metric_id: Literal["operators"]) -> OperatorsDoc | None: ...
+    @overload
+    def metric(self, metric_id: str) -> MetricDoc | JsonObject | None: ...
+
+    def metric(self, metric_id: str) -> MetricDoc | JsonObject | None:
         """The metric's report.json data when it ran, else None."""
         m = self.doc.get("metrics", {}).get(metric_id)
         return m if isinstance(m, dict) and m.get("status") == "ok" else None
@@ -94,7 +392,8 @@ def load_side(path: Path, options: Options, role: str = "BASE") -> Side:
         head.lstrip()[:1] == b"{" and not head.startswith(SQLITE_MAGIC)
     )) and not _is_profiler_trace(path):
         return load_report(path, role)
-    return Side(str(path), "trace", report_dict(explain(path, options)), role)
+    # report_dict builds the report.json document this type describes (the schema checks it)
+    return Side(str(path), "trace", cast(ReportDoc, report_dict(explain(path, options))), role)
 
 
 def load_report(path: Path, role: str = "BASE", label: str | None = None) -> Side:
@@ -126,6 +425,15 @@ def load_report(path: Path, role: str = "BASE", label: str | None = None) -> Sid
     return Side(label or str(path), "report", doc, role)
 
 
+class BasisDoc(TypedDict):
+    """diff.json `basis`."""
+
+    kind: str
+    base_window_ns: int | None
+    new_window_ns: int | None
+    reason: str
+
+
 @frozen
 class Basis:
     kind: str  # "per_step" or "per_call"
@@ -133,7 +441,7 @@ class Basis:
     new_window_ns: int | None
     reason: str
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> BasisDoc:
         return {"kind": self.kind, "base_window_ns": self.base_window_ns,
                 "new_window_ns": self.new_window_ns, "reason": self.reason}
 

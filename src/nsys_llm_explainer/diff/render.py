@@ -12,16 +12,18 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import jinja2
 from markupsafe import Markup
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.diff.comparability import interval, pct
-from nsys_llm_explainer.diff.compare import Diff
+from nsys_llm_explainer.diff.compare import Diff, DiffDoc, labels_of
+from nsys_llm_explainer.diff.in_step import ChangeRow, IntervalNoise
 from nsys_llm_explainer.diff.kernels import COLUMNS as KERNEL_COLUMNS
-from nsys_llm_explainer.diff.kernels import NAME_SEP
+from nsys_llm_explainer.diff.kernels import NAME_SEP, KernelRow
+from nsys_llm_explainer.diff.totals import TotalRow
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.model import Table
 from nsys_llm_explainer.render import escape, templates
@@ -35,33 +37,33 @@ JSON_NAME = "diff.json"
 CSV_NAME = "tables/diff_kernels.csv"
 
 
-def signed_pct(value: object) -> str:
+def signed_pct(value: float | None) -> str:
     if value is None:
         return "n/a"
-    v = float(value)  # type: ignore[arg-type]
+    v = float(value)
     return "new" if math.isinf(v) else f"{v:+.1f}%"
 
 
-def signed_dur(ns: object) -> str:
+def signed_dur(ns: float | None) -> str:
     if ns is None:
         return "n/a"
-    v = float(ns)  # type: ignore[arg-type]
+    v = float(ns)
     return ("+" if v > 0 else "-" if v < 0 else "\u00b1") + fmt.dur(abs(v))
 
 
-def value(v: object, unit: str) -> str:
+def value(v: float | None, unit: str) -> str:
     """A headline value in its unit (counts may be fractional once normalized)."""
     if v is None:
         return "n/a"
     if unit == "ns":
         return fmt.dur(v)
     if unit == "fraction":
-        return fmt.pct(100.0 * float(v))  # type: ignore[arg-type]
-    f = float(v)  # type: ignore[arg-type]
+        return fmt.pct(100.0 * float(v))
+    f = float(v)
     return fmt.num(int(f)) if f.is_integer() else f"{f:,.2f}"
 
 
-def change(row: dict[str, Any]) -> str:
+def change(row: TotalRow) -> str:
     if row["delta"] is None:
         return "n/a"
     if row["unit"] == "fraction":
@@ -75,14 +77,20 @@ def change(row: dict[str, Any]) -> str:
     return f"{diff} ({pct})"
 
 
-def ci(row: dict[str, Any], prefix: str = "") -> str:
-    """`+30.0% (95% CI +29.0% to +30.4%)` from a change row's <prefix>change_pct/low_pct/high_pct."""
-    keys = ("change_pct", "low_pct", "high_pct") if not prefix else (f"{prefix}_pct", f"{prefix}_low_pct",
-                                                                       f"{prefix}_high_pct")
-    v, lo, hi = (row.get(k) for k in keys)
+def _ci(v: float | None, lo: float | None, hi: float | None) -> str:
     if v is None:
         return "n/a"
     return f"{pct(v)} ({interval(lo, hi)})"
+
+
+def ci(row: ChangeRow | IntervalNoise) -> str:
+    """`+30.0% (95% CI +29.0% to +30.4%)` from a change row's change_pct/low_pct/high_pct."""
+    return _ci(row.get("change_pct"), row.get("low_pct"), row.get("high_pct"))
+
+
+def per_call_ci(row: KernelRow) -> str:
+    """The same from a kernel row's per_call_pct/per_call_low_pct/per_call_high_pct."""
+    return _ci(row.get("per_call_pct"), row.get("per_call_low_pct"), row.get("per_call_high_pct"))
 
 
 def check_value(v: object) -> str:
@@ -95,12 +103,7 @@ def check_value(v: object) -> str:
 
 def kernel_labels(diff: Diff) -> Labels:
     """Labels over the kernel names of both sides, so no two rows of diff.md look alike."""
-    names: set[str] = set()
-    for row in diff.doc.get("kernels", {}).get("rows", []):
-        for key in ("base_name", "new_name"):
-            if isinstance(row.get(key), str):
-                names.update(row[key].split(NAME_SEP))
-    return Labels(names)
+    return labels_of(diff.doc["kernels"])
 
 
 @jinja2.pass_context
@@ -117,7 +120,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "change": lambda r: Markup(change(r)),
     "gatev": lambda v: Markup("n/a" if v is None else gate_value(v)),
     "ci": lambda r: Markup(escape.md(ci(r))),
-    "kci": lambda r: Markup(escape.md(ci(r, "per_call"))),
+    "kci": lambda r: Markup(escape.md(per_call_ci(r))),
     "checkvalue": lambda v: Markup(escape.md(check_value(v))),
     "kernels": _kernels,
 }
@@ -155,7 +158,7 @@ def files(diff: Diff, top_n: int = 20) -> dict[str, str]:
     }
 
 
-def _summary(doc: dict[str, Any]) -> str:
+def _summary(doc: DiffDoc) -> str:
     f = doc["findings"]
     text = doc["headline"]["text"].rstrip(".")
     return f"{text}; {len(f['appeared'])} new / {len(f['disappeared'])} resolved findings"
@@ -208,9 +211,14 @@ def html_environment() -> jinja2.Environment:
     )
 
 
-def sections(md: str) -> list[dict[str, Any]]:
+class HtmlSection(TypedDict):
+    title: str
+    html: Markup
+
+
+def sections(md: str) -> list[HtmlSection]:
     """diff.md's `## ` sections (title, HTML body), without its first line and top heading."""
-    out: list[dict[str, Any]] = []
+    out: list[HtmlSection] = []
     title: str | None = None
     body: list[str] = []
     for line in md.splitlines()[1:]:
@@ -227,7 +235,7 @@ def sections(md: str) -> list[dict[str, Any]]:
     return out
 
 
-def intro(md: str) -> Any:
+def intro(md: str) -> Markup:
     """The side-by-side table and verdict before the first section."""
     lines = [ln for ln in md.splitlines()[1:] if not ln.startswith("# ")]
     head = []

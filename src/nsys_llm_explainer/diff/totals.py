@@ -23,49 +23,58 @@ over the followed steps) are compared the same way."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
-from nsys_llm_explainer.diff.load import Side, json_pct, rel_pct
+from nsys_llm_explainer.diff.load import (
+    CriticalPathDoc,
+    MedianStepDoc,
+    MetricId,
+    MetricsDoc,
+    ReplayErrorDoc,
+    Side,
+    json_pct,
+    rel_pct,
+)
+from nsys_llm_explainer.model import JsonValue
 
-Getter = Callable[[dict[str, Any]], float]
+Getter = Callable[[MetricsDoc], object]  # reads the figure from report.json `metrics` (the metric ran)
 
 # (id, label, metric, getter, unit); a "fraction" changes in percentage points.
-HEADLINE: tuple[tuple[str, str, str, Getter, str], ...] = (
-    ("kernel_time", "Total kernel time", "top_kernels", lambda m: m["total_kernel_ns"], "ns"),
-    ("launches", "Kernels launched", "top_kernels", lambda m: m["kernel_count"], "count"),
+HEADLINE: tuple[tuple[str, str, MetricId, Getter, str], ...] = (
+    ("kernel_time", "Total kernel time", "top_kernels", lambda m: m["top_kernels"]["total_kernel_ns"], "ns"),
+    ("launches", "Kernels launched", "top_kernels", lambda m: m["top_kernels"]["kernel_count"], "count"),
     # one CUDA-graph launch runs many kernels: this is the row that shows graph mode
-    ("launch_calls", "Launch API calls", "launch_overhead", lambda m: m["launch_calls"], "count"),
+    ("launch_calls", "Launch API calls", "launch_overhead", lambda m: m["launch_overhead"]["launch_calls"], "count"),
     (
         "gpu_busy",
         "GPU busy (all devices)",
         "gpu_idle",
-        lambda m: sum(d["busy_ns"] for d in m["devices"]),
+        lambda m: sum(d["busy_ns"] for d in m["gpu_idle"]["devices"]),
         "ns",
     ),
     (
         "gpu_idle",
         "GPU idle (all devices)",
         "gpu_idle",
-        lambda m: sum(d["idle_ns"] for d in m["devices"]),
+        lambda m: sum(d["idle_ns"] for d in m["gpu_idle"]["devices"]),
         "ns",
     ),
-    ("sync_time", "Blocking sync time", "sync", lambda m: m["blocking_ns"], "ns"),
+    ("sync_time", "Blocking sync time", "sync", lambda m: m["sync"]["blocking_ns"], "ns"),
     (
         "nvtx_coverage",
         "NVTX coverage of kernel time",
         "nvtx_attribution",
-        lambda m: m["coverage"],
+        lambda m: m["nvtx_attribution"]["coverage"],
         "fraction",
     ),
 )
 
 
-def _value(side: Side, metric_id: str, getter: Getter) -> float | str:
-    m = side.metric(metric_id)
-    if m is None:
+def _value(side: Side, metric_id: MetricId, getter: Getter) -> float | str:
+    if side.metric(metric_id) is None:
         return side.why_missing(metric_id)
     try:
-        v = getter(m)
+        v = getter(side.doc["metrics"])
     except (KeyError, TypeError):
         v = None
     if isinstance(v, bool) or not isinstance(v, int | float):
@@ -73,7 +82,21 @@ def _value(side: Side, metric_id: str, getter: Getter) -> float | str:
     return v  # ints stay ints so raw totals in diff.json are exact
 
 
-def delta_row(key: str, label: str, unit: str, b: float, n: float) -> dict[str, Any]:
+class TotalRow(TypedDict):
+    """diff.json `totals`: a whole-capture figure on both sides, as measured."""
+
+    id: str
+    label: str
+    unit: str
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    base: float | None
+    new: float | None
+    delta: float | None
+    delta_pct: float | None
+
+
+def delta_row(key: str, label: str, unit: str, b: float, n: float) -> TotalRow:
     """Both values as measured and their change."""
     return {
         "id": key,
@@ -88,7 +111,7 @@ def delta_row(key: str, label: str, unit: str, b: float, n: float) -> dict[str, 
     }
 
 
-def missing_row(key: str, label: str, unit: str, reason: str) -> dict[str, Any]:
+def missing_row(key: str, label: str, unit: str, reason: str) -> TotalRow:
     return {
         "id": key,
         "label": label,
@@ -102,9 +125,9 @@ def missing_row(key: str, label: str, unit: str, reason: str) -> dict[str, Any]:
     }
 
 
-def totals(base: Side, new: Side) -> tuple[list[dict[str, Any]], dict[str, float | str]]:
+def totals(base: Side, new: Side) -> tuple[list[TotalRow], dict[str, float | str]]:
     """Rows for diff.json `totals`, and relative change (or the reason) by row id for gates."""
-    rows: list[dict[str, Any]] = []
+    rows: list[TotalRow] = []
     changes: dict[str, float | str] = {}
     for key, label, metric_id, getter, unit in HEADLINE:
         b, n = _value(base, metric_id, getter), _value(new, metric_id, getter)
@@ -118,7 +141,32 @@ def totals(base: Side, new: Side) -> tuple[list[dict[str, Any]], dict[str, float
     return rows, changes
 
 
-def devices(base: Side, new: Side) -> dict[str, Any]:
+class DeviceRow(TypedDict):
+    """diff.json `devices.rows`: one GPU's busy and idle time on both sides."""
+
+    device_id: int
+    present: Literal["both", "base", "new"]
+    base_busy_ns: int | None
+    base_idle_ns: int | None
+    base_idle_pct: float | None
+    new_busy_ns: int | None
+    new_idle_ns: int | None
+    new_idle_pct: float | None
+    busy_delta_pct: float | None
+    idle_pct_delta_pp: float | None
+
+
+class DevicesSection(TypedDict):
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    rows: list[DeviceRow]
+
+
+def devices_not_compared(reason: str) -> DevicesSection:
+    return {"status": "not_compared", "reason": reason, "rows": []}
+
+
+def devices(base: Side, new: Side) -> DevicesSection:
     """diff.json `devices`: busy and idle per GPU as measured; idle % changes in percentage points."""
     mb, mn = base.metric("gpu_idle"), new.metric("gpu_idle")
     if mb is None or mn is None:
@@ -129,23 +177,21 @@ def devices(base: Side, new: Side) -> dict[str, Any]:
         }
     db = {d["device_id"]: d for d in mb.get("devices", [])}
     dn = {d["device_id"]: d for d in mn.get("devices", [])}
-    rows = []
+    rows: list[DeviceRow] = []
     for dev in sorted(set(db) | set(dn)):
         b, n = db.get(dev), dn.get(dev)
-        row: dict[str, Any] = {
+        rows.append({
             "device_id": dev,
             "present": "both" if b and n else ("base" if b else "new"),
-        }
-        for side, d in (("base", b), ("new", n)):
-            row[f"{side}_busy_ns"] = d["busy_ns"] if d else None
-            row[f"{side}_idle_ns"] = d["idle_ns"] if d else None
-            row[f"{side}_idle_pct"] = d["idle_pct"] if d else None
-        if b and n:
-            row["busy_delta_pct"] = json_pct(rel_pct(b["busy_ns"], n["busy_ns"]))
-            row["idle_pct_delta_pp"] = round(n["idle_pct"] - b["idle_pct"], 4)
-        else:
-            row["busy_delta_pct"] = row["idle_pct_delta_pp"] = None
-        rows.append(row)
+            "base_busy_ns": b["busy_ns"] if b else None,
+            "base_idle_ns": b["idle_ns"] if b else None,
+            "base_idle_pct": b["idle_pct"] if b else None,
+            "new_busy_ns": n["busy_ns"] if n else None,
+            "new_idle_ns": n["idle_ns"] if n else None,
+            "new_idle_pct": n["idle_pct"] if n else None,
+            "busy_delta_pct": json_pct(rel_pct(b["busy_ns"], n["busy_ns"])) if b and n else None,
+            "idle_pct_delta_pp": round(n["idle_pct"] - b["idle_pct"], 4) if b and n else None,
+        })
     return {"status": "ok", "reason": None, "rows": rows}
 
 
@@ -155,25 +201,25 @@ NS_KEYS = ("total_ns", "kernel_ns", "time_ns", "ns")
 COUNT_KEYS = ("kernel_count", "calls", "count")
 
 
-def _ns(value: Any) -> float | None:
+def _ns(value: JsonValue) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, dict):
         return next(
-            (float(value[k]) for k in NS_KEYS if isinstance(value.get(k), int | float)), None
+            (float(v) for k in NS_KEYS if isinstance(v := value.get(k), int | float)), None
         )
     return None
 
 
-def _table(obj: Any, depth: int = 0) -> dict[str, float] | None:
+def _table(obj: JsonValue, depth: int = 0) -> dict[str, float] | None:
     if isinstance(obj, list):
         out: dict[str, float] = {}
         for row in obj:
             name = next(
                 (
-                    row[k]
+                    v
                     for k in NAME_KEYS
-                    if isinstance(row, dict) and isinstance(row.get(k), str)
+                    if isinstance(row, dict) and isinstance(v := row.get(k), str)
                 ),
                 None,
             )
@@ -205,24 +251,45 @@ def read(side: Side) -> dict[str, float] | str:
 def counts(side: Side) -> dict[str, int]:
     """category -> kernel count, where the global table has them."""
     m = side.metric("categories") or {}
-    rows: list[Any] = next((m[k] for k in TABLE_KEYS if isinstance(m.get(k), list)), [])
+    rows: list[JsonValue] = next((v for k in TABLE_KEYS if isinstance(v := m.get(k), list)), [])
     out: dict[str, int] = {}
     for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("category"), str):
+        if not isinstance(row, dict) or not isinstance(cat := row.get("category"), str):
             continue
-        n = next((row[k] for k in COUNT_KEYS if isinstance(row.get(k), int) and not isinstance(row.get(k), bool)),
-                 None)
+        n = next((v for k in COUNT_KEYS if isinstance(v := row.get(k), int) and not isinstance(v, bool)), None)
         if n is not None:
-            out[row["category"]] = out.get(row["category"], 0) + n
+            out[cat] = out.get(cat, 0) + n
     return out
 
 
-def compare(base: Side, new: Side) -> dict[str, Any]:
+class CategoryRow(TypedDict):
+    """diff.json `categories.rows`: one kernel category's time on both sides, as measured."""
+
+    category: str
+    base_ns: float
+    new_ns: float
+    delta_ns: float
+    delta_pct: float | None
+    base_kernels: int | None
+    new_kernels: int | None
+
+
+class CategoriesSection(TypedDict):
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    rows: list[CategoryRow]
+
+
+def categories_not_compared(reason: str) -> CategoriesSection:
+    return {"status": "not_compared", "reason": reason, "rows": []}
+
+
+def compare(base: Side, new: Side) -> CategoriesSection:
     tb, tn = read(base), read(new)
     if isinstance(tb, str) or isinstance(tn, str):
-        return {"status": "not_compared", "reason": tb if isinstance(tb, str) else tn, "rows": []}
+        return {"status": "not_compared", "reason": tb if isinstance(tb, str) else str(tn), "rows": []}
     cb, cn = counts(base), counts(new)
-    rows: list[dict[str, Any]] = []
+    rows: list[CategoryRow] = []
     for cat in sorted(set(tb) | set(tn)):
         b, n = tb.get(cat, 0.0), tn.get(cat, 0.0)
         rows.append(
@@ -240,7 +307,7 @@ def compare(base: Side, new: Side) -> dict[str, Any]:
     return {"status": "ok", "reason": None, "rows": rows}
 
 
-def _kinds(side: Side) -> tuple[dict[str, tuple[float, float, str]], dict[str, Any]] | str:
+def _kinds(side: Side) -> tuple[dict[str, tuple[float, float, str]], CriticalPathDoc, MedianStepDoc] | str:
     m = side.metric("critical_path")
     if m is None:
         return side.why_missing("critical_path")
@@ -249,21 +316,65 @@ def _kinds(side: Side) -> tuple[dict[str, tuple[float, float, str]], dict[str, A
         return f"{side.role}: metrics.critical_path describes no median step"
     rows = {str(c["kind"]): (float(c["ns"]), float(c["pct"]), str(c.get("title", c["kind"])))
             for c in step.get("composition", []) if isinstance(c, dict)}
-    return rows, m
+    return rows, m, step
 
 
-def _categories(m: dict[str, Any]) -> dict[str, float]:
+def _categories(m: CriticalPathDoc) -> dict[str, float]:
     return {str(c["category"]): float(c["ns_per_step"]) for c in m.get("kernel_categories", []) or []
             if isinstance(c, dict)}
 
 
-def compare_critical_path(base: Side, new: Side) -> dict[str, Any]:
+class PathRow(TypedDict):
+    """diff.json `critical_path.rows`: one kind of work on the median step's critical path."""
+
+    kind: str
+    title: str
+    base_ns: float
+    new_ns: float
+    delta_ns: float
+    delta_pct: float | None
+    base_share_pct: float
+    new_share_pct: float
+    share_delta_pp: float
+
+
+class PathCategoryRow(TypedDict):
+    """diff.json `critical_path.categories`: a kernel category's time on the path per step."""
+
+    category: str
+    base_ns_per_step: float
+    new_ns_per_step: float
+    delta_ns: float
+
+
+class PathStep(TypedDict):
+    """diff.json `critical_path.median_step.base` / `.new`: the step each side describes."""
+
+    step: int | None
+    measured_ns: int | None
+    bound: str | None
+    replay_error_pct: ReplayErrorDoc | None
+
+
+class CriticalPathSection(TypedDict):
+    status: Literal["ok", "not_compared"]
+    reason: str | None
+    median_step: NotRequired[dict[str, PathStep]]  # "base", "new"
+    rows: list[PathRow]
+    categories: list[PathCategoryRow]
+
+
+def path_not_compared(reason: str) -> CriticalPathSection:
+    return {"status": "not_compared", "reason": reason, "rows": [], "categories": []}
+
+
+def compare_critical_path(base: Side, new: Side) -> CriticalPathSection:
     kb, kn = _kinds(base), _kinds(new)
     if isinstance(kb, str) or isinstance(kn, str):
-        return {"status": "not_compared", "reason": kb if isinstance(kb, str) else kn, "rows": [],
+        return {"status": "not_compared", "reason": kb if isinstance(kb, str) else str(kn), "rows": [],
                 "categories": []}
-    (rb, mb), (rn, mn) = kb, kn
-    rows: list[dict[str, Any]] = []
+    (rb, mb, sb), (rn, mn, sn) = kb, kn
+    rows: list[PathRow] = []
     for kind in list(dict.fromkeys([*rb, *rn])):
         b_ns, b_pct, title = rb.get(kind, (0.0, 0.0, kind))
         n_ns, n_pct, title_n = rn.get(kind, (0.0, 0.0, title))
@@ -274,10 +385,11 @@ def compare_critical_path(base: Side, new: Side) -> dict[str, Any]:
         })
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["kind"]))
     cb, cn = _categories(mb), _categories(mn)
-    cats: list[dict[str, Any]] = [{"category": c, "base_ns_per_step": cb.get(c, 0.0), "new_ns_per_step": cn.get(c, 0.0),
-             "delta_ns": cn.get(c, 0.0) - cb.get(c, 0.0)} for c in sorted(set(cb) | set(cn))]
+    cats: list[PathCategoryRow] = [
+        {"category": c, "base_ns_per_step": cb.get(c, 0.0), "new_ns_per_step": cn.get(c, 0.0),
+         "delta_ns": cn.get(c, 0.0) - cb.get(c, 0.0)} for c in sorted(set(cb) | set(cn))]
     cats.sort(key=lambda r: (-abs(r["delta_ns"]), r["category"]))
-    steps = {side: {"step": m["median_step"].get("step"), "measured_ns": m["median_step"].get("measured_ns"),
-                    "bound": m["median_step"].get("bound"), "replay_error_pct": m.get("replay_error_pct")}
-             for side, m in (("base", mb), ("new", mn))}
+    steps: dict[str, PathStep] = {side: {"step": st.get("step"), "measured_ns": st.get("measured_ns"),
+                                         "bound": st.get("bound"), "replay_error_pct": m.get("replay_error_pct")}
+                                  for side, m, st in (("base", mb, sb), ("new", mn, sn))}
     return {"status": "ok", "reason": None, "median_step": steps, "rows": rows, "categories": cats}

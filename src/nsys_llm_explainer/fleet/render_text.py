@@ -3,7 +3,7 @@ that failed or were skipped, then a small rank table; everything else in <detail
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.about import TOOL_NAME
@@ -34,7 +34,7 @@ def _run_verdict(run: RunDoc, plain: bool = False) -> str:
     return prefix + _aligned_verdict(run, md)
 
 
-def _aligned_verdict(run: RunDoc, md: Any) -> str:
+def _aligned_verdict(run: RunDoc, md: Callable[[object], str]) -> str:
     h = run["headline"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
@@ -80,7 +80,7 @@ def _aligned_verdict(run: RunDoc, md: Any) -> str:
     return text
 
 
-def _no_culprit(coll: CollectivesDoc, rows: list[RankRow], md: Any) -> str:
+def _no_culprit(coll: CollectivesDoc, rows: list[RankRow], md: Callable[[object], str]) -> str:
     """The collective wait is spread over the ranks: the rank with the most, and the test it fails."""
     b = coll["blame"]
     assert b is not None, "called with the blame"

@@ -242,14 +242,14 @@ SERVING_FIELDS = ("sequences", "tokens", "kv_tokens", "gpu_span_ns")
 PHASE_CODES = {"prefill": 0, "decode": 1, "mixed": 2}
 
 
-def serving_points(report: Any) -> dict[int, dict[str, np.ndarray]]:
+def serving_points(report: Any) -> dict[int, ServingColumns]:
     """Per process: its serving iterations as columns (phase code, sequences, tokens,
     kv_tokens, gpu_span_ns; -1 where unknown) for the sweep's latency fits."""
     metrics = getattr(report, "metrics", {})
     s = typed_result(metrics, Serving) if isinstance(metrics, dict) else None
     if s is None:
         return {}
-    out: dict[int, dict[str, np.ndarray]] = {}
+    out: dict[int, ServingColumns] = {}
     for pid in sorted({it.pid for it in s.iterations}):
         its = [it for it in s.iterations if it.pid == pid and it.phase in PHASE_CODES]
         cols = {"phase": np.array([PHASE_CODES[str(it.phase)] for it in its], dtype=np.int64)}

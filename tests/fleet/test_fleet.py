@@ -15,10 +15,10 @@ import pytest
 
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.fleet import align, inputs, robust
+from nsys_llm_explainer.fleet import align, inputs, robust, runs
 from nsys_llm_explainer.fleet.render_files import files
 from nsys_llm_explainer.render.escape import md
-from tests.fleet_support import make_set, output_files, schema_errors, truth_waits
+from tests.fleet_support import make_set, output_files, schema_errors, shape_errors, truth_waits
 
 SKEW_TOL_NS = 1_000  # two ranks' clock corrections, each within END_JITTER_NS of the truth
 CLOCK_TOL_NS = 1_000
@@ -150,6 +150,17 @@ def test_fleet_json_matches_its_schema_and_md_leads_with_the_verdict(planted: An
     html = out["fleet.html"]
     assert "Content-Security-Policy" in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert html.count('stroke="#dc2626"') == 1  # the straggler row is outlined, once
+
+
+def test_fleet_documents_have_the_shapes_their_types_declare(planted: Any) -> None:
+    _, _, result = planted
+    assert result.doc["runs"][0]["stragglers"]["stragglers"]  # the parts with most keys are there
+    assert shape_errors(result.doc, runs.FleetDoc) == []
+    assert shape_errors(result.runs[0].timeline, runs.RankTimeline) == []
+    broken = json.loads(json.dumps(result.doc["runs"][0]["headline"]))
+    broken["extra"] = broken.pop("trust")
+    assert shape_errors(broken, runs.Headline) == ["$: lacks 'trust' (Headline)",
+                                                   "$: undeclared key 'extra' (Headline)"]
 
 
 def test_two_ranks_do_not_define_a_band(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import pytest
 
 from nsys_llm_explainer import fleet
 from nsys_llm_explainer.cli import run as cli_run
-from nsys_llm_explainer.fleet import inputs
+from nsys_llm_explainer.fleet import inputs, runs
 from nsys_llm_explainer.fleet.render_files import files
-from tests.fleet_support import make_set, schema_errors
+from tests.fleet_support import make_set, schema_errors, shape_errors
 from tests.trace.nsys.test_ranks import with_nccl_init
 
 LATER_NS = 80 * 60 * 1_000_000_000  # a second capture of the job, 80 minutes later
@@ -59,6 +59,7 @@ def test_captures_that_never_overlapped_are_refused(two_captures: Path) -> None:
     assert run["headline"]["rank"] is None and run["headline"]["stragglers"] == []
     assert result.doc["verdict"].startswith("**Not aligned, not compared**: the captures never overlapped")
     assert schema_errors(result.doc) == []
+    assert shape_errors(result.doc, runs.FleetDoc) == []
     out = files(result)
     assert "The captures do not overlap in time: the latest starts " in out["fleet.md"]  # in the clock section
     assert "No common time axis" in out["fleet.html"] and "Not aligned, not compared" in out["fleet.html"]

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -42,12 +42,22 @@ from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.errors import InputError, UsageError
 from nsys_llm_explainer.fleet import robust, runs
 from nsys_llm_explainer.fleet.inputs import TraceInput
-from nsys_llm_explainer.fleet.worker import Task, options_key, summarize, unreadable
+from nsys_llm_explainer.fleet.runs import FleetDoc, SweepRow, TraceRow
+from nsys_llm_explainer.fleet.worker import (
+    RankSummary,
+    Task,
+    TaskTiming,
+    TraceSummary,
+    options_key,
+    summarize,
+    unreadable,
+)
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render.templates import NO_CACHE_ENV
 from nsys_llm_explainer.runtime.machine import usable_cpus
 
-Progress = Callable[[int, int, TraceInput, dict[str, Any]], None]
+Progress = Callable[[int, int, TraceInput, TraceSummary], None]
 
 
 def run(
@@ -74,7 +84,7 @@ def run(
     tasks = [Task(t.path, t.abspath, options, cache_dir, use_cache) for t in inputs]
     finished = 0
 
-    def done(i: int, result: dict[str, Any]) -> None:
+    def done(i: int, result: TraceSummary) -> None:
         nonlocal finished
         finished += 1
         if progress is not None:
@@ -91,34 +101,45 @@ def run(
         "executor": f"dask {scheduler}" if scheduler else f"local, {jobs} job(s)",
         "analyze_s": round(t1 - t0, 3),
         "combine_s": round(time.perf_counter() - t1, 3),
-        "cached": sum(bool(r["timing"]["cached"]) for r in results),
-        "traces": [{"path": t.path, **r["timing"]} for t, r in zip(inputs, results, strict=True)],
+        "cached": sum(bool(_timing(r)["cached"]) for r in results),
+        "traces": [{"path": t.path, **_timing(r)} for t, r in zip(inputs, results, strict=True)],
     }
     return result
 
 
-Done = Callable[[int, dict[str, Any]], None]
+Done = Callable[[int, TraceSummary], None]
 INSTALL_HINT = f"pip install '{TOOL_NAME}[distributed]'"
 CONNECT_TIMEOUT_S = 20
 PROBE_TIMEOUT_S = 3
 
 
-def run_local(tasks: list[Task], jobs: int, done: Done) -> list[dict[str, Any]]:
-    results: list[dict[str, Any] | None] = [None] * len(tasks)
+def run_local(tasks: list[Task], jobs: int, done: Done) -> list[TraceSummary]:
+    results: list[TraceSummary | None] = [None] * len(tasks)
     if jobs <= 1 or len(tasks) <= 1:
         for i, t in enumerate(tasks):
-            results[i] = summarize(t)
-            done(i, results[i])  # type: ignore[arg-type]
-        return results  # type: ignore[return-value]
+            results[i] = result = summarize(t)
+            done(i, result)
+        return _all(results)
     # spawn: workers start from a clean interpreter, whatever threads this process has.
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
         futures = {pool.submit(summarize, t): i for i, t in enumerate(tasks)}
         for fut in as_completed(futures):
             i = futures[fut]
-            results[i] = fut.result()
-            done(i, results[i])  # type: ignore[arg-type]
-    return results  # type: ignore[return-value]
+            results[i] = result = fut.result()
+            done(i, result)
+    return _all(results)
+
+
+def _all(results: list[TraceSummary | None]) -> list[TraceSummary]:
+    """Every task's result (each is set once its task finishes)."""
+    return [r for r in results if r is not None]
+
+
+def _timing(result: TraceSummary) -> TaskTiming:
+    timing = result.get("timing")
+    assert timing is not None, "summarize() sets the timing"
+    return timing
 
 
 def _distributed() -> Any:
@@ -129,7 +150,7 @@ def _distributed() -> Any:
     return distributed
 
 
-def run_dask(tasks: list[Task], scheduler: str, jobs: int, done: Done) -> list[dict[str, Any]]:
+def run_dask(tasks: list[Task], scheduler: str, jobs: int, done: Done) -> list[TraceSummary]:
     """scheduler: 'local' (a LocalCluster of `jobs` single-threaded worker processes) or the
     address of a running scheduler (tcp://HOST:PORT)."""
     distributed = _distributed()
@@ -181,7 +202,7 @@ def probe(scheduler: str) -> None:
         return
 
 
-def _submit(client: Any, tasks: list[Task], scheduler: str, done: Done, distributed: Any) -> list[dict[str, Any]]:
+def _submit(client: Any, tasks: list[Task], scheduler: str, done: Done, distributed: Any) -> list[TraceSummary]:
     if not client.scheduler_info().get("workers"):
         try:
             client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
@@ -199,26 +220,39 @@ def _submit(client: Any, tasks: list[Task], scheduler: str, done: Done, distribu
         )
     futures = client.map(summarize, tasks, pure=False)
     index = {f.key: i for i, f in enumerate(futures)}
-    results: list[dict[str, Any] | None] = [None] * len(tasks)
+    results: list[TraceSummary | None] = [None] * len(tasks)
     for fut in distributed.as_completed(futures, loop=client.loop):
         i = index[fut.key]
-        results[i] = fut.result()
-        done(i, results[i])  # type: ignore[arg-type]
-    return results  # type: ignore[return-value]
+        results[i] = result = fut.result()
+        done(i, result)
+    return _all(results)
 
 
 SCHEMA_VERSION = "1.1"
 
 
+class TraceTiming(TaskTiming):
+    path: str
+
+
+class FleetTiming(TypedDict, total=False):
+    """fleet_timing.json: where and how fast the traces were analyzed."""
+    executor: str
+    analyze_s: float
+    combine_s: float
+    cached: int
+    traces: list[TraceTiming]
+
+
 @dataclass
 class FleetResult:
-    doc: dict[str, Any]
+    doc: FleetDoc
     runs: list[runs.Run]
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    timing: dict[str, Any] = field(default_factory=dict)
+    timing: FleetTiming = field(default_factory=FleetTiming)
 
 
-def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict[str, Any],
+def build(inputs: list[TraceInput], results: list[TraceSummary], options: JsonObject,
           k: float = robust.K, skipped: list[str] | None = None, force_align: bool = False,
           duplicates: list[dict[str, str]] | None = None) -> FleetResult:
     by_label: dict[str, list[int]] = {}
@@ -226,8 +260,8 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         by_label.setdefault(t.label, []).append(i)
     labels = list(by_label)
     built: list[runs.Run] = []
-    sweep_rows = []
-    sweep_members: list[tuple[str, list[dict[str, Any]]]] = []
+    sweep_rows: list[SweepRow] = []
+    sweep_members: list[tuple[str, list[RankSummary]]] = []
     for li in runs.sweep_order(labels):
         label = labels[li]
         members = [(i, inputs[i].path, s) for i in by_label[label] if results[i]["ok"]
@@ -238,9 +272,9 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
         built.append(run)
         sweep_rows.append(runs.sweep_row(run.doc, [m[2] for m in members]))
         sweep_members.append((label, [m[2] for m in members]))
-    traces = [
-        {"path": t.path, "label": t.label, "format": r.get("format"), "ok": bool(r["ok"]),
-         "error": r["error"], "ranks": len(r["ranks"]), "warnings": int(r.get("warnings", 0))}
+    traces: list[TraceRow] = [
+        {"path": t.path, "label": t.label, "format": r["format"], "ok": bool(r["ok"]),
+         "error": r["error"], "ranks": len(r["ranks"]), "warnings": int(r["warnings"])}
         for t, r in zip(inputs, results, strict=True)
     ]
     tables: dict[str, pd.DataFrame] = {}
@@ -257,7 +291,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
     tables["traces"] = pd.DataFrame(traces, columns=["path", "label", "format", "ok", "error", "ranks", "warnings"])
     if len(built) > 1:
         tables["sweep"] = runs.sweep_table(sweep_rows)
-    doc = {
+    doc: FleetDoc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
         "options": {**options, "straggler_k": k, "mad_scale": robust.MAD_SCALE,
@@ -277,7 +311,7 @@ def build(inputs: list[TraceInput], results: list[dict[str, Any]], options: dict
     return FleetResult(doc, built, tables)
 
 
-def verdict_line(doc: dict[str, Any]) -> str:
+def verdict_line(doc: FleetDoc) -> str:
     from nsys_llm_explainer.fleet.render_text import verdict
 
     return verdict(doc)

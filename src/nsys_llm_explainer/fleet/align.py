@@ -41,12 +41,14 @@ better than that. A collective is slow when its transfer lies beyond the robust 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.fleet import robust
+from nsys_llm_explainer.fleet.robust import Blame
+from nsys_llm_explainer.fleet.worker import CollectiveArrays, Rank
 
 REFINE_KINDS = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
 TIE_NS = 2_000  # arrivals closer than this are a tie (analyze): what the refinement resolves
@@ -59,13 +61,88 @@ MAX_CORRECTION_NS = 1_000_000_000  # 1 s: beyond any host clock error
 Key = tuple[str, int]
 
 
+class Domain(TypedDict):
+    """One clock domain (trace) of a run's `clock`."""
+    trace_index: int
+    ranks: int
+    origin_source: str | None
+    origin_ns: int | None
+    offset_ns: int
+    correction_ns: int | None
+    residual_mad_ns: int | None
+    matched: int
+
+
+class ClockDoc(TypedDict):
+    """fleet.json run `clock`."""
+    method: str
+    refined_by_collectives: bool
+    trust_level: str
+    trust: str
+    zero_ns: int
+    domains: list[Domain]
+
+
+class KindStats(TypedDict):
+    """One (kind, stream ordinal) of the collectives `kinds`."""
+    kind: str
+    stream_ordinal: int
+    matched: int
+    ranks: int
+    skew_p50_ns: int
+    skew_p99_ns: int
+    skew_max_ns: int
+    wait_ns: int
+    transfer_p50_ns: int
+    slow: int
+
+
+class RankWait(TypedDict):
+    """One rank of the collectives `ranks`."""
+    rank: int
+    arrived_last: int
+    arrived_last_pct: float | None
+    wait_caused_ns: int
+    wait_suffered_ns: int
+
+
+class Culprit(RankWait):
+    share_of_wait_pct: float
+
+
+class SlowCollective(TypedDict):
+    kind: str
+    stream_ordinal: int
+    index: int
+    transfer_ns: int
+    ratio_to_median: float
+    last_arrival_ns: int
+
+
+class CollectivesDoc(TypedDict):
+    """fleet.json run `collectives`: status "ok" with the analysis; "skipped" or "error" with
+    the reason."""
+    status: str
+    reason: NotRequired[str]
+    tie_ns: NotRequired[int]
+    matched: NotRequired[int]
+    charged: NotRequired[int]
+    total_wait_ns: NotRequired[int]
+    kinds: NotRequired[list[KindStats]]
+    ranks: NotRequired[list[RankWait]]
+    culprit: NotRequired[Culprit | None]
+    blame: NotRequired[Blame | None]
+    slow_count: NotRequired[int]
+    slow: NotRequired[list[SlowCollective]]
+
+
 @dataclass
 class Clock:
     offsets: list[int]  # per rank: add to its timestamps to get fleet time (ns)
-    doc: dict[str, Any]  # fleet.json `clock`
+    doc: ClockDoc  # fleet.json `clock`
 
 
-def keyed(coll: dict[str, Any]) -> dict[Key, np.ndarray]:
+def keyed(coll: CollectiveArrays) -> dict[Key, np.ndarray]:
     """(kind, stream ordinal) -> indices of that rank's collectives, in time order."""
     n = len(coll["start"])
     if n == 0:
@@ -134,12 +211,12 @@ def pairs(ref: np.ndarray, other: np.ndarray, shift: int) -> tuple[np.ndarray, n
     return j[ok], k[ok]
 
 
-def _domain_origin(ranks: list[dict[str, Any]], members: list[int]) -> int | None:
+def _domain_origin(ranks: list[Rank], members: list[int]) -> int | None:
     vals = {ranks[i]["clock"]["origin_ns"] for i in members}
     return vals.pop() if len(vals) == 1 and None not in vals else None
 
 
-def _refine(ref: dict[str, Any], other: dict[str, Any], off_ref: int, off_other: int) -> tuple[int, int, int] | None:
+def _refine(ref: Rank, other: Rank, off_ref: int, off_other: int) -> tuple[int, int, int] | None:
     """(correction to add to `other`, MAD, matched) from symmetric collective end times."""
     a, b = keyed(ref["collectives"]), keyed(other["collectives"])
     diffs = []
@@ -159,7 +236,7 @@ def _refine(ref: dict[str, Any], other: dict[str, Any], off_ref: int, off_other:
     return corr, int(np.median(np.abs(d - corr))), int(len(d))
 
 
-def align(ranks: list[dict[str, Any]]) -> Clock:
+def align(ranks: list[Rank]) -> Clock:
     domains: dict[int, list[int]] = {}
     for i, r in enumerate(ranks):
         domains.setdefault(r["trace_index"], []).append(i)
@@ -191,7 +268,7 @@ def align(ranks: list[dict[str, Any]]) -> Clock:
     zero = min(r["window_start_ns"] + offs[r["trace_index"]] for r in ranks)
     refined = [c for c in corrections.values() if c is not None]
     trust = _trust(method, refined, len(domains))
-    doc = {
+    doc: ClockDoc = {
         "method": method,
         "refined_by_collectives": bool(refined),
         "trust_level": trust.split(":", 1)[0],
@@ -241,7 +318,7 @@ COLUMNS = ("kind", "stream_ordinal", "index", "ranks", "first_arrival_ns", "last
            "last_rank", "skew_ns", "wait_ns", "transfer_ns", "slow")
 
 
-def _matrix(ranks: list[dict[str, Any]], offsets: list[int], key: tuple[str, int],
+def _matrix(ranks: list[Rank], offsets: list[int], key: tuple[str, int],
             members: list[int], idx: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Arrival and end matrices (collectives x members), NaN where a rank lacks one."""
     ref = members[0]
@@ -259,8 +336,8 @@ def _matrix(ranks: list[dict[str, Any]], offsets: list[int], key: tuple[str, int
     return arr, end
 
 
-def analyze(ranks: list[dict[str, Any]], offsets: list[int],
-            k: float = robust.K) -> tuple[dict[str, Any], pd.DataFrame]:
+def analyze(ranks: list[Rank], offsets: list[int],
+            k: float = robust.K) -> tuple[CollectivesDoc, pd.DataFrame]:
     keys: dict[tuple[str, int], dict[int, np.ndarray]] = {}
     for r, rank in enumerate(ranks):
         for key, found in keyed(rank["collectives"]).items():
@@ -272,7 +349,7 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int],
     suffered = np.zeros(nr, dtype=np.int64)
     charged_in = np.zeros(nr, dtype=np.int64)  # charged collectives each rank took part in
     chance_sum = np.zeros(nr, dtype=np.float64)  # sum over them of 1 / ranks present
-    kinds: list[dict[str, Any]] = []
+    kinds: list[KindStats] = []
     for key in sorted(keys):
         idx = keys[key]
         members = sorted(idx)
@@ -327,14 +404,14 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int],
     total_wait = int(np.rint(table["wait_ns"].sum())) if len(table) else 0
     matched = int(len(table))
     charged_n = int((table["last_rank"] >= 0).sum()) if matched else 0
-    per_rank = [
+    per_rank: list[RankWait] = [
         {"rank": r, "arrived_last": int(last_count[r]),
          "arrived_last_pct": round(100.0 * last_count[r] / charged_n, 2) if charged_n else None,
          "wait_caused_ns": int(caused[r]), "wait_suffered_ns": int(suffered[r])}
         for r in range(nr)
     ]
     verdict = robust.judge(last_count, charged_in, chance_sum, caused, k) if caused.sum() > 0 else None
-    culprit = None
+    culprit: Culprit | None = None
     if verdict is not None and verdict["stands_out"]:
         r = verdict["rank"]
         culprit = {**per_rank[r], "share_of_wait_pct": round(100.0 * caused[r] / total_wait, 2)}
@@ -342,7 +419,7 @@ def analyze(ranks: list[dict[str, Any]], offsets: list[int],
     slow_rows = slow_rows.assign(excess=slow_rows["transfer_ns"]).sort_values(
         ["excess", "kind", "stream_ordinal", "index"], ascending=[False, True, True, True], kind="stable")
     median_of = {(k["kind"], k["stream_ordinal"]): max(int(k["transfer_p50_ns"]), 1) for k in kinds}
-    doc = {
+    doc: CollectivesDoc = {
         "status": "ok",
         "tie_ns": TIE_NS,
         "matched": matched,

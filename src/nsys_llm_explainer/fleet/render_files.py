@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from html import escape
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from nsys_llm_explainer import fmt
 from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.fleet import FleetResult
 from nsys_llm_explainer.fleet.render_text import input_notes, markdown, overlap_text, verdict
+from nsys_llm_explainer.fleet.runs import RankTimeline, RunDoc, SweepRow
 from nsys_llm_explainer.fleet.same_run import utc
 from nsys_llm_explainer.render.csv_writer import defuse
 from nsys_llm_explainer.render.escape import shorten
@@ -59,7 +61,7 @@ def _runs(frac: np.ndarray) -> list[tuple[int, int, int]]:
     return out
 
 
-def timeline(run: dict[str, Any], tl: dict[str, Any]) -> str:
+def timeline(run: RunDoc, tl: RankTimeline) -> str:
     rows = run["ranks"]
     bins = len(tl["rows"][0]["compute"]) if tl["rows"] else 1
     bw = PLOT_W / bins
@@ -96,10 +98,11 @@ def timeline(run: dict[str, Any], tl: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def sweep(rows: list[dict[str, Any]], numeric: bool) -> str:
+def sweep(rows: list[SweepRow], numeric: bool) -> str:
     """Three small panels: step time p50, steps per second, GPU busy, against the run label."""
-    panels = (("step_p50_ns", "step time p50", fmt.dur), ("steps_per_s", "steps per second", fmt.num),
-              ("gpu_busy_pct", "GPU busy", fmt.pct))
+    panels: tuple[tuple[Literal["step_p50_ns", "steps_per_s", "gpu_busy_pct"], str, Callable[[float], str]], ...] = (
+        ("step_p50_ns", "step time p50", fmt.dur), ("steps_per_s", "steps per second", fmt.num),
+        ("gpu_busy_pct", "GPU busy", fmt.pct))
     pw, ph, pad = 260, 170, 44
     width = pw * len(panels) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {ph + 40}" width="{width}" '
@@ -193,7 +196,7 @@ def _cells(values: list[str], left: set[int]) -> str:
     return "".join(f'<td class="l">{v}</td>' if i in left else f"<td>{v}</td>" for i, v in enumerate(values))
 
 
-def _html_run(run: dict[str, Any], tl: dict[str, Any] | None, multi: bool) -> list[str]:
+def _html_run(run: RunDoc, tl: RankTimeline | None, multi: bool) -> list[str]:
     out = []
     if multi:
         out.append(f"<h2>Run {escape(run['label'])}</h2>")

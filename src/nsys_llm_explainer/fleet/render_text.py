@@ -3,10 +3,12 @@ that failed or were skipped, then a small rank table; everything else in <detail
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.about import TOOL_NAME
+from nsys_llm_explainer.fleet.align import CollectivesDoc
+from nsys_llm_explainer.fleet.runs import FleetDoc, RankRow, RunDoc, SweepFit
 from nsys_llm_explainer.fleet.same_run import span_words, utc
 from nsys_llm_explainer.render.escape import md, md_name
 from nsys_llm_explainer.render.escape import md as _md
@@ -20,7 +22,7 @@ def _plain(text: object) -> str:
     return str(text)
 
 
-def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
+def _run_verdict(run: RunDoc, plain: bool = False) -> str:
     md = _plain if plain else _md  # plain text for the HTML page and stdout
     comp = run.get("comparability") or {}
     if comp.get("refused"):
@@ -32,7 +34,7 @@ def _run_verdict(run: dict[str, Any], plain: bool = False) -> str:
     return prefix + _aligned_verdict(run, md)
 
 
-def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
+def _aligned_verdict(run: RunDoc, md: Callable[[object], str]) -> str:
     h = run["headline"]
     coll = run["collectives"]
     who = f"rank {h['rank']} ({md(h['name'])})" if h["rank"] is not None else None
@@ -45,6 +47,7 @@ def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
         text = f"**No rank is blamed for collective wait**: {md(coll['reason'])}."
     elif h["wait_caused_ns"]:
         b = coll["blame"]
+        assert b is not None, "a rank that caused wait was judged"
         text = (f"**{who} makes the others wait**: it arrives last at {fmt.pct(h['arrived_last_pct'])} of "
                 f"{coll['charged']:,} matched collectives that were not a tie (chance {fmt.pct(b['chance_pct'])}, "
                 f"binomial p = {b['p_value']:.2g}); the other ranks wait "
@@ -77,9 +80,10 @@ def _aligned_verdict(run: dict[str, Any], md: Any) -> str:
     return text
 
 
-def _no_culprit(coll: dict[str, Any], rows: list[dict[str, Any]], md: Any) -> str:
+def _no_culprit(coll: CollectivesDoc, rows: list[RankRow], md: Callable[[object], str]) -> str:
     """The collective wait is spread over the ranks: the rank with the most, and the test it fails."""
     b = coll["blame"]
+    assert b is not None, "called with the blame"
     r = b["rank"]
     share = 100.0 * b["arrived_last"] / b["charged"] if b["charged"] else None
     why = []
@@ -95,7 +99,7 @@ def _no_culprit(coll: dict[str, Any], rows: list[dict[str, Any]], md: Any) -> st
             f"{fmt.dur(coll['total_wait_ns'])} of collective wait is spread over the ranks.")
 
 
-def verdict(doc: dict[str, Any], plain: bool = False) -> str:
+def verdict(doc: FleetDoc, plain: bool = False) -> str:
     """The verdict line: Markdown, or plain text (HTML page, stdout) with plain=True."""
     runs = doc["runs"]
     if not runs:
@@ -103,14 +107,15 @@ def verdict(doc: dict[str, Any], plain: bool = False) -> str:
     if len(runs) == 1:
         text = _run_verdict(runs[0], plain)
     else:
-        check = (doc.get("sweep") or {}).get("check") or {}
+        sweep = doc["sweep"]
+        check = sweep["check"] if sweep else None
         how = (check["text"] if plain else md(check["text"])) if check else "compared as runs"
         text = f"Sweep of {len(runs)} runs, {how}; per run: " + " ".join(
             f"[{r['label'] if plain else md(r['label'])}] {_run_verdict(r, plain)}" for r in runs)
     return text.replace("**", "") if plain else text
 
 
-def _rank_table(rows: list[dict[str, Any]], limit: int | None) -> list[str]:
+def _rank_table(rows: list[RankRow], limit: int | None) -> list[str]:
     out = ["| rank | name | step p50 | compute | compute/step | GPU busy | exposed comm | arrived last | "
            "wait caused | verdict |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -136,7 +141,7 @@ def _details(summary: str, body: list[str]) -> list[str]:
     return ["", f"<details><summary>{summary}</summary>", "", *body, "", "</details>"]
 
 
-def _stragglers(run: dict[str, Any]) -> list[str]:
+def _stragglers(run: RunDoc) -> list[str]:
     s = run["stragglers"]
     if s["status"] != "ok":
         return [f"Not measured, because {md(s['reason'])}."]
@@ -163,7 +168,7 @@ def _stragglers(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def _collectives(run: dict[str, Any]) -> list[str]:
+def _collectives(run: RunDoc) -> list[str]:
     c = run["collectives"]
     if c["status"] != "ok":
         return [f"Not measured, because {md(c['reason'])}."]
@@ -189,21 +194,22 @@ def _collectives(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def overlap_text(run: dict[str, Any]) -> str | None:
+def overlap_text(run: RunDoc) -> str | None:
     """Whether the captures ran at the same time, in words (None for a single capture)."""
     comp = run.get("comparability") or {}
     caps = comp.get("captures") or []
     if len(caps) < 2:
         return None
-    if comp.get("overlap_ns") is None:
+    overlap = comp.get("overlap_ns")
+    if overlap is None:
         return "Whether the captures overlap in time is unknown: not every capture records its start time."
-    if comp["overlap_ns"] >= 0:
-        return f"The captures overlap in time for {fmt.dur(comp['overlap_ns'])} (on their recorded start times)."
-    return (f"The captures do not overlap in time: the latest starts {span_words(-comp['overlap_ns'])} after the "
+    if overlap >= 0:
+        return f"The captures overlap in time for {fmt.dur(overlap)} (on their recorded start times)."
+    return (f"The captures do not overlap in time: the latest starts {span_words(-overlap)} after the "
             "earliest ends (on their recorded start times).")
 
 
-def _captures(run: dict[str, Any]) -> list[str]:
+def _captures(run: RunDoc) -> list[str]:
     comp = run.get("comparability") or {}
     caps = comp.get("captures") or []
     if not caps:
@@ -230,7 +236,7 @@ def _captures(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def _clock(run: dict[str, Any]) -> list[str]:
+def _clock(run: RunDoc) -> list[str]:
     c = run["clock"]
     out = [f"Method: {c['method']}" + (", refined by collective end times" if c["refined_by_collectives"] else "")
            + f". Trust: {md(c['trust'])}.", *_captures(run), "",
@@ -243,7 +249,7 @@ def _clock(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def _imbalance(run: dict[str, Any]) -> list[str]:
+def _imbalance(run: RunDoc) -> list[str]:
     imb = run["imbalance"]
     if imb["status"] != "ok":
         return [f"Not measured, because {md(imb['reason'])}."]
@@ -263,7 +269,7 @@ def _imbalance(run: dict[str, Any]) -> list[str]:
     return out
 
 
-def _run_section(run: dict[str, Any], multi: bool) -> list[str]:
+def _run_section(run: RunDoc, multi: bool) -> list[str]:
     out = []
     if multi:
         out += ["", f"## Run {md(run['label'])}", "", _run_verdict(run)]
@@ -277,7 +283,7 @@ def _run_section(run: dict[str, Any], multi: bool) -> list[str]:
     return out
 
 
-def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
+def input_notes(doc: FleetDoc, plain: bool = False) -> list[str]:
     """First-screen lines on traces that failed (count, the first few with their error) and
     JSON files skipped as not traces, and repeats of a trace counted once."""
     m = _plain if plain else md
@@ -302,7 +308,7 @@ def input_notes(doc: dict[str, Any], plain: bool = False) -> list[str]:
     return out
 
 
-def _fit_text(fit: dict[str, Any]) -> str:
+def _fit_text(fit: SweepFit) -> str:
     head = f"{fit['phase']} ({fit['iterations']:,} iterations of {fit['runs']} run{'s' * (fit['runs'] != 1)})"
     if not fit["terms"]:
         return f"{head}: no fit, {md(fit['reason'])}"
@@ -311,7 +317,7 @@ def _fit_text(fit: dict[str, Any]) -> str:
     return f"{head}: {terms} (RMS error {fmt.dur(fit['rmse_ns'])}, at most {fmt.pct(fit['max_error_pct'])})"
 
 
-def markdown(doc: dict[str, Any], plots: list[tuple[str, str]]) -> str:
+def markdown(doc: FleetDoc, plots: list[tuple[str, str]]) -> str:
     out = [HEADING, "", verdict(doc)]
     for line in input_notes(doc):
         out += ["", line]

@@ -31,7 +31,7 @@ Among the ranks passing both, the one that caused the most wait is named."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -59,6 +59,20 @@ def above(values: np.ndarray, k: float = K) -> np.ndarray:
 LEVEL = 0.01
 
 
+class Blame(TypedDict):
+    """fleet.json run `collectives.blame`: the rank that caused the most wait, and the tests."""
+    level: float
+    rank_level: float
+    rank: int
+    arrived_last: int
+    charged: int
+    chance_pct: float
+    p_value: float
+    wait_caused_ns: int
+    wait_band_ns: int | None
+    stands_out: bool
+
+
 def binom_sf(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p), summed in log space (exact up to rounding)."""
     if k <= 0:
@@ -77,7 +91,7 @@ def binom_sf(k: int, n: int, p: float) -> float:
 
 
 def judge(last_count: np.ndarray, charged_in: np.ndarray, chance_sum: np.ndarray,
-         caused: np.ndarray, k: float = K) -> dict[str, Any]:
+         caused: np.ndarray, k: float = K) -> Blame:
     """Per rank: last arrivals, charged collectives it took part in, the sum of 1/m over them
     and the wait it caused -> the fleet.json `collectives.blame` object."""
     nr = len(last_count)

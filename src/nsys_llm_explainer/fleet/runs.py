@@ -42,17 +42,20 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Literal, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer import fmt
 from nsys_llm_explainer.fleet import align, robust, same_run
+from nsys_llm_explainer.fleet.align import ClockDoc, CollectivesDoc
 from nsys_llm_explainer.fleet.inputs import natural_key
-from nsys_llm_explainer.fleet.same_run import MIN_NAME_SHARE
+from nsys_llm_explainer.fleet.same_run import MIN_NAME_SHARE, Comparability
+from nsys_llm_explainer.fleet.worker import Rank, RankSummary, StepsSummary
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.results.serving import LatencyFit
 
 MIN_SPREAD_PP = 1.0
@@ -60,8 +63,233 @@ MIX_LISTED = 10
 MIX_COLUMNS = ("name", "min_ns", "median_ns", "max_ns", "min_rank", "max_rank",
                "min_share_pct", "max_share_pct", "spread_pp")
 
+# The fleet.json documents: a run (RunDoc) and its parts, the sweep, and the whole (FleetDoc).
 
-def _per_step(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+
+class Status(TypedDict):
+    """A part that was measured (status "ok") or not ("skipped", "error": the reason)."""
+    status: str
+    reason: NotRequired[str]
+
+
+class RankRow(TypedDict):
+    """One rank of a run (fleet.json run `ranks`, tables/ranks.csv: RANK_COLUMNS)."""
+    rank: int
+    name: str
+    trace: str
+    pid: int
+    devices: str
+    kernel_ns: int
+    compute_ns: int
+    gpu_busy_pct: float | None
+    idle_ns: int | None
+    idle_top_cause: str | None
+    steps: int
+    step_p50_ns: int | None
+    step_p99_ns: int | None
+    compute_per_step_ns: int | None
+    comm_ns: int
+    exposed_comm_ns: int
+    exposed_comm_pct: float | None
+    copy_ns: int | None
+    top_kernel: str | None
+    top_kernel_pct: float | None
+    verdict: str
+    primary_kind: str | None
+    primary_impact_pct: float | None
+    straggler: bool
+    arrived_last: int | None
+    wait_caused_ns: int | None
+    wait_suffered_ns: int | None
+
+
+class PerStep(Status):
+    steps: NotRequired[int]
+    max_over_mean_p50: NotRequired[float]
+    max_over_mean_p90: NotRequired[float]
+    max_over_mean_max: NotRequired[float]
+    most_often_max_rank: NotRequired[int]
+    most_often_max_pct: NotRequired[float]
+
+
+class MixRow(TypedDict):
+    name: str
+    min_rank: int
+    max_rank: int
+    min_share_pct: float
+    max_share_pct: float
+    spread_pp: float
+
+
+class Imbalance(Status):
+    """fleet.json run `imbalance`."""
+    compute_max_over_mean: NotRequired[float | None]
+    compute_max_rank: NotRequired[int]
+    per_step: NotRequired[PerStep]
+    kernel_mix: NotRequired[list[MixRow]]
+
+
+class Signal(TypedDict):
+    signal: str
+    title: str
+    median: float
+    mad: float
+    upper: float
+
+
+class Why(TypedDict):
+    signal: str
+    title: str
+    value: int
+    median: int
+    excess_pct: float | None
+
+
+class KernelExcess(TypedDict):
+    name: str
+    ns: int
+    median_ns: int
+    extra_ns: int
+
+
+class Straggler(TypedDict):
+    rank: int
+    name: str
+    why: list[Why]
+    kernels: list[KernelExcess]
+    host_idle_ns: int | None
+    host_idle_median_ns: int | None
+    copy_ns: int | None
+    copy_median_ns: int | None
+
+
+class Stragglers(Status):
+    """fleet.json run `stragglers`."""
+    k: NotRequired[float]
+    mad_scale: NotRequired[float]
+    min_excess_pct: NotRequired[float]
+    signals: NotRequired[list[Signal]]
+    stragglers: NotRequired[list[Straggler]]
+
+
+class Headline(TypedDict):
+    """fleet.json run `headline`: which rank makes the others wait, and what it costs."""
+    rank: int | None
+    name: str | None
+    arrived_last_pct: float | None
+    wait_caused_ns: int | None
+    share_of_wait_pct: float | None
+    wait_pct_of_others_gpu_time: float | None
+    stragglers: list[int]
+    trust: str | None
+
+
+class RunDoc(TypedDict):
+    """fleet.json `runs[]`."""
+    label: str
+    labels: dict[str, str]
+    comparability: Comparability
+    clock: ClockDoc
+    ranks: list[RankRow]
+    collectives: CollectivesDoc
+    stragglers: Stragglers
+    imbalance: Imbalance
+    headline: NotRequired[Headline]
+
+
+class RankTimeline(TypedDict):
+    """Busy fraction per rank and bin ("compute", "comm") on the run's aligned clock."""
+    start_ns: int
+    end_ns: int
+    rows: list[dict[str, np.ndarray]]
+
+
+class SweepRow(TypedDict):
+    """One run of the sweep (fleet.json sweep `rows`, tables/sweep.csv: SWEEP_COLUMNS)."""
+    label: str
+    ranks: int
+    step_p50_ns: int | None
+    steps_per_s: float | None
+    gpu_busy_pct: float | None
+    compute_per_step_ns: int | None
+    exposed_comm_pct: float | None
+    wait_caused_ns: int | None
+    stragglers: int
+    verdict: str
+
+
+class SweepFit(TypedDict):
+    """A serving latency fit across the runs (LatencyFit's fields and the runs pooled)."""
+    phase: str
+    target: str
+    terms: dict[str, float] | None
+    iterations: int
+    configurations: int
+    rmse_ns: float | None
+    max_error_pct: float | None
+    reason: str | None
+    runs: int
+
+
+class CheckPart(TypedDict):
+    verdict: str  # same, differs or unknown
+    detail: str
+
+
+class SweepCheck(TypedDict):
+    """fleet.json sweep `check`."""
+    comparable: bool
+    gpu: CheckPart
+    model: CheckPart
+    text: str
+
+
+class Sweep(TypedDict):
+    rows: list[SweepRow]
+    numeric_labels: bool
+    check: SweepCheck
+    fits: list[SweepFit]
+
+
+class TraceRow(TypedDict):
+    """fleet.json `traces[]` (tables/traces.csv)."""
+    path: str
+    label: str
+    format: str | None
+    ok: bool
+    error: str | None
+    ranks: int
+    warnings: int
+
+
+class Tool(TypedDict):
+    name: str
+    version: str
+
+
+class Inputs(TypedDict):
+    traces: int
+    ok: int
+    failed: int
+    ranks: int
+    runs: int
+    skipped: list[str]
+    duplicates: list[dict[str, str]]
+
+
+class FleetDoc(TypedDict):
+    """fleet.json (fleet/__init__.py build())."""
+    schema_version: str
+    tool: Tool
+    options: JsonObject
+    inputs: Inputs
+    traces: list[TraceRow]
+    runs: list[RunDoc]
+    sweep: Sweep | None
+    verdict: NotRequired[str]
+
+
+def _per_step(ranks: list[Rank]) -> PerStep:
     steps = [r["steps"] for r in ranks]
     if any(s["status"] != "ok" for s in steps):
         return {"status": "skipped", "reason": "steps were not found on every rank"}
@@ -83,7 +311,7 @@ def _per_step(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def kernel_mix(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> pd.DataFrame:
+def kernel_mix(rows: list[RankRow], ranks: list[Rank]) -> pd.DataFrame:
     names = sorted({item["name"] for r in ranks for item in r["names"]["kernels"] if not item["comm"]})
     cols = {i: {item["name"]: item["ns"] for item in r["names"]["kernels"] if not item["comm"]}
             for i, r in enumerate(ranks)}
@@ -101,13 +329,13 @@ def kernel_mix(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> pd.Da
     return out.sort_values(["spread_pp", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def imbalance(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.DataFrame]:
+def imbalance(rows: list[RankRow], ranks: list[Rank]) -> tuple[Imbalance, pd.DataFrame]:
     if len(ranks) < 2:
         return {"status": "skipped", "reason": "a single rank"}, pd.DataFrame(columns=list(MIX_COLUMNS))
     compute = np.array([r["compute_ns"] for r in ranks], dtype=np.float64)
     mix = kernel_mix(rows, ranks)
     listed = mix[mix["spread_pp"] >= MIN_SPREAD_PP].head(MIX_LISTED)
-    doc = {
+    doc: Imbalance = {
         "status": "ok",
         "compute_max_over_mean": round(float(compute.max() / compute.mean()), 4) if compute.mean() else None,
         "compute_max_rank": int(np.argmax(compute)),
@@ -125,7 +353,9 @@ def imbalance(rows: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> tuple[
 MIN_RANKS = robust.MIN_RANKS
 TOP_DIFFS = 3
 HOST_CAUSES = ("launch_bound", "host_other")
-SIGNALS = (("compute_per_step_ns", "compute time per step"), ("step_p50_ns", "step time p50"))
+RankSignal = Literal["compute_per_step_ns", "step_p50_ns", "compute_ns"]  # the RankRow column compared
+SIGNALS: tuple[tuple[RankSignal, str], ...] = (("compute_per_step_ns", "compute time per step"),
+                                            ("step_p50_ns", "step time p50"))
 
 
 def _median_of(values: list[float | None]) -> float | None:
@@ -133,7 +363,7 @@ def _median_of(values: list[float | None]) -> float | None:
     return float(np.median(v)) if v else None
 
 
-def _kernel_excess(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], r: int) -> list[dict[str, Any]]:
+def _kernel_excess(rows: list[RankRow], ranks: list[Rank], r: int) -> list[KernelExcess]:
     per_name: dict[str, list[int]] = {}
     for rank in ranks:
         for item in rank["names"]["kernels"]:
@@ -144,7 +374,7 @@ def _kernel_excess(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], r: i
         for item in rank["names"]["kernels"]:
             if item["name"] in table:
                 table[item["name"]][i] = item["ns"]
-    out: list[dict[str, Any]] = []
+    out: list[KernelExcess] = []
     for name, ns in table.items():
         med = float(np.median(ns))
         extra = ns[r] - med
@@ -154,17 +384,17 @@ def _kernel_excess(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], r: i
     return out[:TOP_DIFFS]
 
 
-def _host_idle(rank: dict[str, Any]) -> int | None:
+def _host_idle(rank: Rank) -> int | None:
     causes = rank.get("idle_causes")
     return None if causes is None else int(sum(causes.get(c, 0) for c in HOST_CAUSES))
 
 
-def stragglers(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], k: float = robust.K) -> dict[str, Any]:
+def stragglers(rows: list[RankRow], ranks: list[Rank], k: float = robust.K) -> Stragglers:
     if len(rows) < MIN_RANKS:
         return {"status": "skipped",
                 "reason": f"the robust band needs at least {MIN_RANKS} ranks; this run has {len(rows)}"}
-    signals = []
-    flagged: dict[int, list[dict[str, Any]]] = {}
+    signals: list[Signal] = []
+    flagged: dict[int, list[Why]] = {}
     for signal, title in SIGNALS:
         vals = [row[signal] for row in rows]
         if any(v is None for v in vals):
@@ -184,10 +414,11 @@ def stragglers(rows: list[dict[str, Any]], ranks: list[dict[str, Any]], k: float
             })
     host_med = _median_of([_host_idle(x) for x in ranks])
     copy_med = _median_of([x["copies"]["ns"] if x["copies"] else None for x in ranks])
-    found = []
+    found: list[Straggler] = []
     for r in sorted(flagged):
         host = _host_idle(ranks[r])
-        copies = ranks[r]["copies"]["ns"] if ranks[r]["copies"] else None
+        mine = ranks[r]["copies"]
+        copies = mine["ns"] if mine else None
         found.append({
             "rank": r, "name": rows[r]["name"], "why": flagged[r],
             "kernels": _kernel_excess(rows, ranks, r),
@@ -212,9 +443,9 @@ RANK_COLUMNS = (
 class Run:
     label: str
     labels: tuple[tuple[str, str], ...]
-    doc: dict[str, Any]
+    doc: RunDoc
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    timeline: dict[str, Any] | None = None
+    timeline: RankTimeline | None = None
 
 
 def _name(path: str, pid: int, multi_trace: bool, multi_pid: bool, common: str) -> str:
@@ -224,12 +455,12 @@ def _name(path: str, pid: int, multi_trace: bool, multi_pid: bool, common: str) 
     return f"{rel} pid {pid}" if multi_pid else rel
 
 
-def _row(i: int, name: str, path: str, s: dict[str, Any]) -> dict[str, Any]:
+def _row(i: int, name: str, path: str, s: RankSummary) -> RankRow:
     steps = s["steps"]
     ok = steps["status"] == "ok"
     top = next(iter(s["names"]["kernels"]), None)
     idle = s.get("idle_causes")
-    diag = s.get("diagnosis") or {}
+    diag = s.get("diagnosis")
     window = s["window_ns"]
     return {
         "rank": i, "name": name, "trace": path, "pid": s["pid"],
@@ -247,14 +478,14 @@ def _row(i: int, name: str, path: str, s: dict[str, Any]) -> dict[str, Any]:
         "copy_ns": s["copies"]["ns"] if s["copies"] else None,
         "top_kernel": top["name"] if top else None,
         "top_kernel_pct": round(100.0 * top["ns"] / s["kernel_ns"], 2) if top and s["kernel_ns"] else None,
-        "verdict": diag.get("verdict", "n/a"),
-        "primary_kind": diag.get("primary_kind"),
-        "primary_impact_pct": diag.get("primary_impact_pct"),
+        "verdict": diag["verdict"] if diag else "n/a",
+        "primary_kind": diag["primary_kind"] if diag else None,
+        "primary_impact_pct": diag["primary_impact_pct"] if diag else None,
         "straggler": False, "arrived_last": None, "wait_caused_ns": None, "wait_suffered_ns": None,
     }
 
 
-def _timeline(ranks: list[dict[str, Any]], offsets: list[int]) -> dict[str, Any]:
+def _timeline(ranks: list[Rank], offsets: list[int]) -> RankTimeline:
     """Compute and communication busy fraction per rank on one axis of TIMELINE_BINS bins."""
     lo = min(r["timeline"]["start_ns"] + o for r, o in zip(ranks, offsets, strict=True))
     hi = max(r["timeline"]["end_ns"] + o for r, o in zip(ranks, offsets, strict=True))
@@ -264,22 +495,21 @@ def _timeline(ranks: list[dict[str, Any]], offsets: list[int]) -> dict[str, Any]
     for r, o in zip(ranks, offsets, strict=True):
         t = r["timeline"]
         own = np.linspace(t["start_ns"] + o, t["end_ns"] + o, len(t["compute_cum"]))
-        fr = {}
-        for part in ("compute", "comm"):
-            cum = t[f"{part}_cum"].astype(np.float64)
+        fr: dict[str, np.ndarray] = {}
+        for part, cums in (("compute", t["compute_cum"]), ("comm", t["comm_cum"])):
+            cum = cums.astype(np.float64)
             at = np.interp(edges, own, cum, left=0.0, right=float(cum[-1]))
             fr[part] = np.clip(np.diff(at) / width, 0.0, 1.0)
         rows.append(fr)
     return {"start_ns": int(lo), "end_ns": int(hi), "rows": rows}
 
 
-def _refused(comp: dict[str, Any]) -> dict[str, Any]:
+def _refused(comp: Comparability) -> str:
     first = comp["reasons"][0].split(":", 1)[0]
-    return {"status": "skipped",
-            "reason": f"the run was not aligned ({first}; --force-align compares it anyway)"}
+    return f"the run was not aligned ({first}; --force-align compares it anyway)"
 
 
-def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[int, str, dict[str, Any]]],
+def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[int, str, RankSummary]],
           k: float, force_align: bool = False) -> Run:
     """members: (trace index, trace path, per-process summary) in rank order. A run whose
     captures are not one job at one time (same_run.py) is listed but not aligned or compared,
@@ -292,8 +522,8 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
     pids_per_trace: dict[str, int] = {}
     for _, p, _ in members:
         pids_per_trace[p] = pids_per_trace.get(p, 0) + 1
-    ranks = []
-    rows = []
+    ranks: list[Rank] = []
+    rows: list[RankRow] = []
     for i, (ti, path, s) in enumerate(members):
         name = _name(path, s["pid"], len(paths) > 1, pids_per_trace[path] > 1, common)
         ranks.append({**s, "trace_index": ti})
@@ -301,10 +531,12 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
     comp = same_run.check(ranks, {ti: p for ti, p, _ in members}, force_align, [r["name"] for r in rows])
     tables: dict[str, pd.DataFrame] = {}
     if comp["refused"]:
-        doc: dict[str, Any] = {"label": label, "labels": dict(labels), "comparability": comp,
-                               "clock": same_run.refused_clock(comp, ranks)}
-        skipped = _refused(comp)
-        doc.update(ranks=rows, collectives=skipped, stragglers=skipped, imbalance=skipped)
+        why = _refused(comp)
+        doc: RunDoc = {"label": label, "labels": dict(labels), "comparability": comp,
+                       "clock": same_run.refused_clock(comp, ranks), "ranks": rows,
+                       "collectives": {"status": "skipped", "reason": why},
+                       "stragglers": {"status": "skipped", "reason": why},
+                       "imbalance": {"status": "skipped", "reason": why}}
         doc["headline"] = headline(doc)
         return Run(label, labels, doc, tables, None)
     clock = align.align(ranks)
@@ -312,13 +544,12 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         clock.doc["trust"] = (same_run.FORCED_TRUST + "; ".join(comp["reasons"])
                               + "; the clocks on their own: " + clock.doc["trust"])
         clock.doc["trust_level"] = "low"
-    doc = {"label": label, "labels": dict(labels), "comparability": comp, "clock": clock.doc}
     low = clock.doc["trust_level"] == "low"
-    coll: dict[str, Any]
-    strag: dict[str, Any]
+    coll: CollectivesDoc
+    strag: Stragglers
     if low:  # no rank is named on clocks that are not known to agree
-        why = {"status": "skipped", "reason": f"no rank is named at low clock trust ({clock.doc['trust']})"}
-        coll, strag = why, why
+        why = f"no rank is named at low clock trust ({clock.doc['trust']})"
+        coll, strag = {"status": "skipped", "reason": why}, {"status": "skipped", "reason": why}
     elif any(len(r["collectives"]["start"]) for r in ranks) and len(ranks) > 1:
         coll, table = align.analyze(ranks, clock.offsets, k)
         impossible = same_run.implausible_waits(coll, ranks)
@@ -328,8 +559,9 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         else:
             for pr in coll["ranks"]:
                 row = rows[pr["rank"]]
-                row.update(arrived_last=pr["arrived_last"], wait_caused_ns=pr["wait_caused_ns"],
-                           wait_suffered_ns=pr["wait_suffered_ns"])
+                row["arrived_last"] = pr["arrived_last"]
+                row["wait_caused_ns"] = pr["wait_caused_ns"]
+                row["wait_suffered_ns"] = pr["wait_suffered_ns"]
             tables["collectives"] = table
     else:
         why_not = "a single rank" if len(ranks) < 2 else "no rank ran communication kernels"
@@ -340,31 +572,33 @@ def build(label: str, labels: tuple[tuple[str, str], ...], members: list[tuple[i
         rows[found["rank"]]["straggler"] = True
     imb, mix = imbalance(rows, ranks)
     tables["kernel_mix"] = mix
-    doc.update(ranks=rows, collectives=coll, stragglers=strag, imbalance=imb)
+    doc = {"label": label, "labels": dict(labels), "comparability": comp, "clock": clock.doc, "ranks": rows,
+           "collectives": coll, "stragglers": strag, "imbalance": imb}
     doc["headline"] = headline(doc)
     return Run(label, labels, doc, tables, _timeline(ranks, clock.offsets))
 
 
-def headline(doc: dict[str, Any]) -> dict[str, Any]:
+def headline(doc: RunDoc) -> Headline:
     """Which rank makes the others wait, and what it costs (or why that is unknown)."""
     rows = doc["ranks"]
     coll = doc["collectives"]
     strag = doc["stragglers"]
     straggler_ranks = [s["rank"] for s in strag.get("stragglers", [])]
     culprit = coll.get("culprit") if coll.get("status") == "ok" else None
-    out: dict[str, Any] = {"rank": None, "name": None, "arrived_last_pct": None, "wait_caused_ns": None,
+    out: Headline = {"rank": None, "name": None, "arrived_last_pct": None, "wait_caused_ns": None,
                            "share_of_wait_pct": None, "wait_pct_of_others_gpu_time": None,
                            "stragglers": straggler_ranks, "trust": doc["clock"].get("trust_level")}
     if culprit is not None:
         r = culprit["rank"]
         others = sum(x["kernel_ns"] for x in rows if x["rank"] != r)
-        out.update(rank=r, name=rows[r]["name"], arrived_last_pct=culprit["arrived_last_pct"],
-                   wait_caused_ns=culprit["wait_caused_ns"], share_of_wait_pct=culprit["share_of_wait_pct"],
-                   wait_pct_of_others_gpu_time=round(100.0 * culprit["wait_caused_ns"] / others, 2)
-                   if others else None)
+        out["rank"], out["name"] = r, rows[r]["name"]
+        out["arrived_last_pct"] = culprit["arrived_last_pct"]
+        out["wait_caused_ns"] = culprit["wait_caused_ns"]
+        out["share_of_wait_pct"] = culprit["share_of_wait_pct"]
+        out["wait_pct_of_others_gpu_time"] = round(100.0 * culprit["wait_caused_ns"] / others, 2) if others else None
     elif straggler_ranks:
         r = straggler_ranks[0]
-        out.update(rank=r, name=rows[r]["name"])
+        out["rank"], out["name"] = r, rows[r]["name"]
     return out
 
 
@@ -388,19 +622,19 @@ def sweep_order(labels: list[str]) -> list[int]:
     return sorted(range(len(labels)), key=lambda i: natural_key(labels[i]))
 
 
-def _median(values: list[Any]) -> float | None:
+def _median(values: list[int | float | None]) -> float | None:
     v = [x for x in values if x is not None]
     return float(np.median(v)) if v else None
 
 
-def _rate(steps: dict[str, Any]) -> float | None:
+def _rate(steps: StepsSummary) -> float | None:
     if steps["status"] != "ok" or steps["count"] < 1:
         return None
     span = int(steps["end"].max() - steps["start"].min())
     return steps["count"] / (span / 1e9) if span > 0 else None
 
 
-def sweep_row(doc: dict[str, Any], rank_summaries: list[dict[str, Any]]) -> dict[str, Any]:
+def sweep_row(doc: RunDoc, rank_summaries: list[RankSummary]) -> SweepRow:
     rows = doc["ranks"]
     busy = [r["gpu_busy_pct"] for r in rows if r["gpu_busy_pct"] is not None]
     exposed = [r["exposed_comm_pct"] for r in rows if r["exposed_comm_pct"] is not None]
@@ -431,7 +665,7 @@ class _Point:
     gpu_span_ns: int
 
 
-def sweep_fits(members: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+def sweep_fits(members: list[tuple[str, list[RankSummary]]]) -> list[SweepFit]:
     """The serving latency model across the sweep's runs: per phase, every run's iterations
     (each rank's) pooled into one fit (LatencyFit.of: prefill against tokens, decode against
     sequences and KV tokens); [] when no run has serving iterations."""
@@ -448,19 +682,22 @@ def sweep_fits(members: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str
                 pooled.setdefault(phase, []).append(_Point(seqs if seqs >= 0 else None, tokens if tokens >= 0 else None,
                                                            kv if kv >= 0 else None, int(cols["gpu_span_ns"][i])))
                 runs.setdefault(phase, set()).add(label)
-    out = []
+    out: list[SweepFit] = []
     for phase in PHASES:
         if phase in pooled:
             fit = LatencyFit.of(phase, pooled[phase])
-            out.append({**asdict(fit), "runs": len(runs[phase])})
+            out.append({"phase": fit.phase, "target": fit.target,
+                        "terms": None if fit.terms is None else dict(fit.terms), "iterations": fit.iterations,
+                        "configurations": fit.configurations, "rmse_ns": fit.rmse_ns,
+                        "max_error_pct": fit.max_error_pct, "reason": fit.reason, "runs": len(runs[phase])})
     return out
 
 
-def sweep_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def sweep_table(rows: list[SweepRow]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
 
 
-def _names(summaries: list[dict[str, Any]]) -> tuple[dict[str, int], int]:
+def _names(summaries: list[RankSummary]) -> tuple[dict[str, int], int]:
     by: dict[str, int] = {}
     other = 0
     for r in summaries:
@@ -470,11 +707,13 @@ def _names(summaries: list[dict[str, Any]]) -> tuple[dict[str, int], int]:
     return by, sum(by.values()) + other
 
 
-def sweep_check(runs: list[tuple[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+def sweep_check(runs: list[tuple[str, list[RankSummary]]]) -> SweepCheck:
     """fleet.json sweep `check`: the same GPU models and the same program (kernel names) in
     every run, stated (runs: label and the rank summaries of each)."""
     gpus = {label: sorted({g for r in ranks for g in r.get("gpus") or []}) for label, ranks in runs}
     known = [g for g in gpus.values() if g and "unknown model" not in g]
+    gpu: CheckPart
+    model: CheckPart
     if len(known) < len(gpus):
         gpu = {"verdict": "unknown", "detail": "not every run records its GPU model"}
     elif len({tuple(g) for g in known}) == 1:

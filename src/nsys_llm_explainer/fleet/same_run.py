@@ -44,9 +44,11 @@ run's comparability `evidence`; a blocking one is also among its `reasons`."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TypedDict
 
 from nsys_llm_explainer import fmt
+from nsys_llm_explainer.fleet.align import ClockDoc, CollectivesDoc
+from nsys_llm_explainer.fleet.worker import Rank
 
 MIN_NAME_SHARE = 0.5
 NAME_CAUTION = 0.9
@@ -54,11 +56,45 @@ COUNT_RATIO = 2.0
 COUNT_CAUTION = 1.1
 
 
-def _row(check_id: str, verdict: str, blocking: bool, detail: str) -> dict[str, Any]:
+class Evidence(TypedDict):
+    """One check of a run's comparability `evidence`."""
+    id: str
+    verdict: str  # same, differs or unknown
+    blocking: bool
+    detail: str
+
+
+class Capture(TypedDict):
+    """One trace of a run: its clock origin and wall-clock window (comparability `captures`)."""
+    trace_index: int
+    path: str
+    ranks: int
+    origin_ns: int | None
+    origin_source: str | None
+    wall_start_ns: int | None
+    wall_end_ns: int | None
+    world_size: int | None
+    rank: int | None
+    gpus: list[str]
+
+
+class Comparability(TypedDict):
+    """fleet.json run `comparability`."""
+    comparable: bool
+    refused: bool
+    forced: bool
+    reasons: list[str]
+    cautions: list[str]
+    overlap_ns: int | None
+    evidence: list[Evidence]
+    captures: list[Capture]
+
+
+def _row(check_id: str, verdict: str, blocking: bool, detail: str) -> Evidence:
     return {"id": check_id, "verdict": verdict, "blocking": blocking, "detail": detail}
 
 
-def _times(rank: dict[str, Any]) -> tuple[dict[str, int], int]:
+def _times(rank: Rank) -> tuple[dict[str, int], int]:
     names = rank["names"]
     by = {k["name"]: int(k["ns"]) for k in names["kernels"]}
     return by, sum(by.values()) + int(names.get("other_ns") or 0)
@@ -68,7 +104,7 @@ def _share(a: dict[str, int], total: int, other: dict[str, int]) -> float | None
     return sum(ns for n, ns in a.items() if n in other) / total if total else None
 
 
-def names(ranks: list[dict[str, Any]], label: list[str]) -> dict[str, Any]:
+def names(ranks: list[Rank], label: list[str]) -> Evidence:
     ref, ref_total = _times(ranks[0])
     worst: tuple[float, int, float, float] | None = None
     for i in range(1, len(ranks)):
@@ -90,7 +126,7 @@ def names(ranks: list[dict[str, Any]], label: list[str]) -> dict[str, Any]:
     return _row("kernel_names", "same", False, f"the ranks run the same kernels (least shared: {text})")
 
 
-def _counts(rank: dict[str, Any]) -> dict[str, int]:
+def _counts(rank: Rank) -> dict[str, int]:
     c = rank["collectives"]
     out: dict[str, int] = {}
     for code in c["kind"].tolist():
@@ -99,7 +135,7 @@ def _counts(rank: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def collectives(ranks: list[dict[str, Any]], label: list[str]) -> dict[str, Any]:
+def collectives(ranks: list[Rank], label: list[str]) -> Evidence:
     counts = [_counts(r) for r in ranks]
     some = [i for i, c in enumerate(counts) if c]
     if not some:
@@ -134,8 +170,8 @@ def collectives(ranks: list[dict[str, Any]], label: list[str]) -> dict[str, Any]
                 f"every rank ran the same collectives ({', '.join(kinds)}; {total:,} on {label[0]}){sizes}")
 
 
-def world(ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    sizes = {(r.get("world") or {}).get("world_size") for r in ranks}
+def world(ranks: list[Rank]) -> Evidence:
+    sizes = {w["world_size"] if w else None for w in (r.get("world") for r in ranks)}
     if None in sizes or len(sizes) != 1:
         return _row("world_size", "unknown", False,
                     "not every trace records its world size" if None in sizes else "the traces record "
@@ -149,7 +185,7 @@ def world(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     return _row("world_size", "same", False, f"all {size} ranks of the job")
 
 
-def program_evidence(ranks: list[dict[str, Any]], label: list[str]) -> list[dict[str, Any]]:
+def program_evidence(ranks: list[Rank], label: list[str]) -> list[Evidence]:
     """The evidence rows for a run of several traces (label: each rank's name)."""
     if len({r["trace_index"] for r in ranks}) < 2:
         return []
@@ -176,12 +212,12 @@ def span_words(ns: int) -> str:
     return fmt.dur(abs(ns))
 
 
-def captures(ranks: list[dict[str, Any]], paths: dict[int, str]) -> list[dict[str, Any]]:
+def captures(ranks: list[Rank], paths: dict[int, str]) -> list[Capture]:
     """One entry per trace of the run: its path, clock origin and wall-clock window."""
-    by_trace: dict[int, list[dict[str, Any]]] = {}
+    by_trace: dict[int, list[Rank]] = {}
     for r in ranks:
         by_trace.setdefault(r["trace_index"], []).append(r)
-    out = []
+    out: list[Capture] = []
     for ti, members in sorted(by_trace.items()):
         origin = members[0]["clock"]["origin_ns"]
         start = min(r["window_start_ns"] for r in members)
@@ -195,30 +231,31 @@ def captures(ranks: list[dict[str, Any]], paths: dict[int, str]) -> list[dict[st
             "origin_source": members[0]["clock"]["source"],
             "wall_start_ns": origin + start if origin is not None else None,
             "wall_end_ns": origin + end if origin is not None else None,
-            "world_size": (world or {}).get("world_size"),
-            "rank": (world or {}).get("rank"),
+            "world_size": world["world_size"] if world else None,
+            "rank": world["rank"] if world else None,
             "gpus": sorted({g for r in members for g in r.get("gpus") or []}),
         })
     return out
 
 
-def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = False,
-          names: list[str] | None = None) -> dict[str, Any]:
+def check(ranks: list[Rank], paths: dict[int, str], force: bool = False,
+          names: list[str] | None = None) -> Comparability:
     """fleet.json run `comparability` (names: each rank's name, for the evidence's words)."""
     caps = captures(ranks, paths)
     reasons: list[str] = []
     cautions: list[str] = []
     overlap: int | None = None
-    timed = [c for c in caps if c["wall_start_ns"] is not None]
+    timed = [(c["path"], s, e) for c in caps
+             if (s := c["wall_start_ns"]) is not None and (e := c["wall_end_ns"]) is not None]
     if len(caps) > 1 and len(timed) == len(caps):
-        first_end = min(caps, key=lambda c: c["wall_end_ns"])
-        last_start = max(caps, key=lambda c: c["wall_start_ns"])
-        overlap = first_end["wall_end_ns"] - last_start["wall_start_ns"]
+        first_end = min(timed, key=lambda t: t[2])
+        last_start = max(timed, key=lambda t: t[1])
+        overlap = first_end[2] - last_start[1]
         if overlap < -CLOCK_SLACK_NS:
             reasons.append(
-                f"the captures never overlapped in time: {first_end['path']} ran "
-                f"{utc(first_end['wall_start_ns'])} to {utc(first_end['wall_end_ns'])}, "
-                f"{last_start['path']} began {utc(last_start['wall_start_ns'])}, {span_words(-overlap)} after it ended "
+                f"the captures never overlapped in time: {first_end[0]} ran "
+                f"{utc(first_end[1])} to {utc(first_end[2])}, "
+                f"{last_start[0]} began {utc(last_start[1])}, {span_words(-overlap)} after it ended "
                 "(clock origins: each capture's recorded start time)")
     elif len(caps) > 1:
         missing = [c["path"] for c in caps if c["wall_start_ns"] is None]
@@ -259,7 +296,7 @@ def check(ranks: list[dict[str, Any]], paths: dict[int, str], force: bool = Fals
     }
 
 
-def refused_clock(comp: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def refused_clock(comp: Comparability, ranks: list[Rank]) -> ClockDoc:
     """The clock section of a refused run: each capture on its own clock, nothing aligned."""
     return {
         "method": "refused",
@@ -279,7 +316,7 @@ def refused_clock(comp: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str
 FORCED_TRUST = "low (forced with --force-align): "
 
 
-def implausible_waits(coll: dict[str, Any], ranks: list[dict[str, Any]]) -> list[str]:
+def implausible_waits(coll: CollectivesDoc, ranks: list[Rank]) -> list[str]:
     """Collective waits that cannot be true: a rank waiting longer than its own capture, or the
     wait one rank causes exceeding the others' captured time."""
     out = []

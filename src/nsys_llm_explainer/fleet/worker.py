@@ -62,7 +62,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -75,7 +75,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.analysis.stats import percentiles
 from nsys_llm_explainer.errors import ExplainError
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import MetricResult, typed_result
+from nsys_llm_explainer.model import JsonObject, JsonValue, MetricResult, typed_result
 from nsys_llm_explainer.options import Options
 from nsys_llm_explainer.render import json_writer
 from nsys_llm_explainer.results.serving import Serving
@@ -85,8 +85,136 @@ from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 NA = "n/a"
 
+# The per-process summary a worker returns (ranks(), below) and the per-trace result around
+# it (summarize()). Arrays are int64 numpy arrays (encode()/decode() store them as JSON).
 
-def as_dict(report: Any) -> dict[str, Any]:
+
+class ClockOrigin(TypedDict):
+    origin_ns: int | None
+    source: str | None
+    reason: str | None
+
+
+class Copies(TypedDict):
+    ns: int
+    count: int
+
+
+class KernelName(TypedDict):
+    name: str
+    ns: int
+    calls: int
+    comm: bool
+
+
+class TopNames(TypedDict):
+    kernels: list[KernelName]
+    other_ns: int
+
+
+class StepsSummary(TypedDict):
+    """status "ok" with the steps, or "skipped" with the reason."""
+    status: str
+    reason: NotRequired[str]
+    count: NotRequired[int]
+    p50_ns: NotRequired[int]
+    p99_ns: NotRequired[int]
+    start: NotRequired[np.ndarray]
+    end: NotRequired[np.ndarray]
+    compute_ns: NotRequired[np.ndarray]
+
+
+class CollectiveArrays(TypedDict):
+    """A process's communication kernels in start order, one array entry per kernel."""
+    kinds: list[str]
+    kind: np.ndarray  # index into kinds
+    stream: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    bytes: np.ndarray
+
+
+class TimelineCum(TypedDict):
+    start_ns: int
+    end_ns: int
+    compute_cum: np.ndarray
+    comm_cum: np.ndarray
+
+
+class ProcessVerdict(TypedDict):
+    verdict: str
+    summary: str | None
+    primary_kind: str | None
+    primary_impact_pct: float | None
+
+
+class World(TypedDict):
+    """report.json trace.distributed."""
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+
+
+ServingColumns = dict[str, np.ndarray]
+
+
+class RankSummary(TypedDict):
+    """One process of one trace: ranks() fills the first part, _analyze() the rest."""
+    pid: int
+    devices: list[int]
+    clock: ClockOrigin
+    kernel_count: int
+    kernel_ns: int
+    compute_ns: int
+    comm_kernel_ns: int
+    comm_ns: int
+    exposed_comm_ns: int
+    window_start_ns: int
+    window_ns: int
+    busy_ns: int
+    copies: Copies | None
+    names: TopNames
+    steps: StepsSummary
+    collectives: CollectiveArrays
+    timeline: TimelineCum
+    serving: NotRequired[ServingColumns | None]
+    idle_causes: NotRequired[dict[str, int] | None]
+    diagnosis: NotRequired[ProcessVerdict]
+    world: NotRequired[World | None]
+    gpus: NotRequired[list[str]]
+
+
+class Rank(RankSummary):
+    """A rank of a run: its summary and the index of the trace it came from."""
+    trace_index: int
+
+
+class CachedSummary(TypedDict):
+    """What the cache keeps of a trace (summary.json)."""
+    format: str | None
+    ranks: list[RankSummary]
+    warnings: int
+
+
+class TaskTiming(TypedDict):
+    seconds: float
+    cached: bool
+    cache_stored: bool
+    worker: str
+
+
+class TraceSummary(TypedDict):
+    """summarize()'s result for one trace."""
+    path: str
+    ok: bool
+    error: str | None
+    format: str | None
+    ranks: list[RankSummary]
+    warnings: int
+    timing: NotRequired[TaskTiming]
+
+
+def as_dict(report: Any) -> JsonObject:
     """report.json as a dict (a Report with to_dict() provides it itself)."""
     to_dict = getattr(report, "to_dict", None)
     if callable(to_dict):
@@ -94,7 +222,7 @@ def as_dict(report: Any) -> dict[str, Any]:
     return json_writer.report_dict(report)
 
 
-def json_text(doc: dict[str, Any]) -> str:
+def json_text(doc: JsonObject) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -114,14 +242,14 @@ SERVING_FIELDS = ("sequences", "tokens", "kv_tokens", "gpu_span_ns")
 PHASE_CODES = {"prefill": 0, "decode": 1, "mixed": 2}
 
 
-def serving_points(report: Any) -> dict[int, dict[str, np.ndarray]]:
+def serving_points(report: Any) -> dict[int, ServingColumns]:
     """Per process: its serving iterations as columns (phase code, sequences, tokens,
     kv_tokens, gpu_span_ns; -1 where unknown) for the sweep's latency fits."""
     metrics = getattr(report, "metrics", {})
     s = typed_result(metrics, Serving) if isinstance(metrics, dict) else None
     if s is None:
         return {}
-    out: dict[int, dict[str, np.ndarray]] = {}
+    out: dict[int, ServingColumns] = {}
     for pid in sorted({it.pid for it in s.iterations}):
         its = [it for it in s.iterations if it.pid == pid and it.phase in PHASE_CODES]
         cols = {"phase": np.array([PHASE_CODES[str(it.phase)] for it in its], dtype=np.int64)}
@@ -131,8 +259,9 @@ def serving_points(report: Any) -> dict[int, dict[str, np.ndarray]]:
     return out
 
 
-def skipped_reason(doc: dict[str, Any], metric_id: str) -> str | None:
-    m = doc.get("metrics", {}).get(metric_id)
+def skipped_reason(doc: JsonObject, metric_id: str) -> str | None:
+    metrics = doc.get("metrics")
+    m = metrics.get(metric_id) if isinstance(metrics, dict) else None
     if isinstance(m, dict) and m.get("status") == "skipped":
         return str(m.get("reason"))
     if m is None:
@@ -140,14 +269,14 @@ def skipped_reason(doc: dict[str, Any], metric_id: str) -> str | None:
     return None
 
 
-def verdict_for(doc: dict[str, Any], pid: int) -> dict[str, Any]:
+def verdict_for(doc: JsonObject, pid: int) -> ProcessVerdict:
     """diagnosis.verdict/summary/primary of the process (where the diagnosis lists processes),
     else of the whole trace; "n/a" when the report carries no diagnosis."""
     diag = doc.get("diagnosis")
-    out: dict[str, Any] = {"verdict": NA, "summary": None, "primary_kind": None, "primary_impact_pct": None}
+    out: ProcessVerdict = {"verdict": NA, "summary": None, "primary_kind": None, "primary_impact_pct": None}
     if not isinstance(diag, dict):
         return out
-    src: dict[str, Any] = diag
+    src: JsonObject = diag
     procs = diag.get("processes")
     if isinstance(procs, list):
         for p in procs:
@@ -155,40 +284,61 @@ def verdict_for(doc: dict[str, Any], pid: int) -> dict[str, Any]:
                 src = p
                 break
     raw = src.get("primary")
-    primary: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    primary: JsonObject = raw if isinstance(raw, dict) else {}
     out["verdict"] = str(src.get("verdict") or NA)
-    out["summary"] = src.get("summary") if isinstance(src.get("summary"), str) else None
-    out["primary_kind"] = primary.get("kind") if isinstance(primary.get("kind"), str) else None
+    summary = src.get("summary")
+    out["summary"] = summary if isinstance(summary, str) else None
+    kind = primary.get("kind")
+    out["primary_kind"] = kind if isinstance(kind, str) else None
     pct = primary.get("impact_pct")
     out["primary_impact_pct"] = float(pct) if isinstance(pct, int | float) else None
     return out
 
 
-def idle_for(doc: dict[str, Any], pid: int) -> dict[str, int] | None:
+def _objects(value: JsonValue) -> list[JsonObject]:
+    """The objects of a JSON list (none when it is not a list)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def idle_for(doc: JsonObject, pid: int) -> dict[str, int] | None:
     """idle_causes: idle ns per cause over the devices this process owns (None: not measured)."""
-    m = doc.get("metrics", {}).get("idle_causes")
+    metrics = doc.get("metrics")
+    m = metrics.get("idle_causes") if isinstance(metrics, dict) else None
     if not isinstance(m, dict) or m.get("status") != "ok":
         return None
     out: dict[str, int] = {}
     found = False
-    for dev in m.get("devices", []):
-        if pid not in (dev.get("owner_pids") or []):
+    for dev in _objects(m.get("devices")):
+        owners = dev.get("owner_pids")
+        if not isinstance(owners, list) or pid not in owners:
             continue
         found = True
-        for c in dev.get("causes", []):
-            out[c["cause"]] = out.get(c["cause"], 0) + int(c["idle_ns"])
+        for c in _objects(dev.get("causes")):
+            cause, ns = str(c["cause"]), c["idle_ns"]
+            out[cause] = out.get(cause, 0) + int(ns if isinstance(ns, int | float) else 0)
     return out if found else None
 
 
-def world(doc: dict[str, Any]) -> dict[str, Any] | None:
+def _trace(doc: JsonObject) -> JsonObject:
+    t = doc.get("trace")
+    return t if isinstance(t, dict) else {}
+
+
+def world(doc: JsonObject) -> World | None:
     """Rank, world size and backend the trace records (report.json trace.distributed)."""
-    d = doc.get("trace", {}).get("distributed")
-    return dict(d) if isinstance(d, dict) else None
+    d = _trace(doc).get("distributed")
+    if not isinstance(d, dict):
+        return None
+    rank, size, backend = d.get("rank"), d.get("world_size"), d.get("backend")
+    out: World = {"rank": rank if isinstance(rank, int) else None,
+                  "world_size": size if isinstance(size, int) else None,
+                  "backend": backend if isinstance(backend, str) else None}
+    return out
 
 
-def gpu_names(doc: dict[str, Any], devices: list[int]) -> list[str]:
+def gpu_names(doc: JsonObject, devices: list[int]) -> list[str]:
     """Model names of the given devices (trace.gpus); "unknown model" where not recorded."""
-    names = {g.get("device_id"): g.get("name") for g in doc.get("trace", {}).get("gpus", []) if isinstance(g, dict)}
+    names = {g.get("device_id"): g.get("name") for g in _objects(_trace(doc).get("gpus"))}
     return [str(names.get(d) or "unknown model") for d in devices]
 
 
@@ -204,7 +354,7 @@ class Task:
     use_cache: bool = True
 
 
-def options_key(options: Options) -> dict[str, Any]:
+def options_key(options: Options) -> JsonObject:
     """The options that change a trace's numbers (those that only change rendering do not)."""
     doc = options.to_json()
     for k in ("top_n", "max_gaps", "select", "ignore", "include_capture_info", "timeout_s"):
@@ -233,7 +383,7 @@ def decode(value: Any) -> Any:
     return value
 
 
-def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
+def _analyze(task: Task, path: Path) -> tuple[CachedSummary, str]:
     report = api.explain(path, task.options, jobs=1)
     doc = as_dict(report)
     data = formats.open_trace(path, kernel_name=task.options.kernel_name, jobs=1)
@@ -249,7 +399,9 @@ def _analyze(task: Task, path: Path) -> tuple[dict[str, Any], str]:
     finally:
         data.close()
     fmt = formats.sniff(path)
-    summary = {"format": fmt.word if fmt else None, "ranks": per_rank, "warnings": len(doc.get("warnings", []))}
+    warnings = doc.get("warnings", [])
+    summary: CachedSummary = {"format": fmt.word if fmt else None, "ranks": per_rank,
+                              "warnings": len(warnings) if isinstance(warnings, list) else 0}
     return summary, json_text(doc)
 
 
@@ -263,17 +415,18 @@ def error_text(message: str, task: Task) -> str:
     return text
 
 
-def summarize(task: Task) -> dict[str, Any]:
+def summarize(task: Task) -> TraceSummary:
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"path": task.path, "ok": False, "error": None, "format": None,
-                           "ranks": [], "warnings": 0}
-    timing = {"seconds": 0.0, "cached": False, "cache_stored": False,
+    out: TraceSummary = {"path": task.path, "ok": False, "error": None, "format": None,
+                         "ranks": [], "warnings": 0}
+    timing: TaskTiming = {"seconds": 0.0, "cached": False, "cache_stored": False,
               "worker": f"{socket.gethostname()}:{os.getpid()}"}
     try:
         path = Path(task.abspath)
         root = Path(task.cache_dir) if task.cache_dir else default_cache_dir()
         k = cache_key(trace_identity(path), options_key(task.options)) if task.use_cache else ""
         hit = load_cached(root, k) if task.use_cache else None
+        summary: CachedSummary
         if hit is not None:
             summary = decode(hit)
             timing["cached"] = True
@@ -281,7 +434,8 @@ def summarize(task: Task) -> dict[str, Any]:
             summary, report_text = _analyze(task, path)
             if task.use_cache:
                 timing["cache_stored"] = store_cached(root, k, report_text, encode(summary))
-        out.update(summary, ok=True)
+        out.update(summary)
+        out["ok"] = True
     except ExplainError as exc:
         out["error"] = error_text(exc.message, task)
     except Unavailable as exc:  # a table fleet needs is not in the trace: a fact of the input
@@ -358,7 +512,7 @@ def _per_device_exposed(k: Any, mine: np.ndarray, comm: np.ndarray) -> tuple[int
     return union, exposed
 
 
-def _top_names(data: TraceData, name_id: np.ndarray, dur: np.ndarray, is_comm: np.ndarray) -> dict[str, Any]:
+def _top_names(data: TraceData, name_id: np.ndarray, dur: np.ndarray, is_comm: np.ndarray) -> TopNames:
     codes, uniq = factorize(name_id)
     ns = np.bincount(codes, weights=dur, minlength=len(uniq)).astype(np.int64)
     calls = np.bincount(codes, minlength=len(uniq))
@@ -366,7 +520,7 @@ def _top_names(data: TraceData, name_id: np.ndarray, dur: np.ndarray, is_comm: n
     comm[codes[is_comm]] = True
     lookup = data.kernel_names(np.asarray(uniq))
     order = np.lexsort((np.asarray(uniq), -ns))[:TOP_NAMES]
-    rows: list[dict[str, Any]] = [
+    rows: list[KernelName] = [
         {
             "name": lookup.get(int(uniq[i]), f"(unnamed kernel #{int(uniq[i])})"),
             "ns": int(ns[i]),
@@ -379,7 +533,7 @@ def _top_names(data: TraceData, name_id: np.ndarray, dur: np.ndarray, is_comm: n
 
 
 def _steps(frame: pd.DataFrame | None, reason: str | None, pid: int, cstart: np.ndarray,
-           cdur: np.ndarray) -> dict[str, Any]:
+           cdur: np.ndarray) -> StepsSummary:
     if frame is None:
         return {"status": "skipped", "reason": reason or "the steps metric found no steps"}
     mine = frame[frame["pid"] == pid].sort_values("start_ns", kind="stable")
@@ -404,7 +558,7 @@ def _steps(frame: pd.DataFrame | None, reason: str | None, pid: int, cstart: np.
     }
 
 
-def _copies(data: TraceData, pid: int) -> dict[str, int] | None:
+def _copies(data: TraceData, pid: int) -> Copies | None:
     total = count = 0
     seen = False
     for loader in (data.memcpy, data.memset):
@@ -419,7 +573,7 @@ def _copies(data: TraceData, pid: int) -> dict[str, int] | None:
     return {"ns": total, "count": count} if seen else None
 
 
-def ranks(data: TraceData, steps_frame: pd.DataFrame | None, steps_reason: str | None) -> list[dict[str, Any]]:
+def ranks(data: TraceData, steps_frame: pd.DataFrame | None, steps_reason: str | None) -> list[RankSummary]:
     """One compact record per process that ran kernels (pid order)."""
     k = data.kernels()
     if len(k) == 0:
@@ -427,10 +581,10 @@ def ranks(data: TraceData, steps_frame: pd.DataFrame | None, steps_reason: str |
     comm = comm_mask(data)
     try:
         origin = data.clock_origin()
-        clock: dict[str, Any] = {"origin_ns": origin.epoch_ns, "source": origin.source, "reason": None}
+        clock: ClockOrigin = {"origin_ns": origin.epoch_ns, "source": origin.source, "reason": None}
     except Unavailable as exc:
         clock = {"origin_ns": None, "source": None, "reason": exc.reason}
-    out = []
+    out: list[RankSummary] = []
     for pid in sorted(distinct_few(k.pid).tolist()):
         mine = k.pid == pid
         c = mine & comm
@@ -495,7 +649,7 @@ def default_cache_dir() -> Path:
     return base / "nsys-llm-explain" / "fleet"
 
 
-def trace_identity(path: Path) -> dict[str, Any]:
+def trace_identity(path: Path) -> dict[str, int | str]:
     st = path.stat()
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -518,7 +672,7 @@ def code_identity() -> str:
     return digest.hexdigest()
 
 
-def cache_key(ident: dict[str, Any], options: dict[str, Any]) -> str:
+def cache_key(ident: dict[str, int | str], options: JsonObject) -> str:
     doc = {"trace": ident, "tool": __version__, "code": code_identity(), "summary": SUMMARY_VERSION,
            "options": options}
     text = json.dumps(doc, sort_keys=True, default=str)
@@ -529,7 +683,7 @@ def entry_dir(root: Path, k: str) -> Path:
     return root / k[:2] / k
 
 
-def load_cached(root: Path, k: str) -> dict[str, Any] | None:
+def load_cached(root: Path, k: str) -> JsonObject | None:
     """The summary stored under `k`, or None. An entry that is not exactly what store_cached() writes
     for `k` under this version (truncated, damaged, written by another version or for another
     key) is a miss, and is removed so that this run's result can take its place."""
@@ -544,7 +698,7 @@ def load_cached(root: Path, k: str) -> dict[str, Any] | None:
     return summary
 
 
-def _checked_summary(text: str, k: str) -> dict[str, Any] | None:
+def _checked_summary(text: str, k: str) -> JsonObject | None:
     try:
         doc = json.loads(text)
         inner = doc["summary"]
@@ -570,7 +724,7 @@ def discard_entry(folder: Path) -> None:
     shutil.rmtree(gone, ignore_errors=True)
 
 
-def store_cached(root: Path, k: str, report_json: str, summary: dict[str, Any]) -> bool:
+def store_cached(root: Path, k: str, report_json: str, summary: JsonObject) -> bool:
     """Write the entry atomically (a temporary directory renamed into place); False when
     the cache cannot be written. Two workers storing the same key: the first one wins."""
     final = entry_dir(root, k)

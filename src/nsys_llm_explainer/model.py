@@ -300,9 +300,10 @@ class Diagnosis:
     primary: Primary | None
     workload: Workload
     capture: CaptureReview
-    devices: tuple[dict[str, Any], ...] = ()  # per-device time buckets (diagnosis/accounting.py)
-    second: dict[str, Any] | None = None  # the cause named second: kind, impact_ns, impact_pct
-    kernels: dict[str, Any] | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
+    # JSON sections of report.json diagnosis, written as the diagnosis builds them:
+    devices: tuple[JsonObject, ...] = ()  # per-device time buckets (diagnosis/accounting.py)
+    second: JsonObject | None = None  # the cause named second: kind, impact_ns, impact_pct
+    kernels: JsonObject | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
 
 
 @frozen

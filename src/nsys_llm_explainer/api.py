@@ -113,7 +113,7 @@ def _trace_info(
     )
 
 
-def _with_capture_info(data: TraceData, info: TraceInfo) -> tuple[TraceInfo, dict[str, Any]]:
+def _with_capture_info(data: TraceData, info: TraceInfo) -> tuple[TraceInfo, model.CaptureInfo]:
     """Only with --include-capture-info: capture metadata (secrets redacted), process names."""
     capture_info = data.capture_info([p.pid for p in info.processes])
     names = {p["pid"]: p["name"] for p in capture_info["processes"]}

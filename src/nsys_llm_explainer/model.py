@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, TypeVar
 
 from nsys_llm_explainer.frozen import frozen
 
@@ -300,9 +300,10 @@ class Diagnosis:
     primary: Primary | None
     workload: Workload
     capture: CaptureReview
-    devices: tuple[dict[str, Any], ...] = ()  # per-device time buckets (diagnosis/accounting.py)
-    second: dict[str, Any] | None = None  # the cause named second: kind, impact_ns, impact_pct
-    kernels: dict[str, Any] | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
+    # JSON sections of report.json diagnosis, written as the diagnosis builds them:
+    devices: tuple[JsonObject, ...] = ()  # per-device time buckets (diagnosis/accounting.py)
+    second: JsonObject | None = None  # the cause named second: kind, impact_ns, impact_pct
+    kernels: JsonObject | None = None  # what GPU-bound kernels are limited by (diagnosis/kernel_mix.py)
 
 
 @frozen
@@ -324,6 +325,41 @@ class ProcessInfo:
     name: str | None = None  # only with --include-capture-info
 
 
+class Distributed(TypedDict):
+    """report.json trace.distributed: where the trace sits in a distributed job (each None
+    when the trace does not record it)."""
+
+    rank: int | None
+    world_size: int | None
+    backend: str | None  # the collective backend: nccl, mpi, gloo ...
+
+
+class ProcessName(TypedDict):
+    pid: int
+    name: str | None
+
+
+class Setting(TypedDict):
+    name: str
+    value: str
+
+
+class EnvironmentVariable(TypedDict):
+    process: str
+    name: str
+    value: str  # redacted where the name looks secret
+
+
+class CaptureInfo(TypedDict):
+    """report.json capture_info (--include-capture-info): process names, the capture's
+    settings and environment, secrets redacted, and how many values were."""
+
+    processes: list[ProcessName]
+    settings: list[Setting]
+    environment: list[EnvironmentVariable]
+    redacted_values: int
+
+
 @frozen
 class TraceInfo:
     path: str
@@ -338,8 +374,8 @@ class TraceInfo:
     format: TraceFormat = TraceFormat.NSYS  # which source read the file
     # The format's own version fields (a PyTorch profiler trace's schemaVersion ...); report.json
     # calls them trace.kineto (render/json_writer.py).
-    format_details: dict[str, Any] | None = None
-    distributed: dict[str, Any] | None = None  # rank, world_size, backend when recorded
+    format_details: dict[str, int | str] | None = None
+    distributed: Distributed | None = None  # rank, world_size, backend when recorded
 
 
 @frozen
@@ -353,8 +389,8 @@ class Report:
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
     limitations: tuple[str, ...]
-    options: dict[str, Any]
-    capture_info: dict[str, Any] | None = None
+    options: JsonObject  # Options.to_json(): report.json options
+    capture_info: CaptureInfo | None = None
     diagnosis: Diagnosis | None = None
 
     def ok(self, metric_id: str) -> MetricResult | None:

@@ -87,3 +87,17 @@ def test_no_format_id_is_compared_outside_the_registry() -> None:
         found += [f"{rel}:{n}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                   if ID_LITERAL.search(line)]
     assert found == []
+
+
+def test_source_text_names_format_and_versions() -> None:
+    kineto = {"format": "kineto-json", "kineto": {"schemaVersion": 1, "cupti_version": 22}}
+    assert formats.source_text(kineto) == "PyTorch profiler trace (schema 1, CUPTI 22)"
+    rocm = {"format": "kineto-json", "kineto": {"roctracer_version": "4.1"}}
+    assert formats.source_text(rocm) == "PyTorch profiler trace (schema unknown, roctracer 4.1)"
+    # A trace section whose version facts are not an object (a damaged report.json) has none.
+    for facts in (None, [1], "x"):
+        assert formats.source_text({"format": "kineto-json", "kineto": facts}) == \
+            "PyTorch profiler trace (schema unknown)"
+    nsys = {"format": "nsys-sqlite", "nsys_version": "2024.5.1", "export_schema_version": "3.11.1"}
+    assert formats.source_text(nsys) == "Nsight Systems 2024.5.1 (export schema 3.11.1)"
+    assert formats.source_text({}) == "Nsight Systems version unknown (export schema unknown)"

@@ -69,7 +69,7 @@ built, not while it runs."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -90,7 +90,43 @@ OVERHEAD_SETTINGS = ("with_stack", "profile_memory", "record_shapes")
 OVERHEAD_EVENTS = {"with_stack": "python_function", "profile_memory": "cpu_instant_event"}
 
 
-def slice_of(span: CaptureSpan | None, w0: int | None, w1: int | None) -> dict[str, Any] | None:
+# The facts, as the capture metric turns them into its result (results/run.py CaptureSlice,
+# CarriedFact, MissingEvents, ProfilerOverhead).
+class SliceFact(TypedDict):
+    how: str  # cut, delay, trigger
+    start_ns: int | None
+    end_ns: int | None
+    window_ns: int | None
+    offset_ns: int | None
+    capture_ns: int | None
+    source: str | None
+    trigger: NotRequired[str | None]  # how == "trigger"
+
+
+class CarriedFactRow(TypedDict):
+    kernels: int
+    kernel_ns: int
+    busy_ns: int
+    end_ns: int | None
+    devices: tuple[int, ...]
+    drained_by: str | None
+
+
+class MissingFact(TypedDict):
+    launches: int
+    kernels: int
+    wait_calls: int
+    sync_records: int | None  # None: not read (too few waits to matter)
+    waits_unseen: bool
+    sampled: tuple[str, ...]
+
+
+class OverheadFact(TypedDict):
+    settings: list[str]
+    events: dict[str, int]  # event category -> events
+
+
+def slice_of(span: CaptureSpan | None, w0: int | None, w1: int | None) -> SliceFact | None:
     """The slice fact (module docstring), or None when the trace is not known to be one."""
     if span is None:
         return None
@@ -116,7 +152,7 @@ def slice_of(span: CaptureSpan | None, w0: int | None, w1: int | None) -> dict[s
     return None
 
 
-def carried_fact(data: TraceData) -> dict[str, Any] | None:
+def carried_fact(data: TraceData) -> CarriedFactRow | None:
     """The carried fact (module docstring), or None when nothing was carried."""
     c = carried(data)
     if not c.kernels:
@@ -133,13 +169,14 @@ def carried_fact(data: TraceData) -> dict[str, Any] | None:
             drained = names[int(rt.api[rows[np.argmin(rt.start[rows])]])]
     except Unavailable:
         pass
-    return {**c.to_json(), "drained_by": drained}
+    return {"kernels": c.kernels, "kernel_ns": c.kernel_ns, "busy_ns": c.busy_ns, "end_ns": c.end_ns,
+            "devices": c.devices, "drained_by": drained}
 
 
-def missing_events(data: TraceData) -> dict[str, Any]:
+def missing_events(data: TraceData) -> MissingFact:
     """The missing fact (module docstring): launches, sync records, sampling marks."""
-    out: dict[str, Any] = {"launches": 0, "kernels": 0, "wait_calls": 0, "sync_records": None, "waits_unseen": False,
-                           "sampled": list(data.profiler_options().sampled)}
+    out: MissingFact = {"launches": 0, "kernels": 0, "wait_calls": 0, "sync_records": None, "waits_unseen": False,
+                        "sampled": data.profiler_options().sampled}
     try:
         k = data.kernels()
         launch = kernel_launch_index(data)
@@ -169,7 +206,7 @@ def missing_events(data: TraceData) -> dict[str, Any]:
     return out
 
 
-def overhead(data: TraceData) -> dict[str, Any] | None:
+def overhead(data: TraceData) -> OverheadFact | None:
     """The overhead fact (module docstring), or None when no such setting was on."""
     opts = data.profiler_options().settings
     on = [s for s in OVERHEAD_SETTINGS if opts.get(s)]

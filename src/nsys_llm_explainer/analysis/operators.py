@@ -18,7 +18,7 @@ phases and Python call sites (operators.py holds the per-operator table)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -29,10 +29,61 @@ from nsys_llm_explainer.analysis.groups import distinct, group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_launch_index, launch_api_mask
 from nsys_llm_explainer.analysis.phase_scope import phase_scope
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonValue
 from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CACHE_KEY = "operator_attribution"
+
+
+# The rows of report.json metrics.operators (docs/metrics/operators.md) built here.
+class ShapeRow(TypedDict):
+    """One input shape of an operator (top_shapes)."""
+
+    input_dims: JsonValue  # as the trace wrote it (None: not recorded)
+    input_types: JsonValue
+    calls: int
+    cpu_inclusive_ns: int
+    kernel_ns: int
+
+
+class OperatorTime(TypedDict):
+    name: str
+    kernel_ns: int
+
+
+class StepRow(TypedDict):
+    """One ProfilerStep#N (steps)."""
+
+    step: int
+    pid: int
+    start_ns: int
+    end_ns: int
+    operator_calls: int
+    cpu_inclusive_ns: int
+    kernel_ns: int
+    top_operators: list[OperatorTime]
+
+
+class PhaseRow(TypedDict):
+    """One phase of a phase map or --step-range (phases)."""
+
+    phase: str
+    kernel_ns: int
+    operators: list[OperatorTime]
+
+
+class CallSite(TypedDict):
+    frame: str
+    calls: int
+    kernel_ns: int
+
+
+class OperatorCallSites(TypedDict):
+    """The Python frames around one top operator's calls (call_sites)."""
+
+    operator: str
+    sites: list[CallSite]
 
 
 @frozen
@@ -219,10 +270,10 @@ def shape_table(data: TraceData, att: OperatorAttribution, codes: np.ndarray, fr
                            kind="stable").reset_index(drop=True)
 
 
-def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[str, Any]]]:
+def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[ShapeRow]]:
     """Operator -> the first `limit` rows of the shape table (its order) as records, in one
     pass over the table."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[ShapeRow]] = {}
     if not len(shapes):
         return out
     cols = [shapes[c].tolist() for c in ("operator", "input_dims", "input_types", "calls", "cpu_inclusive_ns",
@@ -235,14 +286,14 @@ def shapes_by_operator(shapes: pd.DataFrame, limit: int) -> dict[str, list[dict[
     return out
 
 
-def _json(text: str) -> Any:
+def _json(text: str) -> JsonValue:
     try:
         return json.loads(text) if text else None
     except ValueError:
         return None
 
 
-def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame) -> list[StepRow]:
     """Per ProfilerStep#N: operator calls starting in it (any thread of its process), their
     CPU time, the kernel time they launched, and the top operators by that time."""
     try:
@@ -276,7 +327,7 @@ def per_step(data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame
     k_in = np.flatnonzero(kstep >= 0)
     k_in = k_in[np.argsort(kstep[k_in], kind="stable")]  # kernels grouped by step, in row order
     bounds = np.searchsorted(kstep[k_in], np.arange(n + 1))
-    out = []
+    out: list[StepRow] = []
     for s in np.argsort(steps.start, kind="stable").tolist():
         rows = k_in[bounds[s] : bounds[s + 1]]
         by_op = _top_sums(codes[att.kernel_op[rows]], dur[rows], TOP_PER_STEP)
@@ -309,7 +360,7 @@ def _pos(att: OperatorAttribution) -> np.ndarray:
     return pos
 
 
-def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> list[dict[str, Any]]:
+def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> list[PhaseRow]:
     """With a phase map or --step-range: per phase, the top operators by kernel time."""
     if not ctx.options.phase_map and not ctx.options.step_range:
         return []
@@ -320,7 +371,7 @@ def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> li
     kphase = scope.kernel_phase()
     codes, _ = group_codes(att.ops.name)
     names = _names(frame)
-    out = []
+    out: list[PhaseRow] = []
     for i, phase in enumerate(scope.phases):
         sel = (kphase == i) & (att.kernel_op >= 0)
         by_op = _top_sums(codes[att.kernel_op[sel]], k.dur[sel], TOP_PER_PHASE)
@@ -333,7 +384,7 @@ def per_phase(ctx: Context, att: OperatorAttribution, frame: pd.DataFrame) -> li
 
 def call_sites(
     data: TraceData, att: OperatorAttribution, codes: np.ndarray, frame: pd.DataFrame
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[OperatorCallSites], str | None]:
     """For the top operators: the innermost Python frames (python_function events that are
     not built-ins) around their calls, by calls and own kernel time."""
     try:
@@ -347,7 +398,7 @@ def call_sites(
     hit = att.kernel_op >= 0
     own = group_sum(k.dur[hit], att.kernel_op[hit], len(ops))
     op_names = _names(frame)
-    out = []
+    out: list[OperatorCallSites] = []
     for code in frame["code"].head(CALL_SITE_OPERATORS).tolist():
         rows = np.flatnonzero(codes == code)
         pos = nvtx.innermost(index, ops.tkey[rows], ops.start[rows], ops.end[rows])

@@ -72,7 +72,7 @@ blocking sync, or a launch that blocked on a full launch queue)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -746,9 +746,29 @@ def _longest_call(ctx: Context, pid: int, t0: int, t1: int) -> tuple[int, str | 
     return int(inside[j]), ctx.data.runtime_api_names()[int(rt.api[mine[j]])]
 
 
+class Outlier(TypedDict):
+    """A step much slower than its phase's median, with the likeliest reason (the fields of
+    results/run.py StepOutlier)."""
+
+    step: int
+    phase: str
+    pid: int
+    start_ns: int
+    latency_ns: int
+    ratio_to_median: float
+    gap_ns: int
+    gap_cause: str | None
+    kernel_name: str | None
+    kernel_ns: int | None
+    kernel_median_ns: int | None
+    host_call: str | None
+    host_call_ns: int
+    reason: str | None  # idle_gap, slow_kernel, host_call
+
+
 def explain_outliers(
     ctx: Context, top: pd.DataFrame, kernel_step: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[Outlier]:
     if top.empty:
         return []
     k = ctx.data.kernels()
@@ -764,7 +784,7 @@ def explain_outliers(
         gap_ns, gap_cause = _longest_gap(
             ctx, int(row["pid"]), int(row["start_ns"]), int(row["end_ns"])
         )
-        item: dict[str, Any] = {
+        item: Outlier = {
             "step": int(row["step"]),
             "phase": str(row["phase"]),
             "pid": int(row["pid"]),
@@ -783,14 +803,12 @@ def explain_outliers(
         call_ns, call_api = _longest_call(
             ctx, int(row["pid"]), int(row["start_ns"]), int(row["end_ns"])
         )
-        item.update(host_call=call_api, host_call_ns=call_ns)
+        item["host_call"], item["host_call_ns"] = call_api, call_ns
         if len(mine):
             j = mine[np.argmax(excess[mine])]
-            item.update(
-                kernel_name=lookup[int(k.name_id[j])],
-                kernel_ns=int(k.dur[j]),
-                kernel_median_ns=int(median[codes[j]]),
-            )
+            item["kernel_name"] = lookup[int(k.name_id[j])]
+            item["kernel_ns"] = int(k.dur[j])
+            item["kernel_median_ns"] = int(median[codes[j]])
         kernel_excess = (item["kernel_ns"] or 0) - (item["kernel_median_ns"] or 0)
         candidates = {"idle_gap": gap_ns, "slow_kernel": kernel_excess, "host_call": call_ns}
         reason, value = max(candidates.items(), key=lambda kv: kv[1])

@@ -459,8 +459,8 @@ def _captured(data: TraceData, window: tuple[int, int] | None) -> Captured:
     return Captured(
         program=program,
         slice=None if cut is None else CaptureSlice(**cut),
-        carried=None if carried is None else CarriedFact(**{**carried, "devices": tuple(carried["devices"])}),
-        missing=MissingEvents(**{**missing, "sampled": tuple(missing["sampled"])}),
+        carried=None if carried is None else CarriedFact(**carried),
+        missing=MissingEvents(**missing),
         overhead=None if over is None else ProfilerOverhead(tuple(over["settings"]), over["events"]),
     )
 

@@ -468,14 +468,14 @@ def _overhead(ctx: Context) -> tuple[str, ...]:
 
 
 def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> dict[str, Any] | None:
-    dist = ctx.data.distributed() or {}
-    world = dist.get("world_size")
+    dist = ctx.data.distributed()
+    world = dist["world_size"] if dist else None
     pids = sorted({r.pid for r in rows})
     comm = sum(r.categories.get("communication", 0) for r in rows)
     if not (isinstance(world, int) and world > 1) and not comm:
         return None
     ranks = len(pids)
-    return {"world_size": world if isinstance(world, int) else None, "rank": dist.get("rank"),
+    return {"world_size": world if isinstance(world, int) else None, "rank": dist["rank"] if dist else None,
             "processes_captured": ranks, "communication_ns": comm}
 
 

@@ -61,7 +61,7 @@ def _trace(info: TraceInfo) -> dict[str, Any]:
 
 def report_dict(report: Report) -> dict[str, Any]:
     """report.json as a dict, built from the Report (Shared.document caches it: use that)."""
-    top_n = int(report.options.get("top_n", 20))
+    top_n = n if isinstance(n := report.options.get("top_n"), int) else 20
     metrics: dict[str, Any] = {}
     for mid, outcome in report.metrics.items():
         if isinstance(outcome, MetricResult):

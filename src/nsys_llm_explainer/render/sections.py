@@ -49,7 +49,7 @@ def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[st
 def render(report: Report, doc: dict[str, Any]) -> list[Section]:
     """Every metric of the report, in registry order (`doc`: its report.json dict)."""
     env = report_environment()
-    top_n = int(report.options.get("top_n", 20))
+    top_n = n if isinstance(n := report.options.get("top_n"), int) else 20
     out = []
     for metric in REGISTRY:
         outcome = report.metrics.get(metric.id)

@@ -62,7 +62,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
+from nsys_llm_explainer.model import CaptureInfo, Distributed, GpuInfo, Schema, TraceFormat
 from nsys_llm_explainer.trace import deadline
 from nsys_llm_explainer.trace.columns import Columns
 
@@ -374,7 +374,7 @@ class TraceData:
         """The profiler's settings that change the host's times, and sampling marks."""
         return ProfilerOptions({})
 
-    def format_details(self) -> dict[str, Any] | None:
+    def format_details(self) -> dict[str, int | str] | None:
         """The format's own version fields (report.json trace.kineto); None when it has none."""
         return None
 
@@ -382,7 +382,7 @@ class TraceData:
         """What this format cannot provide, for the report's limitations."""
         return []
 
-    def distributed(self) -> dict[str, Any] | None:
+    def distributed(self) -> Distributed | None:
         """Rank, world size and backend when the trace records them."""
         return None
 
@@ -423,7 +423,7 @@ class TraceData:
         """How many referenced names the trace lacks (shown as '(unknown name) #id')."""
         return 0
 
-    def capture_info(self, pids: list[int]) -> dict[str, Any]:
+    def capture_info(self, pids: list[int]) -> CaptureInfo:
         """Capture metadata for --include-capture-info (secrets redacted): processes
         [{pid, name}], settings [{name, value}], environment [{process, name, value}] and
         redacted_values (how many values were replaced). Never command lines or

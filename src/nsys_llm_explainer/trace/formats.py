@@ -21,11 +21,11 @@ import os
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import TraceFormat
+from nsys_llm_explainer.model import JsonObject, TraceFormat
 from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, SQLITE_MAGIC, check_input_file
 
 if TYPE_CHECKING:
@@ -208,16 +208,18 @@ def capture_hint(fmt: TraceFormat, topic: str) -> str | None:
     return READERS[fmt].capture_hints.get(topic) or None
 
 
-def source_text(trace: dict[str, Any]) -> str:
+def source_text(trace: JsonObject) -> str:
     """One line naming a report's input format and its version facts, from report.json's
     trace section: "Nsight Systems 2024.5.1 (export schema 3.11.1)", "PyTorch profiler
     trace (schema 1, CUPTI 22)"."""
     if TraceFormat.parse(trace.get("format")) is TraceFormat.KINETO:
-        facts = trace.get("kineto") or {}
+        facts = trace.get("kineto")
+        facts = facts if isinstance(facts, dict) else {}
         parts = [f"schema {facts.get('schemaVersion', 'unknown')}"]
         for key, label in (("cupti_version", "CUPTI"), ("roctracer_version", "roctracer")):
-            if facts.get(key) is not None:
-                parts.append(f"{label} {facts[key]}")
+            value = facts.get(key)
+            if value is not None:
+                parts.append(f"{label} {value}")
         return f"PyTorch profiler trace ({', '.join(parts)})"
     version = trace.get("nsys_version") or "version unknown"
     return f"Nsight Systems {version} (export schema {trace.get('export_schema_version') or 'unknown'})"

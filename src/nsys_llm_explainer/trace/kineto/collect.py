@@ -46,9 +46,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 from nsys_llm_explainer.errors import InputError
+
+if TYPE_CHECKING:  # the prefetch helper imports this module alone: nothing more at run time
+    from nsys_llm_explainer.model import JsonObject
 
 # Event category -> table. Old traces (PyTorch <= 1.9) capitalize the categories; ROCm traces
 # reuse the CUDA names for HIP calls and kernels.
@@ -169,7 +172,7 @@ class Collected:
     flow_starts: Flows  # ph "s": at the runtime call
     flow_ends: Flows  # ph "f": at the GPU event
     categories: Counter[str]
-    metadata: list[dict[str, Any]]
+    metadata: list[JsonObject]  # the metadata events (ph "M"): process names
     python_ids: array  # per python_function: its "Python id" (-1 none)
     python_parents: array  # per python_function: its "Python parent id" (-1 none)
     bad: Counter[str]  # kind -> events ignored (no time, negative duration)
@@ -354,7 +357,7 @@ class Collector:
             if kind == PYTHON:
                 del py_ids[row:], py_parents[row:]
 
-        def _flow(e: dict[str, Any], ph: str) -> None:
+        def _flow(e: JsonObject, ph: str) -> None:
             fid = e.get("id")
             ts = e.get("ts")
             try:
@@ -409,7 +412,7 @@ def _text(value: Any) -> str:
         return ""
 
 
-Events = tuple[dict[str, Any], Collected]  # the top-level keys besides traceEvents, the events
+Events: TypeAlias = "tuple[JsonObject, Collected]"  # the top-level keys besides traceEvents, the events
 
 
 def read_events(path: Path) -> Events:
@@ -531,7 +534,7 @@ def open_binary(path: Path) -> BinaryIO:
     return io.BufferedReader(fh)  # type: ignore[arg-type]
 
 
-def read_trace(path: Path, on_event: Callable[[Any], None]) -> dict[str, Any]:
+def read_trace(path: Path, on_event: Callable[[Any], None]) -> JsonObject:
     """Call `on_event` for each item of `traceEvents`; return the other top-level keys.
 
     InputError for anything that is not a JSON object with a traceEvents array."""
@@ -566,7 +569,7 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def _read(stream: TextStream, on_event: Callable[[Any], None]) -> dict[str, Any]:
+def _read(stream: TextStream, on_event: Callable[[Any], None]) -> JsonObject:
     first = stream.skip_ws()
     if first == "\ufeff":  # a byte-order mark some writers add
         stream.pos += 1
@@ -575,7 +578,7 @@ def _read(stream: TextStream, on_event: Callable[[Any], None]) -> dict[str, Any]
         kind = "an empty file" if first == "" else "a JSON array" if first == "[" else "not a JSON object"
         raise InputError(f"{stream.label}: {NOT_A_TRACE} ({kind}; expected an object with traceEvents)")
     stream.pos += 1
-    top: dict[str, Any] = {}
+    top: JsonObject = {}
     found = False
     if stream.skip_ws() == "}":
         stream.pos += 1

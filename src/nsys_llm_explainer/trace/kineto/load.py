@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from nsys_llm_explainer.errors import InputError
-from nsys_llm_explainer.model import GpuInfo, Schema, TraceFormat
+from nsys_llm_explainer.model import CaptureInfo, Distributed, GpuInfo, JsonObject, Schema, Setting, TraceFormat
 from nsys_llm_explainer.trace.clean import (
     NAME_LIMIT,
     api_base_name,
@@ -88,7 +88,7 @@ def _arr(values: Any) -> np.ndarray:
 class KinetoTraceData(TraceData):
     """Columns of one PyTorch profiler trace, built from one pass over the file."""
 
-    def __init__(self, collected: kc.Collected, top: dict[str, Any], kernel_name: str = "demangled") -> None:
+    def __init__(self, collected: kc.Collected, top: JsonObject, kernel_name: str = "demangled") -> None:
         schema = Schema(tables={}, kernel_table=None, meta_table=None, nsys_version=None,
                         export_schema_version=None, format=TraceFormat.KINETO)
         super().__init__(schema, kernel_name)
@@ -502,13 +502,13 @@ class KinetoTraceData(TraceData):
     def kernel_rows_estimate(self) -> int:
         return len(self.c.tables[kc.KERNEL])
 
-    def format_details(self) -> dict[str, Any]:
+    def format_details(self) -> dict[str, int | str]:
         return self.info
 
     def format_limitations(self) -> list[str]:
         return limitations_of(self.c, self.kernel_rows_estimate())
 
-    def distributed(self) -> dict[str, Any] | None:
+    def distributed(self) -> Distributed | None:
         return distributed_of(self.top)
 
     def command_lines(self) -> list[CommandLine]:
@@ -517,7 +517,7 @@ class KinetoTraceData(TraceData):
     def profiler_options(self) -> ProfilerOptions:
         return profiler_options_of(self.top)
 
-    def capture_info(self, pids: list[int]) -> dict[str, Any]:
+    def capture_info(self, pids: list[int]) -> CaptureInfo:
         """Process names (process_name metadata events) and the profiler's own settings.
 
         Only the top-level keys the PyTorch profiler itself writes (PROFILER_SETTINGS)
@@ -685,7 +685,7 @@ ROCM_KEYS = (
 AMD_SERIES = {"9.0": "gfx90x (MI100/MI200 series)", "9.4": "gfx94x (MI300 series)", "9.5": "gfx950 (MI350 series)"}
 
 
-def vendor(top: dict[str, Any], props: list[Any]) -> str | None:
+def vendor(top: JsonObject, props: list[Any]) -> str | None:
     """amd for a ROCm trace (HIP or roctracer version keys, 64-wide wavefronts, an AMD name),
     nvidia for a CUDA one, else None."""
     if any(k in top for k in ROCM_KEYS):
@@ -728,7 +728,7 @@ def _amd_name(cc: str | None, sms: int | None, mem: int | None) -> str | None:
     return f"AMD GPU {what}" + (f", {', '.join(parts)}" if parts else "") + " (name not recorded)"
 
 
-def gpus_of(top: dict[str, Any]) -> list[GpuInfo]:
+def gpus_of(top: JsonObject) -> list[GpuInfo]:
     """deviceProperties -> GpuInfo per device id (first entry wins). An empty name is None,
     except on an AMD GPU, which gets a descriptive name from its gfx version, compute units
     and memory (_amd_name)."""
@@ -787,12 +787,12 @@ def _fields(obj: Any, keys: frozenset[str], depth: int = 0) -> list[tuple[str, A
     return out
 
 
-def _metadata(top: dict[str, Any]) -> list[Any]:
+def _metadata(top: JsonObject) -> list[JsonObject]:
     meta = _literal(top.get("metadata")) if isinstance(top.get("metadata"), str) else top.get("metadata")
     return [top, meta] if isinstance(meta, dict) else [top]
 
 
-def command_lines_of(top: dict[str, Any]) -> list[CommandLine]:
+def command_lines_of(top: JsonObject) -> list[CommandLine]:
     """The command line and the model the trace's metadata names (module constants); [] when
     none does."""
     argv: tuple[str, ...] = ()
@@ -819,14 +819,14 @@ def _truthy(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def profiler_options_of(top: dict[str, Any]) -> ProfilerOptions:
+def profiler_options_of(top: JsonObject) -> ProfilerOptions:
     settings = {key: _truthy(top[key]) for key in OVERHEAD_SETTINGS if key in top}
     sampled = tuple(sorted({k for obj in _metadata(top) for k, v in _fields(obj, SAMPLED_KEYS)
                             if _truthy(v) or (isinstance(v, float) and 0 < v < 1)}))
     return ProfilerOptions(settings, sampled)
 
 
-def distributed_of(top: dict[str, Any]) -> dict[str, Any] | None:
+def distributed_of(top: JsonObject) -> Distributed | None:
     """distributedInfo: rank, world size and backend (None when the trace has none)."""
     info = _literal(top.get("distributedInfo"))
     if not isinstance(info, dict):
@@ -839,9 +839,9 @@ def distributed_of(top: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def format_info(top: dict[str, Any]) -> dict[str, Any]:
+def format_info(top: JsonObject) -> dict[str, int | str]:
     """The version fields the trace has, as written (ints or text; others dropped)."""
-    out: dict[str, Any] = {}
+    out: dict[str, int | str] = {}
     for key in VERSION_KEYS:
         value = top.get(key)
         if isinstance(value, bool) or not isinstance(value, int | str):
@@ -850,9 +850,9 @@ def format_info(top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def profiler_settings(top: dict[str, Any]) -> list[dict[str, str]]:
+def profiler_settings(top: JsonObject) -> list[Setting]:
     """PROFILER_SETTINGS the trace has, as name/value text (numbers and short text only)."""
-    out = []
+    out: list[Setting] = []
     for key in PROFILER_SETTINGS:
         value = top.get(key)
         if isinstance(value, bool | int):
@@ -862,22 +862,23 @@ def profiler_settings(top: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def base_time_ns(top: dict[str, Any]) -> int | None:
+def base_time_ns(top: JsonObject) -> int | None:
     """baseTimeNanoseconds: the epoch time in ns that timestamps count from (None when
     absent or not a positive integer)."""
     value = _int(top.get("baseTimeNanoseconds"))
     return value if value is not None and 0 < value < 1 << 62 else None
 
 
-def process_names(events: list[dict[str, Any]]) -> dict[Any, str]:
+def process_names(events: list[JsonObject]) -> dict[int | str, str]:
     """pid value -> name from `process_name` metadata events."""
-    out: dict[Any, str] = {}
+    out: dict[int | str, str] = {}
     for e in events:
         args = e.get("args")
-        if e.get("name") == "process_name" and isinstance(args, dict) and isinstance(args.get("name"), str):
+        name = args.get("name") if isinstance(args, dict) else None
+        if e.get("name") == "process_name" and isinstance(name, str):
             pid = e.get("pid")
             if isinstance(pid, int | str):
-                out.setdefault(pid, args["name"])
+                out.setdefault(pid, name)
     return out
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from nsys_llm_explainer.trace.kineto.collect import GZIP_MAGIC, Collected, read_events
+from nsys_llm_explainer.trace.kineto.collect import GZIP_MAGIC, Collected, Events, read_events
 
 # JSON text read by a helper at most (the gzip size field for compressed traces): about 2 s
 # of reading. The gain is the import time, whatever the size.
@@ -55,7 +55,6 @@ _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from nsys_llm_explainer.trace.kineto.prefetch import main; main()"
 )
-Events = tuple[dict, Collected]
 
 
 class _Child(Protocol):

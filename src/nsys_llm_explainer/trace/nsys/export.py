@@ -41,7 +41,7 @@ MAX_DEVICE_ID = 65535
 class Loaded:
     """What loading one key produced in a load helper, to be merged into the trace data."""
 
-    entries: dict[str, Any]
+    entries: dict[str, Columns | list[str]]  # cache key -> its value
     warnings: list[str] = field(default_factory=list)
     row_counts: dict[str, int] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)

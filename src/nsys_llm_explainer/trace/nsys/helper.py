@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Required, TypedDict
 
 import numpy as np
 
@@ -224,18 +224,39 @@ class WireError(Exception):
     """The stream is cut short or malformed."""
 
 
-def write_header(out: IO[bytes], header: dict[str, Any]) -> None:
+class Entry(TypedDict, total=False):
+    """One cache entry of a "loaded" header: columns, or a list of names."""
+
+    table: str
+    columns: list[tuple[str, str, int]]  # column, dtype, rows (a JSON array each)
+    strings: list[str]
+
+
+class Header(TypedDict, total=False):
+    """A frame's header (the module's docstring): progress, loaded or failed."""
+
+    type: str
+    key: Required[str]
+    rows: int  # progress
+    entries: dict[str, Entry]  # loaded
+    warnings: list[str]
+    row_counts: dict[str, int]
+    missing: list[int]
+    why: str  # failed
+
+
+def write_header(out: IO[bytes], header: Header) -> None:
     body = json.dumps(header, separators=(",", ":")).encode("utf-8")
     out.write(_LEN.pack(len(body)))
     out.write(body)
 
 
 def write_loaded(
-    out: IO[bytes], key: str, entries: dict[str, Any], warnings: list[str],
+    out: IO[bytes], key: str, entries: dict[str, Columns | list[str]], warnings: list[str],
     row_counts: dict[str, int], missing: list[int],
 ) -> None:
     """One loaded table: its cache entries (Columns or lists of names) and side effects."""
-    described: dict[str, Any] = {}
+    described: dict[str, Entry] = {}
     arrays: list[np.ndarray] = []
     for name, value in entries.items():
         if isinstance(value, Columns):
@@ -244,7 +265,7 @@ def write_loaded(
                 arr = np.ascontiguousarray(value[col])
                 if arr.dtype.hasobject:
                     raise TypeError(f"{name}.{col}: object columns cannot be sent")
-                cols.append([col, arr.dtype.str, len(arr)])
+                cols.append((col, arr.dtype.str, len(arr)))
                 arrays.append(arr)
             described[name] = {"table": value.table, "columns": cols}
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -269,7 +290,7 @@ def _read_exact(stream: IO[bytes], buf: memoryview) -> None:
         got += n
 
 
-def read_header(stream: IO[bytes]) -> dict[str, Any] | None:
+def read_header(stream: IO[bytes]) -> Header | None:
     """The next header, or None at a clean end of stream."""
     raw = stream.read(_LEN.size)
     if not raw:
@@ -281,15 +302,15 @@ def read_header(stream: IO[bytes]) -> dict[str, Any] | None:
         raise WireError("the helper sent an oversized header")
     body = bytearray(size)
     _read_exact(stream, memoryview(body))
-    header = json.loads(body)
+    header: Header = json.loads(body)  # checked here, and by what reads each field
     if not isinstance(header, dict) or not isinstance(header.get("key"), str):
         raise WireError("the helper sent a malformed header")
     return header
 
 
-def read_entries(stream: IO[bytes], header: dict[str, Any]) -> dict[str, Any]:
+def read_entries(stream: IO[bytes], header: Header) -> dict[str, Columns | list[str]]:
     """The cache entries of a "loaded" header, reading its arrays from `stream`."""
-    entries: dict[str, Any] = {}
+    entries: dict[str, Columns | list[str]] = {}
     for name, desc in header["entries"].items():
         if "strings" in desc:
             entries[name] = [str(s) for s in desc["strings"]]

@@ -5,12 +5,10 @@ through NsysExport's checked load (export.py); the other tables through their re
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.model import GpuInfo
+from nsys_llm_explainer.model import CaptureInfo, Distributed, GpuInfo
 from nsys_llm_explainer.trace.clean import (
     KERNEL_IDENTITY,
     api_base_name,
@@ -342,7 +340,7 @@ class NsysTraceData(NsysExport):
     def clock_origin(self) -> ClockOrigin:
         return metadata.session_start(self)
 
-    def distributed(self) -> dict[str, Any] | None:
+    def distributed(self) -> Distributed | None:
         return self.cached("distributed", lambda: metadata.read_ranks(self))
 
     def os_calls(self) -> Columns:
@@ -374,6 +372,6 @@ class NsysTraceData(NsysExport):
     def capture_span(self) -> CaptureSpan | None:
         return self.cached("capture_span", lambda: metadata.capture_span(self))
 
-    def capture_info(self, pids: list[int]) -> dict[str, Any]:
+    def capture_info(self, pids: list[int]) -> CaptureInfo:
         with self.sql:
             return metadata.read_capture_info(self.conn, self.schema, pids)

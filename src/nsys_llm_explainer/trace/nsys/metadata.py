@@ -43,7 +43,7 @@ import sqlite3
 import struct
 from typing import Any
 
-from nsys_llm_explainer.model import Schema
+from nsys_llm_explainer.model import CaptureInfo, Distributed, EnvironmentVariable, ProcessName, Schema, Setting
 from nsys_llm_explainer.trace.data import CaptureSpan, ClockOrigin, CommandLine, Diagnostic, Unavailable
 from nsys_llm_explainer.trace.nsys.export import NsysExport, pid_of
 from nsys_llm_explainer.trace.nsys.probe import CAPTURE_META_TABLE, GPU_TABLE, quote_ident
@@ -327,7 +327,7 @@ def _json(text: Any) -> tuple[int, int] | None:
     return None
 
 
-def _from_mpi(data: NsysExport) -> dict[str, Any] | None:
+def _from_mpi(data: NsysExport) -> Distributed | None:
     if not data.schema.has(MPI_RANKS, "rank"):
         return None
     ranks = sorted({int(r) for (r,) in data.query(f"SELECT DISTINCT rank FROM {MPI_RANKS}") if isinstance(r, int)})
@@ -338,7 +338,7 @@ def _from_mpi(data: NsysExport) -> dict[str, Any] | None:
             "backend": "mpi"}
 
 
-def read_ranks(data: NsysExport) -> dict[str, Any] | None:
+def read_ranks(data: NsysExport) -> Distributed | None:
     """{rank, world_size, backend} or None when the capture records neither."""
     try:
         found = _from_payloads(data)
@@ -412,10 +412,10 @@ def _text(value: object) -> str:
 
 def read_capture_info(
     conn: sqlite3.Connection, schema: Schema, pids: list[int]
-) -> dict[str, Any]:
+) -> CaptureInfo:
     """Process names (for `pids`), capture settings, command line and environment, redacted."""
-    settings: list[dict[str, str]] = []
-    env: list[dict[str, str]] = []
+    settings: list[Setting] = []
+    env: list[EnvironmentVariable] = []
     args: dict[str, list[str]] = {}
     redacted = 0
     if schema.has(CAPTURE_META_TABLE, "name", "value"):
@@ -447,7 +447,7 @@ def read_capture_info(
 
 def _process_names(
     conn: sqlite3.Connection, schema: Schema, pids: list[int]
-) -> list[dict[str, Any]]:
+) -> list[ProcessName]:
     if not pids or not schema.has(PROCESSES_TABLE, "globalPid", "name"):
         return []
     wanted = set(pids)

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -45,6 +45,7 @@ from nsys_llm_explainer.trace.nsys.fetch import Progress
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
+    from nsys_llm_explainer.render.json_writer import ReportDoc
     from nsys_llm_explainer.render.shared import Shared
 
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps
@@ -243,7 +244,7 @@ class Report(model.Report):
         return Shared(self.data())
 
     @property
-    def document(self) -> dict[str, Any]:
+    def document(self) -> ReportDoc:
         """report.json as a dict, built once: read it, do not change it (to_dict() returns a
         copy to keep)."""
         return self.shared.document
@@ -257,7 +258,7 @@ class Report(model.Report):
         """The report's data alone, as the writers take it."""
         return model.Report(**{f.name: getattr(self, f.name) for f in dataclasses.fields(model.Report)})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReportDoc:
         """The content of report.json (a copy: changing it changes nothing else)."""
         return copy.deepcopy(self.document)
 

@@ -290,7 +290,13 @@ def _options(**kw: Any) -> Options:
         from nsys_llm_explainer.kernels.categories import load_table
 
         load_table(kw["kernel_categories"])  # a bad file is a usage error before any work
-    _compute_options(kw)
+    flops, tokens = _compute_options(
+        kw.get("gpu_peaks"), kw.get("model_config"), kw.get("model_flops_per_token"), kw.get("tokens_per_step")
+    )
+    if flops is not None:
+        kw["model_flops_per_token"] = flops
+    if tokens is not None:
+        kw["tokens_per_step"] = tokens
     if kw.get("what_if"):
         from nsys_llm_explainer.graph.changes import parse
 
@@ -299,7 +305,7 @@ def _options(**kw: Any) -> Options:
     return Options(phase_map=PhaseMap.load(pm) if pm is not None else PhaseMap(), **kw)
 
 
-def _ncu_extra(paths: list[Path] | None) -> dict[str, Any]:
+def _ncu_extra(paths: list[Path] | None) -> dict[str, tuple[str, ...]]:
     """Options.extra for --ncu: the results are read now, so that a bad one is an error
     before any work (ncu/ caches them for the report's ncu metric)."""
     if not paths:
@@ -310,23 +316,27 @@ def _ncu_extra(paths: list[Path] | None) -> dict[str, Any]:
     return {"ncu": tuple(str(p) for p in paths)}
 
 
-def _compute_options(kw: dict[str, Any]) -> None:
-    """Parse the MFU/roofline inputs; a bad file or value is a usage error before any work."""
-    if kw.get("gpu_peaks") is not None:
+def _compute_options(
+    gpu_peaks: str | None, model_config: str | None, flops_per_token: str | None, tokens_per_step: str | None
+) -> tuple[float | None, int | None]:
+    """Parse the MFU/roofline inputs; a bad file or value is a usage error before any work.
+    Returns --model-flops-per-token and --tokens-per-step parsed (None where not given)."""
+    if gpu_peaks is not None:
         from nsys_llm_explainer.compute.peaks import load_gpu_peaks
 
-        load_gpu_peaks(kw["gpu_peaks"])
-    if kw.get("model_config") is not None:
+        load_gpu_peaks(gpu_peaks)
+    if model_config is not None:
         from nsys_llm_explainer.compute.model_flops import load_model_config
 
-        load_model_config(kw["model_config"])
-    if kw.get("model_flops_per_token") is not None or kw.get("tokens_per_step") is not None:
-        from nsys_llm_explainer.compute import model_flops
+        load_model_config(model_config)
+    if flops_per_token is None and tokens_per_step is None:
+        return None, None
+    from nsys_llm_explainer.compute import model_flops
 
-        if kw.get("model_flops_per_token") is not None:
-            kw["model_flops_per_token"] = model_flops.parse_model_flops_per_token(kw["model_flops_per_token"])
-        if kw.get("tokens_per_step") is not None:
-            kw["tokens_per_step"] = model_flops.parse_tokens_per_step(kw["tokens_per_step"])
+    return (
+        model_flops.parse_model_flops_per_token(flops_per_token) if flops_per_token is not None else None,
+        model_flops.parse_tokens_per_step(tokens_per_step) if tokens_per_step is not None else None,
+    )
 
 
 def write_report(

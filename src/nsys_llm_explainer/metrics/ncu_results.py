@@ -55,6 +55,7 @@ from nsys_llm_explainer.trace.data import Unavailable
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.compute.peaks import GpuSpec
+    from nsys_llm_explainer.ncu.results import LaunchDoc
 
 OPTION = "ncu"  # Options.extra key: the --ncu paths
 RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
@@ -83,15 +84,16 @@ def _weighted(values: list[tuple[float, float]]) -> float | None:
 
 
 def _kernel_row(
-    name: str, stats: TraceStats, members: list[dict[str, Any]], how: str, total_kernel_ns: int
+    name: str, stats: TraceStats, members: list[LaunchDoc], how: str, total_kernel_ns: int
 ) -> NcuKernel:
     durations = [float(m["duration_ns"]) for m in members if m["duration_ns"]]
-    classified = [m for m in members if m["class"]]
-    pct = _weighted([(float(m["pct_of_roof"]), float(m["duration_ns"] or 1.0)) for m in classified])
+    classified = [(c, m) for m in members if (c := m["class"])]
+    # a classified launch has its pct_of_roof (ncu/classify.py)
+    pct = _weighted([(float(m["pct_of_roof"] or 0.0), float(m["duration_ns"] or 1.0)) for _, m in classified])
     by_class: dict[str, float] = {}
-    for m in classified:
-        by_class[m["class"]] = by_class.get(m["class"], 0.0) + float(m["duration_ns"] or 1.0)
-    longest = max(classified, key=lambda m: m["duration_ns"] or 0.0) if classified else None
+    for c, m in classified:
+        by_class[c] = by_class.get(c, 0.0) + float(m["duration_ns"] or 1.0)
+    longest = max((m for _, m in classified), key=lambda m: m["duration_ns"] or 0.0) if classified else None
     ncu_p50 = statistics.median(durations) if durations else None
     ratio = ncu_p50 / stats.p50_ns if ncu_p50 and stats.p50_ns else None
     stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats.by_device.items()} if pct is not None else {}
@@ -113,7 +115,7 @@ def _kernel_row(
         sm_pct=longest["sm_pct"] if longest else None,
         memory_pct=longest["memory_pct"] if longest else None,
         longest_launch=longest["index"] if longest else None,
-        roofline_pct_of_roof=(longest.get("roofline") or {}).get("pct_of_roof") if longest else None,
+        roofline_pct_of_roof=point["pct_of_roof"] if longest and (point := longest["roofline"]) else None,
         ncu_p50_ns=round(ncu_p50, 1) if ncu_p50 else None,
         duration_ratio=round(ratio, 3) if ratio else None,
         ratio_far=bool(ratio and not 1.0 / RATIO_FAR <= ratio <= RATIO_FAR),
@@ -192,7 +194,7 @@ class Shapes:
         return self._by[key]
 
 
-def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
+def _check(d: LaunchDoc, key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
     """(why the launch does not match the trace's kernel `key`, or None; what was compared)."""
     compared = ["name"]
     durations: np.ndarray | None = None
@@ -207,7 +209,7 @@ def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tu
             hits = [v for (g, b), v in groups.items() if g == grid and b == block]
             want = _shape_text(grid, block)
         else:
-            gs, bs = int(d["grid_size"]), int(d["block_size"])
+            gs, bs = int(d["grid_size"] or 0), int(d["block_size"] or 0)
             hits = [v for (g, b), v in groups.items() if math.prod(g) == gs and math.prod(b) == bs]
             want = f"{gs:,} blocks of {bs:,} threads"
         if not hits:
@@ -246,9 +248,10 @@ def run(ctx: Context) -> Outcome:
     kernels, stats, total_kernel_ns = _trace_kernels(ctx)
     matcher = Matcher(kernels)
     names: dict[Any, str] = {key: name for key, name, _ in kernels}
-    groups: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[int, list[LaunchDoc]] = {}
     how: dict[int, str] = {}
-    unmatched, by = [], {"mangled": 0, "demangled": 0, "short": 0}
+    unmatched: list[NcuUnmatched] = []
+    by = {"mangled": 0, "demangled": 0, "short": 0}
     shapes = Shapes(ctx)
     for d in launches:
         m = matcher.match(d["kernel"])
@@ -256,25 +259,24 @@ def run(ctx: Context) -> Outcome:
         d["matched_kernel"], d["matched_by"] = (names[m.key], m.how) if why is None else (None, None)
         d["match_detail"] = detail or None
         if why is not None:
-            unmatched.append({"index": d["index"], "kernel": d["kernel"], "reason": why})
+            unmatched.append(NcuUnmatched(d["index"], d["kernel"], why))
             continue
         by[str(m.how)] += 1
         groups.setdefault(int(m.key), []).append(d)  # type: ignore[call-overload]
         how.setdefault(int(m.key), str(m.how))  # type: ignore[call-overload]
     rows = [_kernel_row(names[key], stats[key], members, how[key], total_kernel_ns) for key, members in groups.items()]
     rows.sort(key=lambda r: (-(r.stake_ns or -1), -r.total_ns, r.name))
-    summary = {k: v for k, v in doc.items() if k not in ("schema_version", "tool", "notes", "launches")}
     result = NcuResults(
-        launch_count=summary["launch_count"],
-        kernel_count=summary["kernel_count"],
-        classified=summary["classified"],
-        classes=summary["classes"],
-        thresholds=summary["thresholds"],
-        files=tuple(summary["files"]),
+        launch_count=doc["launch_count"],
+        kernel_count=doc["kernel_count"],
+        classified=doc["classified"],
+        classes=doc["classes"],
+        thresholds=doc["thresholds"],
+        files=tuple(doc["files"]),
         ratio_far=RATIO_FAR,
         match=NcuMatch(
             launches=len(launches), matched=len(launches) - len(unmatched), by=by, kernels=len(rows),
-            unmatched=tuple(NcuUnmatched(**u) for u in unmatched), duration_factor=DURATION_FACTOR,
+            unmatched=tuple(unmatched), duration_factor=DURATION_FACTOR,
             shapes="compared" if shapes.cols is not None else f"not compared: {shapes.reason}",
         ),
         total_kernel_ns=total_kernel_ns,

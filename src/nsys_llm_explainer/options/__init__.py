@@ -20,6 +20,7 @@ from typing import Any
 
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject, JsonValue
 
 
 def read_json_file(path: str | Path, what: str, max_bytes: int | None = None) -> Any:
@@ -127,9 +128,12 @@ class Options:
     model_flops_per_token: float | None = None  # --model-flops-per-token
     tokens_per_step: int | None = None  # --tokens-per-step
     what_if: tuple[str, ...] = ()  # --what-if changes replayed besides the built-in ones ("kernel:gemm=2x")
-    extra: dict[str, Any] = field(default_factory=dict)  # options added by later metrics
+    # options a metric needs (Metric.option): --ncu's paths under "ncu"
+    extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["phase_map"] = self.phase_map.to_json()
+    def to_json(self) -> JsonObject:
+        """report.json's options: every field, its tuples as lists."""
+        out: JsonObject = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        out["phase_map"] = [list[JsonValue](rule) for rule in self.phase_map.to_json()]
+        out["extra"] = {k: list[JsonValue](v) for k, v in self.extra.items()}
         return out

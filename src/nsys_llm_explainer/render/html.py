@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from html import escape as _esc
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jinja2
 from markupsafe import Markup
@@ -44,6 +44,7 @@ from nsys_llm_explainer.render.svg.base import STYLE
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
+    from nsys_llm_explainer.render.json_writer import FindingDoc, ReportDoc
 
 EXTENSION = ".html"
 CSP = (
@@ -115,17 +116,47 @@ def _metric_of(title: str) -> str:
     return next((p.metric_id for p in PLOTS if p.title == title), "")
 
 
-def _figure(p: Plot) -> dict[str, Any]:
+class Figure(TypedDict):
+    plot: Plot
+    svg: Markup
+
+
+class SectionView(TypedDict):
+    """A metric section as report.html.j2 shows it."""
+
+    id: str
+    title: str
+    status: str
+    reason: str
+    html: Markup
+    figures: list[Figure]
+    missing: list[Missing]
+
+
+class GroupView(TypedDict):
+    id: str
+    title: str
+    sections: list[SectionView]
+
+
+class FindingView(TypedDict):
+    f: FindingDoc
+    anchor: str
+    links: list[tuple[str, str]]  # (anchor, title) of the sections of its metrics
+    top: bool  # one of the first screen's findings, shown open
+
+
+def _figure(p: Plot) -> Figure:
     return {"plot": p, "svg": Markup(p.svg(standalone=False))}
 
 
 def _groups(
     labels: Labels, built: list[sections_mod.Section], plots: list[Plot], missing: list[Missing]
-) -> list[dict[str, Any]]:
+) -> list[GroupView]:
     from nsys_llm_explainer.render.svg import PLOTS
 
     metric_of = {p.title: p.metric_id for p in PLOTS}
-    figures: dict[str, list[dict[str, Any]]] = {}
+    figures: dict[str, list[Figure]] = {}
     for p in plots:
         if p.id != TIMELINE:
             figures.setdefault(metric_of.get(p.title, ""), []).append(_figure(p))
@@ -133,7 +164,7 @@ def _groups(
     for m in missing:
         if metric_of.get(m.title) != TIMELINE:
             gone.setdefault(metric_of.get(m.title, ""), []).append(m)
-    views = {
+    views: dict[str, SectionView] = {
         s.metric_id: {
             "id": s.metric_id,
             "title": s.title,
@@ -151,11 +182,11 @@ def _groups(
     ]
 
 
-def _findings(doc: dict[str, Any], titles: dict[str, str]) -> list[dict[str, Any]]:
+def _findings(doc: ReportDoc, titles: dict[str, str]) -> list[FindingView]:
     """Every finding with its anchor and evidence links; `top`: one of the first screen's
     findings (time at stake, overview.split_findings), shown open."""
     top, _ = overview.split_findings(doc)
-    out = []
+    out: list[FindingView] = []
     for i, f in enumerate(doc.get("findings", []), start=1):
         links = [(f"m-{mid}", titles[mid]) for mid in f.get("metric_ids", []) if mid in titles]
         out.append({"f": f, "anchor": f"finding-{i}", "links": links, "top": any(f is t for t in top)})

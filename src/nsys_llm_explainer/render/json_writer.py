@@ -7,16 +7,356 @@ import dataclasses
 import json
 import math
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, TypeVar
 
 import numpy as np
 
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import MetricResult, Report, TraceInfo
+from nsys_llm_explainer.model import JsonObject, JsonValue, MetricResult, Report, TraceInfo
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.ncu.results import LaunchDoc
 
 SCHEMA_VERSION = "3.1"
 EXTENSION = ".json"
+
+
+# report.json as the writers read it (schema/report.schema.json is the contract). The metric
+# sections list the keys report.md, report.html and the plots read; each has more.
+
+
+class ToolDoc(TypedDict):
+    name: str
+    version: str
+
+
+class BucketDoc(TypedDict):
+    bucket: str
+    ns: int
+    pct_of_window: float
+
+
+class DeviceDoc(TypedDict):
+    """diagnosis.devices: where one device's time went (diagnosis/accounting.py)."""
+
+    device_id: int
+    window_start_ns: int
+    window_end_ns: int
+    window_ns: int
+    pids: list[int]
+    buckets: list[BucketDoc]
+
+
+class PrimaryDoc(TypedDict):
+    kind: str
+    devices: list[int]
+    processes: list[int]
+    impact_ns: int
+    impact_pct: float
+    evidence: list[str]
+
+
+class WorkloadDoc(TypedDict):
+    kind: str
+    confidence: str
+    evidence: list[str]
+    model: str | None
+
+
+class DiagnosisDoc(TypedDict):
+    verdict: str
+    summary: str
+    confidence: str
+    primary: PrimaryDoc | None
+    workload: WorkloadDoc
+    capture: JsonObject
+    devices: list[DeviceDoc]
+    second: JsonObject | None
+    kernels: JsonObject | None
+
+
+class AffectedDoc(TypedDict):
+    device_id: int | None
+    pids: list[int]
+    impact_ns: int
+    impact_pct: float
+    detail: str
+
+
+class FindingDoc(TypedDict):
+    rule_id: str
+    title: str
+    severity: str
+    confidence: str
+    evidence: list[str]
+    recommendation: list[str]
+    metric_ids: list[str]
+    impact_ns: int | None
+    impact_pct: float | None
+    affected: list[AffectedDoc]
+    cause: str | None
+    estimated_gain_ns: int | None
+    estimated_gain_step_ns: int | None
+    what_if: str | None
+
+
+class LeftOutDoc(TypedDict):
+    rows: int  # list rows not in report.json
+    csv: str  # the table holding every row
+
+
+class SectionDoc(TypedDict, total=False):
+    """metrics.<id>: "ok" with the metric's data, or "skipped" with the reason."""
+
+    status: Required[str]
+    reason: str
+    notes: list[str]
+    left_out: dict[str, LeftOutDoc]
+
+
+class KernelSignalDoc(TypedDict):
+    kernel_ns: int
+    pct_of_kernel_time: float
+    examples: list[str]
+
+
+class RangeSignalDoc(TypedDict):
+    ranges: int
+    examples: list[str]
+
+
+class WorkloadSection(SectionDoc, total=False):
+    kernel_signals: dict[str, KernelSignalDoc]
+    range_signals: dict[str, RangeSignalDoc]
+    evidence: list[str]
+
+
+class KernelRowDoc(TypedDict):
+    name: str
+    device_id: int
+    calls: int
+    total_ns: int
+
+
+class TopKernelsSection(SectionDoc, total=False):
+    total_kernel_ns: int
+    kernel_count: int
+    distinct_kernels: int
+    kernels: list[KernelRowDoc]
+
+
+class CategoryDoc(TypedDict):
+    category: str
+
+
+class CategoriesSection(SectionDoc, total=False):
+    categories: list[CategoryDoc]
+
+
+class ProcessDoc(TypedDict):
+    pid: int
+    kernel_count: int
+    kernel_ns: int
+    pct_of_kernel_time: float
+    devices: list[int]
+
+
+class PerProcessSection(SectionDoc, total=False):
+    processes: list[ProcessDoc]
+
+
+class StepPhaseDoc(TypedDict):
+    phase: str
+    steps: int
+    p50_ns: int
+    p99_ns: int
+
+
+class StepsSection(SectionDoc, total=False):
+    confidence: str
+    phases: list[StepPhaseDoc]
+    steps: list[JsonObject]  # per-step rows, where a report carries them (else the steps table)
+
+
+class ServingPhaseDoc(TypedDict):
+    phase: str
+    iterations: int
+    sequences_p50: int | None
+    tokens: int | None
+    gpu_span_p50_ns: int
+    gpu_busy_p50_ns: int
+    launches_per_iteration: float
+    period_p50_ns: int | None
+    period_p90_ns: int | None
+    ns_per_token: float | None
+    tokens_per_s: float | None
+    graph_iterations: int
+
+
+class ServingSection(SectionDoc, total=False):
+    source: str
+    engine: str | None
+    iteration_count: int
+    phases: list[ServingPhaseDoc]
+
+
+class GpuDoc(TypedDict, total=False):
+    device_id: int
+    name: str
+    bf16_tflops: float | None
+    hbm_gbps: float | None
+
+
+class GpuContextSection(SectionDoc, total=False):
+    gpus: list[GpuDoc]
+
+
+class ProgramDoc(TypedDict, total=False):
+    shown: str
+    kind: str
+    runner: str | None
+    launchers: list[str]
+    one_shot: bool
+
+
+class CapturedDoc(TypedDict, total=False):
+    program: ProgramDoc | None
+
+
+class CaptureSection(SectionDoc, total=False):
+    captured: CapturedDoc
+
+
+class TimelineDeviceDoc(TypedDict, total=False):
+    device_id: int
+    busy_pct: list[float | None]  # per bin; None outside the device's kernel window
+    idle_cause: list[int] | None  # per bin, an index into causes
+
+
+class BandDoc(TypedDict):
+    name: str
+    covered_ns: int
+    runs: list[list[int]]
+
+
+class TimelineSection(SectionDoc, total=False):
+    bins: int
+    window_start_ns: int
+    window_end_ns: int
+    bin_ns: float
+    causes: list[str]
+    devices: list[TimelineDeviceDoc]
+    bands: list[BandDoc]
+
+
+class IdleDeviceDoc(TypedDict):
+    device_id: int
+    window_start_ns: int | None
+    idle_pct: float
+
+
+class GapBucketDoc(TypedDict):
+    label: str
+    count: int
+    total_ns: int
+
+
+class HistogramDoc(TypedDict):
+    device_id: int
+    buckets: list[GapBucketDoc]
+
+
+class GpuIdleSection(SectionDoc, total=False):
+    devices: list[IdleDeviceDoc]
+    histograms: list[HistogramDoc]
+
+
+class CompositionDoc(TypedDict):
+    title: str
+    ns: int
+    pct: float
+
+
+class MedianStepDoc(TypedDict, total=False):
+    step: int
+    measured_ns: int
+    replayed_ns: int
+    composition: list[CompositionDoc]
+
+
+class CriticalPathSection(SectionDoc, total=False):
+    median_step: MedianStepDoc | None
+
+
+class RoofDoc(TypedDict):
+    dtype: str
+    peak_tflops: float
+    bandwidth_gbps: float
+
+
+class RooflineDoc(TypedDict):
+    device_id: int
+    model: str | None
+    peaks_basis: str
+    roofs: list[RoofDoc]
+
+
+class OperationDoc(TypedDict):
+    label: str
+    compute_dtype: str
+    device_id: int
+    flops: float
+    bytes: float
+    kernel_ns: int
+
+
+class ComputeEfficiencySection(SectionDoc, total=False):
+    roofline: RooflineDoc | None
+    operations: list[OperationDoc]
+
+
+class NcuSection(SectionDoc, total=False):
+    launches: list[LaunchDoc]
+
+
+class MetricsDoc(TypedDict, total=False):
+    """The sections the writers read by name; templates/metrics/<id>.md.j2 read every one."""
+
+    workload: WorkloadSection
+    top_kernels: TopKernelsSection
+    categories: CategoriesSection
+    per_process: PerProcessSection
+    steps: StepsSection
+    serving: ServingSection
+    gpu_context: GpuContextSection
+    capture: CaptureSection
+    timeline: TimelineSection
+    gpu_idle: GpuIdleSection
+    critical_path: CriticalPathSection
+    compute_efficiency: ComputeEfficiencySection
+    ncu: NcuSection
+
+
+class ReportDoc(TypedDict, total=False):
+    schema_version: Required[str]
+    tool: Required[ToolDoc]
+    trace: Required[JsonObject]
+    options: Required[JsonObject]
+    warnings: Required[list[str]]
+    limitations: Required[list[str]]
+    diagnosis: Required[DiagnosisDoc]
+    findings: Required[list[FindingDoc]]
+    metrics: Required[MetricsDoc]
+    capture_info: JsonObject  # only with --include-capture-info
+
+
+S = TypeVar("S", bound=SectionDoc)
+
+
+def ok(section: S | None) -> S | None:
+    """A metric's section when the metric ran (status "ok"), else None."""
+    return section if section is not None and section.get("status") == "ok" else None
 
 
 _AS_IS = (str, int, bool, type(None))
@@ -53,44 +393,56 @@ def _diagnosis(report: Report) -> Any:
     return diagnose(report.trace, report.metrics, accounting.build(report.metrics))
 
 
-def _trace(info: TraceInfo) -> dict[str, Any]:
+def _trace(info: TraceInfo) -> JsonObject:
     """report.json's trace section: TraceInfo's fields in order, its format_details under the
     name the contract gives them (trace.kineto, null for an Nsight Systems export)."""
-    return {("kineto" if k == "format_details" else k): v for k, v in dataclasses.asdict(info).items()}
+    trace: JsonObject = plain(dataclasses.asdict(info))
+    return {("kineto" if k == "format_details" else k): v for k, v in trace.items()}
 
 
-def report_dict(report: Report) -> dict[str, Any]:
-    """report.json as a dict, built from the Report (Shared.document caches it: use that)."""
+def _metrics(report: Report) -> dict[str, JsonObject]:
     top_n = n if isinstance(n := report.options.get("top_n"), int) else 20
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, JsonObject] = {}
     for mid, outcome in report.metrics.items():
         if isinstance(outcome, MetricResult):
             data = summarize(mid, outcome.data, top_n)
-            metrics[mid] = {"status": "ok", **data, "notes": list(outcome.notes)}
+            metrics[mid] = {"status": "ok", **data, "notes": list[JsonValue](outcome.notes)}
         else:
             metrics[mid] = {"status": "skipped", "reason": outcome.reason}
-    out: dict[str, Any] = {
+    return metrics
+
+
+def report_doc(report: Report) -> ReportDoc:
+    """report.json as the writers read it, built from the Report (Shared.document caches it:
+    use that)."""
+    doc: ReportDoc = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
         "trace": _trace(report.trace),
-        "options": report.options,
+        "options": plain(report.options),
         "warnings": list(report.warnings),
         "limitations": list(report.limitations),
-        "diagnosis": report.diagnosis or _diagnosis(report),
-        "findings": report.findings,
-        "metrics": metrics,
+        "diagnosis": plain(report.diagnosis or _diagnosis(report)),
+        "findings": plain(report.findings),
+        "metrics": plain(_metrics(report)),
     }
     if report.capture_info is not None:
-        out["capture_info"] = report.capture_info
-    return plain(out)  # type: ignore[no-any-return]
+        doc["capture_info"] = plain(report.capture_info)
+    return doc
+
+
+def report_dict(report: Report) -> JsonObject:
+    """report.json as a plain JSON object of its own (diff and fleet read it)."""
+    doc: JsonObject = plain(report_doc(report))
+    return doc
 
 
 def render(report: Report) -> str:
     """report.json's text (the writers take the document Shared.document holds: dumps)."""
-    return dumps(report_dict(report))
+    return dumps(report_doc(report))
 
 
-def dumps(doc: dict[str, Any]) -> str:
+def dumps(doc: ReportDoc) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -141,10 +493,10 @@ def csv_path(stem: str) -> str:
     return f"tables/{stem}.csv"
 
 
-def summarize(metric_id: str, data: dict[str, Any], top_n: int) -> dict[str, Any]:
+def summarize(metric_id: str, data: JsonObject, top_n: int) -> JsonObject:
     """`data` with its long lists cut and `left_out` added (a shallow copy; `data` is kept)."""
     out = dict(data)
-    left: dict[str, dict[str, Any]] = {}
+    left: JsonObject = {}
     for cut in _BY_METRIC.get(metric_id, ()):
         rows = out.get(cut.key)
         keep = max(cut.keep, top_n)
@@ -155,13 +507,15 @@ def summarize(metric_id: str, data: dict[str, Any], top_n: int) -> dict[str, Any
     return out
 
 
-def more(metric: dict[str, Any], key: str, shown: int) -> int:
+def more(metric: JsonObject, key: str, shown: int) -> int:
     """Rows of the list `key` not among the first `shown`: those cut from report.json
     included (templates use it for "N more in tables/...")."""
     rows = metric.get(key)
     listed = len(rows) if isinstance(rows, list) else 0
-    left = metric.get(KEY, {}).get(key, {}).get("rows", 0)
-    return max(listed - shown, 0) + int(left)
+    left = metric.get(KEY)
+    cut = left.get(key) if isinstance(left, dict) else None
+    count = cut.get("rows") if isinstance(cut, dict) else None
+    return max(listed - shown, 0) + (count if isinstance(count, int) else 0)
 
 
 __all__ = ["CUTS", "KEY", "Cut", "csv_path", "more", "summarize"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from markupsafe import Markup
 
@@ -27,10 +27,32 @@ from nsys_llm_explainer.render import sections as sections_mod
 from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.templates import report_environment
 
+if TYPE_CHECKING:
+    from nsys_llm_explainer.render.svg import Missing
+
 EXTENSION = ".md"
 MODES = MD_LAYOUTS
 LAYOUTS = {"compact": "report.md.j2", "full": "report_full.md.j2"}  # mode -> the template it renders
 SECTIONS = "metrics/*.md.j2"  # the metric sections (render/sections.py), in report.md and report.html
+
+
+class SectionView(TypedDict):
+    """A metric section as report.md's templates show it."""
+
+    id: str
+    title: str
+    status: str
+    reason: str
+    body: Markup
+    plots: list[tuple[str, str]]  # (title, relative path) of its SVG files
+    missing: list[Missing]  # its plots not drawn
+
+
+class GroupView(TypedDict):
+    id: str
+    title: str
+    about: str
+    sections: list[SectionView]
 
 
 def prepare(mode: str | None) -> None:
@@ -50,7 +72,7 @@ def render(
     plots: Sequence[tuple[str, str]] = (),
     mode: str = "compact",
     sections: list[sections_mod.Section] | None = None,
-    missing: Sequence[Any] = (),
+    missing: Sequence[Missing] = (),
     shared: Shared | None = None,
 ) -> str:
     """`plots`: (title, relative path) of the SVG files written beside report.md; `missing`:
@@ -67,10 +89,10 @@ def render(
     by_metric: dict[str, list[tuple[str, str]]] = {}
     for title, path in plots:
         by_metric.setdefault(plot_metric.get(title, ""), []).append((title, path))
-    missing_by: dict[str, list[Any]] = {}
+    missing_by: dict[str, list[Missing]] = {}
     for m in missing:
         missing_by.setdefault(plot_metric.get(m.title, ""), []).append(m)
-    views: dict[str, dict[str, Any]] = {
+    views: dict[str, SectionView] = {
         s.metric_id: {
             "id": s.metric_id,
             "title": s.title,
@@ -83,9 +105,9 @@ def render(
         for s in built
     }
     top, rest = overview.split_findings(doc)
-    groups = []
+    groups: list[GroupView] = []
     for g, ids in overview.groups(list(views)):
-        titles = [str(views[m]["title"]) for m in ids]
+        titles = [views[m]["title"] for m in ids]
         if g.id == "capture":
             titles.append("the trace, coverage and limitations")
         groups.append({"id": g.id, "title": g.title, "about": overview.about(g, titles) or g.title,

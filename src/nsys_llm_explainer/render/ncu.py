@@ -14,7 +14,7 @@ import pandas as pd
 from nsys_llm_explainer.about import TOOL_NAME, __version__
 from nsys_llm_explainer.kernels.labels import Labels
 from nsys_llm_explainer.ncu import LAUNCH_COLUMNS
-from nsys_llm_explainer.ncu.results import Results, document, launch_rows
+from nsys_llm_explainer.ncu.results import NcuDocument, Results, document, launch_rows
 from nsys_llm_explainer.render import templates
 from nsys_llm_explainer.render.csv_writer import render_frame
 from nsys_llm_explainer.render.svg import plot_files
@@ -42,7 +42,7 @@ def environment() -> jinja2.Environment:
 
 def files(results: Results, top_n: int = 20) -> dict[str, str]:
     """File name -> text."""
-    doc = _finite(document(results, {"name": TOOL_NAME, "version": __version__}))
+    doc: NcuDocument = _finite(document(results, {"name": TOOL_NAME, "version": __version__}))
     labels = Labels(launch["kernel"] for launch in doc["launches"])
     plot = build_ncu(doc["launches"], labels)
     out: dict[str, str] = {}

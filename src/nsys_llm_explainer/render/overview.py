@@ -4,7 +4,8 @@ grouping of metric sections by the question they answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
@@ -12,6 +13,15 @@ from nsys_llm_explainer.fmt import dur, ms, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.changes import WORDS
 from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
+from nsys_llm_explainer.render.json_writer import (
+    DeviceDoc,
+    DiagnosisDoc,
+    FindingDoc,
+    ProgramDoc,
+    ReportDoc,
+    ServingSection,
+    ok,
+)
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md
@@ -109,26 +119,41 @@ BUSY_BUCKETS = ("compute", "exposed_communication")
 DEVICE_COLUMNS = 8
 
 
-def workload_items(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]] | None:
+class WorkloadItem(TypedDict, total=False):
+    """One signal of the workload metric, as report.md and report.html list it."""
+
+    what: str
+    kernel_pct: float | None
+    kernel_example: str | None  # a full kernel name
+    ranges: int | None
+    range_example: str | None  # a normalized range name
+
+
+def workload_items(doc: ReportDoc) -> tuple[list[WorkloadItem], list[str]] | None:
     """What ran, one item per signal of the workload metric (kernel share and range count
     together, each with its first example: a full kernel name for the writers to label, a
     normalized range name), and the metric's other evidence lines; None without the metric."""
     from nsys_llm_explainer.metrics.workload import SIGNALS
 
-    m = metric(doc, "workload")
+    m = ok(doc.get("metrics", {}).get("workload"))
     if m is None:
         return None
-    items: dict[str, dict[str, Any]] = {}
+    items: dict[str, WorkloadItem] = {}
     for sid, row in m.get("kernel_signals", {}).items():
         items[sid] = {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": row["pct_of_kernel_time"],
-                      "kernel_example": (row.get("examples") or [None])[0], "ranges": None, "range_example": None}
-    for sid, row in m.get("range_signals", {}).items():
+                      "kernel_example": _first(row.get("examples")), "ranges": None, "range_example": None}
+    for sid, ranges in m.get("range_signals", {}).items():
         item = items.setdefault(sid, {"what": SIGNALS[sid][2] if sid in SIGNALS else sid, "kernel_pct": None,
                                       "kernel_example": None})
-        item.update(ranges=row["ranges"], range_example=(row.get("examples") or [None])[0])
+        item["ranges"] = ranges["ranges"]
+        item["range_example"] = _first(ranges.get("examples"))
     heads = tuple(f"{SIGNALS[sid][2]}:" for sid in SIGNALS)
     notes = [e for e in m.get("evidence", []) if not e.startswith(heads)]
     return list(items.values()), notes
+
+
+def _first(examples: list[str] | None) -> str | None:
+    return examples[0] if examples else None
 
 
 def bin_counts(busy_pct: list[float | None]) -> dict[str, int]:
@@ -139,18 +164,19 @@ def bin_counts(busy_pct: list[float | None]) -> dict[str, int]:
             "idle": sum(1 for v in inside if v == 0)}
 
 
-def time_origin(doc: dict[str, Any]) -> int | None:
+def time_origin(doc: ReportDoc) -> int | None:
     """The timeline plot's time zero: the first kernel (start of the earliest device's kernel
     window), from the timeline metric or else the devices' windows; None without kernels."""
-    tl = metric(doc, "timeline")
+    metrics = doc.get("metrics", {})
+    tl = ok(metrics.get("timeline"))
     if tl is not None:
         return int(tl["window_start_ns"])
-    idle = metric(doc, "gpu_idle")
-    starts = [d["window_start_ns"] for d in (idle or {}).get("devices", []) if d.get("window_start_ns") is not None]
+    idle = ok(metrics.get("gpu_idle"))
+    starts = [s for d in (idle.get("devices", []) if idle else []) if (s := d.get("window_start_ns")) is not None]
     return int(min(starts)) if starts else None
 
 
-def since_first_kernel(doc: dict[str, Any], ns: int | None) -> str:
+def since_first_kernel(doc: ReportDoc, ns: int | None) -> str:
     """An absolute timestamp as the time since the first kernel (the timeline's axis), with
     full precision: a table column."""
     origin = time_origin(doc)
@@ -168,11 +194,6 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (many or word + 's')}"
 
 
-def metric(doc: dict[str, Any], mid: str) -> dict[str, Any] | None:
-    m = doc.get("metrics", {}).get(mid)
-    return m if isinstance(m, dict) and m.get("status") == "ok" else None
-
-
 def verdict_words(verdict: str, kind: str | None = None) -> str:
     """The verdict in words; no_gpu_work on a capture that did not trace CUDA says that the GPU's
     work was not seen, not that there was none."""
@@ -181,7 +202,7 @@ def verdict_words(verdict: str, kind: str | None = None) -> str:
     return VERDICT_WORDS.get(verdict, verdict.replace("_", " "))
 
 
-def verdict_summary(diagnosis: dict[str, Any], sentence: bool = False) -> str:
+def verdict_summary(diagnosis: DiagnosisDoc, sentence: bool = False) -> str:
     """The diagnosis summary without its leading "Transfer-bound: " (the verdict's words,
     which the verdict line shows already); `sentence`: capitalized, to stand on its own."""
     summary = str(diagnosis.get("summary") or "")
@@ -200,7 +221,7 @@ def about(group: Group, titles: list[str]) -> str:
     return ", ".join(t[len(head):] if t.startswith(head) and len(t) > len(head) else t for t in titles)
 
 
-def _busy(device: dict[str, Any]) -> tuple[int, int]:
+def _busy(device: DeviceDoc) -> tuple[int, int]:
     ns = sum(b["ns"] for b in device["buckets"] if b["bucket"] in BUSY_BUCKETS)
     return ns, int(device["window_ns"])
 
@@ -209,7 +230,7 @@ def _share(ns: int, window: int) -> float:
     return 100.0 * ns / window if window else 0.0
 
 
-def busy_rows(devices: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def busy_rows(devices: list[DeviceDoc]) -> list[tuple[str, str]]:
     """GPU busy (kernels running) per device, or one summary row for many devices."""
     if not devices:
         return [("GPU busy", "not measured, because no kernels were captured")]
@@ -225,20 +246,21 @@ def busy_rows(devices: list[dict[str, Any]]) -> list[tuple[str, str]]:
                          f"highest {pct(shares[-1][0])} (GPU {shares[-1][1]})")]
 
 
-def key_numbers(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def key_numbers(doc: ReportDoc) -> list[tuple[str, str]]:
     """(what, value) rows of plain text: GPU busy, kernel time, steps, the primary bottleneck."""
     diag = doc["diagnosis"]
+    metrics = doc.get("metrics", {})
     rows = busy_rows(diag.get("devices") or [])
-    tk = metric(doc, "top_kernels")
+    tk = ok(metrics.get("top_kernels"))
     if tk is not None:
         devices = diag.get("devices") or []
         over = f", summed over {devices_text([d['device_id'] for d in devices])}" if len(devices) > 1 else ""
         rows.append(("Kernel time", f"{dur(tk['total_kernel_ns'])} in {plural(tk['kernel_count'], 'kernel')} "
                                     f"({plural(tk['distinct_kernels'], 'name')}){over}"))
-    serving = metric(doc, "serving")
-    steps = None if serving is not None else metric(doc, "steps")
+    serving = ok(metrics.get("serving"))
+    steps = None if serving is not None else ok(metrics.get("steps"))
     rows.extend(serving_rows(serving) if serving is not None else [])
-    phases = [p for p in (steps or {}).get("phases", []) if p.get("steps")]
+    phases = [p for p in (steps.get("phases", []) if steps else []) if p.get("steps")]
     if steps is not None and steps.get("confidence") == "low" and phases:
         # Repeats guessed from the launch sequence alone are not a step a reader could time:
         # no latency figure stands on them.
@@ -274,11 +296,11 @@ RUNNER_WORDS = {"gtest": "Google Test", "pytest": "pytest", "unittest": "unittes
                 "google-benchmark": "Google Benchmark"}
 
 
-def program_words(program: dict[str, Any]) -> str:
+def program_words(program: ProgramDoc) -> str:
     """"test_matmul --gtest_filter=X (a test, Google Test; runs its work once)"."""
     what = [PROGRAM_KINDS[program["kind"]]] if program.get("kind") in PROGRAM_KINDS else []
-    if program.get("runner"):
-        what.append(RUNNER_WORDS.get(program["runner"], program["runner"]))
+    if runner := program.get("runner"):
+        what.append(RUNNER_WORDS.get(runner, runner))
     if program.get("launchers"):
         what.append(f"run by {' > '.join(program['launchers'])}")
     tail = "; runs its work once" if program.get("one_shot") else ""
@@ -286,12 +308,12 @@ def program_words(program: dict[str, Any]) -> str:
     return f"{program['shown']} ({inner.lstrip('; ')})" if inner else str(program["shown"])
 
 
-def gpu_words(doc: dict[str, Any], devices: list[int]) -> str:
+def gpu_words(doc: ReportDoc, devices: list[int]) -> str:
     """The GPUs that ran work with their peaks: "GPU 9: AMD Instinct MI300X (dense BF16 1,307
     TFLOPS, 5,300 GB/s)", one entry per model, or that the trace names none of them."""
-    gc = metric(doc, "gpu_context")
-    rows = {g["device_id"]: g for g in (gc or {}).get("gpus", [])}
-    named = {g["device_id"]: g.get("name") for g in doc.get("trace", {}).get("gpus", [])}
+    gc = ok(doc.get("metrics", {}).get("gpu_context"))
+    rows = {g["device_id"]: g for g in (gc.get("gpus", []) if gc else [])}
+    named = _trace_gpu_names(doc)
     by_model: dict[str, list[int]] = {}
     for dev in devices:
         name = (rows.get(dev) or {}).get("name") or named.get(dev)
@@ -310,14 +332,26 @@ def gpu_words(doc: dict[str, Any], devices: list[int]) -> str:
     return "; ".join(parts)
 
 
-def capture_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def _trace_gpu_names(doc: ReportDoc) -> dict[int, str | None]:
+    """Device id -> the GPU's name as the trace's gpus list gives it (trace.gpus)."""
+    gpus = doc.get("trace", {}).get("gpus", [])
+    out: dict[int, str | None] = {}
+    for g in gpus if isinstance(gpus, list) else []:
+        if isinstance(g, dict) and isinstance(dev := g.get("device_id"), int):
+            name = g.get("name")
+            out[dev] = name if isinstance(name, str) else None
+    return out
+
+
+def capture_rows(doc: ReportDoc) -> list[tuple[str, str]]:
     """The GPUs the kernels ran on, with their peaks, and the program the capture ran."""
     rows = []
     devices = [d["device_id"] for d in doc["diagnosis"].get("devices") or []]
     if devices:
         rows.append(("GPU" if len(devices) == 1 else "GPUs", gpu_words(doc, devices)))
-    cap = metric(doc, "capture")
-    program = ((cap or {}).get("captured") or {}).get("program")
+    cap = ok(doc.get("metrics", {}).get("capture"))
+    captured = cap.get("captured") if cap else None
+    program = captured.get("program") if captured else None
     if program:
         rows.append(("Program", program_words(program)))
     return rows
@@ -330,14 +364,15 @@ SOURCE_WORDS = {
 }
 
 
-def serving_rows(serving: dict[str, Any]) -> list[tuple[str, str]]:
+def serving_rows(serving: ServingSection) -> list[tuple[str, str]]:
     """The serving view's key numbers: iterations by phase, then one row per phase."""
     phases = serving.get("phases") or []
     count = serving.get("iteration_count", 0)
     split = ", ".join(f"{p['iterations']:,} {p['phase']}" for p in phases)
     source = SOURCE_WORDS.get(serving["source"], serving["source"])
-    if serving["source"] == "engine_marks" and serving.get("engine") in ENGINE_WORDS:
-        source = f"{ENGINE_WORDS[serving['engine']]}'s marks"
+    engine = serving.get("engine")
+    if serving["source"] == "engine_marks" and engine is not None and engine in ENGINE_WORDS:
+        source = f"{ENGINE_WORDS[engine]}'s marks"
     rows = [("Iterations", f"{count:,} ({split}), from {source}")]
     for p in phases:
         graphs = ("no CUDA graph" if not p["graph_iterations"]
@@ -352,7 +387,8 @@ def serving_rows(serving: dict[str, Any]) -> list[tuple[str, str]]:
             span = f"GPU span {'p50 ' if many else ''}{dur(p['gpu_span_p50_ns'])}"
             tokens = ""
             if p.get("tokens"):
-                seqs = f" in {plural(p['sequences_p50'], 'sequence')}" if p.get("sequences_p50") and not many else ""
+                sequences = p.get("sequences_p50")
+                seqs = f" in {plural(sequences, 'sequence')}" if sequences and not many else ""
                 tokens = f"{p['tokens']:,} tokens{seqs}: "
             per = (f" ({dur(p['ns_per_token'])} per token, {p['tokens_per_s']:,.0f} tokens/s)"
                    if p.get("ns_per_token") and p.get("tokens_per_s") else "")
@@ -379,15 +415,15 @@ def share_of(devices: list[int], top: int | None = None) -> str:
     return f"of the time of {who} with the most of {devices_text(sorted(devices))} (each GPU's figure below)"
 
 
-def impact(finding: dict[str, Any]) -> str:
+def impact(finding: FindingDoc) -> str:
     """"GPU time at stake: ..." for a finding, in words, with its estimated gain and, when the
     gain is far below the time at stake or not given, why (rules/impact.py)."""
     ns = finding.get("impact_ns")
     if ns is None:
         return "No GPU time at stake: a note about the capture or the data."
-    affected = [a for a in finding.get("affected", []) if a.get("device_id") is not None]
-    devices = sorted({a["device_id"] for a in affected})
-    top = affected[0]["device_id"] if affected else None  # the rules list the largest first
+    affected = [d for a in finding.get("affected", []) if (d := a.get("device_id")) is not None]
+    devices = sorted(set(affected))
+    top = affected[0] if affected else None  # the rules list the largest first
     return (f"GPU time at stake: {dur(ns)}, {pct(finding.get('impact_pct'))} {share_of(devices, top)}."
             f"{gain_text(finding)}")
 
@@ -398,7 +434,7 @@ def impact(finding: dict[str, Any]) -> str:
 WHAT_IF_WORDS = WORDS
 
 
-def gain_why(finding: dict[str, Any]) -> str | None:
+def gain_why(finding: FindingDoc) -> str | None:
     """Why the estimated gain is far below the time at stake, or why none is given: the
     evidence line rules/impact.py writes (GAIN_WHY_PREFIXES), without its prefix."""
     evidence: list[str] = finding.get("evidence") or []
@@ -409,13 +445,13 @@ def gain_why(finding: dict[str, Any]) -> str | None:
     return None
 
 
-def shown_evidence(finding: dict[str, Any]) -> list[str]:
+def shown_evidence(finding: FindingDoc) -> list[str]:
     """The evidence lines report.md and report.html list: the gain's why is on the time at
     stake's line (impact), not repeated."""
     return [e for e in finding.get("evidence") or [] if not e.startswith(GAIN_WHY_PREFIXES)]
 
 
-def gain_text(finding: dict[str, Any]) -> str:
+def gain_text(finding: FindingDoc) -> str:
     """" Estimated gain: ..." when the step-graph replay estimated one, with why when it is far
     below the time at stake; " No estimated gain: why." when the replay could not tell; else ""."""
     gain = finding.get("estimated_gain_ns")
@@ -431,7 +467,7 @@ def gain_text(finding: dict[str, Any]) -> str:
     return f" Estimated gain (step replay, {what}): {dur(gain)} over the capture{per_step}{because}."
 
 
-def impact_short(finding: dict[str, Any]) -> str:
+def impact_short(finding: FindingDoc) -> str:
     ns = finding.get("impact_ns")
     if ns is None:
         return "a note"
@@ -440,7 +476,7 @@ def impact_short(finding: dict[str, Any]) -> str:
     return f"{dur(ns)} at stake ({pct(finding.get('impact_pct'))}){est}"
 
 
-def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_findings(doc: ReportDoc) -> tuple[list[FindingDoc], list[FindingDoc]]:
     """(the first screen's findings, the rest): the first TOP_FINDINGS findings with GPU time at
     stake, in report.json's order (severity band, then estimated gain or time at stake). A note (no time at stake)
     never takes one of those places: notes go in one line below (notes())."""
@@ -450,19 +486,19 @@ def split_findings(doc: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict
     return top, [f for f in findings if not any(f is t for t in top)]
 
 
-def notes(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def notes(doc: ReportDoc) -> list[FindingDoc]:
     """The findings with no GPU time at stake: one "Notes" line under the first screen's findings."""
     return [f for f in doc.get("findings", []) if f.get("impact_ns") is None]
 
 
-def fix(finding: dict[str, Any]) -> str | None:
+def fix(finding: FindingDoc) -> str | None:
     """A finding's main fix: its first recommendation (the rules put the specific API, flag or
     change first)."""
     recs = finding.get("recommendation") or []
     return recs[0] if recs else None
 
 
-def severity_counts(findings: list[dict[str, Any]]) -> str:
+def severity_counts(findings: list[FindingDoc]) -> str:
     """"2 low, 3 notes" for a list of findings."""
     order = ("high", "medium", "low", "info")
     counts = {s: sum(1 for f in findings if f["severity"] == s) for s in order}
@@ -475,12 +511,12 @@ def severity_counts(findings: list[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
-def device_table(devices: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def device_table(devices: list[DeviceDoc]) -> tuple[list[str], list[list[str]]]:
     """Where each device's time went: one row per bucket and a column per device, or for
     more than DEVICE_COLUMNS devices one row per device."""
     buckets = [b["bucket"] for b in devices[0]["buckets"]] if devices else []
 
-    def cell(d: dict[str, Any], b: str) -> str:
+    def cell(d: DeviceDoc, b: str) -> str:
         entry = next((x for x in d["buckets"] if x["bucket"] == b), None)
         return "n/a" if entry is None else f"{dur(entry['ns'])} ({pct(entry['pct_of_window'])})"
 
@@ -510,13 +546,32 @@ def groups(metric_ids: list[str]) -> list[tuple[Group, list[str]]]:
 
 __all__ = [
     "GROUPS", "OPEN_EVIDENCE", "TOP_FINDINGS", "Group", "about", "bin_counts", "busy_rows", "device_table", "group_of",
-    "groups", "impact", "impact_short", "key_numbers", "metric", "plural", "severity_counts", "since_first_kernel",
+    "groups", "impact", "impact_short", "key_numbers", "plural", "severity_counts", "since_first_kernel",
     "split_findings", "notes", "fix", "time_origin", "verdict_summary", "verdict_words", "workload_items",
     "share_of", "shown_evidence",
 ]
 
 
-def template_globals() -> dict[str, Any]:
+class TemplateGlobals(TypedDict):
+    """The helpers both report environments (Markdown and HTML) give their templates."""
+
+    impact: Callable[[FindingDoc], str]
+    impact_short: Callable[[FindingDoc], str]
+    shown_evidence: Callable[[FindingDoc], list[str]]
+    share_of: Callable[[Sequence[int]], str]
+    fix: Callable[[FindingDoc], str | None]
+    primary_measure: Callable[[str], str]
+    workload_words: Callable[[str], str]
+    run_kinds: tuple[str, ...]
+    devices_text: Callable[[Sequence[int]], str]
+    verdict_words: Callable[[str, str | None], str]
+    verdict_summary: Callable[[DiagnosisDoc, bool], str]
+    roof_regime: Callable[[str | None, float | None], str]
+    near_roof_pct: float
+    what_if_words: dict[str, str]
+
+
+def template_globals() -> TemplateGlobals:
     """The helpers both report environments (Markdown and HTML) give their templates."""
     return {
         "impact": impact,

@@ -10,13 +10,16 @@ cannot be forged: escape.md drops those two characters from every name of the tr
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.metrics import REGISTRY
 from nsys_llm_explainer.model import MetricResult, Report
 from nsys_llm_explainer.render import escape
 from nsys_llm_explainer.render.templates import MARK, report_environment
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.render.json_writer import ReportDoc
 
 
 @frozen
@@ -29,12 +32,12 @@ class Section:
     kernels: tuple[str, ...] = ()  # full kernel names, by mark index
 
 
-def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[str, tuple[str, ...]]:
+def _body(env: Any, metric_id: str, doc: ReportDoc, top_n: int) -> tuple[str, tuple[str, ...]]:
     """One metric's section; a template that fails on unusual data loses only that section."""
     refs: list[str] = []
     try:
         template = env.get_template(f"metrics/{metric_id}.md.j2")
-        text = template.render(m=doc["metrics"][metric_id], top_n=top_n, report=doc, kernel_refs=refs)
+        text = template.render(m=doc["metrics"].get(metric_id), top_n=top_n, report=doc, kernel_refs=refs)
         return text, tuple(refs)
     except Exception as exc:  # noqa: BLE001 - the rest of the report must still be written
         if os.environ.get("NSYS_LLM_EXPLAIN_DEBUG"):
@@ -46,7 +49,7 @@ def _body(env: Any, metric_id: str, doc: dict[str, Any], top_n: int) -> tuple[st
         ), ()
 
 
-def render(report: Report, doc: dict[str, Any]) -> list[Section]:
+def render(report: Report, doc: ReportDoc) -> list[Section]:
     """Every metric of the report, in registry order (`doc`: its report.json dict)."""
     env = report_environment()
     top_n = n if isinstance(n := report.options.get("top_n"), int) else 20
@@ -55,12 +58,11 @@ def render(report: Report, doc: dict[str, Any]) -> list[Section]:
         outcome = report.metrics.get(metric.id)
         if outcome is None:
             continue
-        entry = doc["metrics"][metric.id]
         if isinstance(outcome, MetricResult):
             body, kernels = _body(env, metric.id, doc, top_n)
             out.append(Section(metric.id, metric.title, "ok", "", body, kernels))
         else:
-            out.append(Section(metric.id, metric.title, "skipped", str(entry.get("reason", "")), ""))
+            out.append(Section(metric.id, metric.title, "skipped", outcome.reason, ""))
     return out
 
 

@@ -4,18 +4,19 @@ the metric sections (report.md and report.html show both), and report.md's layou
 
 The Report (model.py) is data only; the writers take it with its Shared. A writer called
 without one builds its own (tests, a single format). Shared builds each value with a builder
-that takes plain inputs and knows no Shared (json_writer.report_dict, svg.build_plots,
+that takes plain inputs and knows no Shared (json_writer.report_doc, svg.build_plots,
 sections.render), so the builders sit below it and the writers above."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
     from nsys_llm_explainer.model import Report
+    from nsys_llm_explainer.render.json_writer import ReportDoc
     from nsys_llm_explainer.render.sections import Section
     from nsys_llm_explainer.render.svg import Missing, Plot
 
@@ -34,11 +35,11 @@ class Shared:
         return other
 
     @cached_property
-    def document(self) -> dict[str, Any]:
+    def document(self) -> ReportDoc:
         """report.json as a dict: read it, do not change it."""
-        from nsys_llm_explainer.render.json_writer import report_dict
+        from nsys_llm_explainer.render.json_writer import report_doc
 
-        return report_dict(self.report)
+        return report_doc(self.report)
 
     @cached_property
     def labels(self) -> Labels:

@@ -19,10 +19,12 @@ import json
 from importlib import resources
 from typing import Any
 
+from nsys_llm_explainer.model import JsonObject, JsonValue
+
 SCHEMA_FILE = "report.schema.json"
 FRAGMENT_DIR = "metrics"
 FRAGMENT_SUFFIX = ".json"
-_OK_KEYS: dict[str, Any] = {
+_OK_KEYS: JsonObject = {
     "status": {"const": "ok"},
     "notes": {
         "description": "Limitations of this metric's numbers on this trace (plain text).",
@@ -56,7 +58,7 @@ _OK_KEYS: dict[str, Any] = {
 }
 
 
-def _read_json(*parts: str) -> dict[str, Any]:
+def _read_json(*parts: str) -> JsonObject:
     node = resources.files(__name__)
     for part in parts:
         node = node.joinpath(part)
@@ -80,12 +82,20 @@ def fragment_ids() -> list[str]:
     )
 
 
-def load_fragment(metric_id: str) -> dict[str, Any]:
+def _object(node: JsonObject, key: str) -> JsonObject:
+    """The object under `key` of a schema document; ValueError when it is not one."""
+    value = node.get(key)
+    if not isinstance(value, dict):
+        raise ValueError(f"schema: {key!r} is not an object")
+    return value
+
+
+def load_fragment(metric_id: str) -> JsonObject:
     """The raw fragment of one metric (its data when status is "ok")."""
     return _read_json(FRAGMENT_DIR, metric_id + FRAGMENT_SUFFIX)
 
 
-def ok_schema(metric_id: str, fragment: dict[str, Any], base_id: str) -> dict[str, Any]:
+def ok_schema(metric_id: str, fragment: JsonObject, base_id: str) -> JsonObject:
     """The fragment with `status` and `notes` merged in, as its own schema resource.
 
     Giving it an `$id` keeps the fragment's local references ("#/$defs/...") pointing into
@@ -94,21 +104,23 @@ def ok_schema(metric_id: str, fragment: dict[str, Any], base_id: str) -> dict[st
     out = copy.deepcopy(fragment)
     out.pop("$schema", None)
     out["$id"] = f"{base_id.rsplit('/', 1)[0]}/{FRAGMENT_DIR}/{metric_id}{FRAGMENT_SUFFIX}"
-    if out.get("type") != "object" or not isinstance(out.get("properties"), dict):
+    props = out.get("properties")
+    if out.get("type") != "object" or not isinstance(props, dict):
         raise ValueError(
             f"schema/metrics/{metric_id}.json must be an object schema with 'properties'"
         )
-    out["properties"] = {**out["properties"], **copy.deepcopy(_OK_KEYS)}
-    required = list(out.get("required", []))
-    out["required"] = required + [k for k in _OK_KEYS if k not in required]
+    out["properties"] = {**props, **copy.deepcopy(_OK_KEYS)}
+    listed = out.get("required", [])
+    required: list[JsonValue] = list(listed) if isinstance(listed, list) else []
+    out["required"] = [*required, *(k for k in _OK_KEYS if k not in required)]
     return out
 
 
-def load_report_schema() -> dict[str, Any]:
+def load_report_schema() -> JsonObject:
     """The complete report.json schema, with every metric fragment inserted."""
     schema = _read_json(SCHEMA_FILE)
     base_id = str(schema["$id"])
-    props: dict[str, Any] = schema["properties"]["metrics"]["properties"]
+    props = _object(_object(_object(schema, "properties"), "metrics"), "properties")
     for metric_id in fragment_ids():
         props[metric_id] = {
             "oneOf": [
@@ -119,7 +131,7 @@ def load_report_schema() -> dict[str, Any]:
     return schema
 
 
-def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
+def _inline_refs(node: JsonValue, defs: JsonObject, depth: int = 0) -> JsonValue:
     """Replace local "#/$defs/<name>" references by their targets.
 
     jsonschema resolves a $ref on every visit; on a report with tens of thousands of rows
@@ -132,7 +144,8 @@ def _inline_refs(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/") and set(node) <= {"$ref", "description"}:
             return _inline_refs(defs[ref[len("#/$defs/") :]], defs, depth + 1)
-        local = node.get("$defs", {}) if "$id" in node else defs
+        own = node.get("$defs", {})
+        local = (own if isinstance(own, dict) else {}) if "$id" in node else defs
         return {k: _inline_refs(v, local, depth) for k, v in node.items() if k != "$defs"}
     if isinstance(node, list):
         return [_inline_refs(v, defs, depth) for v in node]

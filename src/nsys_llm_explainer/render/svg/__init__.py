@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import Skipped
 from nsys_llm_explainer.render.svg import roofline, steps, timeline, top_kernels
 from nsys_llm_explainer.render.svg.base import Plot, PlotInput
 
@@ -41,11 +42,11 @@ class Missing:
 
 
 def _why_missing(inp: PlotInput, spec: PlotSpec) -> str:
-    m = inp.doc["metrics"].get(spec.metric_id)
+    m = inp.report.metrics.get(spec.metric_id)
     if m is None:
         return f"the {spec.metric_id} metric did not run"
-    if m.get("status") == "skipped":
-        return f"{spec.metric_id} was not measured: {m['reason']}"
+    if isinstance(m, Skipped):
+        return f"{spec.metric_id} was not measured: {m.reason}"
     return f"{spec.metric_id} has nothing to draw on this trace"
 
 

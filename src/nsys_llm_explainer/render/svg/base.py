@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import field
 from html import escape as _html_escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -22,6 +22,7 @@ from nsys_llm_explainer.model import MetricResult, Report
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
+    from nsys_llm_explainer.render.json_writer import MetricsDoc, ReportDoc
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT_PX = 12
@@ -278,14 +279,14 @@ class Plot:
 class PlotInput:
     """What builders read: report.json's dict, and the Report for metrics' CSV tables."""
 
-    doc: dict[str, Any]
+    doc: ReportDoc
     report: Report
     labels: Labels
 
-    def metric(self, metric_id: str) -> dict[str, Any] | None:
-        """The metric's report.json data when it ran, else None."""
-        m = self.doc["metrics"].get(metric_id)
-        return m if m is not None and m.get("status") == "ok" else None
+    @property
+    def metrics(self) -> MetricsDoc:
+        """report.json's metric sections (json_writer.ok(section): the section when it ran)."""
+        return self.doc["metrics"]
 
     def frame(self, metric_id: str, table: str) -> pd.DataFrame | None:
         outcome = self.report.metrics.get(metric_id)

@@ -15,12 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nsys_llm_explainer.compute.peaks import Roof
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.render.json_writer import ok
 from nsys_llm_explainer.render.svg.base import COLOURS, Plot, PlotInput, esc, fit, legend, line, n, path, text
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.ncu.results import LaunchDoc, PointDoc
 
 LEFT, TOP, PLOT_W, PLOT_H, RIGHT, LABEL_W = 80, 12, 560, 320, 20, 200
 R_MIN, R_MAX = 3.0, 11.0
@@ -209,10 +213,10 @@ def build_roofline(
 def build_compute_roofline(inp: PlotInput) -> Plot | None:
     """The roofline of compute_efficiency: its roofs, and its operations with FLOPs that ran
     on the roofline's device, sized by their kernel time."""
-    m = inp.metric("compute_efficiency")
-    if m is None or not m.get("roofline"):
+    m = ok(inp.metrics.get("compute_efficiency"))
+    rl = m.get("roofline") if m is not None else None
+    if m is None or not rl:
         return None
-    rl = m["roofline"]
     roofs = [
         Roof(r["dtype"], float(r["peak_tflops"]) * 1e12, float(r["bandwidth_gbps"]) * 1e9)
         for r in rl["roofs"]
@@ -237,40 +241,42 @@ PLOT_ID = "ncu_roofline"
 NCU_TITLE = "Nsight Compute roofline"
 
 
-def _gpu(launch: dict[str, Any]) -> str:
+def _gpu(launch: LaunchDoc) -> str:
     if launch.get("device_name"):
         return str(launch["device_name"])
     return f"compute capability {launch['cc']}" if launch.get("cc") else "an unnamed GPU"
 
 
-def _dtype(point: dict[str, Any]) -> str:
+def _dtype(point: PointDoc) -> str:
     return point["precision"] if point["tensor"] or point["precision"] != "fp16" else "fp16 (CUDA cores)"
 
 
-def build_ncu(launches: Sequence[dict[str, Any]], label: Callable[[str], str]) -> Plot | None:
-    placed = [x for x in launches if x.get("roofline") and x.get("duration_ns") and x.get("dram_bytes")]
+def build_ncu(launches: Sequence[LaunchDoc], label: Callable[[str], str]) -> Plot | None:
+    # (launch, its roofline point, duration, DRAM bytes) of the launches with all three
+    placed = [(x, p, ns, dram) for x in launches
+              if (p := x.get("roofline")) and (ns := x.get("duration_ns")) and (dram := x.get("dram_bytes"))]
     if not placed:
         return None
     time_by_gpu: dict[str, float] = {}
-    for launch in placed:
-        time_by_gpu[_gpu(launch)] = time_by_gpu.get(_gpu(launch), 0.0) + float(launch["duration_ns"])
+    for launch, _, ns, _ in placed:
+        time_by_gpu[_gpu(launch)] = time_by_gpu.get(_gpu(launch), 0.0) + float(ns)
     gpu = max(time_by_gpu, key=lambda g: time_by_gpu[g])
-    mine = [launch for launch in placed if _gpu(launch) == gpu]
+    mine = [entry for entry in placed if _gpu(entry[0]) == gpu]
     roofs: dict[str, Roof] = {}
-    for launch in mine:
-        p, own = launch["roofline"], launch.get("section_peaks") or {}
-        if p.get("peak_tflops") and p.get("bandwidth_gbps"):
-            peak, bw = float(p["peak_tflops"]) * 1e12, float(p["bandwidth_gbps"]) * 1e9
+    for launch, p, _, _ in mine:
+        own = launch.get("section_peaks")
+        if (peak_tflops := p.get("peak_tflops")) and (bandwidth := p.get("bandwidth_gbps")):
+            peak, bw = float(peak_tflops) * 1e12, float(bandwidth) * 1e9
             roofs.setdefault(_dtype(p), Roof(_dtype(p), peak, bw))
-        for prec, tflops in (own.get("tflops") or {}).items():
-            if tflops and own.get("dram_gbps"):
+        for prec, tflops in ((own["tflops"] if own else None) or {}).items():
+            if tflops and own and (dram_gbps := own.get("dram_gbps")):
                 roofs.setdefault(prec if prec != "fp16" else "fp16 (CUDA cores)",
                                  Roof(prec if prec != "fp16" else "fp16 (CUDA cores)", float(tflops) * 1e12,
-                                      float(own["dram_gbps"]) * 1e9))
+                                      float(dram_gbps) * 1e9))
     points = [
-        RooflinePoint(f"#{launch['index']} {label(launch['kernel'])}", _dtype(launch["roofline"]),
-                      float(launch["roofline"]["flops"]), float(launch["dram_bytes"]), float(launch["duration_ns"]))
-        for launch in mine
+        RooflinePoint(f"#{launch['index']} {label(launch['kernel'])}", _dtype(p), float(p["flops"]), float(dram),
+                      float(ns))
+        for launch, p, ns, dram in mine
     ]
     no_roof = sorted({p.dtype for p in points} - set(roofs))
     others = len(time_by_gpu) - 1
@@ -289,7 +295,7 @@ def build_ncu(launches: Sequence[dict[str, Any]], label: Callable[[str], str]) -
 def build_ncu_roofline(inp: PlotInput) -> Plot | None:
     """The report's plot of the ncu metric (--ncu): the launches matched to the trace's
     kernels, else all of them."""
-    m = inp.metric("ncu")
+    m = ok(inp.metrics.get("ncu"))
     if m is None:
         return None
     matched = [x for x in m["launches"] if x.get("matched_kernel")]  # the trace's GPU, most likely

@@ -10,13 +10,14 @@ with a phase, a start and a duration."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
 
 from nsys_llm_explainer.analysis.stats import rank_of
 from nsys_llm_explainer.fmt import dur, num
+from nsys_llm_explainer.render.json_writer import ok
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
@@ -47,7 +48,7 @@ def _col(frame: pd.DataFrame, keys: tuple[str, ...]) -> pd.Series | None:
 
 def step_frame(inp: PlotInput) -> pd.DataFrame | None:
     """phase, start_ns, duration_ns per step, or None when the report has no per-step rows."""
-    st = inp.metric("steps")
+    st = ok(inp.metrics.get("steps"))
     if st is None:
         return None
     rows = st.get("steps")
@@ -99,7 +100,20 @@ def _scatter(frame: pd.DataFrame, phases: list[str], hi: float) -> str:
     return "".join(out) + axis
 
 
-def _distribution(stats: list[dict[str, Any]], hi: float) -> str:
+class PhaseStats(TypedDict):
+    """One phase's step latencies (ns, nearest rank): the distribution's box and bars."""
+
+    phase: str
+    count: int
+    min: float
+    p25: float
+    p50: float
+    p75: float
+    p90: float
+    max: float
+
+
+def _distribution(stats: list[PhaseStats], hi: float) -> str:
     x0 = LEFT + SCATTER_W + GAP
     row = min(36.0, PLOT_H / max(len(stats), 1))
     out = [line(x0, TOP + PLOT_H, x0 + DIST_W, TOP + PLOT_H)]
@@ -150,17 +164,13 @@ def build_steps(inp: PlotInput) -> Plot | None:
     phases = [str(p) for p in totals.index[:MAX_PHASES]]
     frame = frame[frame["phase"].isin(phases)]
     hi = float(frame["duration_ns"].max()) * 1.05 or 1.0
-    stats: list[dict[str, Any]] = []
+    stats: list[PhaseStats] = []
     for ph in phases:
         d = np.sort(frame.loc[frame["phase"] == ph, "duration_ns"].to_numpy(float))
         # Nearest rank, as the steps metric's table: the box shows durations that occurred.
         q = [float(d[rank_of(p, np.array([len(d)]))[0] - 1]) for p in (0, 25, 50, 75, 90, 100)]
         stats.append(
-            {
-                "phase": ph,
-                "count": len(d),
-                **dict(zip(("min", "p25", "p50", "p75", "p90", "max"), q, strict=True)),
-            }
+            {"phase": ph, "count": len(d), "min": q[0], "p25": q[1], "p50": q[2], "p75": q[3], "p90": q[4], "max": q[5]}
         )
     body = [line(LEFT, TOP, LEFT, TOP + PLOT_H)]
     for t in ticks(0.0, hi, 4):
@@ -218,11 +228,11 @@ LEGEND = (("k1", "kernel"), ("k4", "communication"), ("k0", "copy"), ("k3", "lau
 
 
 def build_critical_path(inp: PlotInput) -> Plot | None:
-    cp = inp.metric("critical_path")
+    cp = ok(inp.metrics.get("critical_path"))
     rows = inp.frame("critical_path", "critical_path_timeline")
-    if cp is None or rows is None or rows.empty or not cp.get("median_step"):
+    med = cp.get("median_step") if cp is not None else None
+    if not med or rows is None or rows.empty:
         return None
-    med = cp["median_step"]
     rows = rows.assign(start_ns=pd.to_numeric(rows["start_ns"]), end_ns=pd.to_numeric(rows["end_ns"]),
                        path=rows["path"].astype(str).str.lower().isin(("true", "1")))
     span = float(med["replayed_ns"]) or float(rows["end_ns"].max())

@@ -7,12 +7,11 @@ constant number of elements per device (paths, not one shape per bin or kernel).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from nsys_llm_explainer.fmt import dur, num, pct
 from nsys_llm_explainer.render.escape import shorten_all
+from nsys_llm_explainer.render.json_writer import HistogramDoc, TimelineDeviceDoc, TimelineSection, ok
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
@@ -88,7 +87,7 @@ def cause_classes(causes: list[str]) -> list[str]:
 
 
 def _device_row(
-    dev: dict[str, Any], causes: list[str], top: float, scale: float, busy_label: str
+    dev: TimelineDeviceDoc, causes: list[str], top: float, scale: float, busy_label: str
 ) -> str:
     raw = dev["busy_pct"]
     inside = np.array([v is not None for v in raw])
@@ -109,7 +108,7 @@ def _device_row(
     return "".join(out)
 
 
-def segment_rows(tl: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+def segment_rows(tl: TimelineSection) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """Busy share per 1/SEGMENTS of the window and device: the plot as a table."""
     bins = tl["bins"]
     edges = np.linspace(0, bins, min(SEGMENTS, bins) + 1).round().astype(int)
@@ -126,10 +125,11 @@ def segment_rows(tl: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[str, 
 
 
 def build_timeline(inp: PlotInput) -> Plot | None:
-    tl = inp.metric("timeline")
+    tl = ok(inp.metrics.get("timeline"))
     if tl is None or not tl["devices"]:
         return None
-    idle = {d["device_id"]: d for d in (inp.metric("gpu_idle") or {}).get("devices", [])}
+    gi = ok(inp.metrics.get("gpu_idle"))
+    idle = {d["device_id"]: d for d in (gi.get("devices", []) if gi else [])}
     bins, span = tl["bins"], tl["window_end_ns"] - tl["window_start_ns"]
     scale = PLOT_W / bins
     body: list[str] = []
@@ -139,7 +139,7 @@ def build_timeline(inp: PlotInput) -> Plot | None:
         cls = "band"
         tip = f"NVTX {band['name']}: {dur(band['covered_ns'])}"
         body.append(
-            path(run_rects([tuple(r) for r in band["runs"]], scale, y, BAND_H), cls, tip=tip)
+            path(run_rects([(a, b) for a, b in band["runs"]], scale, y, BAND_H), cls, tip=tip)
         )
         body.append(text(8, y + BAND_H - 2, names[band["name"]], tip=tip))
         y += BAND_H + BAND_GAP
@@ -193,7 +193,7 @@ PAD_L, PAD_T, PLOT_H = 40, 26, 120
 BAR_W = 20
 
 
-def _panel(h: dict[str, Any], x0: float, y0: float) -> str:
+def _panel(h: HistogramDoc, x0: float, y0: float) -> str:
     buckets = h["buckets"]
     gaps = sum(b["count"] for b in buckets)
     idle = sum(b["total_ns"] for b in buckets)
@@ -224,7 +224,7 @@ def _panel(h: dict[str, Any], x0: float, y0: float) -> str:
 
 
 def build_gap_histogram(inp: PlotInput) -> Plot | None:
-    gi = inp.metric("gpu_idle")
+    gi = ok(inp.metrics.get("gpu_idle"))
     if gi is None or not gi["histograms"]:
         return None
     hists = gi["histograms"]

@@ -9,11 +9,12 @@ report's kernel labels (kernels/labels.py), the full name in the tooltip and the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
 from nsys_llm_explainer.fmt import dur, num, pct
+from nsys_llm_explainer.render.json_writer import TopKernelsSection, ok
 from nsys_llm_explainer.render.svg.base import COLOURS, Bar, Plot, PlotInput, hbars, legend
 
 TOP = 15
@@ -26,7 +27,7 @@ OTHER_CLASS = f"k{COLOURS - 1}"
 def category_classes(inp: PlotInput) -> tuple[dict[str, str], dict[str, str]]:
     """name -> category, and category -> colour class (largest categories first; other grey)."""
     names = inp.frame("categories", "kernel_category_names")
-    cats = inp.metric("categories")
+    cats = ok(inp.metrics.get("categories"))
     if names is None or cats is None:
         return {}, {}
     order = [c["category"] for c in cats.get("categories", []) if c["category"] != "other"]
@@ -34,7 +35,17 @@ def category_classes(inp: PlotInput) -> tuple[dict[str, str], dict[str, str]]:
     return dict(zip(names["name"].astype(str), names["category"].astype(str), strict=True)), classes
 
 
-def by_name(tk: dict[str, Any], table: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+class NameRow(TypedDict):
+    """One kernel name over all devices (numbers as pandas sums them)."""
+
+    name: str
+    calls: int
+    total_ns: int
+    devices: list[int]
+    pct: float  # of the kernel time
+
+
+def by_name(tk: TopKernelsSection, table: pd.DataFrame | None = None) -> list[NameRow]:
     """The TOP names by total time over all devices, with their devices (from `table`, the
     kernels CSV rows, when given; else from report.json's list)."""
     columns = ["name", "device_id", "calls", "total_ns"]
@@ -48,14 +59,14 @@ def by_name(tk: dict[str, Any], table: pd.DataFrame | None = None) -> list[dict[
         ["total_ns", "name"], ascending=[False, True], kind="stable"
     )
     total = tk["total_kernel_ns"]
-    rows: list[dict[str, Any]] = grouped.head(TOP).to_dict("records")
+    rows: list[NameRow] = grouped.head(TOP).to_dict("records")
     for r in rows:
         r["pct"] = 100.0 * r["total_ns"] / total if total else 0.0
     return rows
 
 
 def build_top_kernels(inp: PlotInput) -> Plot | None:
-    tk = inp.metric("top_kernels")
+    tk = ok(inp.metrics.get("top_kernels"))
     if tk is None or not tk["kernels"]:
         return None
     rows = by_name(tk, inp.frame("top_kernels", "kernels"))
@@ -124,7 +135,7 @@ PER_PROCESS_LABEL_W, PER_PROCESS_BAR_W, PER_PROCESS_VALUE_W = 160, 600, 170
 
 
 def build_per_process(inp: PlotInput) -> Plot | None:
-    pp = inp.metric("per_process")
+    pp = ok(inp.metrics.get("per_process"))
     if pp is None or not pp["processes"]:
         return None
     rows = pp["processes"][:PER_PROCESS_TOP]

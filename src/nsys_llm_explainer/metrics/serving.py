@@ -86,6 +86,8 @@ from nsys_llm_explainer.results.serving import (
     LatencyFit,
     PhaseRow,
     Serving,
+    TensorParallel,
+    Utilization,
 )
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -340,7 +342,7 @@ def _p(values: list[int], q: int) -> int:
 
 
 def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np.ndarray | None,
-                 its: Iterations) -> dict[str, Any] | None:
+                 its: Iterations) -> Utilization:
     """MFU/MBU of a phase: model_utilization's phase of the same name when the steps are these
     iterations; else, for decode, MBU from the weight bytes its GEMMs read (operator shapes)."""
     mu = ctx.typed(ModelUtilization)
@@ -464,7 +466,7 @@ def _overhead(ctx: Context) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> dict[str, Any] | None:
+def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> TensorParallel | None:
     dist = ctx.data.distributed() or {}
     world = dist.get("world_size")
     pids = sorted({r.pid for r in rows})
@@ -472,8 +474,7 @@ def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> dict[str, Any] |
     if not (isinstance(world, int) and world > 1) and not comm:
         return None
     ranks = len(pids)
-    return {"world_size": world if isinstance(world, int) else None, "rank": dist.get("rank"),
-            "processes_captured": ranks, "communication_ns": comm}
+    return TensorParallel(world if isinstance(world, int) else None, dist.get("rank"), ranks, comm)
 
 
 def _window(ctx: Context, rows: list[IterationRow]) -> int:

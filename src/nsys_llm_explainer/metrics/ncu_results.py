@@ -55,6 +55,7 @@ from nsys_llm_explainer.trace.data import Unavailable
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.compute.peaks import GpuSpec
+    from nsys_llm_explainer.ncu.results import LaunchDoc
 
 OPTION = "ncu"  # Options.extra key: the --ncu paths
 RATIO_FAR = 2.0  # ncu / trace duration beyond 2x either way is far from 1
@@ -83,15 +84,18 @@ def _weighted(values: list[tuple[float, float]]) -> float | None:
 
 
 def _kernel_row(
-    name: str, stats: TraceStats, members: list[dict[str, Any]], how: str, total_kernel_ns: int
+    name: str, stats: TraceStats, members: list[LaunchDoc], how: str, total_kernel_ns: int
 ) -> NcuKernel:
     durations = [float(m["duration_ns"]) for m in members if m["duration_ns"]]
     classified = [m for m in members if m["class"]]
-    pct = _weighted([(float(m["pct_of_roof"]), float(m["duration_ns"] or 1.0)) for m in classified])
+    # a launch with a class has its distance from the roof (ncu/classify.py)
+    pct = _weighted([(float(m["pct_of_roof"] or 0.0), float(m["duration_ns"] or 1.0)) for m in classified])
     by_class: dict[str, float] = {}
     for m in classified:
-        by_class[m["class"]] = by_class.get(m["class"], 0.0) + float(m["duration_ns"] or 1.0)
+        kind = str(m["class"])
+        by_class[kind] = by_class.get(kind, 0.0) + float(m["duration_ns"] or 1.0)
     longest = max(classified, key=lambda m: m["duration_ns"] or 0.0) if classified else None
+    roof = longest["roofline"] if longest else None
     ncu_p50 = statistics.median(durations) if durations else None
     ratio = ncu_p50 / stats.p50_ns if ncu_p50 and stats.p50_ns else None
     stake = {d: int(ns * (1.0 - pct / 100.0)) for d, ns in stats.by_device.items()} if pct is not None else {}
@@ -113,7 +117,7 @@ def _kernel_row(
         sm_pct=longest["sm_pct"] if longest else None,
         memory_pct=longest["memory_pct"] if longest else None,
         longest_launch=longest["index"] if longest else None,
-        roofline_pct_of_roof=(longest.get("roofline") or {}).get("pct_of_roof") if longest else None,
+        roofline_pct_of_roof=roof["pct_of_roof"] if roof else None,
         ncu_p50_ns=round(ncu_p50, 1) if ncu_p50 else None,
         duration_ratio=round(ratio, 3) if ratio else None,
         ratio_far=bool(ratio and not 1.0 / RATIO_FAR <= ratio <= RATIO_FAR),
@@ -192,14 +196,14 @@ class Shapes:
         return self._by[key]
 
 
-def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
+def _check(d: LaunchDoc, key: int, stats: TraceStats, shapes: Shapes) -> tuple[str | None, str]:
     """(why the launch does not match the trace's kernel `key`, or None; what was compared)."""
     compared = ["name"]
     durations: np.ndarray | None = None
-    grid, block = _dims(d.get("grid")), _dims(d.get("block"))
+    grid, block = _dims(d["grid"]), _dims(d["block"])
     if shapes.cols is None:
         compared.append(f"not grid and block ({shapes.reason})")
-    elif grid is None and (d.get("grid_size") is None or d.get("block_size") is None):
+    elif grid is None and (d["grid_size"] is None or d["block_size"] is None):
         compared.append("not grid and block (the export records neither)")
     else:
         groups = shapes.of(key)
@@ -207,7 +211,7 @@ def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tu
             hits = [v for (g, b), v in groups.items() if g == grid and b == block]
             want = _shape_text(grid, block)
         else:
-            gs, bs = int(d["grid_size"]), int(d["block_size"])
+            gs, bs = int(d["grid_size"] or 0), int(d["block_size"] or 0)  # both known here
             hits = [v for (g, b), v in groups.items() if math.prod(g) == gs and math.prod(b) == bs]
             want = f"{gs:,} blocks of {bs:,} threads"
         if not hits:
@@ -216,7 +220,7 @@ def _check(d: dict[str, Any], key: int, stats: TraceStats, shapes: Shapes) -> tu
             return f"the trace ran this kernel with other launch shapes, not {want} (it ran {ran}{more})", ""
         durations = np.concatenate(hits)
         compared.append("grid and block")
-    ncu_ns = d.get("duration_ns")
+    ncu_ns = d["duration_ns"]
     ref = float(np.median(durations)) if durations is not None else float(stats.p50_ns)
     if not ncu_ns or not ref:
         compared.append("not duration (not measured)")
@@ -242,13 +246,14 @@ def run(ctx: Context) -> Outcome:
     except ExplainError as exc:
         return METRIC.skipped(exc.message)
     doc = document(results, {"name": TOOL_NAME, "version": __version__})
-    launches = doc["launches"]
+    launches: list[LaunchDoc] = doc["launches"]
     kernels, stats, total_kernel_ns = _trace_kernels(ctx)
     matcher = Matcher(kernels)
     names: dict[Any, str] = {key: name for key, name, _ in kernels}
-    groups: dict[int, list[dict[str, Any]]] = {}
+    groups: dict[int, list[LaunchDoc]] = {}
     how: dict[int, str] = {}
-    unmatched, by = [], {"mangled": 0, "demangled": 0, "short": 0}
+    unmatched: list[NcuUnmatched] = []
+    by = {"mangled": 0, "demangled": 0, "short": 0}
     shapes = Shapes(ctx)
     for d in launches:
         m = matcher.match(d["kernel"])
@@ -256,7 +261,7 @@ def run(ctx: Context) -> Outcome:
         d["matched_kernel"], d["matched_by"] = (names[m.key], m.how) if why is None else (None, None)
         d["match_detail"] = detail or None
         if why is not None:
-            unmatched.append({"index": d["index"], "kernel": d["kernel"], "reason": why})
+            unmatched.append(NcuUnmatched(d["index"], d["kernel"], why))
             continue
         by[str(m.how)] += 1
         groups.setdefault(int(m.key), []).append(d)  # type: ignore[call-overload]
@@ -274,7 +279,7 @@ def run(ctx: Context) -> Outcome:
         ratio_far=RATIO_FAR,
         match=NcuMatch(
             launches=len(launches), matched=len(launches) - len(unmatched), by=by, kernels=len(rows),
-            unmatched=tuple(NcuUnmatched(**u) for u in unmatched), duration_factor=DURATION_FACTOR,
+            unmatched=tuple(unmatched), duration_factor=DURATION_FACTOR,
             shapes="compared" if shapes.cols is not None else f"not compared: {shapes.reason}",
         ),
         total_kernel_ns=total_kernel_ns,

@@ -20,7 +20,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from nsys_llm_explainer.compute import peaks
 from nsys_llm_explainer.compute.peaks import GpuSpec
@@ -188,11 +188,67 @@ def assess(loaded: Loaded, gpu: tuple[str, str] | None = None, table: dict[str, 
 
 # ---------------------------------------------------------------- the document (ncu.json)
 
+class RuleDoc(TypedDict):
+    """One of ncu's own rule results (OPT, WRN or ERR) of a launch."""
+
+    section: str
+    name: str
+    type: str
+    speedup_type: str | None
+    speedup_pct: float | None
+    text: str
+
+
+class PointDoc(TypedDict):
+    """A launch's place on the roofline (classify.RooflinePoint), rounded as ncu.json writes it."""
+
+    precision: str
+    tensor: bool
+    flops: float
+    flop_per_byte: float | None
+    achieved_tflops: float | None
+    peak_tflops: float | None
+    bandwidth_gbps: float | None
+    roof_tflops: float | None
+    pct_of_roof: float | None
+    bound: str | None
+    peaks_basis: str
+    reason: str | None
+    dram_only: bool
+    note: str | None
+
+
+class SectionPeaks(TypedDict):
+    tflops: dict[str, float | None]
+    dram_gbps: float | None
+
+
+# One launch as ncu.json (and report.json's metrics.ncu) write it; a report adds the match to
+# the trace's kernels (matched_kernel, matched_by, match_detail).
+LaunchDoc = TypedDict("LaunchDoc", {
+    "index": int, "id": int, "pid": int | None, "kernel": str, "device": int | None, "device_name": str | None,
+    "cc": str | None, "grid": str | None, "block": str | None, "files": list[str], "layouts": list[str],
+    "duration_ns": float | None, "sm_pct": float | None, "memory_pct": float | None, "dram_pct": float | None,
+    "l2_pct": float | None, "l1_pct": float | None, "dram_bytes": float | None, "dram_gbps": float | None,
+    "tensor_pipe_pct": float | None, "l2_hit_pct": float | None, "l2_bytes": float | None,
+    "achieved_occupancy_pct": float | None, "theoretical_occupancy_pct": float | None,
+    "occupancy_limit": str | None, "registers_per_thread": float | None, "block_size": float | None,
+    "grid_size": float | None, "shared_mem_per_block": float | None, "waves_per_sm": float | None,
+    "flops": dict[str, float | None], "tensor_ops": dict[str, float | None], "tensor_instructions": float | None,
+    "class": str | None, "pct_of_roof": float | None, "limiter": str | None, "causes": list[str],
+    "unclassified_reason": str | None, "section_peaks": SectionPeaks | None, "roofline": PointDoc | None,
+    "roofline_reason": str | None, "peaks_gpu": str | None, "sources": dict[str, str],
+    "not_measured": dict[str, str], "ncu_rules": list[RuleDoc],
+    "matched_kernel": NotRequired[str | None], "matched_by": NotRequired[str | None],
+    "match_detail": NotRequired[str | None],
+})
+
+
 def _r(x: float | None, digits: int = 2) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
-def _rules(launch: Launch) -> list[dict[str, Any]]:
+def _rules(launch: Launch) -> list[RuleDoc]:
     rows = [r for r in launch.rules if r.kind in ("OPT", "WRN", "ERR")]
     rows.sort(key=lambda r: -(number(r.speedup) or 0.0))
     return [
@@ -202,7 +258,7 @@ def _rules(launch: Launch) -> list[dict[str, Any]]:
     ]
 
 
-def _point(p: cls.RooflinePoint | None) -> dict[str, Any] | None:
+def _point(p: cls.RooflinePoint | None) -> PointDoc | None:
     if p is None:
         return None
     return {
@@ -223,7 +279,7 @@ def _point(p: cls.RooflinePoint | None) -> dict[str, Any] | None:
     }
 
 
-def _section_peaks(f: Figures) -> dict[str, Any] | None:
+def _section_peaks(f: Figures) -> SectionPeaks | None:
     """The roofline chart section's own peaks, when the export has it."""
     if f.peaks is None:
         return None
@@ -231,7 +287,7 @@ def _section_peaks(f: Figures) -> dict[str, Any] | None:
             "dram_gbps": _r(f.peaks.dram_bandwidth / 1e9 if f.peaks.dram_bandwidth else None, 1)}
 
 
-def launch_doc(index: int, m: Measured) -> dict[str, Any]:
+def launch_doc(index: int, m: Measured) -> LaunchDoc:
     """One launch as ncu.json (and report.json's metrics.ncu) write it."""
     f, v, launch = m.figures, m.verdict, m.launch
     return {
@@ -283,20 +339,21 @@ def launch_doc(index: int, m: Measured) -> dict[str, Any]:
     }
 
 
-def launch_rows(launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def launch_rows(launches: list[LaunchDoc]) -> list[dict[str, Any]]:
     """ncu.csv (and the report's tables/ncu_launches.csv): one row per launch object, with
     the columns LAUNCH_COLUMNS (matched_kernel and matched_by only in a report)."""
     rows = []
     for d in launches:
-        point = d.get("roofline") or {}
+        p = d["roofline"]
         row = {c: d.get(c) for c in LAUNCH_COLUMNS}
         row.update({
             "flops_fp64": d["flops"].get("fp64"), "flops_fp32": d["flops"].get("fp32"),
             "flops_fp16": d["flops"].get("fp16"),
             "tensor_ops": "; ".join(f"{k} {v:.0f}" for k, v in d["tensor_ops"].items()) or None,
-            "roofline_precision": point.get("precision"), "flop_per_byte": point.get("flop_per_byte"),
-            "achieved_tflops": point.get("achieved_tflops"), "roof_tflops": point.get("roof_tflops"),
-            "roofline_pct_of_roof": point.get("pct_of_roof"), "dram_only": point.get("dram_only"),
+            "roofline_precision": p["precision"] if p else None,
+            "flop_per_byte": p["flop_per_byte"] if p else None,
+            "achieved_tflops": p["achieved_tflops"] if p else None, "roof_tflops": p["roof_tflops"] if p else None,
+            "roofline_pct_of_roof": p["pct_of_roof"] if p else None, "dram_only": p["dram_only"] if p else None,
             "files": "; ".join(d["files"]),
         })
         rows.append(row)

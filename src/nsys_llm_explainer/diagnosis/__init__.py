@@ -28,16 +28,17 @@ from nsys_llm_explainer.model import (
     typed_result,
 )
 from nsys_llm_explainer.results.run import Capture, RunFacts
+from nsys_llm_explainer.results.run import Workload as WorkloadResult
 from nsys_llm_explainer.results.serving import Serving
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
 
 
 def workload_of(metrics: dict[str, Outcome]) -> Workload:
-    w = verdict.metric(metrics, "workload")
+    w = typed_result(metrics, WorkloadResult)
     if w is None:
         return Workload("unknown", Confidence.LOW, ("the workload metric did not run",))
-    return Workload(w["kind"], Confidence(w["confidence"]), tuple(w["evidence"]), w.get("model"))
+    return Workload(w.kind, Confidence(w.confidence), tuple(w.evidence), w.model)
 
 
 def _no_gpu_reason(metrics: dict[str, Outcome]) -> str:

@@ -18,11 +18,11 @@ from typing import Any, TypedDict
 
 from nsys_llm_explainer.analysis.host_sources import Source
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
-from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback_text
+from nsys_llm_explainer.diagnosis.verdict import readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import labels_for
-from nsys_llm_explainer.model import Bucket, Cause, JsonObject, Outcome, Verdict, typed_result
+from nsys_llm_explainer.model import Bucket, Cause, JsonObject, MetricResult, Outcome, Verdict, typed_result
 from nsys_llm_explainer.results.devices import (
     Communication,
     FamilyTime,
@@ -32,7 +32,9 @@ from nsys_llm_explainer.results.devices import (
     IdleCauses,
     SampleCount,
 )
-from nsys_llm_explainer.results.host import HostPatterns
+from nsys_llm_explainer.results.host import HostPatterns, Sync
+from nsys_llm_explainer.results.kernels import Categories, TopKernels
+from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.results.run import SanityCheck
 
 CAUSE_WORDS: dict[Cause, str] = {
@@ -168,29 +170,28 @@ def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) 
                      (d.device_copy_busy_ns, "device-local copies and memsets")]
             out.append(f"GPU {d.device_id} busy by kind (each a union; they may overlap): "
                        + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
-    tk = metric(metrics, "top_kernels")
+    tk = typed_result(metrics, TopKernels)
     if tk is not None:
         label = labels_for(metrics)  # the kernel as every table and plot names it
-        for r in tk["kernels"][:3]:
-            if r["device_id"] in devices:
-                out.append(f"{label(r['name'])} on GPU {r['device_id']}: {dur(r['total_ns'])} "
-                           f"in {r['calls']:,} calls")
-    cats = metric(metrics, "categories")
+        for r in tk.kernels[:3]:
+            if r.device_id in devices:
+                out.append(f"{label(r.name)} on GPU {r.device_id}: {dur(r.total_ns)} in {r.calls:,} calls")
+    cats = typed_result(metrics, Categories)
     if cats is not None:
-        top = [c for c in cats.get("categories", []) if c.get("total_ns")][:3]
+        top = [c for c in cats.categories if c.total_ns][:3]
         if top:
             out.append("kernel time by category: " + ", ".join(
-                f"{c['category']} {c['pct_of_scope_time']:.1f}%" for c in top))
+                f"{c.category} {c.pct_of_scope_time:.1f}%" for c in top))
     return out
 
 
 def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    sync = metric(metrics, "sync")
+    sync = typed_result(metrics, Sync)
     if sync is not None:
-        blocking = [c for c in sync["calls"] if c["blocking"]][:3]
+        blocking = [c for c in sync.calls if c.blocking][:3]
         if blocking:
-            calls = ", ".join(f"{c['api']} x{c['calls']:,} ({dur(c['total_ns'])})" for c in blocking)
+            calls = ", ".join(f"{c.api} x{c.calls:,} ({dur(c.total_ns)})" for c in blocking)
             out.append(f"blocking calls: {calls}")
     hp = typed_result(metrics, HostPatterns)
     if hp is not None:
@@ -211,17 +212,17 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
     other = sum(d.buckets[Bucket.HOST_OTHER] for d in acct.chosen(devices))
     out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
                f"code, or other CUDA calls such as allocation): {dur(other)}")
-    ls = metric(metrics, "launch_storm")
+    ls = typed_result(metrics, LaunchStorm)
     if ls is not None:
-        g = ls["global"]
-        out.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median {dur(g['p50_ns'])}, "
-                   f"{g['pct_under_10us']:.1f}% shorter than 10 µs")
+        g = ls.global_
+        out.append(f"{g.kernels:,} kernels at {g.launches_per_s:,.0f} per second, median {dur(g.p50_ns)}, "
+                   f"{g.pct_under_10us:.1f}% shorter than 10 µs")
     return out
 
 
 def _kineto(metrics: dict[str, Outcome]) -> bool:
     """Whether the trace is a PyTorch profiler trace (operators run only there)."""
-    return metric(metrics, "operators") is not None
+    return isinstance(metrics.get("operators"), MetricResult)
 
 
 def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
@@ -267,9 +268,9 @@ def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[
                 out.append(f"GPU {d.device_id}: communication kernels {dur(d.comm_union_ns)}, "
                            f"{dur(d.exposed_ns)} of it with no compute beside it")
     out = out[:MAX_DEVICES_LISTED] + dependency_lines(metrics, devices)
-    lo = metric(metrics, "launch_overhead")
-    if lo is not None and lo.get("global", {}).get("latency_p50_ns"):
-        out.append(f"kernels start {dur(lo['global']['latency_p50_ns'])} after their launch call at the median: "
+    lo = typed_result(metrics, LaunchOverhead)
+    if lo is not None and lo.global_.latency_p50_ns:
+        out.append(f"kernels start {dur(lo.global_.latency_p50_ns)} after their launch call at the median: "
                    "the host runs ahead of the GPU")
     return out
 

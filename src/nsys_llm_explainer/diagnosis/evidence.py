@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from nsys_llm_explainer.analysis.host_sources import Source
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
+from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS, KernelMix
 from nsys_llm_explainer.diagnosis.verdict import readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
 from nsys_llm_explainer.frozen import frozen
@@ -320,13 +321,11 @@ def _pct(x: float) -> str:
     return pct(x)
 
 
-def kernel_clause(mix: Any, metrics: dict[str, Outcome], scope: str = "kernel time") -> str:
+def kernel_clause(mix: KernelMix, metrics: dict[str, Outcome], scope: str = "kernel time") -> str:
     """What the kernels are limited by, and the dominant kernel, as a clause of the verdict
     (diagnosis/kernel_mix.py). Every share is of `scope`: the kernel time the key numbers show
     (all the devices' kernels, communication included), or the named devices' when the verdict
     names only some of them."""
-    from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS
-
     limit = mix.limit
     if limit == "memory" and mix.no_matrix and mix.by_roofline_ns == 0:
         text = (f"{LIMIT_WORDS['memory']} (likely: no GEMM, convolution or attention ran, and loops over "

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import ClassVar
 
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.results.launches import ApiCalls
 
 
@@ -52,7 +53,7 @@ class Sync:
     calls: tuple[SyncCall, ...]  # blocking first, then by total time
     processes: tuple[SyncProcess, ...]  # most blocking time first
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {
             "blocking_calls": self.blocking_calls,
             "blocking_ns": self.blocking_ns,

@@ -36,7 +36,7 @@ def _round_trip(path: Path, options: Options | None = None) -> set[str]:
 
 
 def test_round_trip_on_a_small_export(tmp_path: Path) -> None:
-    assert {"top_kernels", "per_process", "workload", "boundness", "idle_causes", "gpu_idle"} <= _round_trip(
+    assert {"top_kernels", "per_process", "workload", "boundness", "idle_causes", "gpu_idle", "sync"} <= _round_trip(
         h.good(tmp_path))
 
 
@@ -46,7 +46,7 @@ def test_round_trip_on_real_traces(name: str) -> None:
     if not path.is_file():
         pytest.skip(f"shared trace {name} not present")
     assert {"top_kernels", "per_process", "workload", "steps", "boundness", "capture", "critical_path", "what_if",
-            "communication", "idle_causes", "gpu_idle"} <= _round_trip(path)
+            "communication", "idle_causes", "gpu_idle", "sync"} <= _round_trip(path)
 
 
 def test_round_trip_of_read_backs_and_per_layer_sync_stalls(build: Callable[[TraceBuilder], Path]) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 from nsys_llm_explainer.compute import dtypes
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.options import read_json_file
 
 MAX_FILE_BYTES = 4 << 20
@@ -107,7 +108,7 @@ class ModelConfig:
 
 
 def _int(
-    cfg: dict[str, Any],
+    cfg: JsonObject,
     keys: tuple[str, ...],
     source: str,
     default: int | None = None,
@@ -125,7 +126,7 @@ def _int(
     return default
 
 
-def _moe(cfg: dict[str, Any], layers: int, hidden_i: int, source: str) -> MoeSpec | None:
+def _moe(cfg: JsonObject, layers: int, hidden_i: int, source: str) -> MoeSpec | None:
     experts = _int(cfg, ("num_experts", "num_local_experts", "n_routed_experts"), source, 0, 0)
     if experts == 0:
         return None
@@ -158,7 +159,7 @@ def _moe(cfg: dict[str, Any], layers: int, hidden_i: int, source: str) -> MoeSpe
     )
 
 
-def _mla(cfg: dict[str, Any], source: str) -> MlaSpec | None:
+def _mla(cfg: JsonObject, source: str) -> MlaSpec | None:
     if cfg.get("kv_lora_rank") is None:
         return None
     q_lora = cfg.get("q_lora_rank")
@@ -175,9 +176,10 @@ def parse_model_config(obj: Any, source: str = "config.json") -> ModelConfig:
     """A ModelConfig from a decoded config.json; UsageError (one line) when it is unusable."""
     if not isinstance(obj, dict):
         raise UsageError(f"{source}: expected a JSON object")
-    cfg = obj
-    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], "tie_word_embeddings": obj.get("tie_word_embeddings", True)}
+    cfg: JsonObject = obj
+    text = cfg.get("text_config")
+    if "hidden_size" not in cfg and isinstance(text, dict):
+        cfg = {**text, "tie_word_embeddings": obj.get("tie_word_embeddings", True)}
     model_type = str(cfg.get("model_type", ""))[:64]
     notes: list[str] = []
     hidden = _int(cfg, ("hidden_size", "n_embd", "d_model"), source)

@@ -55,7 +55,7 @@ import math
 import re
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -85,11 +85,55 @@ from nsys_llm_explainer.trace.data import TraceData
 UTILIZATION_TOLERANCE = PLAUSIBLE_TOLERANCE
 MIN_COVERAGE = 0.9
 CEILING_PCT = 100.0 * (1 + UTILIZATION_TOLERANCE)
+Figure = Literal["mfu_pct", "mbu_pct", "hfu_pct"]
 
 
-def _figure(phase: UtilizationPhase, steps: list[dict[str, Any]], key: str) -> tuple[float, str] | None:
+class StepRecord(TypedDict):
+    """A step of the steps table as step_row reads it (one of frame.to_dict("records"))."""
+
+    step: int
+    phase: str
+    pid: int
+    latency_ns: int
+    gpu_latency_ns: NotRequired[int | None]
+
+
+class StepRow(TypedDict):
+    """One row of model_utilization_steps, with the keys the plausibility checks read."""
+
+    step: int
+    phase: str
+    pid: int
+    latency_ns: int
+    window_ns: int
+    kind: str
+    tokens: int | None
+    batch: int | None
+    context: int | None
+    gpus: int
+    flops_per_token: float | None
+    model_flops: float | None
+    mfu_pct: float | None
+    bytes_per_step: float | None
+    mbu_pct: float | None
+    measured_flops: float | None
+    hfu_pct: float | None
+    peak_tflops: float | None
+    bandwidth_gbps: float | None
+    kind_from: str
+    tokens_from: str
+    flops_from: str
+    head_from: str
+    bytes_from: str
+    # for the plausibility checks (phase_warnings), not in the table
+    floor_flops: float | None
+    launched_ns: int
+    covered_ns: int
+
+
+def _figure(phase: UtilizationPhase, steps: list[StepRow], key: Figure) -> tuple[float, str] | None:
     """The highest of the phase's figure and its steps', and how to say it."""
-    values = [float(s[key]) for s in steps if s.get(key) is not None]
+    values = [float(v) for s in steps if (v := s[key]) is not None]
     figure = getattr(phase, key)
     whole = float(figure) if figure is not None else None
     top = max(values, default=whole if whole is not None else float("nan"))
@@ -100,20 +144,20 @@ def _figure(phase: UtilizationPhase, steps: list[dict[str, Any]], key: str) -> t
     return whole, f"{whole:,.1f}%"
 
 
-def _assumed(sc: StepContext, steps: list[dict[str, Any]]) -> str:
+def _assumed(sc: StepContext, steps: list[StepRow]) -> str:
     notes = sorted({sc.per_pid[s["pid"]].assumed for s in steps if s["pid"] in sc.per_pid} - {""})
     if not notes:
         return ""
     return f"; the figures use assumed {notes[0]}"
 
 
-def _ceiling(phase: UtilizationPhase, steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
+def _ceiling(phase: UtilizationPhase, steps: list[StepRow], sc: StepContext) -> list[str]:
     out = []
     first = steps[0]
     gpus = f"the GPU count ({phase.gpus} per step)"
     peak = f"the {sc.cls} dense peak ({first['peak_tflops']} TFLOP/s per GPU)"
     bandwidth = f"the memory bandwidth ({first['bandwidth_gbps']} GB/s per GPU)"
-    checks = (
+    checks: tuple[tuple[str, Figure, str], ...] = (
         ("MFU", "mfu_pct", f"tokens per step ({first['tokens_from']}), FLOPs per token "
                            f"({first['flops_from']}), {peak} or {gpus}"),
         ("MBU", "mbu_pct", f"bytes per step ({first['bytes_from']}), {bandwidth} or {gpus}"),
@@ -131,13 +175,13 @@ def _ceiling(phase: UtilizationPhase, steps: list[dict[str, Any]], sc: StepConte
     return out
 
 
-def _below_model(phase: UtilizationPhase, steps: list[dict[str, Any]]) -> list[str]:
-    covered = [s for s in steps if s.get("measured_flops") and s.get("floor_flops")
+def _below_model(phase: UtilizationPhase, steps: list[StepRow]) -> list[str]:
+    covered = [s for s in steps if s["measured_flops"] and s["floor_flops"]
                and s["launched_ns"] and s["covered_ns"] >= MIN_COVERAGE * s["launched_ns"]]
     if not covered:
         return []
-    measured = sum(float(s["measured_flops"]) for s in covered)
-    floor = sum(float(s["floor_flops"]) for s in covered)
+    measured = sum(float(s["measured_flops"] or 0.0) for s in covered)
+    floor = sum(float(s["floor_flops"] or 0.0) for s in covered)
     if measured >= (1 - UTILIZATION_TOLERANCE) * floor:
         return []
     share = sum(s["covered_ns"] for s in covered) / sum(s["launched_ns"] for s in covered)
@@ -153,7 +197,7 @@ def _below_model(phase: UtilizationPhase, steps: list[dict[str, Any]]) -> list[s
     ]
 
 
-def phase_warnings(phase: UtilizationPhase, steps: list[dict[str, Any]], sc: StepContext) -> list[str]:
+def phase_warnings(phase: UtilizationPhase, steps: list[StepRow], sc: StepContext) -> list[str]:
     """The warnings of one phase, from its row and its steps' rows (with the check keys)."""
     if not steps:
         return []
@@ -369,11 +413,11 @@ def step_shapes(
     for j, key in enumerate(keys.tolist()):
         info, cost = inst.info[key], inst.costs[key]
         is_attn = isinstance(cost, OpCost) and cost.family == "attention" and cost.direction == "forward"
-        if not info and not is_attn:
+        if info is None and not is_attn:
             continue
         for s in step[sel[key_code == j]].tolist():
-            if info:
-                emb.setdefault(s, []).append((int(info["table_rows"]), tuple(info["indices"])))
+            if info is not None:
+                emb.setdefault(s, []).append((info.table_rows, info.indices))
             if is_attn:
                 lq, lk = int(cost.extra.get("lq", 0)), int(cost.extra.get("lk", 0))  # type: ignore[union-attr, call-overload]
                 old = ctx.get(s, (0, 0))
@@ -572,7 +616,7 @@ def _ratio(value: float | None, time_s: float, peak: float, gpus: int) -> float 
     return round(100.0 * value / (time_s * peak * gpus), 2)
 
 
-def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, Any]:
+def step_row(sc: StepContext, rec: StepRecord, sh: StepShapes) -> StepRow:
     pid = int(rec["pid"])
     pg = sc.per_pid.get(pid, PidGpus((), float("nan"), float("nan"), ""))
     gpus, peak, bw = len(pg.devices), pg.peak, pg.bandwidth
@@ -603,7 +647,6 @@ def step_row(sc: StepContext, rec: dict[str, Any], sh: StepShapes) -> dict[str, 
         "bandwidth_gbps": round(bw / 1e9, 1) if math.isfinite(bw) else None,
         "kind_from": kind_from, "tokens_from": tokens_from, "flops_from": flops_from,
         "head_from": flops.head_from, "bytes_from": bytes_from,
-        # for the plausibility checks (compute/model_report.py), not in the table
         "floor_flops": flops.floor, "launched_ns": sh.launched_ns, "covered_ns": sh.covered_ns,
     }
 

@@ -87,6 +87,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few
 from nsys_llm_explainer.compute.arch import REPRESENTATIVE, ArchInference, infer_from_kernels
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.options import read_json_file
 
 DATA_FILE = "data/gpu_specs.json"
@@ -531,7 +532,7 @@ class DevicePeaks:
         wanted = tuple(c for c in DTYPE_CLASSES if c in classes)
         return list(roofs(spec, wanted).values()) if spec else []
 
-    def describe(self, device: int) -> dict[str, Any]:
+    def describe(self, device: int) -> JsonObject:
         r = self.resolved[device]
         spec = r.spec
         return {

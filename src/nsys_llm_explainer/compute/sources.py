@@ -34,7 +34,6 @@ import dataclasses
 import json
 import re
 from dataclasses import field
-from typing import Any
 
 import numpy as np
 
@@ -49,7 +48,7 @@ from nsys_llm_explainer.compute.dtypes import dtype_from_kernel
 from nsys_llm_explainer.compute.opcost import CONCAT, has_formula, op_cost
 from nsys_llm_explainer.compute.shapes import OpShapes, Uncounted, from_kineto, shapes_from_nvtx
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import TraceFormat
+from nsys_llm_explainer.model import JsonObject, TraceFormat
 from nsys_llm_explainer.trace.columns import factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
@@ -67,6 +66,14 @@ OPAQUE_DTYPE = {1: "uint8", 2: "bf16", 4: "fp32", 8: "int64"}
 
 
 @frozen
+class Embedding:
+    """An embedding call's table rows and the sizes of its index tensor."""
+
+    table_rows: int
+    indices: tuple[int, ...]
+
+
+@frozen
 class Instances:
     """Operator calls in range-index order (analysis/nvtx.py) (sorted position = instance), with their cost."""
 
@@ -78,7 +85,7 @@ class Instances:
     key: np.ndarray  # per position: code into costs, -1 when not costed (no formula, no shapes)
     costs: list[OpCost | Uncounted]  # per key
     shapes: list[str]  # per key: the input sizes as text
-    info: list[dict[str, Any]]  # per key: embedding table rows and index sizes, when one
+    info: list[Embedding | None]  # per key: embedding table rows and index sizes, when one
     start: np.ndarray  # per position: host start time
     pid: np.ndarray  # per position
     dtype_evidence: list[str] = field(default_factory=list)  # per key (NVTX: where the dtype came from)
@@ -98,18 +105,18 @@ def _build(data: TraceData) -> Instances | str:
     return _from_kineto(data)
 
 
-def _embedding_info(s: OpShapes) -> dict[str, Any]:
+def _embedding_info(s: OpShapes) -> Embedding | None:
     if short_name(s.op) != "embedding":
-        return {}
+        return None
     table, idx = s.tensor(0), s.tensor(1)
     if not table or idx is None:
-        return {}
-    return {"table_rows": int(table[0]), "indices": [int(d) for d in idx]}
+        return None
+    return Embedding(int(table[0]), tuple(int(d) for d in idx))
 
 
-def _cost(s: OpShapes | Uncounted, compute_dtype: str | None = None) -> tuple[Any, dict]:
+def _cost(s: OpShapes | Uncounted, compute_dtype: str | None = None) -> tuple[OpCost | Uncounted, Embedding | None]:
     if isinstance(s, Uncounted):
-        return s, {}
+        return s, None
     return op_cost(s, compute_dtype=compute_dtype), _embedding_info(s)
 
 
@@ -130,7 +137,7 @@ def _from_kineto(data: TraceData) -> Instances | str:
     key = np.full(len(order), -1, dtype=np.int64)
     costs: list[OpCost | Uncounted] = []
     shapes_text: list[str] = []
-    info: list[dict[str, Any]] = []
+    info: list[Embedding | None] = []
     k_op = att.kernel_op
     pos_of_row = np.full(len(ops), -1, dtype=np.int64)
     pos_of_row[order] = np.arange(len(order))
@@ -143,7 +150,7 @@ def _from_kineto(data: TraceData) -> Instances | str:
         for i, (n, sh, c) in enumerate(zip(kn.tolist(), ks.tolist(), kc.tolist(), strict=True)):
             dims_text, types_text = shape_list[sh]
             try:
-                args: dict[str, Any] = {"Input Dims": json.loads(dims_text)}
+                args: JsonObject = {"Input Dims": json.loads(dims_text)}
                 if types_text:
                     args["Input type"] = json.loads(types_text)
             except ValueError:
@@ -188,7 +195,7 @@ def _element_bytes(data: TraceData, kernel_pos: np.ndarray, key: np.ndarray, n_k
     return out
 
 
-def _concat_from_kernel(cost: Any, op: str, args: dict[str, Any], nbytes: int) -> Any:
+def _concat_from_kernel(cost: OpCost | Uncounted, op: str, args: JsonObject, nbytes: int) -> OpCost | Uncounted:
     """A concatenation whose tensor list states no dtype, re-costed with the element size its
     kernel states (OpaqueType<4> is 4 bytes), not the assumed dtype's."""
     if (not isinstance(cost, OpCost) or cost.dtype_source != "assumed" or short_name(op) not in CONCAT
@@ -284,7 +291,7 @@ def _from_nvtx(data: TraceData) -> Instances | str:
     key = np.full(len(order), -1, dtype=np.int64)
     costs: list[OpCost | Uncounted] = []
     shapes_text: list[str] = []
-    info: list[dict[str, Any]] = []
+    info: list[Embedding | None] = []
     evidence: list[str] = []
     ops_list = list(distinct)
     if len(want):

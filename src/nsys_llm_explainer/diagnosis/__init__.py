@@ -8,16 +8,17 @@ stake, the workload that ran, and the capture's own sanity. Reads metric results
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from nsys_llm_explainer.analysis.program import Ending
 from nsys_llm_explainer.diagnosis import accounting, capture, evidence, kernel_mix, verdict
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
+from nsys_llm_explainer.diagnosis.evidence import Second, SummaryParts
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import (
     Cause,
     Confidence,
     Diagnosis,
+    JsonObject,
     Outcome,
     Primary,
     TraceInfo,
@@ -27,16 +28,17 @@ from nsys_llm_explainer.model import (
     typed_result,
 )
 from nsys_llm_explainer.results.run import Capture, RunFacts
+from nsys_llm_explainer.results.run import Workload as WorkloadResult
 from nsys_llm_explainer.results.serving import Serving
 
 __all__ = ["Accounting", "accounting", "diagnose", "workload_of"]
 
 
 def workload_of(metrics: dict[str, Outcome]) -> Workload:
-    w = verdict.metric(metrics, "workload")
+    w = typed_result(metrics, WorkloadResult)
     if w is None:
         return Workload("unknown", Confidence.LOW, ("the workload metric did not run",))
-    return Workload(w["kind"], Confidence(w["confidence"]), tuple(w["evidence"]), w.get("model"))
+    return Workload(w.kind, Confidence(w.confidence), tuple(w.evidence), w.model)
 
 
 def _no_gpu_reason(metrics: dict[str, Outcome]) -> str:
@@ -86,9 +88,9 @@ class _Judged:
 
     devices: list[int] = field(default_factory=list)
     primary: Primary | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    second: dict[str, Any] | None = None
-    kernels: dict[str, Any] | None = None
+    extra: SummaryParts = field(default_factory=lambda: SummaryParts())
+    second: Second | None = None
+    kernels: JsonObject | None = None  # report.json `diagnosis.kernels` (kernel_mix.KernelMix.to_json)
 
 
 def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accounting) -> _Judged:
@@ -107,8 +109,7 @@ def _judge(decision: verdict.Decision, metrics: dict[str, Outcome], acct: Accoun
     if decision.second is not None:
         sns, swindow = _share(acct, decision.second, devices)
         if sns > 0:
-            out.second = {"kind": decision.second, "impact_ns": sns,
-                          "impact_pct": round_pct(100.0 * sns / swindow) if swindow else 0.0}
+            out.second = Second(decision.second, sns, round_pct(100.0 * sns / swindow) if swindow else 0.0)
     if Cause.COMPUTE in decision.named():
         mix = kernel_mix.of_devices(metrics, devices)
         if mix is not None and mix.compute_ns:
@@ -136,10 +137,10 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
     cap = typed_result(metrics, Capture)
     run = cap.run if cap is not None else None
     primary: Primary | None = None
-    extra: dict[str, Any] = {}
+    extra: SummaryParts = {}
     devices: list[int] = []
-    second: dict[str, Any] | None = None
-    mix_json: dict[str, Any] | None = None
+    second: Second | None = None
+    mix_json: JsonObject | None = None
     if result == Verdict.NO_GPU_WORK:
         text, primary = capture.no_gpu_work(run, _no_gpu_reason(metrics))
         extra["text"] = text
@@ -150,7 +151,7 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         extra["before"] = _summary_before(metrics, acct)
     elif result == Verdict.NOT_STEADY_STATE and cap is not None:
         primary = _startup_primary(cap, acct)
-        extra.update(parts=capture.startup_parts(cap), one_shot=capture.one_shot(cap))
+        extra["parts"], extra["one_shot"] = capture.startup_parts(cap), capture.one_shot(cap)
     elif result == Verdict.INSUFFICIENT_DATA:
         check = cap.checks[0] if cap is not None and cap.checks else None
         extra["what"] = decision.why or "the idle time could not be explained"
@@ -171,6 +172,6 @@ def diagnose(trace: TraceInfo, metrics: dict[str, Outcome], acct: Accounting) ->
         workload=workload_of(metrics),
         capture=capture.review(trace, metrics, result),
         devices=tuple(d.to_json() for d in acct.devices),
-        second=second,
+        second=second.to_json() if second is not None else None,
         kernels=mix_json,
     )

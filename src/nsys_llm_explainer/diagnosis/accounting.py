@@ -22,10 +22,10 @@ next work queued and waited on something the trace does not name) belong to no c
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any, Literal
+from typing import Literal
 
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import Bucket, Cause, IdleCause, MetricResult, Outcome, typed_result
+from nsys_llm_explainer.model import Bucket, Cause, IdleCause, JsonObject, Outcome, typed_result
 from nsys_llm_explainer.results.devices import Communication, GpuIdle, IdleCauses
 
 BUCKETS: tuple[Bucket, ...] = tuple(Bucket)
@@ -80,7 +80,7 @@ class DeviceAccount:
         window = self.steady_window_ns if steady and self.steady_window_ns else self.window_ns
         return 100.0 * ns / window if window > 0 else 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         w = self.window_ns
         return {
             "device_id": self.device_id,
@@ -113,11 +113,6 @@ class Accounting:
 
     def window(self) -> int:
         return sum(d.window_ns for d in self.devices)
-
-
-def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any]:
-    out = metrics.get(mid)
-    return out.data if isinstance(out, MetricResult) else {}
 
 
 def build(metrics: dict[str, Outcome]) -> Accounting:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from nsys_llm_explainer.analysis.capture import CUDA_KINDS
 from nsys_llm_explainer.analysis.program import Ending, Program
-from nsys_llm_explainer.diagnosis.verdict import metric
 from nsys_llm_explainer.fmt import dur
 from nsys_llm_explainer.model import (
     CaptureCheck,
@@ -17,6 +16,7 @@ from nsys_llm_explainer.model import (
     Verdict,
     typed_result,
 )
+from nsys_llm_explainer.results.launches import CudaGraphs
 from nsys_llm_explainer.results.run import Capture, CaptureSlice, RunFacts, SanityCheck
 
 NSYS_RECIPE = (
@@ -95,9 +95,9 @@ def _facts(trace: TraceInfo, metrics: dict[str, Outcome]) -> list[str]:
     if trace.gpus:
         facts.append(f"GPUs: {len(trace.gpus)}" + (f" ({', '.join(sorted({g.name or '' for g in named}))})"
                                                    if named else " (models not recorded)"))
-    graphs = metric(metrics, "cuda_graphs")
-    if graphs is not None and graphs.get("trace_mode"):
-        facts.append(f"CUDA-graph trace mode: {graphs['trace_mode']}")
+    graphs = typed_result(metrics, CudaGraphs)
+    if graphs is not None and graphs.trace_mode:
+        facts.append(f"CUDA-graph trace mode: {graphs.trace_mode}")
     if trace.window_start_ns is not None and trace.window_end_ns is not None:
         facts.append(f"captured window: {dur(trace.window_end_ns - trace.window_start_ns)}")
     return facts

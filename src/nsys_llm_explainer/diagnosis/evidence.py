@@ -13,16 +13,29 @@ what capture option would."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
+from dataclasses import replace
+from typing import TypedDict
 
+from nsys_llm_explainer.analysis.host_sources import Source
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
-from nsys_llm_explainer.diagnosis.verdict import metric, readback_hold, readback_text
+from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS, KernelMix
+from nsys_llm_explainer.diagnosis.verdict import readback_hold, readback_text
 from nsys_llm_explainer.fmt import dur, pct, sig, size
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.kernels.labels import labels_for
-from nsys_llm_explainer.model import Bucket, Cause, Outcome, Verdict, typed_result
-from nsys_llm_explainer.results.devices import Communication, GpuIdle, HostBlocked, HostSources, IdleCauses
-from nsys_llm_explainer.results.host import HostPatterns
+from nsys_llm_explainer.model import Bucket, Cause, JsonObject, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.results.devices import (
+    Communication,
+    FamilyTime,
+    GpuIdle,
+    HostBlocked,
+    HostSources,
+    IdleCauses,
+    SampleCount,
+)
+from nsys_llm_explainer.results.host import HostPatterns, Sync
+from nsys_llm_explainer.results.kernels import Categories, TopKernels
+from nsys_llm_explainer.results.launches import LaunchOverhead, LaunchStorm
 from nsys_llm_explainer.results.run import SanityCheck
 
 CAUSE_WORDS: dict[Cause, str] = {
@@ -35,6 +48,36 @@ CAUSE_WORDS: dict[Cause, str] = {
 MAX_DEVICES_LISTED = 8
 MIN_KIND_SHARE = 0.1  # copy kinds below this share of copy time are not evidence
 ALSO_SHARE = 0.05  # other idle causes named beside a host-bound verdict from this share of the window
+
+
+@frozen
+class Second:
+    """The cause named second beside the verdict's lead, with the time it holds on the lead's
+    devices (report.json `diagnosis.second`)."""
+
+    kind: Cause
+    impact_ns: int
+    impact_pct: float
+
+    def to_json(self) -> JsonObject:
+        return {"kind": self.kind, "impact_ns": self.impact_ns, "impact_pct": self.impact_pct}
+
+
+class SummaryParts(TypedDict, total=False):
+    """What the summary sentence of a verdict is made of, worked out before it is written
+    (diagnosis/__init__.py): each verdict fills the parts its sentence uses."""
+
+    text: str  # no_gpu_work: the whole sentence
+    failed: str | None  # not_steady_state after a failure: what failed, what it ran first
+    fix: str
+    before: str  # the summary the figures would get had the run not failed
+    parts: str  # not_steady_state: what start-up was made of
+    one_shot: str | None  # the program, when it runs its work once
+    what: str  # insufficient_data: why the idle time could not be judged
+    too_little: bool
+    check: SanityCheck
+    kernels: str  # what the kernels are limited by (kernel_clause)
+    second: Second | None
 
 
 def devices_text(devices: list[int]) -> str:
@@ -128,29 +171,28 @@ def _compute(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) 
                      (d.device_copy_busy_ns, "device-local copies and memsets")]
             out.append(f"GPU {d.device_id} busy by kind (each a union; they may overlap): "
                        + ", ".join(f"{what} {dur(ns)}" for ns, what in parts if ns))
-    tk = metric(metrics, "top_kernels")
+    tk = typed_result(metrics, TopKernels)
     if tk is not None:
         label = labels_for(metrics)  # the kernel as every table and plot names it
-        for r in tk["kernels"][:3]:
-            if r["device_id"] in devices:
-                out.append(f"{label(r['name'])} on GPU {r['device_id']}: {dur(r['total_ns'])} "
-                           f"in {r['calls']:,} calls")
-    cats = metric(metrics, "categories")
+        for r in tk.kernels[:3]:
+            if r.device_id in devices:
+                out.append(f"{label(r.name)} on GPU {r.device_id}: {dur(r.total_ns)} in {r.calls:,} calls")
+    cats = typed_result(metrics, Categories)
     if cats is not None:
-        top = [c for c in cats.get("categories", []) if c.get("total_ns")][:3]
+        top = [c for c in cats.categories if c.total_ns][:3]
         if top:
             out.append("kernel time by category: " + ", ".join(
-                f"{c['category']} {c['pct_of_scope_time']:.1f}%" for c in top))
+                f"{c.category} {c.pct_of_scope_time:.1f}%" for c in top))
     return out
 
 
 def _sync(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> list[str]:
     out = []
-    sync = metric(metrics, "sync")
+    sync = typed_result(metrics, Sync)
     if sync is not None:
-        blocking = [c for c in sync["calls"] if c["blocking"]][:3]
+        blocking = [c for c in sync.calls if c.blocking][:3]
         if blocking:
-            calls = ", ".join(f"{c['api']} x{c['calls']:,} ({dur(c['total_ns'])})" for c in blocking)
+            calls = ", ".join(f"{c.api} x{c.calls:,} ({dur(c.total_ns)})" for c in blocking)
             out.append(f"blocking calls: {calls}")
     hp = typed_result(metrics, HostPatterns)
     if hp is not None:
@@ -171,17 +213,17 @@ def _host(metrics: dict[str, Outcome], acct: Accounting, devices: list[int]) -> 
     other = sum(d.buckets[Bucket.HOST_OTHER] for d in acct.chosen(devices))
     out.append(f"inside launch calls: {dur(launch)}; other host work (no launch, copy or sync call: its own "
                f"code, or other CUDA calls such as allocation): {dur(other)}")
-    ls = metric(metrics, "launch_storm")
+    ls = typed_result(metrics, LaunchStorm)
     if ls is not None:
-        g = ls["global"]
-        out.append(f"{g['kernels']:,} kernels at {g['launches_per_s']:,.0f} per second, median {dur(g['p50_ns'])}, "
-                   f"{g['pct_under_10us']:.1f}% shorter than 10 µs")
+        g = ls.global_
+        out.append(f"{g.kernels:,} kernels at {g.launches_per_s:,.0f} per second, median {dur(g.p50_ns)}, "
+                   f"{g.pct_under_10us:.1f}% shorter than 10 µs")
     return out
 
 
 def _kineto(metrics: dict[str, Outcome]) -> bool:
     """Whether the trace is a PyTorch profiler trace (operators run only there)."""
-    return metric(metrics, "operators") is not None
+    return isinstance(metrics.get("operators"), MetricResult)
 
 
 def dependency_lines(metrics: dict[str, Outcome], devices: list[int]) -> list[str]:
@@ -227,9 +269,9 @@ def _communication(metrics: dict[str, Outcome], acct: Accounting, devices: list[
                 out.append(f"GPU {d.device_id}: communication kernels {dur(d.comm_union_ns)}, "
                            f"{dur(d.exposed_ns)} of it with no compute beside it")
     out = out[:MAX_DEVICES_LISTED] + dependency_lines(metrics, devices)
-    lo = metric(metrics, "launch_overhead")
-    if lo is not None and lo.get("global", {}).get("latency_p50_ns"):
-        out.append(f"kernels start {dur(lo['global']['latency_p50_ns'])} after their launch call at the median: "
+    lo = typed_result(metrics, LaunchOverhead)
+    if lo is not None and lo.global_.latency_p50_ns:
+        out.append(f"kernels start {dur(lo.global_.latency_p50_ns)} after their launch call at the median: "
                    "the host runs ahead of the GPU")
     return out
 
@@ -279,13 +321,11 @@ def _pct(x: float) -> str:
     return pct(x)
 
 
-def kernel_clause(mix: Any, metrics: dict[str, Outcome], scope: str = "kernel time") -> str:
+def kernel_clause(mix: KernelMix, metrics: dict[str, Outcome], scope: str = "kernel time") -> str:
     """What the kernels are limited by, and the dominant kernel, as a clause of the verdict
     (diagnosis/kernel_mix.py). Every share is of `scope`: the kernel time the key numbers show
     (all the devices' kernels, communication included), or the named devices' when the verdict
     names only some of them."""
-    from nsys_llm_explainer.diagnosis.kernel_mix import LIMIT_WORDS
-
     limit = mix.limit
     if limit == "memory" and mix.no_matrix and mix.by_roofline_ns == 0:
         text = (f"{LIMIT_WORDS['memory']} (likely: no GEMM, convolution or attention ran, and loops over "
@@ -328,7 +368,7 @@ def kernel_clause(mix: Any, metrics: dict[str, Outcome], scope: str = "kernel ti
     return text
 
 
-def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: list[int], extra: dict[str, Any],
+def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: list[int], extra: SummaryParts,
             metrics: dict[str, Outcome] | None = None) -> str:
     """One or two sentences a reviewer reads first. Every share is of the same windows (the
     devices' first to last activity) the key numbers and the findings use."""
@@ -378,11 +418,11 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         if kernels:
             text += f", with {kernels}"
         text += "."
-        if second and second["impact_pct"] >= 1.0:
-            text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
+        if second and second.impact_pct >= 1.0:
+            text += f" Next: {_pct(second.impact_pct)} of the time is lost to {LOST_TO[second.kind]}."
         return text + (f" {waits}" if waits else "")
     if verdict == Verdict.MIXED:
-        other = second["kind"] if second else None
+        other = second.kind if second else None
 
         def clause(kind: Cause | None) -> str:
             if kind == Cause.COMPUTE:
@@ -412,8 +452,8 @@ def summary(verdict: Verdict, cause: Cause | None, acct: Accounting, devices: li
         text += f" {held[:1].upper()}{held[1:]}."
     if shares:
         text += f" {shares}"
-    elif second and second["kind"] != Cause.COMPUTE and second["impact_pct"] >= 1.0:
-        text += f" Next: {_pct(second['impact_pct'])} of the time is lost to {LOST_TO[second['kind']]}."
+    elif second and second.kind != Cause.COMPUTE and second.impact_pct >= 1.0:
+        text += f" Next: {_pct(second.impact_pct)} of the time is lost to {LOST_TO[second.kind]}."
     if waits:
         text += f" {waits}"
     text += f" {where} {is_} busy {busy_text} of {its} time{_with_collectives(acct, devices, cause)}."
@@ -464,7 +504,7 @@ def host_source_sentence(metrics: dict[str, Outcome], devices: list[int]) -> str
     text = host_clause(hs)
     if text is None:
         return None
-    top = hs["sources"][0]["name"] if hs and hs["sources"] else ""
+    top = hs.sources[0].name if hs is not None and hs.sources else ""
     if top.startswith("after "):
         hp = typed_result(metrics, HostPatterns)
         rb = hp.scalar_readbacks if hp is not None else None
@@ -490,7 +530,7 @@ def also_sentence(metrics: dict[str, Outcome], acct: Accounting, devices: list[i
     return ("Beside it: " + ", ".join(parts) + " of the time.") if parts else None
 
 
-def _too_little(acct: Accounting, extra: dict[str, Any]) -> str:
+def _too_little(acct: Accounting, extra: SummaryParts) -> str:
     """The too_little_data check's finding in the report's one window: kernels and kernel time,
     the busy share of the devices' windows, and what judging needs."""
     check: SanityCheck | None = extra.get("check")
@@ -532,100 +572,100 @@ KINETO_HINT = ("Nothing in the trace names the host's work for {pct} of that tim
                "`torch.profiler.record_function(...)` to see it.")
 
 
-def host_sources(ic: IdleCauses | None, devices: list[int]) -> dict[str, Any] | None:
-    """The host sources of `devices` summed: idle_ns, unnamed_ns, sources (by name and kind),
-    families, samples; None when nothing was measured."""
+def host_sources(ic: IdleCauses | None, devices: list[int]) -> HostSources | None:
+    """The host sources of `devices` summed: idle_ns, unnamed_ns, sources (by name and kind,
+    largest first), families and samples (largest first); None when nothing was measured."""
     rows: list[HostSources] = [d.host_sources for d in ic.of(devices)] if ic is not None else []
     if not rows:
         return None
     idle = sum(r.idle_ns for r in rows)
     if idle <= 0:
         return None
-    sources: dict[tuple[str, str], dict[str, Any]] = {}
+    sources: dict[tuple[str, str], Source] = {}
     families: dict[str, int] = {}
     samples: dict[str, int] = {}
     for r in rows:
         for s in r.sources:
-            old = sources.setdefault((s.name, s.kind), {**asdict(s), "ns": 0})
-            old["ns"] += s.ns
+            old = sources.get((s.name, s.kind))
+            sources[(s.name, s.kind)] = s if old is None else replace(old, ns=old.ns + s.ns)
         for f in r.families:
             families[f.family] = families.get(f.family, 0) + f.ns
         for x in r.samples:
             samples[x.symbol] = samples.get(x.symbol, 0) + x.count
-    return {
-        "idle_ns": idle,
-        "unnamed_ns": sum(r.unnamed_ns for r in rows),
-        "sources": sorted(sources.values(), key=lambda s: (-s["ns"], s["name"])),
-        "families": sorted(families.items(), key=lambda kv: (-kv[1], kv[0])),
-        "samples": sorted(samples.items(), key=lambda kv: (-kv[1], kv[0])),
-    }
+    return HostSources(
+        idle_ns=idle,
+        unnamed_ns=sum(r.unnamed_ns for r in rows),
+        sources=tuple(sorted(sources.values(), key=lambda s: (-s.ns, s.name))),
+        families=tuple(FamilyTime(f, ns) for f, ns in sorted(families.items(), key=lambda kv: (-kv[1], kv[0]))),
+        samples=tuple(SampleCount(x, n) for x, n in sorted(samples.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
 
 
-def lead_family(hs: dict[str, Any] | None) -> str | None:
+def lead_family(hs: HostSources | None) -> str | None:
     """The family that holds at least LEAD_SHARE of the host-caused idle time, or None."""
-    if hs is None or not hs["families"]:
+    if hs is None or not hs.families:
         return None
-    family, ns = hs["families"][0]
-    return family if ns >= LEAD_SHARE * hs["idle_ns"] else None
+    top = hs.families[0]
+    return top.family if top.ns >= LEAD_SHARE * hs.idle_ns else None
 
 
-def source_text(s: dict[str, Any], idle_ns: int) -> str:
+def source_text(s: Source, idle_ns: int) -> str:
     """One source with its share, what it is in parentheses after the share, so that a list of
     sources reads one item at a time: "`write` (OS call) 31.8% (file or network I/O)"."""
-    share = pct(100.0 * s["ns"] / idle_ns)
-    if s["name"].startswith("after "):
-        return f"after a blocking `{s['name'][len('after '):]}` drained the GPU {share}"
-    notes = [FAMILY_WORDS[s["family"]]] if s.get("family") in FAMILY_WORDS else []
-    if s.get("inner"):
-        notes.append(f"inside it mostly `{s['inner']}`")
+    share = pct(100.0 * s.ns / idle_ns)
+    if s.name.startswith("after "):
+        return f"after a blocking `{s.name[len('after '):]}` drained the GPU {share}"
+    notes = [FAMILY_WORDS[s.family]] if s.family is not None and s.family in FAMILY_WORDS else []
+    if s.inner:
+        notes.append(f"inside it mostly `{s.inner}`")
     words = f" ({'; '.join(notes)})" if notes else ""
-    return f"`{s['name']}`{KIND_WORDS.get(s['kind'], '')} {share}{words}"
+    return f"`{s.name}`{KIND_WORDS.get(s.kind, '')} {share}{words}"
 
 
-def host_clause(hs: dict[str, Any] | None) -> str | None:
+def host_clause(hs: HostSources | None) -> str | None:
     """'the launching thread was in `X` for 82.4% of that time (data loading)', naming the
     source that holds the most, or the CPU samples when no range does; None when nothing
     names at least LEAD_SHARE of it."""
     if hs is None:
         return None
-    idle = hs["idle_ns"]
-    top = hs["sources"][0] if hs["sources"] else None
-    if top is not None and top["ns"] >= LEAD_SHARE * idle and top["name"].startswith("after "):
-        return (f"for {100.0 * top['ns'] / idle:.1f}% of that time the GPU had drained while the launching thread "
-                f"was blocked in `{top['name'][len('after '):]}`, and the host had not queued more work yet")
-    if top is not None and top["ns"] >= LEAD_SHARE * idle:
-        words = f" ({FAMILY_WORDS[top['family']]})" if top.get("family") in FAMILY_WORDS else ""
-        return (f"the launching thread was in `{top['name']}`{KIND_WORDS.get(top['kind'], '')} for "
-                f"{100.0 * top['ns'] / idle:.1f}% of that time{words}")
+    idle = hs.idle_ns
+    top = hs.sources[0] if hs.sources else None
+    if top is not None and top.ns >= LEAD_SHARE * idle and top.name.startswith("after "):
+        return (f"for {100.0 * top.ns / idle:.1f}% of that time the GPU had drained while the launching thread "
+                f"was blocked in `{top.name[len('after '):]}`, and the host had not queued more work yet")
+    if top is not None and top.ns >= LEAD_SHARE * idle:
+        words = f" ({FAMILY_WORDS[top.family]})" if top.family is not None and top.family in FAMILY_WORDS else ""
+        return (f"the launching thread was in `{top.name}`{KIND_WORDS.get(top.kind, '')} for "
+                f"{100.0 * top.ns / idle:.1f}% of that time{words}")
     family = lead_family(hs)
     if family is not None:
-        ns = dict(hs["families"])[family]
+        ns = hs.families[0].ns  # lead_family names the first family
         return f"the launching thread was in {FAMILY_WORDS[family]} for {100.0 * ns / idle:.1f}% of that time"
-    if hs["samples"] and hs["unnamed_ns"] >= UNNAMED_SHARE * idle:
-        total = sum(n for _, n in hs["samples"])
-        sym, n = hs["samples"][0]
+    if hs.samples and hs.unnamed_ns >= UNNAMED_SHARE * idle:
+        total = sum(x.count for x in hs.samples)
+        first = hs.samples[0]
         return (f"no range names the host's work then; CPU samples on the launching thread put "
-                f"{100.0 * n / total:.0f}% of it in `{sym}`")
+                f"{100.0 * first.count / total:.0f}% of it in `{first.symbol}`")
     return None
 
 
-def host_work_lines(hs: dict[str, Any] | None, kineto: bool) -> list[str]:
+def host_work_lines(hs: HostSources | None, kineto: bool) -> list[str]:
     """Evidence lines: the top sources with their shares, the CPU samples, the capture hint."""
     if hs is None:
         return []
-    idle = hs["idle_ns"]
+    idle = hs.idle_ns
     lines = []
-    shown = [s for s in hs["sources"][:TOP_SOURCES] if 100.0 * s["ns"] / idle >= 0.05]  # never "0.0%"
+    shown = [s for s in hs.sources[:TOP_SOURCES] if 100.0 * s.ns / idle >= 0.05]  # never "0.0%"
     if shown:
         tops = "; ".join(source_text(s, idle) for s in shown)
-        unnamed = 100.0 * hs["unnamed_ns"] / idle
+        unnamed = 100.0 * hs.unnamed_ns / idle
         lines.append(f"what the launching thread was in during the {dur(idle)} of host-caused idle time: {tops}"
                      + (f"; nothing recorded for {pct(unnamed)}" if unnamed >= 0.05 else ""))
-    if hs["samples"]:
-        total = sum(n for _, n in hs["samples"])
-        tops = ", ".join(f"`{sym}` {100.0 * n / total:.0f}%" for sym, n in hs["samples"][:TOP_SOURCES])
+    if hs.samples:
+        total = sum(x.count for x in hs.samples)
+        tops = ", ".join(f"`{x.symbol}` {100.0 * x.count / total:.0f}%" for x in hs.samples[:TOP_SOURCES])
         lines.append(f"CPU samples on the launching thread in the time no range names ({total:,} samples): {tops}")
-    if hs["unnamed_ns"] >= UNNAMED_SHARE * idle and not hs["samples"]:
-        unnamed_pct = pct(100.0 * hs["unnamed_ns"] / idle)
+    if hs.unnamed_ns >= UNNAMED_SHARE * idle and not hs.samples:
+        unnamed_pct = pct(100.0 * hs.unnamed_ns / idle)
         lines.append((KINETO_HINT if kineto else NSYS_HINT).format(pct=unnamed_pct))
     return lines

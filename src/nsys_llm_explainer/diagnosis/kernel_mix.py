@@ -36,8 +36,9 @@ from typing import Any
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT
 from nsys_llm_explainer.kernels.categories import BUILTIN_TABLE
 from nsys_llm_explainer.kernels.demangled import subjects
-from nsys_llm_explainer.model import MetricResult, Outcome, typed_result
+from nsys_llm_explainer.model import JsonObject, MetricResult, Outcome, typed_result
 from nsys_llm_explainer.results.efficiency import ComputeEfficiency
+from nsys_llm_explainer.results.kernels import TopKernels
 
 CLASS_PCT = 60.0
 # FLOP per byte from which a matrix product is large on every side: its arithmetic intensity is
@@ -105,7 +106,7 @@ class KernelMix:
             return "families"
         return "roofline" if self.by_roofline_ns >= self.compute_ns else "roofline and families"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "limit": self.limit,
             "basis": self.basis,
@@ -160,11 +161,6 @@ def classify(rows: Iterable[tuple[str, str, int]], roof: dict[str, tuple[str, fl
     return mix
 
 
-def _ok(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
-    out = metrics.get(mid)
-    return out.data if isinstance(out, MetricResult) else None
-
-
 def category_of(metrics: dict[str, Outcome]) -> Callable[[str], str]:
     """Full kernel name -> its category: the categories metric's own table (a user's
     --kernel-categories file included), else the built-in table."""
@@ -184,14 +180,14 @@ def category_of(metrics: dict[str, Outcome]) -> Callable[[str], str]:
 
 def of_devices(metrics: dict[str, Outcome], devices: list[int]) -> KernelMix | None:
     """The kernel mix of `devices` (None without per-kernel times)."""
-    tk = _ok(metrics, "top_kernels")
+    tk = typed_result(metrics, TopKernels)
     if tk is None:
         return None
     category = category_of(metrics)
     per_name: dict[str, int] = {}
-    for r in tk.get("kernels", []):
-        if r.get("device_id") in devices:
-            per_name[r["name"]] = per_name.get(r["name"], 0) + int(r["total_ns"])
+    for r in tk.kernels:
+        if r.device_id in devices:
+            per_name[r.name] = per_name.get(r.name, 0) + int(r.total_ns)
     roof: dict[str, tuple[str, float]] = {}
     large: set[str] = set()
     ce = typed_result(metrics, ComputeEfficiency)

@@ -69,12 +69,10 @@ time (Python stack tracing, memory profiling) are named before a host-bound judg
 
 from __future__ import annotations
 
-from typing import Any
-
 from nsys_llm_explainer.diagnosis.accounting import BUSY, Accounting, Figure
 from nsys_llm_explainer.fmt import dur, pct
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.model import Bucket, Cause, Confidence, MetricResult, Outcome, Verdict, typed_result
+from nsys_llm_explainer.model import Bucket, Cause, Confidence, Outcome, Verdict, typed_result
 from nsys_llm_explainer.results.devices import Communication, GpuIdle, IdleCauses
 from nsys_llm_explainer.results.host import HostPatterns, PerStep, ReadbackGroup
 from nsys_llm_explainer.results.run import Capture
@@ -129,11 +127,6 @@ def agree(a: Decision, b: Decision) -> bool:
     if b.mixed and a.cause in b.named():
         return True
     return a.mixed and b.mixed and bool(set(a.named()) & set(b.named()))
-
-
-def metric(metrics: dict[str, Outcome], mid: str) -> dict[str, Any] | None:
-    out = metrics.get(mid)
-    return out.data if isinstance(out, MetricResult) else None
 
 
 def ranked_causes(acct: Accounting) -> list[tuple[Cause, int]]:

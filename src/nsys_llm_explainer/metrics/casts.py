@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def _fsdp_ns(ctx: Context, is_cast: np.ndarray) -> int:
     return int(ctx.data.kernels().dur[rows[found == 0]].sum())
 
 
-def _per_step(ctx: Context, is_cast: np.ndarray) -> dict[str, Any] | None:
+def _per_step(ctx: Context, is_cast: np.ndarray) -> CastsPerStep | None:
     steps = ctx.result("steps")
     table = next((t for t in steps.tables if t.name == "steps"), None) if steps is not None else None
     if table is None or table.frame is None or len(table.frame) < MIN_STEPS:
@@ -87,13 +86,13 @@ def _per_step(ctx: Context, is_cast: np.ndarray) -> dict[str, Any] | None:
     p = percentiles(counts, (10, 50, 90))
     stable = bool(p[10] and p[90] <= STABLE_RATIO * p[10])
     every = with_casts >= math.ceil(REPEAT_SHARE * len(f)) and stable
-    return {
-        "steps": int(len(f)),
-        "steps_with_casts": with_casts,
-        "casts_per_step_p50": p[50],
-        "cast_ns_per_step_p50": percentiles(cast_ns, (50,))[50],
-        "every_step": every,
-    }
+    return CastsPerStep(
+        steps=int(len(f)),
+        steps_with_casts=with_casts,
+        casts_per_step_p50=p[50],
+        cast_ns_per_step_p50=percentiles(cast_ns, (50,))[50],
+        every_step=every,
+    )
 
 
 def run(ctx: Context) -> Outcome:
@@ -119,7 +118,7 @@ def run(ctx: Context) -> Outcome:
         pct_of_kernel_time=round(100.0 * int(k.dur[is_cast].sum()) / int(k.dur.sum()), 2) if k.dur.sum() else 0.0,
         devices=tuple(CastDevice(**d) for d in devices),
         top=tuple(CastKernel(names[i], int(calls[i]), int(time[i])) for i in top),
-        per_step=CastsPerStep(**per_step) if per_step is not None else None,
+        per_step=per_step,
         fsdp_ns=_fsdp_ns(ctx, is_cast),
     )
     notes = () if result.per_step is not None else (

@@ -92,21 +92,21 @@ def run(ctx: Context) -> Outcome:
         f = int(fp32.loc[fp32["device_id"] == dev, "kernel_ns"].sum())
         by_device.append(GemmDevice(dev, dev_total[dev], f,
                                     round(100.0 * f / dev_total[dev], 2) if dev_total[dev] else 0.0))
-    mode_rows: list[dict[str, Any]] = []
+    mode_rows: list[GemmMode] = []
     tc = frame["tensor_cores"].map({True: "yes", False: "no"}).fillna("unknown")
     key = frame["math_dtype"].fillna("unknown") + "|" + tc
     gemm_ns = int(frame["kernel_ns"].sum())
     for mode, part in frame.groupby(key, sort=False):
         dtype, tc = str(mode).split("|")
         t = int(part["kernel_ns"].sum())
-        mode_rows.append({"math_dtype": dtype, "tensor_cores": tc, "kernels": int(len(part)),
-                          "calls": int(part["calls"].sum()), "kernel_ns": t,
-                          "pct_of_gemm_time": round(100.0 * t / gemm_ns, 2) if gemm_ns else 0.0})
+        mode_rows.append(GemmMode(math_dtype=dtype, tensor_cores=tc, kernels=int(len(part)),
+                                  calls=int(part["calls"].sum()), kernel_ns=t,
+                                  pct_of_gemm_time=round(100.0 * t / gemm_ns, 2) if gemm_ns else 0.0))
     arch = architecture(ctx, set(dev_total), names)
     result = GemmPrecision(
         gemm_ns=gemm_ns,
         kernel_names=int(len(frame)),
-        modes=tuple(GemmMode(**r) for r in sorted(mode_rows, key=lambda r: -int(r["kernel_ns"]))),
+        modes=tuple(sorted(mode_rows, key=lambda r: -r.kernel_ns)),
         by_device=tuple(by_device),
         fp32_kernels=tuple(GemmKernel(**r) for r in fp32.head(LISTED).to_dict("records")),
         arch=Arch(arch.vendor, arch.family, arch.exact, arch.why),

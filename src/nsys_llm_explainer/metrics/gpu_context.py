@@ -11,7 +11,7 @@ every byte.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 import pandas as pd
 
@@ -59,7 +59,7 @@ COPY_COLUMNS = (
 )
 
 
-def _copies(ctx: Context, specs: dict[int, peaks.GpuSpec | None]) -> list[dict[str, Any]]:
+def _copies(ctx: Context, specs: dict[int, peaks.GpuSpec | None]) -> list[CopyBandwidth]:
     try:
         m = ctx.data.memcpy()
     except Unavailable:
@@ -78,45 +78,43 @@ def _copies(ctx: Context, specs: dict[int, peaks.GpuSpec | None]) -> list[dict[s
                 reference = spec.host_link_gbps if ref == "host_link" else spec.hbm_gbps / 2
             achieved = round(nbytes / t, 3) if t > 0 else None
             rows.append(
-                {
-                    "device_id": dev,
-                    "kind": label,
-                    "count": int(sel.sum()),
-                    "bytes": nbytes,
-                    "time_ns": t,
-                    "achieved_gbps": achieved,
-                    "reference_gbps": reference,
-                    "pct_of_reference": round(100.0 * achieved / reference, 1)
+                CopyBandwidth(
+                    device_id=dev,
+                    kind=label,
+                    count=int(sel.sum()),
+                    bytes=nbytes,
+                    time_ns=t,
+                    achieved_gbps=achieved,
+                    reference_gbps=reference,
+                    pct_of_reference=round(100.0 * achieved / reference, 1)
                     if achieved and reference
                     else None,
-                }
+                )
             )
     return rows
 
 
-def _gpu_row(g: GpuInfo, spec: peaks.GpuSpec | None, active: bool, linked: int | None) -> dict[str, Any]:
+def _gpu_row(g: GpuInfo, spec: peaks.GpuSpec | None, active: bool, linked: int | None) -> GpuRow:
     bw = g.memory_bandwidth_bytes_per_s
-    row = {
-        "device_id": g.device_id,
-        "name": g.name,
-        "active": active,
-        "known": spec is not None,
-        "model": spec.model if spec else None,
-        "sm_count": g.sm_count,
-        "total_memory_bytes": g.total_memory_bytes,
-        "trace_memory_bandwidth_gbps": round(bw / 1e9, 1) if bw else None,
-        "clock_hz": g.clock_hz,
-        "tf32_tflops": spec.tf32_tflops if spec else None,
-        "bf16_tflops": spec.bf16_tflops if spec else None,
-        "fp8_tflops": spec.fp8_tflops if spec else None,
-        "hbm_gbps": spec.hbm_gbps if spec else None,
-        "host_link_gbps": spec.host_link_gbps if spec else None,
-        "ridge_flop_per_byte": peaks.ridge_points(spec) if spec else None,
-        "source": spec.source if spec else None,
-    }
-    if linked is not None:
-        row["described_as"] = linked
-    return row
+    return GpuRow(
+        device_id=g.device_id,
+        name=g.name,
+        active=active,
+        known=spec is not None,
+        model=spec.model if spec else None,
+        sm_count=g.sm_count,
+        total_memory_bytes=g.total_memory_bytes,
+        trace_memory_bandwidth_gbps=round(bw / 1e9, 1) if bw else None,
+        clock_hz=g.clock_hz,
+        tf32_tflops=spec.tf32_tflops if spec else None,
+        bf16_tflops=spec.bf16_tflops if spec else None,
+        fp8_tflops=spec.fp8_tflops if spec else None,
+        hbm_gbps=spec.hbm_gbps if spec else None,
+        host_link_gbps=spec.host_link_gbps if spec else None,
+        ridge_flop_per_byte=peaks.ridge_points(spec) if spec else None,
+        source=spec.source if spec else None,
+        described_as=linked,
+    )
 
 
 def run(ctx: Context) -> Outcome:
@@ -147,27 +145,24 @@ def run(ctx: Context) -> Outcome:
                      f"one model for every GPU it lists: device {dev} is that model")
     flat = [
         {
-            **{k: r.get(k) for k in COLUMNS if k in r},
-            "ridge_bf16_flop_per_byte": (r["ridge_flop_per_byte"] or {}).get("bf16"),
+            **{k: getattr(r, k) for k in COLUMNS if k != "ridge_bf16_flop_per_byte"},
+            "ridge_bf16_flop_per_byte": (r.ridge_flop_per_byte or {}).get("bf16"),
         }
         for r in rows
     ]
     result = GpuContext(
-        gpus=tuple(GpuRow(**r) for r in rows),
+        gpus=tuple(rows),
         unknown_models=tuple(unknown),
         devices_without_info=tuple(missing),
         large_copy_bytes=LARGE_COPY_BYTES,
-        copy_bandwidth=tuple(CopyBandwidth(**c) for c in copies),
+        copy_bandwidth=tuple(copies),
     )
     tables = (
-        Table("gpu_context", COLUMNS, _frame(flat, COLUMNS)),
-        Table("gpu_copy_bandwidth", COPY_COLUMNS, _frame(copies, COPY_COLUMNS)),
+        Table("gpu_context", COLUMNS, pd.DataFrame(flat, columns=list(COLUMNS))),
+        Table("gpu_copy_bandwidth", COPY_COLUMNS,
+              pd.DataFrame([asdict(c) for c in copies], columns=list(COPY_COLUMNS))),
     )
     return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
-
-
-def _frame(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(columns))
 
 
 METRIC = Metric(

@@ -169,7 +169,7 @@ def _host_sources(ctx: Context, gc: GapCauses, window: int) -> HostSources:
 
 
 def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
-    cols: dict[str, Any] = {
+    cols: dict[str, np.ndarray] = {
         "device_id": np.full(int(keep.sum()), gc.device_id, dtype=np.int64),
         "start_ns": gc.gap_start[keep],
         "end_ns": gc.gap_end[keep],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -34,23 +34,17 @@ def is_storm(rate: float, p50: int) -> bool:
     )
 
 
-def scope_stats(start: np.ndarray, end: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
+def _pct_under(dur: np.ndarray, t: int) -> float:
+    return round(100.0 * float((dur < t).sum()) / len(dur), 2) if len(dur) else 0.0
+
+
+def scope_stats(start: np.ndarray, end: np.ndarray, dur: np.ndarray) -> LaunchRate:
+    """The launch rate of one scope: all kernels, or one process's."""
     window = int(end.max() - start.min()) if len(start) else 0
     rate = len(start) / (window / 1e9) if window > 0 else 0.0
     p = percentiles(dur, (50, 90, 99))
-    out: dict[str, Any] = {
-        "kernels": int(len(start)),
-        "window_ns": window,
-        "launches_per_s": round(rate, 1),
-        "p50_ns": p[50],
-        "p90_ns": p[90],
-        "p99_ns": p[99],
-    }
-    for t in TINY_THRESHOLDS_NS:
-        share = 100.0 * float((dur < t).sum()) / len(dur) if len(dur) else 0.0
-        out[f"pct_under_{t // 1000}us"] = round(share, 2)
-    out["storm"] = is_storm(rate, p[50])
-    return out
+    u5, u10, u20 = (_pct_under(dur, t) for t in TINY_THRESHOLDS_NS)
+    return LaunchRate(int(len(start)), window, round(rate, 1), p[50], p[90], p[99], u5, u10, u20, is_storm(rate, p[50]))
 
 
 def run(ctx: Context) -> Outcome:
@@ -58,10 +52,10 @@ def run(ctx: Context) -> Outcome:
     if len(k) == 0:
         return METRIC.skipped(NO_KERNELS)
     glob = scope_stats(k.start, k.end, k.dur)
-    per_pid = []
+    per_pid: list[ProcessLaunchRate] = []
     for pid, idx in rows_by_value(k.pid):
-        per_pid.append({"pid": pid, **scope_stats(k.start[idx], k.end[idx], k.dur[idx])})
-    per_pid.sort(key=lambda r: -r["kernels"])
+        per_pid.append(ProcessLaunchRate(**asdict(scope_stats(k.start[idx], k.end[idx], k.dur[idx])), pid=pid))
+    per_pid.sort(key=lambda r: -r.kernels)
     codes, (name_ids,) = group_codes(k.name_id)
     g = len(name_ids)
     calls = np.bincount(codes, minlength=g)
@@ -83,13 +77,14 @@ def run(ctx: Context) -> Outcome:
     )
     result = LaunchStorm(
         thresholds=StormThresholds(STORM_RATE_PER_S, STORM_P50_NS, SEVERE_STORM_RATE_PER_S, SEVERE_STORM_P50_NS),
-        global_=LaunchRate(**glob),
-        processes=tuple(ProcessLaunchRate(**p) for p in per_pid),
+        global_=glob,
+        processes=tuple(per_pid),
         tiny_kernels=tuple(TinyKernel(**r) for r in frame.to_dict("records")),
     )
     tables = (
         Table("tiny_kernels", TINY_COLUMNS, frame),
-        Table("launch_storm_by_pid", BY_PID_COLUMNS, pd.DataFrame(per_pid, columns=list(BY_PID_COLUMNS))),
+        Table("launch_storm_by_pid", BY_PID_COLUMNS,
+              pd.DataFrame([p.to_json() for p in per_pid], columns=list(BY_PID_COLUMNS))),
     )
     return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 

@@ -12,7 +12,7 @@ operators the Python call sites (with_stack) that called them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ import pandas as pd
 from nsys_llm_explainer.analysis import operators as extra
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.analysis.groups import group_codes, group_sum
-from nsys_llm_explainer.analysis.operators import inclusive_per_name, operator_attribution
+from nsys_llm_explainer.analysis.operators import OperatorAttribution, inclusive_per_name, operator_attribution
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
 
@@ -37,7 +37,20 @@ SHAPES_PER_OPERATOR = 5  # in report.json; operator_shapes.csv keeps all
 NO_OPERATOR = "(no operator)"
 
 
-def _per_name(ctx: Context) -> tuple[pd.DataFrame, dict[str, Any], Any, np.ndarray]:
+class OperatorTotals(TypedDict):
+    """The operator counts and kernel-time coverage (the head of report.json `metrics.operators`)."""
+
+    operator_count: int
+    distinct_operators: int
+    total_kernel_ns: int
+    attributed_kernel_ns: int
+    coverage: float
+    kernels_via_external_id: int
+    kernels_without_operator: int
+    shapes_recorded: bool
+
+
+def _per_name(ctx: Context) -> tuple[pd.DataFrame, OperatorTotals, OperatorAttribution, np.ndarray]:
     data = ctx.data
     att = operator_attribution(data)
     ops, k = att.ops, data.kernels()
@@ -93,7 +106,7 @@ def _per_name(ctx: Context) -> tuple[pd.DataFrame, dict[str, Any], Any, np.ndarr
     frame = frame.sort_values(["kernel_ns", "kernel_inclusive_ns", "cpu_inclusive_ns", "name"],
                               ascending=[False, False, False, True], kind="stable").reset_index(drop=True)
     attributed = int(k.dur[hit].sum())
-    totals = {
+    totals: OperatorTotals = {
         "operator_count": int(len(ops)),
         "distinct_operators": int(g),
         "total_kernel_ns": total,

@@ -57,29 +57,29 @@ def run(ctx: Context) -> Outcome:
         nvtx_counts = {int(a): int(b) for a, b in zip(u, c, strict=True)}
     except Exception:  # noqa: BLE001 - NVTX is optional here; its own metric reports why
         nvtx_counts = {}
-    processes: list[dict[str, Any]] = []
+    processes: list[ProcessRow] = []
     for pid in distinct_few(k.pid).tolist():
         rows = k.pid == pid
         ns = int(k.dur[rows].sum())
-        processes.append({
-            "pid": int(pid), "kernel_count": int(rows.sum()), "kernel_ns": ns,
-            "pct_of_kernel_time": round(100.0 * ns / total, 2) if total else 0.0,
-            "devices": sorted(int(d) for d in distinct_few(k.device[rows])),
-            "launches_per_s": rates.get(int(pid)),
-            "blocking_sync_ns": syncs.get(int(pid)),
-            "nvtx_ranges": nvtx_counts.get(int(pid), 0),
-        })
-    processes.sort(key=lambda r: (-r["kernel_ns"], r["pid"]))
+        processes.append(ProcessRow(
+            pid=int(pid), kernel_count=int(rows.sum()), kernel_ns=ns,
+            pct_of_kernel_time=round(100.0 * ns / total, 2) if total else 0.0,
+            devices=tuple(sorted(int(d) for d in distinct_few(k.device[rows]))),
+            launches_per_s=rates.get(int(pid)),
+            blocking_sync_ns=syncs.get(int(pid)),
+            nvtx_ranges=nvtx_counts.get(int(pid), 0),
+        ))
+    processes.sort(key=lambda r: (-r.kernel_ns, r.pid))
     # Each format says in its own terms why a pid is not real (Nsight Systems: globalPid).
     warning = ctx.data.kernel_pid_note(k.pid)
     result = PerProcess(
-        processes=tuple(ProcessRow(**{**p, "devices": tuple(p["devices"])}) for p in processes),
+        processes=tuple(processes),
         top_kernels=tuple(
             ProcessKernel(pid=r.pop("pid"), kernel=KernelRow.of(r)) for r in by_pid.to_dict("records")
         ),
         pid_warning=warning,
     )
-    table = pd.DataFrame(processes, columns=list(COLUMNS))
+    table = pd.DataFrame([p.to_json() for p in processes], columns=list(COLUMNS))
     table["devices"] = table["devices"].map(lambda d: " ".join(str(x) for x in d))
     return MetricResult(
         METRIC.id, result.to_json(),

@@ -86,6 +86,8 @@ from nsys_llm_explainer.results.serving import (
     LatencyFit,
     PhaseRow,
     Serving,
+    TensorParallel,
+    Utilization,
 )
 from nsys_llm_explainer.trace.data import Unavailable
 
@@ -343,7 +345,7 @@ def _p(values: list[int], q: int) -> int:
 
 
 def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np.ndarray | None,
-                 its: Iterations) -> dict[str, Any] | None:
+                 its: Iterations) -> Utilization:
     """MFU/MBU of a phase: model_utilization's phase of the same name when the steps are these
     iterations; else, for decode, MBU from the weight bytes its GEMMs read (operator shapes)."""
     mu = ctx.typed(ModelUtilization)
@@ -467,7 +469,7 @@ def _overhead(ctx: Context) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> dict[str, Any] | None:
+def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> TensorParallel | None:
     dist = ctx.data.distributed()
     world = dist["world_size"] if dist else None
     pids = sorted({r.pid for r in rows})
@@ -475,8 +477,7 @@ def _tensor_parallel(ctx: Context, rows: list[IterationRow]) -> dict[str, Any] |
     if not (isinstance(world, int) and world > 1) and not comm:
         return None
     ranks = len(pids)
-    return {"world_size": world if isinstance(world, int) else None, "rank": dist["rank"] if dist else None,
-            "processes_captured": ranks, "communication_ns": comm}
+    return TensorParallel(world if isinstance(world, int) else None, dist["rank"] if dist else None, ranks, comm)
 
 
 def _window(ctx: Context, rows: list[IterationRow]) -> int:

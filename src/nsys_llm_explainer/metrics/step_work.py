@@ -29,7 +29,7 @@ two captures on these series (diff/in_step.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -131,6 +131,20 @@ def _sample(n: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, SERIES_STEPS).round().astype(np.int64))
 
 
+class NameWork(TypedDict):
+    """One kernel name's work inside the steps (report.json `metrics.step_work.names`); the
+    names with the most time also carry their per-step series."""
+
+    name: str
+    category: str
+    comm: bool
+    calls: int
+    ns: int
+    steps_with: int
+    series_ns: NotRequired[list[int]]
+    series_calls: NotRequired[int | list[int]]
+
+
 def _constant_or_list(values: np.ndarray) -> int | list[int]:
     """A per-step count series: one number when every step has it, else the list."""
     if len(values) and (values == values[0]).all():
@@ -201,10 +215,10 @@ def run(ctx: Context) -> Outcome:
         size = len(series_of) * n
         ns_series = np.bincount(flat, weights=dur[sel], minlength=size).astype(np.int64).reshape(-1, n)
         calls_series = np.bincount(flat, minlength=size).astype(np.int64).reshape(-1, n)
-    name_rows = []
+    name_rows: list[NameWork] = []
     csv_rows = []
     for c in order.tolist():
-        entry: dict[str, Any] = {
+        entry: NameWork = {
             "name": names[c], "category": cats[int(name_cat[c])], "comm": bool(name_comm[c]),
             "calls": int(name_calls[c]), "ns": int(name_ns[c]), "steps_with": int(steps_with[c]),
         }

@@ -27,7 +27,8 @@ summed kernel time, their busy union, when the last one ended, devices).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -102,9 +103,20 @@ PHASE_COLUMNS = (
 )
 
 
-def _iteration_source(its: Iterations) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray]:
+class StepSource(TypedDict):
+    """How the steps were found (Steps' method, confidence, detail), with what automatic
+    detection found beside them: the layer structure and the ranges that mark the steps."""
+
+    method: str
+    confidence: str
+    detail: str
+    layers: NotRequired[dict[str, int] | None]
+    ranges: NotRequired[list[str]]
+
+
+def _iteration_source(its: Iterations) -> tuple[StepSource, pd.DataFrame, np.ndarray]:
     """Steps that are the serving iterations the capture marks (analysis/iterations.py)."""
-    info = {"method": "serving_iterations", "confidence": "high", "detail": its.detail}
+    info: StepSource = {"method": "serving_iterations", "confidence": "high", "detail": its.detail}
     frame = pd.DataFrame({
         "phase": [it.phase or STEP_PHASE for it in its.items],
         "pid": np.array([it.pid for it in its.items], dtype=np.int64),
@@ -116,7 +128,7 @@ def _iteration_source(its: Iterations) -> tuple[dict[str, Any], pd.DataFrame, np
     return info, frame, its.kernel_iter.astype(np.int64)
 
 
-def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | str:
+def _source(ctx: Context) -> tuple[StepSource, pd.DataFrame, np.ndarray] | str:
     """Step table (step, phase, pid, start_ns, end_ns) + kernel->step, or why there is none."""
     scope = phase_scope(ctx)
     if scope is None or scope.source == "profiler_step":
@@ -128,7 +140,7 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
         method = {"step_range": "nvtx_step_range", "profiler_step": "profiler_step"}.get(
             scope.source, "nvtx_phase_map"
         )
-        info = {
+        info: StepSource = {
             "method": method,
             "confidence": "high",
             "detail": f"{len(start)} NVTX ranges"
@@ -174,7 +186,7 @@ def _source(ctx: Context) -> tuple[dict[str, Any], pd.DataFrame, np.ndarray] | s
     return info, frame, kernel_step
 
 
-def _detected_info(found: list[Detected]) -> dict[str, Any]:
+def _detected_info(found: list[Detected]) -> StepSource:
     """method, confidence, detail of automatic steps: those of the one process, or per process
     (method of the process with the most kernels, the lowest confidence of all)."""
     if len(found) == 1:
@@ -281,7 +293,7 @@ def _phase_medians(frame: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
+def _phase_row(phase: str, g: pd.DataFrame) -> StepPhase:
     lat = g["latency_ns"].to_numpy(np.int64)
     p = percentiles(lat, (25, 50, 75, 90, 99))
     # Steps that alternate between two kinds (e.g. decode steps with and without a prefill
@@ -295,33 +307,33 @@ def _phase_row(phase: str, g: pd.DataFrame) -> dict[str, Any]:
     pids = g["pid"].to_numpy()
     # Each process's steps are unioned on their own: two replicas stepping at once are not one.
     covered = sum(intervals.union_length(s[pids == p], e[pids == p]) for p in distinct_few(pids))
-    return {
-        "phase": phase,
-        "steps": int(len(g)),
-        "p25_ns": p[25],
-        "p50_ns": p[50],
-        "p75_ns": p[75],
-        "p90_ns": p[90],
-        "p99_ns": p[99],
-        "max_ns": int(lat.max()),
-        "steps_per_s": round(len(g) / (span / 1e9), 3) if span > 0 else None,
-        "gpu_p50_ns": percentiles(g["gpu_latency_ns"].to_numpy(np.int64), (50,))[50],
-        "kernels_per_step": round(float(g["kernels"].mean()), 2),
-        "launches_per_step": round(float(g["launches"].mean()), 2),
-        "kernel_ns_per_step": int(round(float(g["kernel_ns"].mean()))),
-        "total_ns": int(lat.sum()),
-        "gpu_busy_pct": round(100.0 * int(g["gpu_busy_ns"].sum()) / covered, 2) if covered else 0.0,
-        "gpu_busy_ns": int(g["gpu_busy_ns"].sum()),
-        "between_p50_ns": percentiles(between, (50,))[50],
-        "between_total_ns": int(between.sum()),
-        "outliers": int(g["outlier"].sum()),
-        "multimodal": len(modes) > 1,
-        "modes": modes,
-    }
+    return StepPhase(
+        phase=phase,
+        steps=int(len(g)),
+        p25_ns=p[25],
+        p50_ns=p[50],
+        p75_ns=p[75],
+        p90_ns=p[90],
+        p99_ns=p[99],
+        max_ns=int(lat.max()),
+        steps_per_s=round(len(g) / (span / 1e9), 3) if span > 0 else None,
+        gpu_p50_ns=percentiles(g["gpu_latency_ns"].to_numpy(np.int64), (50,))[50],
+        kernels_per_step=round(float(g["kernels"].mean()), 2),
+        launches_per_step=round(float(g["launches"].mean()), 2),
+        kernel_ns_per_step=int(round(float(g["kernel_ns"].mean()))),
+        total_ns=int(lat.sum()),
+        gpu_busy_pct=round(100.0 * int(g["gpu_busy_ns"].sum()) / covered, 2) if covered else 0.0,
+        gpu_busy_ns=int(g["gpu_busy_ns"].sum()),
+        between_p50_ns=percentiles(between, (50,))[50],
+        between_total_ns=int(between.sum()),
+        outliers=int(g["outlier"].sum()),
+        multimodal=len(modes) > 1,
+        modes=list(modes),
+    )
 
 
-def _phase_table(phases: list[dict[str, Any]]) -> pd.DataFrame:
-    frame = pd.DataFrame(phases, columns=list(PHASE_COLUMNS))
+def _phase_table(phases: list[StepPhase]) -> pd.DataFrame:
+    frame = pd.DataFrame([asdict(p) for p in phases], columns=list(PHASE_COLUMNS))
     return frame.assign(modes=frame["modes"].map(modes_text))
 
 
@@ -357,7 +369,7 @@ def run(ctx: Context) -> Outcome:
         window="gpu_annotation" if _annotated(ctx, steps) else "own_kernels",
         layers=None if layers is None else StepLayers(**layers),
         ranges=tuple(ranges),
-        phases=tuple(StepPhase(**p) for p in phases),
+        phases=tuple(phases),
         outliers=tuple(StepOutlier(**o) for o in explain_outliers(ctx, top, kernel_step)),
         carried=CarriedWork(cw.kernels, cw.kernel_ns, cw.busy_ns, cw.end_ns, cw.devices),
     )

@@ -16,6 +16,7 @@ from nsys_llm_explainer.analysis.groups import distinct_few, group_codes, group_
 from nsys_llm_explainer.analysis.stats import group_percentiles
 from nsys_llm_explainer.metrics.base import Metric
 from nsys_llm_explainer.model import MetricResult, Outcome, Table
+from nsys_llm_explainer.results.host import Sync, SyncCall, SyncProcess
 
 COLUMNS = ("api", "calls", "total_ns", "avg_ns", "p50_ns", "max_ns", "blocking")
 BY_PID_COLUMNS = ("pid", *COLUMNS)
@@ -55,32 +56,32 @@ def run(ctx: Context) -> Outcome:
     by_pid = _table(names, s.api, dur, kind, s.pid)
     blocking = row_kind[sel] == 1
     window = int(rt.end.max() - rt.start.min())
-    processes = []
+    processes: list[SyncProcess] = []
     for pid in distinct_few(rt.pid).tolist():
         mine = rt.pid == pid
         w = int(rt.end[mine].max() - rt.start[mine].min())
         blk = blocking & (s.pid == pid)
         wall = intervals.union_length(s.start[blk], s.end[blk])
-        processes.append({
-            "pid": int(pid), "blocking_calls": int(blk.sum()),
-            "blocking_ns": int(dur[blk].sum()), "blocking_wall_ns": wall, "api_window_ns": w,
-            "blocking_pct_of_window": round(100.0 * wall / w, 2) if w > 0 else 0.0,
-        })
-    processes.sort(key=lambda r: -r["blocking_ns"])
+        processes.append(SyncProcess(
+            pid=int(pid), blocking_calls=int(blk.sum()),
+            blocking_ns=int(dur[blk].sum()), blocking_wall_ns=wall, api_window_ns=w,
+            blocking_pct_of_window=round(100.0 * wall / w, 2) if w > 0 else 0.0,
+        ))
+    processes.sort(key=lambda r: -r.blocking_ns)
     blocking_ns = int(dur[blocking].sum())
     # Calls on different threads overlap in time: the share of the window uses their union.
     wall = intervals.union_length(s.start[blocking], s.end[blocking])
-    data = {
-        "blocking_calls": int(blocking.sum()),
-        "blocking_ns": blocking_ns,
-        "blocking_wall_ns": wall,
-        "api_window_ns": window,
-        "blocking_pct_of_window": round(100.0 * wall / window, 2) if window > 0 else 0.0,
-        "calls": frame.to_dict("records"),
-        "processes": processes,
-    }
+    result = Sync(
+        blocking_calls=int(blocking.sum()),
+        blocking_ns=blocking_ns,
+        blocking_wall_ns=wall,
+        api_window_ns=window,
+        blocking_pct_of_window=round(100.0 * wall / window, 2) if window > 0 else 0.0,
+        calls=tuple(SyncCall(**r) for r in frame.to_dict("records")),
+        processes=tuple(processes),
+    )
     tables = (Table("sync", COLUMNS, frame), Table("sync_by_pid", BY_PID_COLUMNS, by_pid))
-    return MetricResult(METRIC.id, data, tables)
+    return MetricResult(METRIC.id, result.to_json(), tables, typed=result)
 
 
 METRIC = Metric(

@@ -11,7 +11,8 @@ fixed-size summary, so a 60 s capture costs what a 1 s one does.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,23 @@ def bin_edges(start: int, end: int, bins: int = BINS) -> np.ndarray:
     """`n + 1` integer edges, n = min(bins, window length in ns), exact integer division."""
     n = max(1, min(bins, end - start))
     return start + (np.arange(n + 1, dtype=np.int64) * (end - start)) // n
+
+
+class DeviceSeries(TypedDict):
+    """One device's row of report.json `metrics.timeline.devices`: per bin, its busy share
+    (None outside its window) and the idle cause that holds the most of its idle time."""
+
+    device_id: int
+    busy_pct: list[float | None]
+    idle_cause: list[int] | None  # index into `causes`, NO_CAUSE where no idle time
+
+
+class Band(TypedDict):
+    """An NVTX band: the time its ranges cover, and the [first, end) bin runs they cover."""
+
+    name: str
+    covered_ns: int
+    runs: list[list[int]]
 
 
 def covered(edges: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
@@ -66,7 +84,7 @@ def cause_ns(ctx: Context, dev: int, edges: np.ndarray, n_causes: int) -> np.nda
     return out
 
 
-def _device_series(ctx: Context, edges: np.ndarray, causes: list[str]) -> list[dict[str, Any]]:
+def _device_series(ctx: Context, edges: np.ndarray, causes: list[str]) -> list[DeviceSeries]:
     width = np.diff(edges)
     out = []
     for dev, busy in device_busy(ctx.data).items():
@@ -75,7 +93,7 @@ def _device_series(ctx: Context, edges: np.ndarray, causes: list[str]) -> list[d
         inside = covered(edges, np.array([w0]), np.array([w1]))
         with np.errstate(divide="ignore", invalid="ignore"):  # empty bins: no share, shown as None below
             pct = np.round(100.0 * busy_ns / width, 1).tolist()
-        row: dict[str, Any] = {
+        row: DeviceSeries = {
             "device_id": dev,
             "busy_pct": [None if i == 0 else p for p, i in zip(pct, inside.tolist(), strict=True)],
             "idle_cause": None,
@@ -109,13 +127,13 @@ def band_name(name: str) -> str:
     return _COUNTER.sub("#N", normalize(name))
 
 
-def _labels(codes: np.ndarray, label: Any) -> np.ndarray:
+def _labels(codes: np.ndarray, label: Callable[[int], str | None]) -> np.ndarray:
     """label(name code) per row, computed once per distinct code ("" = no band)."""
     uniq, inverse = np.unique(codes, return_inverse=True)
     return np.array([label(int(c)) or "" for c in uniq.tolist()], dtype=object)[inverse]
 
 
-def _bands(ctx: Context, edges: np.ndarray) -> tuple[str | None, list[dict[str, Any]], str | None]:
+def _bands(ctx: Context, edges: np.ndarray) -> tuple[str | None, list[Band], str | None]:
     try:
         nv = ctx.data.nvtx()
     except Unavailable as exc:
@@ -135,7 +153,7 @@ def _bands(ctx: Context, edges: np.ndarray) -> tuple[str | None, list[dict[str, 
         sums = pd.Series(nv.end[rows] - nv.start[rows]).groupby(keys).sum()
         sums = sums[sums.index != ""].sort_values(ascending=False, kind="stable")
         chosen = [str(n) for n in sums.index[:MAX_BANDS]]
-    bands = []
+    bands: list[Band] = []
     for key in chosen:
         sel = rows[keys == key]
         per_bin = covered(edges, *intervals.merge(nv.start[sel], nv.end[sel]))

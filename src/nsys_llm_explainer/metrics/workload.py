@@ -40,7 +40,7 @@ TensorRT, medium for building blocks together with attention, low otherwise.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -127,14 +127,14 @@ SIGNALS: dict[str, tuple[str | None, str | None, str]] = {
 }
 
 
-def _kernel_signals(data: TraceData) -> tuple[dict[str, dict[str, Any]], int]:
+def _kernel_signals(data: TraceData) -> tuple[dict[str, KernelSignal], int]:
     k = data.kernels()
     total = int(k.dur.sum())
     codes, uniq = factorize(k.name_id)
     time = group_sum(k.dur, codes, len(uniq))
     lookup = data.kernel_names(np.asarray(uniq))
     names = [lookup.get(int(i), "")[:MAX_NAME_CHARS] for i in uniq]
-    out = {}
+    out: dict[str, KernelSignal] = {}
     for sid, (kpat, _, _) in SIGNALS.items():
         if kpat is None:
             continue
@@ -144,12 +144,11 @@ def _kernel_signals(data: TraceData) -> tuple[dict[str, dict[str, Any]], int]:
         pct = 100.0 * ns / total if total else 0.0
         if hit and pct >= MIN_KERNEL_PCT:
             top = sorted(hit, key=lambda i: -time[i])[:MAX_EXAMPLES]
-            out[sid] = {"kernel_ns": ns, "pct_of_kernel_time": round(pct, 2),
-                        "examples": [names[i] for i in top]}
+            out[sid] = KernelSignal(ns, round(pct, 2), [names[i] for i in top])
     return out, total
 
 
-def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
+def _range_signals(data: TraceData) -> dict[str, RangeSignal]:
     try:
         nv = data.nvtx()
     except Unavailable:
@@ -158,7 +157,7 @@ def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
     names = [n[:MAX_NAME_CHARS] for n in names]
     raw = np.bincount(nv.name, minlength=len(codes)) if len(nv) else np.zeros(len(codes), np.int64)
     counts = np.bincount(codes, weights=raw, minlength=len(names)).astype(np.int64) if len(codes) else raw
-    out = {}
+    out: dict[str, RangeSignal] = {}
     for sid, (_, rpat, _) in SIGNALS.items():
         if rpat is None:
             continue
@@ -167,12 +166,12 @@ def _range_signals(data: TraceData) -> dict[str, dict[str, Any]]:
         n = int(counts[hit].sum()) if hit else 0
         if n >= MIN_RANGE_COUNT:
             top = sorted(hit, key=lambda i: -counts[i])[:MAX_EXAMPLES]
-            out[sid] = {"ranges": n, "examples": [names[i][:120] for i in top]}
+            out[sid] = RangeSignal(n, [names[i][:120] for i in top])
     return out
 
 
-def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) -> tuple[str, str]:
-    """(kind, confidence) from the signals found (see the module docstring)."""
+def decide(kernels: Collection[str], ranges: Collection[str], have_kernels: bool) -> tuple[str, str]:
+    """(kind, confidence) from the ids of the signals found (see the module docstring)."""
     has = set(kernels) | set(ranges)
     training = bool({"backward", "optimizer"} & has)
     if "tensorrt_llm" in has:
@@ -192,28 +191,29 @@ def decide(kernels: dict[str, Any], ranges: dict[str, Any], have_kernels: bool) 
     return "unknown", "low"
 
 
-def model_of(kind: str, kernels: dict[str, Any], ranges: dict[str, Any]) -> str | None:
+def model_of(kind: str, kernels: Mapping[str, KernelSignal], ranges: Collection[str]) -> str | None:
     """What kind of model ran, when the trace shows it and it is not an LLM (module docstring)."""
     if kind.startswith("llm") or kind == "tensorrt_inference" and "recsys" not in kernels:
         return None
     if "recsys" in kernels or "recsys" in ranges:
         return "recommendation"
     conv = kernels.get("conv")
-    if conv is not None and conv["pct_of_kernel_time"] >= CONV_PCT:
+    if conv is not None and conv.pct_of_kernel_time >= CONV_PCT:
         return "cnn"
     return None
 
 
-def _evidence(kernels: dict[str, Any], ranges: dict[str, Any], kind: str, kernel_ns: int) -> list[str]:
+def _evidence(kernels: Mapping[str, KernelSignal], ranges: Mapping[str, RangeSignal], kind: str,
+              kernel_ns: int) -> list[str]:
     lines = []
-    for sid, row in kernels.items():
-        lines.append(f"{SIGNALS[sid][2]}: {row['pct_of_kernel_time']:.1f}% of kernel time, "
-                     f"e.g. {shorten(row['examples'][0], 120)}")
-    for sid, row in ranges.items():
-        lines.append(f"{SIGNALS[sid][2]}: {row['ranges']:,} ranges, e.g. {row['examples'][0]!r}")
+    for sid, krow in kernels.items():
+        lines.append(f"{SIGNALS[sid][2]}: {krow.pct_of_kernel_time:.1f}% of kernel time, "
+                     f"e.g. {shorten(krow.examples[0], 120)}")
+    for sid, rrow in ranges.items():
+        lines.append(f"{SIGNALS[sid][2]}: {rrow.ranges:,} ranges, e.g. {rrow.examples[0]!r}")
     if kind == "generic_cuda" and not kernels and not ranges:
         lines.append("no framework kernels or ranges (PyTorch, TensorRT, LLM serving stacks)")
-    if kind.endswith("_inference") and not kind.startswith("tensorrt") and "nccl" in {**kernels, **ranges}:
+    if kind.endswith("_inference") and not kind.startswith("tensorrt") and "nccl" in kernels.keys() | ranges.keys():
         lines.append("collectives ran, but no backward pass or optimizer step: inference with collectives "
                      "(tensor or sequence parallel), not training")
     if kind == "unknown":
@@ -250,8 +250,8 @@ def run(ctx: Context) -> Outcome:
         confidence=confidence,
         model=model,
         evidence=tuple(([test] if test else []) + _evidence(kernels, ranges, kind, kernel_ns)),
-        kernel_signals={sid: KernelSignal(**row) for sid, row in kernels.items()},
-        range_signals={sid: RangeSignal(**row) for sid, row in ranges.items()},
+        kernel_signals=kernels,
+        range_signals=ranges,
     )
     return MetricResult(METRIC.id, result.to_json(), typed=result)
 

@@ -53,7 +53,7 @@ class CopyBandwidth:
     count: int
     bytes: int
     time_ns: int
-    achieved_gbps: float
+    achieved_gbps: float | None  # None when no time was recorded
     reference_gbps: float | None
     pct_of_reference: float | None
 

@@ -1,4 +1,5 @@
-"""The results about the host: host_patterns (metrics/host_patterns.py): scalar read-backs,
+"""The results about the host: sync (metrics/sync.py): blocking synchronize calls and
+synchronous copies; host_patterns (metrics/host_patterns.py): scalar read-backs,
 per-layer sync stalls, one synchronize per launch, synchronous copies, and each device's
 sync_wait idle time cut by which of them covers it; boundness (metrics/boundness.py): queue
 time and GPU busy share per process and per NVTX phase. report.json `metrics.<id>` is each
@@ -11,7 +12,57 @@ from dataclasses import asdict
 from typing import ClassVar
 
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject
 from nsys_llm_explainer.results.launches import ApiCalls
+
+
+@frozen
+class SyncCall:
+    """One synchronizing or waiting CUDA API: its calls and their durations."""
+
+    api: str
+    calls: int
+    total_ns: int
+    avg_ns: int
+    p50_ns: int
+    max_ns: int
+    blocking: bool  # the host waits in it (a non-blocking wait is listed apart)
+
+
+@frozen
+class SyncProcess:
+    """One process's blocking calls and the share of its API window they hold."""
+
+    pid: int
+    blocking_calls: int
+    blocking_ns: int
+    blocking_wall_ns: int  # their union (calls on different threads overlap)
+    api_window_ns: int
+    blocking_pct_of_window: float
+
+
+@frozen
+class Sync:
+    METRIC_ID: ClassVar[str] = "sync"
+
+    blocking_calls: int
+    blocking_ns: int
+    blocking_wall_ns: int
+    api_window_ns: int
+    blocking_pct_of_window: float
+    calls: tuple[SyncCall, ...]  # blocking first, then by total time
+    processes: tuple[SyncProcess, ...]  # most blocking time first
+
+    def to_json(self) -> JsonObject:
+        return {
+            "blocking_calls": self.blocking_calls,
+            "blocking_ns": self.blocking_ns,
+            "blocking_wall_ns": self.blocking_wall_ns,
+            "api_window_ns": self.api_window_ns,
+            "blocking_pct_of_window": self.blocking_pct_of_window,
+            "calls": [asdict(c) for c in self.calls],
+            "processes": [asdict(p) for p in self.processes],
+        }
 
 
 @frozen

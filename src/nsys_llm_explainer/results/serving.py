@@ -6,13 +6,32 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, field
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol, TypedDict
 
 import numpy as np
 
 from nsys_llm_explainer.frozen import frozen
+from nsys_llm_explainer.model import JsonObject, JsonValue
 
 CATEGORY_GROUPS = ("gemm", "attention", "moe", "communication", "norm_elementwise", "sampling", "other")
+
+# A phase's MFU / MBU / HFU where known: "from" says where the figures came from, "missing"
+# why they are not known (None when they are).
+Utilization = TypedDict("Utilization", {
+    "mfu_pct": float | None, "mbu_pct": float | None, "hfu_pct": float | None,
+    "from": str | None, "missing": str | None,
+})
+
+
+@frozen
+class TensorParallel:
+    """The run's collectives: world size and rank as the trace states them, the processes
+    this capture holds, and the communication kernel time of the iterations."""
+
+    world_size: int | None
+    rank: JsonValue
+    processes_captured: int
+    communication_ns: int
 
 
 class FitPoint(Protocol):
@@ -103,7 +122,7 @@ class PhaseRow:
     host_share_pct: float | None  # (gaps + idle in spans) / (gaps + spans)
     graph_iterations: int  # iterations that replayed a CUDA graph
     graph_kernel_pct: float  # of the phase's kernels, those a graph replay ran
-    utilization: dict[str, Any] | None = None  # MFU (prefill) / MBU (decode), where known
+    utilization: Utilization | None = None  # MFU (prefill) / MBU (decode), where known
 
 
 @frozen
@@ -174,7 +193,7 @@ class Serving:
     loops: tuple[str, ...]
     merged: tuple[str, ...]
     profiler_overhead: tuple[str, ...] = ()
-    tensor_parallel: dict[str, Any] | None = None
+    tensor_parallel: TensorParallel | None = None
     carried_kernels: int = 0
     window_ns: int = 0  # first to last GPU work of the iterations' processes (summed per process)
     unassigned_kernels: int = 0
@@ -186,7 +205,7 @@ class Serving:
     def of_phase(self, name: str) -> list[IterationRow]:
         return [it for it in self.iterations if it.phase == name]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "source": self.source,
             "engine": self.engine,
@@ -200,7 +219,7 @@ class Serving:
             "window_ns": self.window_ns,
             "unassigned_kernels": self.unassigned_kernels,
             "profiler_overhead": list(self.profiler_overhead),
-            "tensor_parallel": self.tensor_parallel,
+            "tensor_parallel": None if self.tensor_parallel is None else asdict(self.tensor_parallel),
             "phases": [asdict(p) for p in self.phases],
             "fits": [asdict(f) for f in self.fits],
             "iterations": [_iteration_json(it) for it in self.iterations],
@@ -210,10 +229,10 @@ class Serving:
 _ITERATION_FIELDS = tuple(f.name for f in dataclasses.fields(IterationRow))
 
 
-def _iteration_json(it: IterationRow) -> dict[str, Any]:
+def _iteration_json(it: IterationRow) -> JsonObject:
     """asdict(it) and the span, built directly (asdict deep-copies every value: seconds at
     tens of thousands of iterations)."""
-    out = {name: getattr(it, name) for name in _ITERATION_FIELDS}
+    out: JsonObject = {name: getattr(it, name) for name in _ITERATION_FIELDS}
     gap = it.gap_host
     out["gap_host"] = None if gap is None else {"sync_ns": gap.sync_ns, "cuda_ns": gap.cuda_ns,
                                                 "other_ns": gap.other_ns}

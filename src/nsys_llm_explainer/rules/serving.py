@@ -274,7 +274,7 @@ def phase_all_reduce(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     s = serving(view)
     if s is None or s.tensor_parallel is None:
         return
-    world = s.tensor_parallel.get("world_size")
+    world = s.tensor_parallel.world_size
     for ph in s.phases:
         total = sum(ph.categories.values())
         comm = ph.categories.get("communication", 0)
@@ -314,12 +314,12 @@ def one_rank_captured(view: RuleInput, rule: Rule) -> Iterator[Finding]:
     """
     s = serving(view)
     tp = s.tensor_parallel if s is not None else None
-    if tp is None or not isinstance(tp.get("world_size"), int):
+    if tp is None or tp.world_size is None:
         return
-    world, got = int(tp["world_size"]), int(tp["processes_captured"])
+    world, got = int(tp.world_size), tp.processes_captured
     if world <= got:
         return
-    rank = f" (rank {tp['rank']})" if tp.get("rank") is not None else ""
+    rank = f" (rank {tp.rank})" if tp.rank is not None else ""
     yield rule.note(
         confidence=Confidence.HIGH,
         evidence=[f"world size {world}; iterations of {got} process{'es' * (got != 1)}{rank} in the trace"],

@@ -3,8 +3,10 @@ and docs page; every rule has a unique, well-formed id and a documented docstrin
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
+import types
 from importlib import resources
 from pathlib import Path
 
@@ -126,6 +128,35 @@ def test_every_metric_module_runs() -> None:
     assert [m.id for m in REGISTRY] == [
         importlib.import_module(f"nsys_llm_explainer.metrics.{name}").METRIC.id for name in ORDER
     ]
+
+
+def test_metric_places_are_distinct_and_come_after_what_each_reads() -> None:
+    """REGISTRY is sorted by METRIC.order, no two metrics share a place, a metric comes after
+    the metrics it reads, and run_after names a metric that exists and comes before it."""
+    orders = [m.order for m in REGISTRY]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders) and min(orders) > 0
+    place = {m.id: m.order for m in REGISTRY}
+    for m in REGISTRY:
+        assert all(place[d] < m.order for d in m.after if d in place), m.id
+        if m.run_after is not None:
+            assert place[m.run_after] < m.order, m.id
+
+
+def test_two_metrics_with_one_place_are_refused(monkeypatch) -> None:
+    from nsys_llm_explainer import metrics
+
+    twin = dataclasses.replace(REGISTRY[1], order=REGISTRY[0].order)
+    real = importlib.import_module
+
+    def fake(name: str, package: str | None = None):
+        module = real(name, package)
+        if name.endswith(".launch_storm"):
+            return types.SimpleNamespace(METRIC=twin)
+        return module
+
+    monkeypatch.setattr(metrics.importlib, "import_module", fake)
+    with pytest.raises(ValueError, match="share the place order=10"):
+        metrics._found()
 
 
 def test_metrics_are_independent_under_the_import_contract() -> None:

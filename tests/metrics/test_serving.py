@@ -442,3 +442,34 @@ def test_blocks_of_iterations_give_the_figures_of_one_pass(
     for a, b in zip(one_tables, block_tables, strict=True):
         assert len(a) > 0
         assert a.equals(b)
+
+
+def test_iteration_table_and_json_hold_every_field_with_the_types_a_row_dict_frame_gets() -> None:
+    """tables/iterations.csv's frame (built a column at a time) against a frame of one dict per
+    row, and an iteration's JSON against dataclasses.asdict: same values, same dtypes, with
+    missing and present token counts and host gaps mixed across rows."""
+    import dataclasses
+
+    import pandas as pd
+
+    from nsys_llm_explainer.metrics.serving import ITERATION_COLUMNS, _iteration_frame
+    from nsys_llm_explainer.results.serving import HostGap, IterationRow, _iteration_json
+
+    def row(i: int) -> IterationRow:
+        gap = None if i == 0 else HostGap(i, 2 * i, 3 * i)
+        return IterationRow(i, 7, i % 2, f"it{i}", None if i else "outer", "prefill" if i == 0 else "decode",
+                            None if i == 1 else 4, 4 * i, None, None, None, None, None, None if i else "marks",
+                            10 * i, 10 * i + 5, 10 * i + 1, 10 * i + 4, 3, 3, 2, 2, None if i == 0 else 6,
+                            gap, None if i == 2 else 10, 0, None, {"gemm": i} if i else {}, i, 2 * i)
+
+    rows = [row(i) for i in range(3)]
+    reference = pd.DataFrame([
+        {c: (None if r.gap_host is None else getattr(r.gap_host, c.removeprefix("gap_host_")))
+         if c.startswith("gap_host_") else getattr(r, c) for c in ITERATION_COLUMNS} for r in rows
+    ], columns=list(ITERATION_COLUMNS))
+    pd.testing.assert_frame_equal(_iteration_frame(rows), reference, check_dtype=True)
+    for r in rows:
+        expected = dataclasses.asdict(r)
+        expected["gpu_span_ns"] = 3
+        assert _iteration_json(r) == expected
+        assert list(_iteration_json(r)) == list(expected)

@@ -1,64 +1,40 @@
 """Metric registry, in report order (a metric may read the results of those before it).
 
-A metric is a module of this package that defines METRIC (metrics/base.py); ORDER names it
-once, where it runs; RUN_AFTER moves a few earlier, to free memory sooner."""
+A metric is a module of this package that defines METRIC (metrics/base.py): the registry
+finds every such module, and METRIC.order gives its place; METRIC.run_after moves a few
+earlier when they run, to free memory sooner."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Sequence
 
 from nsys_llm_explainer.analysis.context import Context
 from nsys_llm_explainer.metrics.base import Metric
 
-ORDER: tuple[str, ...] = (
-    "top_kernels",
-    "launch_storm",
-    "sync",
-    "gpu_idle",
-    "nvtx_ranges",
-    "nvtx_attribution",
-    "per_process",
-    "launch_overhead",
-    "boundness",
-    "workload",  # before capture: TensorRT engines skip the autotuning check
-    "steps",  # before capture: enough data is judged by repeated steps
-    "capture",
-    "idle_causes",
-    "step_work",  # after steps: the work inside its complete steps
-    "critical_path",  # right after steps: it reads its steps and the caches steps holds
-    "what_if",
-    "casts",
-    "host_patterns",
-    "categories",
-    "memory_transfers",
-    "gpu_context",
-    "communication",
-    "cuda_graphs",
-    "fusion_candidates",
-    "operators",  # PyTorch profiler traces only (Skipped elsewhere)
-    "compute_efficiency",  # after operators, nvtx_attribution, steps (shares their caches), workload
-    "model_utilization",  # after steps, workload and compute_efficiency
-    "serving",  # after steps, workload and model_utilization
-    "gemm_precision",
-    "ncu_targets",  # after top_kernels, capture and compute_efficiency
-    "ncu_results",  # only with --ncu
-    "timeline",  # keep last: it summarizes the metrics above for plots
-)
+NOT_METRICS = frozenset({"base"})  # modules of this package that define no metric
 
-REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"{__name__}.{name}").METRIC for name in ORDER)
+
+def _found() -> list[tuple[str, Metric]]:
+    """(module name, METRIC) of every metric module, by METRIC.order."""
+    found = [(info.name, importlib.import_module(f"{__name__}.{info.name}").METRIC)
+             for info in pkgutil.iter_modules(__path__) if info.name not in NOT_METRICS]
+    found.sort(key=lambda pair: pair[1].order)
+    for (a, ma), (b, mb) in zip(found, found[1:], strict=False):
+        if ma.order == mb.order:
+            raise ValueError(f"metrics {a} and {b} share the place order={ma.order}")
+    return found
+
+
+_FOUND = _found()
+ORDER: tuple[str, ...] = tuple(name for name, _ in _FOUND)  # module names, in report order
+REGISTRY: tuple[Metric, ...] = tuple(metric for _, metric in _FOUND)
 
 # Metrics that run right after another instead of in report order: each as soon as what it
 # reads is built, so that the large intermediates they share are released earlier
-# (runtime/lifetimes.py). Communication is the last reader of the device work but idle_causes
-# and steps; timeline and host_patterns are the last readers of the idle split besides them.
-# The report lists the metrics in REGISTRY order whatever order they ran in.
-RUN_AFTER: dict[str, str] = {
-    "communication": "capture",
-    "timeline": "idle_causes",
-    "host_patterns": "steps",
-    "fusion_candidates": "ncu_plan",
-}
+# (runtime/lifetimes.py). The report lists the metrics in REGISTRY order whatever order they ran in.
+RUN_AFTER: dict[str, str] = {m.id: m.run_after for m in REGISTRY if m.run_after is not None}
 
 
 def in_run_order(metrics: Sequence[Metric]) -> list[Metric]:

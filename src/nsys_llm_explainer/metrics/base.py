@@ -35,6 +35,12 @@ class Metric:
     # An option the metric needs (an Options.extra key): without it the metric does not run
     # and is absent from the report (no section, no tables, no "not measured" line).
     option: str | None = None
+    # Its place among the metrics: report.json and report.md list them by it, and they run in
+    # that order (after the metrics it reads). Spaced by ten, so that a new one fits between two.
+    order: int = 0
+    # Run right after this metric instead of at its place (metrics.in_run_order), so that the
+    # large intermediates they share are released sooner (runtime/lifetimes.py).
+    run_after: str | None = None
 
     def wanted(self, options: Options) -> bool:
         return self.option is None or bool(options.extra.get(self.option))

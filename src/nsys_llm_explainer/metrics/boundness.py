@@ -131,6 +131,7 @@ def _phase_rows(
 
 METRIC = Metric(
     id="boundness",
+    order=90,
     title="Queue time and GPU busy share",
     run=run,
     tables={"boundness": COLUMNS},

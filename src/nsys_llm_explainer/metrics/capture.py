@@ -506,6 +506,7 @@ def _result(
 
 METRIC = Metric(
     id="capture",
+    order=120,
     title="Capture sanity",
     run=run,
     description="Is the capture steady state? How the run ended, too little data (by repetition), JIT "

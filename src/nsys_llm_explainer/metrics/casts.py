@@ -128,6 +128,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="casts",
+    order=170,
     title="Dtype casts",
     run=run,
     description="Dtype-conversion kernels, and whether the same casts repeat in every step "

@@ -175,6 +175,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="categories",
+    order=190,
     title="Kernel categories",
     run=run,
     tables={"kernel_categories": SCOPE_COLUMNS, "kernel_category_names": NAME_COLUMNS},

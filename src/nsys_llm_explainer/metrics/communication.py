@@ -138,6 +138,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="communication",
+    order=220,
+    run_after="capture",  # the last reader of the device work besides idle_causes and steps
     title="Multi-GPU communication (NCCL)",
     run=run,
     tables={"communication": DEVICE_COLUMNS, "communication_processes": PROCESS_COLUMNS},

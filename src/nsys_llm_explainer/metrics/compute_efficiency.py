@@ -30,6 +30,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="compute_efficiency",
+    # after operators, nvtx_attribution, steps (shares their caches), workload
+    order=260,
     title="How close to the hardware: FLOPs, bytes and roofline",
     run=run,
     tables={"compute_operations": OPERATION_COLUMNS, "compute_kernels": KERNEL_COLUMNS},

@@ -53,6 +53,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="critical_path",
+    # right after steps: it reads its steps and the caches steps holds
+    order=150,
     title="Critical path",
     run=run,
     tables={"critical_path_steps": A.STEP_COLUMNS, "critical_path_items": A.ITEM_COLUMNS,

@@ -108,6 +108,7 @@ def _per_graph(
 
 METRIC = Metric(
     id="cuda_graphs",
+    order=230,
     title="CUDA graphs",
     run=run,
     tables={"cuda_graphs": COLUMNS},

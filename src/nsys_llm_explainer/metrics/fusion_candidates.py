@@ -258,6 +258,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="fusion_candidates",
+    order=240,
+    run_after="ncu_plan",  # run right after it, not at its place: frees what they share sooner
     title="Kernel fusion candidates",
     run=run,
     tables={"fusion_candidates": COLUMNS},

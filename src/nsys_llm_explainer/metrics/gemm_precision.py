@@ -116,6 +116,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="gemm_precision",
+    order=290,
     title="GEMM and convolution math modes",
     run=run,
     tables={"gemm_precision": COLUMNS},

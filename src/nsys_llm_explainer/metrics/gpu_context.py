@@ -167,6 +167,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="gpu_context",
+    order=210,
     title="GPU context: peaks and achieved copy bandwidth",
     run=run,
     tables={"gpu_context": COLUMNS, "gpu_copy_bandwidth": COPY_COLUMNS},

@@ -116,6 +116,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="gpu_idle",
+    order=40,
     title="GPU idle time and gaps",
     run=run,
     tables={"gpu_idle": DEVICE_COLUMNS, "gpu_idle_gaps": GAP_COLUMNS},

@@ -445,6 +445,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="host_patterns",
+    order=180,
+    run_after="steps",  # with timeline, the last reader of the idle split besides idle_causes
     title="Host habits that stall the GPU",
     run=run,
     description="Read-backs (tiny device-to-host copies that wait for the GPU's queue), per-layer sync stalls, one "

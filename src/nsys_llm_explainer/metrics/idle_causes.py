@@ -267,6 +267,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="idle_causes",
+    order=130,
     title="Why the GPU was idle",
     run=run,
     tables={"idle_causes": CAUSE_COLUMNS, "idle_causes_gaps": GAP_COLUMNS},

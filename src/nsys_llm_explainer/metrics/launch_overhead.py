@@ -180,6 +180,7 @@ def _top_kernels(ctx: Context, p: LaunchPairs, values_of: dict[str, np.ndarray])
 
 METRIC = Metric(
     id="launch_overhead",
+    order=80,
     title="Launch overhead",
     run=run,
     tables={"launch_overhead": PROCESS_COLUMNS, "launch_overhead_kernels": KERNEL_COLUMNS},

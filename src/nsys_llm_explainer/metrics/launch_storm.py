@@ -91,6 +91,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="launch_storm",
+    order=20,
     title="Launch rate and tiny kernels",
     run=run,
     tables={"tiny_kernels": TINY_COLUMNS, "launch_storm_by_pid": BY_PID_COLUMNS},

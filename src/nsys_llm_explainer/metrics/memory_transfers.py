@@ -259,6 +259,7 @@ def _summary(c: Columns, sel: np.ndarray) -> CopySummary:
 
 METRIC = Metric(
     id="memory_transfers",
+    order=200,
     title="Memory transfers",
     run=run,
     tables={"memory_transfers": KIND_COLUMNS, "memory_transfer_issues": ISSUE_COLUMNS},

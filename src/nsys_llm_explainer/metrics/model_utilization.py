@@ -50,6 +50,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="model_utilization",
+    # after steps, workload and compute_efficiency
+    order=270,
     title="Model FLOPs and bandwidth utilisation (MFU, MBU)",
     run=run,
     tables={"model_utilization_steps": STEP_COLUMNS},

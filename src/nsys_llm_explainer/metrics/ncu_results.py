@@ -293,6 +293,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="ncu",
+    # only with --ncu
+    order=310,
     title="Nsight Compute results",
     run=run,
     tables={"ncu_kernels": KERNEL_COLUMNS, "ncu_launches": LAUNCH_COLUMNS},

@@ -186,6 +186,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="ncu_plan",
+    # after top_kernels, capture and compute_efficiency
+    order=300,
     title="Nsight Compute plan",
     run=run,
     description=(

@@ -135,6 +135,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="nvtx_attribution",
+    order=60,
     title="NVTX -> kernel attribution",
     run=run,
     tables={"nvtx_attribution": COLUMNS},

@@ -107,6 +107,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="nvtx_ranges",
+    order=50,
     title="NVTX ranges",
     run=run,
     tables={"nvtx_ranges": COLUMNS, "nvtx_by_pid": BY_PID_COLUMNS},

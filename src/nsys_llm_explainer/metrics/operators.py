@@ -161,6 +161,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="operators",
+    # PyTorch profiler traces only (Skipped elsewhere)
+    order=250,
     title="PyTorch operators",
     run=run,
     tables={"operators": COLUMNS, "operator_kernels": KERNEL_COLUMNS, "operator_shapes": SHAPE_COLUMNS},

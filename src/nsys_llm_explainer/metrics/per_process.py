@@ -94,6 +94,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="per_process",
+    order=70,
     title="Per process",
     run=run,
     tables={"processes": COLUMNS, "kernels_by_pid": BY_PID_COLUMNS},

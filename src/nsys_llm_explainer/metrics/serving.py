@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -606,13 +607,13 @@ def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.D
 
 
 def _iteration_frame(rows: list[IterationRow]) -> pd.DataFrame:
-    out = []
-    for r in rows:
-        g = r.gap_host
-        gap = {"gap_host_sync_ns": g.sync_ns if g else None, "gap_host_cuda_ns": g.cuda_ns if g else None,
-               "gap_host_other_ns": g.other_ns if g else None}
-        out.append({c: gap[c] if c in gap else getattr(r, c) for c in ITERATION_COLUMNS})
-    return pd.DataFrame(out, columns=list(ITERATION_COLUMNS))
+    """tables/iterations.csv, a column at a time (a Python list each, typed by pandas as a
+    list of row dicts would be)."""
+    gaps = [r.gap_host for r in rows]
+    split = {"gap_host_sync_ns": "sync_ns", "gap_host_cuda_ns": "cuda_ns", "gap_host_other_ns": "other_ns"}
+    cols = {c: ([None if g is None else getattr(g, split[c]) for g in gaps] if c in split
+                else list(map(attrgetter(c), rows))) for c in ITERATION_COLUMNS}
+    return pd.DataFrame(cols, columns=list(ITERATION_COLUMNS))
 
 
 def run(ctx: Context) -> Outcome:
@@ -661,6 +662,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="serving",
+    # after steps, workload and model_utilization
+    order=280,
     title="LLM serving: iterations, prefill and decode",
     run=run,
     tables={"iterations": ITERATION_COLUMNS, "op_times": OP_COLUMNS, "kernel_dat": KERNEL_COLUMNS},

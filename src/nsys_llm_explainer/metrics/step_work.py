@@ -282,6 +282,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="step_work",
+    # after steps: the work inside its complete steps
+    order=140,
     title="Work inside steps",
     run=run,
     tables={"step_work": STEP_COLUMNS, "step_work_kernels": NAME_COLUMNS},

@@ -388,6 +388,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="steps",
+    # before capture: enough data is judged by repeated steps
+    order=110,
     title="Steps and phases",
     run=run,
     tables={"steps": STEP_COLUMNS, "steps_phases": PHASE_COLUMNS},

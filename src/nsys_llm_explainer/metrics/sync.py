@@ -86,6 +86,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="sync",
+    order=30,
     title="CPU-GPU synchronization",
     run=run,
     tables={"sync": COLUMNS, "sync_by_pid": BY_PID_COLUMNS},

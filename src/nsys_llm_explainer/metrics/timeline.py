@@ -190,6 +190,9 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="timeline",
+    # keep last: it summarizes the metrics above for plots
+    order=320,
+    run_after="idle_causes",  # with host_patterns, the last reader of the idle split besides it
     title="GPU timeline",
     run=run,
     after=("idle_causes",),

@@ -35,6 +35,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="top_kernels",
+    order=10,
     title="Top kernels",
     run=run,
     tables={"kernels": KERNEL_COLUMNS},

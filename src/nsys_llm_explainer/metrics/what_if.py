@@ -37,6 +37,7 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="what_if",
+    order=160,
     title="What-if replay",
     run=run,
     tables={"what_if": A.WHAT_IF_COLUMNS},

@@ -258,6 +258,8 @@ def run(ctx: Context) -> Outcome:
 
 METRIC = Metric(
     id="workload",
+    # before capture: TensorRT engines skip the autotuning check
+    order=100,
     title="What ran",
     run=run,
     description="Workload kind (LLM inference/training, PyTorch, TensorRT, generic CUDA) and, where shown, "

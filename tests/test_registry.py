@@ -132,14 +132,16 @@ def test_every_metric_module_runs() -> None:
 
 def test_metric_places_are_distinct_and_come_after_what_each_reads() -> None:
     """REGISTRY is sorted by METRIC.order, no two metrics share a place, a metric comes after
-    the metrics it reads, and run_after names a metric that exists and comes before it."""
+    the metrics it reads both in the report and in the run, and run_after names a metric."""
+    from nsys_llm_explainer.metrics import in_run_order
+
     orders = [m.order for m in REGISTRY]
     assert orders == sorted(orders) and len(set(orders)) == len(orders) and min(orders) > 0
     place = {m.id: m.order for m in REGISTRY}
+    ran = [m.id for m in in_run_order(REGISTRY)]
     for m in REGISTRY:
-        assert all(place[d] < m.order for d in m.after if d in place), m.id
-        if m.run_after is not None:
-            assert place[m.run_after] < m.order, m.id
+        assert all(place[d] < m.order and ran.index(d) < ran.index(m.id) for d in m.after if d in place), m.id
+        assert m.run_after is None or m.run_after in place, m.id
 
 
 def test_two_metrics_with_one_place_are_refused(monkeypatch) -> None:

@@ -1,8 +1,8 @@
 """Metric registry, in report order (a metric may read the results of those before it).
 
 A metric is a module of this package that defines METRIC (metrics/base.py): the registry
-finds every such module, and METRIC.order gives its place; METRIC.run_after moves a few
-earlier when they run, to free memory sooner."""
+finds every such module, and METRIC.order gives its place; METRIC.run_after runs a few
+right after another metric instead, to free memory sooner."""
 
 from __future__ import annotations
 

@@ -61,17 +61,10 @@ def _spec(obj: object) -> _Spec:
     return spec
 
 
-def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    cls = type(self)
-    spec = _spec(self)
+def _bind(cls: type, spec: _Spec, values: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """The init fields from positional and keyword arguments, defaults and factories, in
+    field order (as a dataclass's __init__ binds them)."""
     names = spec.init
-    values = self.__dict__
-    if not args and len(kwargs) == len(names) and kwargs.keys() == spec.init_set:
-        # every field by name (the usual call for records with many fields): no per-field branch
-        values.update(zip(names, map(kwargs.__getitem__, names), strict=True))
-        for name, default, factory in spec.fixed:
-            values[name] = factory() if factory is not None else default
-        return
     if len(args) > len(names):
         raise TypeError(f"{cls.__name__}() takes {len(names)} positional arguments but {len(args)} were given")
     values.update(zip(names, args, strict=False))  # fewer args than names: the rest below
@@ -89,6 +82,17 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
             name = next(iter(kwargs))
             why = "multiple values for argument" if name in names else "an unexpected keyword argument"
             raise TypeError(f"{cls.__name__}() got {why} {name!r}")
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    spec = _spec(self)
+    names = spec.init
+    values = self.__dict__
+    if not args and len(kwargs) == len(names) and kwargs.keys() == spec.init_set:
+        # every field by name (the usual call for records with many fields): no per-field branch
+        values.update(zip(names, map(kwargs.__getitem__, names), strict=True))
+    else:
+        _bind(type(self), spec, values, args, kwargs)
     for name, default, factory in spec.fixed:
         values[name] = factory() if factory is not None else default
 

@@ -38,12 +38,12 @@ RUN_AFTER: dict[str, str] = {m.id: m.run_after for m in REGISTRY if m.run_after 
 
 
 def in_run_order(metrics: Sequence[Metric]) -> list[Metric]:
-    """`metrics` (in REGISTRY order) in the order they run (RUN_AFTER)."""
+    """`metrics` (in REGISTRY order) in the order they run (Metric.run_after)."""
     wanted = {m.id for m in metrics}
     followers: dict[str, list[Metric]] = {}
     for m in metrics:
-        if RUN_AFTER.get(m.id) in wanted:
-            followers.setdefault(RUN_AFTER[m.id], []).append(m)
+        if m.run_after in wanted:
+            followers.setdefault(m.run_after, []).append(m)
     out: list[Metric] = []
 
     def emit(m: Metric) -> None:
@@ -52,7 +52,7 @@ def in_run_order(metrics: Sequence[Metric]) -> list[Metric]:
             emit(f)
 
     for m in metrics:
-        if RUN_AFTER.get(m.id) not in wanted:
+        if m.run_after not in wanted:
             emit(m)
     return out
 

@@ -91,7 +91,7 @@ def test_each_writer_writes_what_build_writes_for_it(report: Report) -> None:
     """writers.build is the writers' union: each writer alone gives its own files, the same
     texts, and no two writers write one path."""
     together = build_files(report, tuple(Format))
-    alone = {fmt: writer.render(report, Shared(report)) for fmt, writer in WRITERS.items()}
+    alone = {fmt: dict(writer.render(report, Shared(report))) for fmt, writer in WRITERS.items()}
     paths = [p for files in alone.values() for p in files]
     assert len(paths) == len(set(paths))
     assert {p: t for files in alone.values() for p, t in files.items()} == together

@@ -90,6 +90,7 @@ from nsys_llm_explainer.results.serving import (
     TensorParallel,
     Utilization,
 )
+from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import Unavailable
 
 LLM_WORKLOADS = ("llm_inference",)
@@ -228,9 +229,61 @@ class _Covered:
                 zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
 
 
-def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationRow], np.ndarray]:
+class _Ops:
+    """The operation each kernel ran for, for op_times.csv: its PyTorch profiler operator,
+    else its innermost NVTX range; `reason` says why there is none."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.reason: str | None = None
+        self.owner_of: Callable[[np.ndarray], np.ndarray] = lambda r: r  # noqa: E731
+        try:
+            att = operator_attribution(ctx.data)
+            kernel_op = att.kernel_op
+            self.owner_of = lambda r: kernel_op[r]  # noqa: E731
+            names, self.label = ctx.data.operator_names(), att.ops.name
+        except Unavailable:
+            try:
+                nvtx_att = kernel_attribution(ctx.data)
+                self.owner_of = nvtx_att.range_row
+                names = [normalize(x) for x in ctx.data.nvtx_names()]
+                self.label = ctx.data.nvtx().name
+            except Unavailable:
+                self.reason = "no operators or NVTX ranges name the kernels' operations"
+                return
+        self.name_code, self.names = pd.factorize(np.array(names, dtype=object), sort=False)
+
+    def part(self, sel: np.ndarray, it: np.ndarray, dur: np.ndarray) -> _Part | None:
+        """Per (iteration, operator name) among the kernel rows `sel` (`it`, `dur`: theirs):
+        first row, iteration, name code, distinct operator calls, kernel ns."""
+        owner = self.owner_of(sel)
+        keep = owner >= 0
+        if not keep.any():
+            return None
+        sel, owner = sel[keep], owner[keep]
+        codes, (p_it, p_op) = group_codes(it[keep], self.name_code[self.label[owner]])
+        ns = np.bincount(codes, weights=dur[keep].astype(np.float64)).astype(np.int64)
+        calls = distinct_per_group(codes, owner, len(ns))  # distinct operator calls per (iteration, op)
+        return _first_row(sel, codes, len(ns)), p_it, p_op, calls, ns
+
+
+# (first row, iteration, item, calls, ns) per (iteration, item) of one block (_first_row)
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _kernel_part(k: Columns, sel: np.ndarray, it: np.ndarray, dur: np.ndarray) -> _Part:
+    """Per (iteration, kernel name) among the kernel rows `sel`: first row, iteration, name
+    id, calls, kernel ns."""
+    codes, (p_it, p_name) = group_codes(it, k.name_id[sel].astype(np.int64))
+    calls = np.bincount(codes)
+    ns = np.bincount(codes, weights=dur.astype(np.float64)).astype(np.int64)
+    return _first_row(sel, codes, len(calls)), p_it, p_name, calls, ns
+
+
+def _rows(ctx: Context, its: Iterations, kinds: _Kinds,
+          ops: _Ops) -> tuple[list[IterationRow], np.ndarray, list[_Part], list[_Part]]:
     """Every iteration's figures (group sums over the kernel -> iteration map, a block of
-    iterations at a time), and per iteration the kernels a CUDA graph replay ran."""
+    iterations at a time), per iteration the kernels a CUDA graph replay ran, and in the same
+    pass each block's parts of op_times.csv (none when ops.reason) and kernel_dat.csv."""
     k = ctx.data.kernels()
     call = kernel_launch_index(ctx.data)
     rt = ctx.data.runtime()
@@ -253,10 +306,19 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
     # the thread that launched most of an iteration's kernels (its mark's otherwise)
     launcher = np.array([it.tkey for it in items], dtype=np.int64)
     width = len(rt) + 1
+    op_parts: list[_Part] = []
+    kernel_parts: list[_Part] = []
     for a, b, sel in _blocks(its):
         nb = b - a
-        g = its.kernel_iter[sel].astype(np.int64) - a
-        dur = k.rows_of("dur", sel).astype(np.int64, copy=False)
+        it_of = its.kernel_iter[sel].astype(np.int64)
+        g = it_of - a
+        raw = k.rows_of("dur", sel)
+        kernel_parts.append(_kernel_part(k, sel, it_of, raw))
+        if ops.reason is None and (part := ops.part(sel, it_of, raw)) is not None:
+            op_parts.append(part)
+        del it_of
+        dur = raw.astype(np.int64, copy=False)
+        del raw
         start, end = k.start[sel], k.end[sel]
         np.minimum.at(gpu_start[a:b], g, start)
         np.maximum.at(gpu_end[a:b], g, end)
@@ -334,7 +396,7 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds) -> tuple[list[IterationR
             categories={CATEGORY_GROUPS[j]: v for j, v in enumerate(cat_l[i]) if v > 0},
             softmax_kernels=sn_l[i], softmax_ns=sns_l[i],
         ))
-    return rows, in_graphs
+    return rows, in_graphs, op_parts, kernel_parts
 
 
 def _plain(a: np.ndarray) -> list[Any]:
@@ -546,49 +608,17 @@ def _in_row_order(parts: Sequence[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
     return [c[order] for c in cols[1:]]
 
 
-def _op_times(ctx: Context, its: Iterations, rows: list[IterationRow]) -> tuple[pd.DataFrame, str | None]:
-    k = ctx.data.kernels()
-    try:
-        att = operator_attribution(ctx.data)
-        kernel_op = att.kernel_op
-        owner_of: Callable[[np.ndarray], np.ndarray] = lambda r: kernel_op[r]  # noqa: E731
-        names, label = ctx.data.operator_names(), att.ops.name
-    except Unavailable:
-        try:
-            nvtx_att = kernel_attribution(ctx.data)
-            owner_of = nvtx_att.range_row
-            names = [normalize(x) for x in ctx.data.nvtx_names()]
-            label = ctx.data.nvtx().name
-        except Unavailable:
-            return pd.DataFrame(columns=list(OP_COLUMNS)), "no operators or NVTX ranges name the kernels' operations"
-    name_code, uniq = pd.factorize(np.array(names, dtype=object), sort=False)
-    # per (iteration, operator name): first row, iteration, name code, kernel ns, distinct calls
-    parts = []
-    for _, _, block in _blocks(its):
-        owner = owner_of(block)
-        sel = block[owner >= 0]
-        owner = owner[owner >= 0]
-        if len(sel) == 0:
-            continue
-        codes, (p_it, p_op) = group_codes(its.kernel_iter[sel].astype(np.int64), name_code[label[owner]])
-        ns = np.bincount(codes, weights=k.rows_of("dur", sel).astype(np.float64)).astype(np.int64)
-        calls = distinct_per_group(codes, owner, len(ns))  # distinct operator calls per (iteration, op)
-        parts.append((_first_row(sel, codes, len(ns)), p_it, p_op, calls, ns))
+def _op_times(rows: list[IterationRow], ops: _Ops, parts: list[_Part]) -> tuple[pd.DataFrame, str | None]:
+    if ops.reason is not None:
+        return pd.DataFrame(columns=list(OP_COLUMNS)), ops.reason
     if not parts:
         return pd.DataFrame(columns=list(OP_COLUMNS)), "no kernel is attributed to an operator or NVTX range"
     p_it, p_op, calls, ns = _in_row_order(parts)
-    frame = _per_config(rows, p_it, p_op, calls, ns, [str(x) for x in uniq], "operator")
+    frame = _per_config(rows, p_it, p_op, calls, ns, [str(x) for x in ops.names], "operator")
     return frame.reindex(columns=list(OP_COLUMNS)), None
 
 
-def _kernel_dat(ctx: Context, its: Iterations, rows: list[IterationRow]) -> pd.DataFrame:
-    k = ctx.data.kernels()
-    parts = []
-    for _, _, sel in _blocks(its):
-        codes, (p_it, p_name) = group_codes(its.kernel_iter[sel].astype(np.int64), k.name_id[sel].astype(np.int64))
-        calls = np.bincount(codes)
-        ns = np.bincount(codes, weights=k.rows_of("dur", sel).astype(np.float64)).astype(np.int64)
-        parts.append((_first_row(sel, codes, len(calls)), p_it, p_name, calls, ns))
+def _kernel_dat(ctx: Context, rows: list[IterationRow], parts: list[_Part]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     p_it, p_name, calls, ns = _in_row_order(parts)
@@ -627,7 +657,8 @@ def run(ctx: Context) -> Outcome:
     if why is not None:
         return METRIC.skipped(why)
     assert its is not None
-    rows, graph_kernels = _rows(ctx, its, _Kinds(ctx))
+    ops = _Ops(ctx)
+    rows, graph_kernels, op_parts, kernel_parts = _rows(ctx, its, _Kinds(ctx), ops)
     present = [p for p in PHASE_ORDER if any(r.phase == p for r in rows)]
     weights = _weight_bytes(ctx, its) if "decode" in present else None
     phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], graph_kernels, its, weights)
@@ -645,7 +676,7 @@ def run(ctx: Context) -> Outcome:
         carried_kernels=int(carried(ctx.data).kernels), window_ns=_window(ctx, rows),
         unassigned_kernels=int((its.kernel_iter < 0).sum() - carried(ctx.data).kernels),
     )
-    op_frame, op_reason = _op_times(ctx, its, rows)
+    op_frame, op_reason = _op_times(rows, ops, op_parts)
     notes = []
     if op_reason:
         notes.append(f"op_times.csv is empty, because {op_reason}")
@@ -655,7 +686,7 @@ def run(ctx: Context) -> Outcome:
     tables = (
         Table("iterations", ITERATION_COLUMNS, _iteration_frame(rows)),
         Table("op_times", OP_COLUMNS, op_frame),
-        Table("kernel_dat", KERNEL_COLUMNS, _kernel_dat(ctx, its, rows)),
+        Table("kernel_dat", KERNEL_COLUMNS, _kernel_dat(ctx, rows, kernel_parts)),
     )
     return MetricResult(METRIC.id, result.to_json(), tables, tuple(notes), typed=result)
 
@@ -664,6 +695,7 @@ METRIC = Metric(
     id="serving",
     # after steps, workload and model_utilization
     order=280,
+    run_after="ncu_plan",  # last: beside critical_path and fusion_candidates, once the big intermediates are gone
     title="LLM serving: iterations, prefill and decode",
     run=run,
     tables={"iterations": ITERATION_COLUMNS, "op_times": OP_COLUMNS, "kernel_dat": KERNEL_COLUMNS},

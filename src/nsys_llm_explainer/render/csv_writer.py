@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,9 @@ def frame(report: Report, stem: str, shared: Shared | None = None) -> pd.DataFra
 
 
 CHUNK_ROWS = 1 << 14
+# Rows joined into one piece of text at a time: the joined lines of a whole chunk would
+# add a copy of the chunk's text to the peak.
+JOIN_ROWS = 1 << 10
 
 
 def defuse(value: Any) -> Any:
@@ -140,8 +144,10 @@ def render_frame(rows: pd.DataFrame) -> str:
             out.writerows(zip(*(c for c, _ in cells), strict=True))
             continue
         text = [_quoted(c) if is_text else c for c, is_text in cells]
-        buf.write("\n".join(map(",".join, zip(*text, strict=True))))
-        buf.write("\n")
+        for at in range(0, len(text[0]), JOIN_ROWS):
+            block = [c[at : at + JOIN_ROWS] for c in text]
+            buf.write("\n".join(map(",".join, zip(*block, strict=True))))
+            buf.write("\n")
     return buf.getvalue()
 
 
@@ -149,12 +155,17 @@ def render_table(table: Table) -> str:
     return render_frame(table.rows())
 
 
-def render(report: Report, shared: Shared | None = None) -> dict[str, str]:
+def files(report: Report, shared: Shared | None = None) -> Iterator[tuple[str, str]]:
+    """(file name, CSV text) of every table, one at a time: a table's text is made when the
+    previous one has been taken, so a writer that puts each on disk holds one at a time."""
     shared = shared_for(report, shared)
-    out = {}
     for stem, table in tables(report).items():
         if table.frame is None:  # a metric that did not run: the header alone
-            out[f"{stem}.csv"] = render_frame(pd.DataFrame(columns=list(columns(stem, table.columns))))
+            yield f"{stem}.csv", render_frame(pd.DataFrame(columns=list(columns(stem, table.columns))))
         else:
-            out[f"{stem}.csv"] = render_frame(frame(report, stem, shared))
-    return out
+            yield f"{stem}.csv", render_frame(frame(report, stem, shared))
+
+
+def render(report: Report, shared: Shared | None = None) -> dict[str, str]:
+    """File name -> CSV text of every table."""
+    return dict(files(report, shared))

@@ -4,14 +4,14 @@ Shared (build, prepare).
 
 A writer turns the Report, with what writers share (render/shared.py: report.json's dict,
 the kernel labels, the plots and metric sections of report.md and report.html), into
-files: relative path -> text. Each imports its module only when it runs, so choosing
+files: (relative path, text) pairs, made one at a time. Each imports its module only when it runs, so choosing
 `--format json` loads no Jinja and no plot code. To add a format: a Format member
 (render/__init__.py) and a writer here; tests/render/test_writer_registry.py checks
 that every Format has one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import ClassVar, Protocol
 
 from nsys_llm_explainer.model import Report
@@ -22,8 +22,9 @@ from nsys_llm_explainer.render.shared import Shared
 class Writer(Protocol):
     format: ClassVar[Format]
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
-        """Relative path -> text of this format's files."""
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
+        """(relative path, text) of this format's files: a writer whose files are many
+        makes each when the previous one is taken (output.write puts it on disk first)."""
         ...
 
     def prepare(self, md: str) -> None:
@@ -34,7 +35,7 @@ class Writer(Protocol):
 class MarkdownWriter:
     format: ClassVar[Format] = Format.MD
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
         from nsys_llm_explainer.render import markdown
         from nsys_llm_explainer.render.svg import plot_files
 
@@ -48,7 +49,7 @@ class MarkdownWriter:
             missing=missing,
             shared=shared,
         )
-        return files
+        return files.items()
 
     def prepare(self, md: str) -> None:
         from nsys_llm_explainer.render import markdown, sections, svg  # noqa: F401
@@ -59,10 +60,10 @@ class MarkdownWriter:
 class JsonWriter:
     format: ClassVar[Format] = Format.JSON
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
         from nsys_llm_explainer.render import json_writer
 
-        return {"report.json": json_writer.dumps(shared.document)}
+        return [("report.json", json_writer.dumps(shared.document))]
 
     def prepare(self, md: str) -> None:
         from nsys_llm_explainer.render import json_writer  # noqa: F401
@@ -71,10 +72,10 @@ class JsonWriter:
 class CsvWriter:
     format: ClassVar[Format] = Format.CSV
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
         from nsys_llm_explainer.render import csv_writer
 
-        return {f"tables/{name}": text for name, text in csv_writer.render(report, shared).items()}
+        return ((f"tables/{name}", text) for name, text in csv_writer.files(report, shared))
 
     def prepare(self, md: str) -> None:
         from nsys_llm_explainer.render import csv_writer  # noqa: F401
@@ -83,10 +84,10 @@ class CsvWriter:
 class HtmlWriter:
     format: ClassVar[Format] = Format.HTML
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
         from nsys_llm_explainer.render import html
 
-        return {"report.html": html.render(report, shared.plots, sections=shared.sections, shared=shared)}
+        return [("report.html", html.render(report, shared.plots, sections=shared.sections, shared=shared))]
 
     def prepare(self, md: str) -> None:
         from nsys_llm_explainer.render import html, markdown, sections, svg  # noqa: F401
@@ -100,17 +101,17 @@ class NcuWriter:
 
     format: ClassVar[Format] = Format.NCU
 
-    def render(self, report: Report, shared: Shared) -> dict[str, str]:
+    def render(self, report: Report, shared: Shared) -> Iterable[tuple[str, str]]:
         from nsys_llm_explainer.model import typed_result
         from nsys_llm_explainer.results.kernels import NcuPlan
 
         result = typed_result(report.metrics, NcuPlan)
         if result is None or not result.targets:
-            return {}
+            return []
         from nsys_llm_explainer.compute import ncu_plan
 
         plan = dict(result.plan)
-        return {"ncu_plan.sh": ncu_plan.plan_script(plan), "ncu_targets.json": ncu_plan.targets_json(plan)}
+        return [("ncu_plan.sh", ncu_plan.plan_script(plan)), ("ncu_targets.json", ncu_plan.targets_json(plan))]
 
     def prepare(self, md: str) -> None:
         pass
@@ -140,7 +141,7 @@ def files(
         raise ValueError(f"unknown report.md layout {md!r} (choose from {', '.join(MD_LAYOUTS)})")
     shared = Shared(report, md) if shared is None else shared.with_layout(md)
     for fmt in formats:
-        yield from WRITERS[fmt].render(report, shared).items()
+        yield from WRITERS[fmt].render(report, shared)
 
 
 def prepare(formats: tuple[Format, ...], md: str = "compact") -> None:

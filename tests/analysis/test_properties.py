@@ -54,6 +54,27 @@ def test_merge_equals_reference_and_busy_within_window(spans):
 
 
 @FAST
+@given(st.lists(st.tuples(st.integers(0, 6), interval), min_size=1, max_size=60), st.booleans(),
+       st.integers(1, 8))
+def test_grouped_union_equals_a_per_group_reference(rows, time_sorted, part_rows):
+    """Per group, the union length of its intervals, computed a part of `part_rows` rows at a
+    time (each part whole groups), equals the merged reference's; rows in time order take the
+    sort-by-group path."""
+    if time_sorted:
+        rows = sorted(rows, key=lambda r: r[1][0])
+    group = np.array([g for g, _ in rows], dtype=np.int64)
+    s, e = arrays([span for _, span in rows])
+    expected = [sum(b - a for a, b in reference.merged([span for g, span in rows if g == k])) for k in range(8)]
+    old = intervals.UNION_PART_ROWS
+    try:
+        intervals.UNION_PART_ROWS = part_rows
+        got = intervals.grouped_union(group, s, e, 8)
+    finally:
+        intervals.UNION_PART_ROWS = old
+    assert got.dtype == np.int64 and got.tolist() == expected
+
+
+@FAST
 @given(interval_lists, interval_lists)
 def test_union_of_unions(a, b):
     ua, ub = reference.merged(a), reference.merged(b)

@@ -473,3 +473,26 @@ def test_iteration_table_and_json_hold_every_field_with_the_types_a_row_dict_fra
         expected["gpu_span_ns"] = 3
         assert _iteration_json(r) == expected
         assert list(_iteration_json(r)) == list(expected)
+
+
+def test_kernel_map_packs_and_unpacks_the_codes_exactly() -> None:
+    """The cached kernel -> iteration map gives back the codes it was made from, in their
+    dtype (int8 and int16 here, as the iteration count chooses), read-only; runs of one
+    iteration's kernels pack to a small fraction of the codes' bytes."""
+    import numpy as np
+
+    from nsys_llm_explainer.analysis.iterations import KernelMap
+
+    rng = np.random.default_rng(7)
+    for n_items, dtype in ((100, np.int8), (12_788, np.int16)):
+        runs = rng.integers(1, 400, size=n_items)
+        codes = np.repeat(np.arange(n_items), runs).astype(np.min_scalar_type(-n_items))
+        codes[rng.choice(len(codes), size=len(codes) // 50, replace=False)] = -1  # unassigned kernels
+        assert codes.dtype == dtype
+        packed = KernelMap.pack(codes)
+        back = packed.unpack()
+        assert back.dtype == codes.dtype and np.array_equal(back, codes)
+        assert not back.flags.writeable
+        assert len(packed.packed) < codes.nbytes / 4
+    empty = KernelMap.pack(np.zeros(0, np.int8)).unpack()
+    assert len(empty) == 0 and empty.dtype == np.int8

@@ -239,42 +239,56 @@ def _range_names(data: TraceData) -> list[str]:
 
 def _records(data: TraceData, threads: np.ndarray, python: bool) -> _Records:
     """Ranges, OS calls and non-launch CUDA calls of `threads` (python: Python frames only)."""
-    parts: list[tuple[Columns, list[str], int]] = []
+    # (columns with start, end, tkey and name; their names; kind; the rows that may count)
+    parts: list[tuple[Columns, list[str], int, np.ndarray | None]] = []
     if python:
         py = _optional(data.python_functions)
         if py is not None:
             parts.append((py, data.cached(PYTHON_NAMES_KEY, lambda: [scrub(n) for n in data.operator_names()]),
-                          KINDS.index(PYTHON)))
+                          KINDS.index(PYTHON), None))
     else:
         nv = _optional(data.nvtx)
         if nv is not None:
-            parts.append((nv, data.cached(RANGE_NAMES_KEY, lambda: _range_names(data)), KINDS.index(RANGE)))
+            parts.append((nv, data.cached(RANGE_NAMES_KEY, lambda: _range_names(data)), KINDS.index(RANGE), None))
         os_calls = _optional(data.os_calls)
         if os_calls is not None:
-            parts.append((os_calls, data.os_call_names(), KINDS.index(OS)))
+            parts.append((os_calls, data.os_call_names(), KINDS.index(OS), None))
         rt = _optional(data.runtime)
         if rt is not None:
             names = data.runtime_api_names()
             keep = ~launch_api_mask(names)[rt.api]
             blocking_copy = HostRows.of(data).blocking & ~np.isin(rt.api, _sync_apis(names))
             name = np.where(blocking_copy, rt.api + len(names), rt.api)
-            parts.append((rt.take(keep).with_columns(name=name[keep]),
-                          [*names, *(f"{n} (blocking copy)" for n in names)], KINDS.index(CUDA)))
-    starts, ends, tkeys, name_ids, kinds, names = [], [], [], [], [], []
-    for cols, part_names, kind in parts:
-        sel = np.isin(cols.tkey, threads) & (cols.end >= cols.start)
-        starts.append(cols.start[sel])
-        ends.append(cols.end[sel])
-        tkeys.append(cols.tkey[sel])
-        name_ids.append(cols.name[sel] + len(names))
-        kinds.append(np.full(int(sel.sum()), kind, np.int64))
-        names.extend(part_names)
-    if not starts:
+            del blocking_copy
+            # the four columns read below, filtered once with the thread test (not a copy of
+            # every runtime column for the calls that are not launches)
+            calls = Columns("runtime", {"start": rt.start, "end": rt.end, "tkey": rt.tkey, "name": name})
+            parts.append((calls, [*names, *(f"{n} (blocking copy)" for n in names)], KINDS.index(CUDA), keep))
+    if not parts:
         return _Records.empty()
-    cols = Columns("host", {"start": np.concatenate(starts), "end": np.concatenate(ends),
-                            "tkey": np.concatenate(tkeys), "name": np.concatenate(name_ids),
-                            "kind": np.concatenate(kinds)})
-    return _Records(cols, names)
+    labels: list[str] = []
+    chosen = []  # (columns, selected rows, their count, name offset, kind)
+    for cols, part_names, kind, may in parts:
+        sel = np.isin(cols.tkey, threads) & (cols.end >= cols.start)
+        if may is not None:
+            sel &= may
+        chosen.append((cols, sel, int(sel.sum()), len(labels), kind))
+        labels.extend(part_names)
+    # The parts' rows written into one array per column (as np.concatenate of the parts would
+    # make them, without holding the parts beside the result).
+    total = sum(count for _, _, count, _, _ in chosen)
+    out = {key: np.empty(total, dtype=np.result_type(*(cols[key].dtype for cols, *_ in chosen)))
+           for key in ("start", "end", "tkey", "name")}
+    out["kind"] = np.empty(total, dtype=np.int64)
+    at = 0
+    for cols, sel, count, offset, kind in chosen:
+        part = slice(at, at + count)
+        for key in ("start", "end", "tkey", "name"):
+            out[key][part] = cols[key][sel]
+        out["name"][part] += offset
+        out["kind"][part] = kind
+        at += count
+    return _Records(Columns("host", out), labels)
 
 
 def _split(tkey: np.ndarray, s: np.ndarray, e: np.ndarray, rec: Columns) -> tuple[np.ndarray, ...]:

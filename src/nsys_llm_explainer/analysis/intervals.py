@@ -130,6 +130,11 @@ def subtract(
     return intersect(a_start, a_end, cs, ce)
 
 
+# Rows of one grouped_union pass: the sweep's temporaries (several row-sized arrays) are made a
+# part at a time, each part whole groups, so they stay at a part's size at millions of rows.
+UNION_PART_ROWS = 1 << 20
+
+
 def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int) -> np.ndarray:
     """Per group: the length of the union of its intervals [start, end)."""
     if len(group) == 0:
@@ -139,14 +144,28 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     else:
         order = np.lexsort((start, group))
     g = group[order]
-    # (int64 already: astype would copy each kernel-sized column a second time)
-    s, e = start[order].astype(np.int64, copy=False), end[order].astype(np.int64, copy=False)
-    del order
+    n = len(g)
+    # parts of about UNION_PART_ROWS rows, each cut where a group begins (a group larger than
+    # a part is a part alone)
+    cuts = np.unique(np.searchsorted(g, g[np.arange(UNION_PART_ROWS, n, UNION_PART_ROWS)], side="left"))
+    bounds = [0, *(int(c) for c in cuts if 0 < c < n), n]
+    total = np.zeros(ngroups, dtype=np.float64)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
+        if b > a:
+            total += _union_lengths(g[a:b], start[order[a:b]], end[order[a:b]], ngroups)
+    return total.astype(np.int64)
+
+
+def _union_lengths(g: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int) -> np.ndarray:
+    """grouped_union over rows sorted by group, then start (`start`, `end`: new arrays, changed
+    here), as float64 sums per group."""
+    # (int64 already: astype would copy each row-sized column a second time)
+    s, e = start.astype(np.int64, copy=False), end.astype(np.int64, copy=False)
     lo = int(min(s.min(), e.min()))
     span = int(max(s.max(), e.max())) - lo + 1
     # Groups laid end to end on one axis (group * span): a running maximum never crosses
     # from one group into the next, so one sweep merges every group at once. Built in
-    # place: one kernel-sized temporary, not three.
+    # place: one row-sized temporary, not three.
     off = g.astype(np.int64, copy=True)
     off *= span
     off -= lo
@@ -166,7 +185,7 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     del e, ends
     lengths -= s[begins]
     del s
-    return np.bincount(g[begins], weights=lengths, minlength=ngroups).astype(np.int64)
+    return np.bincount(g[begins], weights=lengths, minlength=ngroups)
 
 
 def non_overlapping(pos: np.ndarray, group: np.ndarray, length: int) -> np.ndarray:

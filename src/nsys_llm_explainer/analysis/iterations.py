@@ -66,6 +66,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -294,9 +295,10 @@ MAX_STRUCTURE_KERNELS = 2_000_000  # kernels the structure rule reads per proces
 EMBEDDING_OPS = ("aten::embedding",)
 EMBEDDING_LOOKBACK = 2  # embedding calls started before an iteration that may still overlap it
 MARK_SOURCES = ("engine_marks", "user_marks", "model_runner")
+PACK_LEVEL = 1  # zlib's fastest: the map's runs compress well at any level
 
 
-@dataclass
+@dataclass(slots=True)  # thousands are cached from steps to serving
 class Iteration:
     pid: int
     tkey: int
@@ -319,12 +321,34 @@ class Iteration:
 
 
 @frozen
+class KernelMap:
+    """Per kernel row: the index of its iteration, or -1, kept compressed. The map is cached
+    from the steps metric to the serving one, and runs of one iteration's kernels compress
+    to almost nothing, so the metrics between them (the run's memory peak) do not hold a code
+    per kernel. Each reader unpacks it once (unpack)."""
+
+    packed: bytes  # zlib of the codes
+    dtype: str  # the smallest signed integer that holds every iteration's index
+    rows: int
+
+    @classmethod
+    def pack(cls, codes: np.ndarray) -> KernelMap:
+        return cls(zlib.compress(codes.tobytes(), PACK_LEVEL), codes.dtype.str, len(codes))
+
+    def unpack(self) -> np.ndarray:
+        """The codes, a new read-only array."""
+        codes = np.frombuffer(zlib.decompress(self.packed), dtype=np.dtype(self.dtype))
+        assert len(codes) == self.rows
+        return codes
+
+
+@frozen
 class Iterations:
     source: str
     engine: str | None
     detail: str
     items: tuple[Iteration, ...]
-    kernel_iter: np.ndarray  # per kernel: index into items, or -1 (the smallest signed int that holds them)
+    kernels: KernelMap  # per kernel: index into items, or -1
     empty: tuple[str, ...] = ()  # marks that launched no GPU work
     loops: tuple[str, ...] = ()  # marks that hold several iterations
     merged: tuple[str, ...] = ()  # first-token marks merged into the iteration before
@@ -333,13 +357,13 @@ class Iterations:
     def from_marks(self) -> bool:
         return self.source in MARK_SOURCES
 
-    def rows(self, first: int, end: int) -> np.ndarray:
+    def rows(self, kernel_iter: np.ndarray, first: int, end: int) -> np.ndarray:
         """The rows of the kernels of iterations [first, end), ascending (each iteration's
-        kernels in their order): those kernel_iter maps there, searched within the rows the
-        iterations' kernels span."""
+        kernels in their order): those `kernel_iter` (kernels.unpack()) maps there, searched
+        within the rows the iterations' kernels span."""
         spans = [self.items[i].row_range for i in range(first, end)]
         lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
-        part = self.kernel_iter[lo:hi]
+        part = kernel_iter[lo:hi]
         return lo + np.flatnonzero((part >= first) & (part < end))
 
 
@@ -812,7 +836,7 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
     if not items:
         return None
     # The smallest signed integer that holds every iteration's index (chosen by the count, so
-    # nothing wraps): cached from the steps metric to the serving one, a code per kernel
+    # nothing wraps): a code per kernel, cached packed (KernelMap) from steps to serving
     kernel_iter = np.full(len(k), -1, dtype=np.min_scalar_type(-len(items)))
     seen: dict[bytes, int | None] = {}  # iterations that launch the same kernels have the same layers
     for i, it in enumerate(items):
@@ -828,13 +852,14 @@ def _find(data: TraceData, structure: bool) -> Iterations | None:
     _release_kernels(items)
     engines = sorted({it.mark.engine for it in items if it.mark is not None})
     detail = _detail(source, engines, items, empty, loops, merged)
-    return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items), kernel_iter,
-                      tuple(empty), tuple(dict.fromkeys(lp.name for lp in loops)), tuple(merged))
+    return Iterations(source, engines[0] if len(engines) == 1 else None, detail, tuple(items),
+                      KernelMap.pack(kernel_iter), tuple(empty), tuple(dict.fromkeys(lp.name for lp in loops)),
+                      tuple(merged))
 
 
 def _release_kernels(items: list[Iteration]) -> None:
     """Keep each iteration's kernel count and row range, not its rows: the iterations stay
-    cached from the steps metric to the serving one, and kernel_iter already says which rows
+    cached from the steps metric to the serving one, and their kernel map already says which rows
     are whose (a row array per iteration would double that at millions of kernels)."""
     for it in items:
         it.kernel_count = len(it.kernels)

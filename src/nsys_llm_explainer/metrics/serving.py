@@ -167,7 +167,7 @@ class _Kinds:
 BLOCK_ROWS = 1 << 17  # kernel rows per block of iterations (_blocks)
 
 
-def _blocks(its: Iterations) -> Iterator[tuple[int, int, np.ndarray]]:
+def _blocks(its: Iterations, kernel_iter: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
     """(first, end, rows): consecutive ranges of iterations holding about BLOCK_ROWS kernels
     each, with the rows of their kernels (kernel_iter in [first, end)), ascending. Per-kernel
     temporaries then stay at a block's size however many kernels the capture holds, and each
@@ -178,7 +178,7 @@ def _blocks(its: Iterations) -> Iterator[tuple[int, int, np.ndarray]]:
     while a < n:
         done = int(sizes[a - 1]) if a else 0
         b = min(max(a + 1, int(np.searchsorted(sizes, done + BLOCK_ROWS, side="right"))), n)
-        yield a, b, its.rows(a, b)
+        yield a, b, its.rows(kernel_iter, a, b)
         a = b
 
 
@@ -187,46 +187,39 @@ def _graph_calls(ctx: Context) -> np.ndarray:
     return launch_api_mask(ctx.data.runtime_api_names(), GRAPH_API)[rt.api] if len(rt) else np.zeros(0, bool)
 
 
-class _Covered:
-    """Per thread, the union of its CUDA calls (all, and blocking synchronize calls alone) as
-    prefix sums: the time a thread spent in calls inside any window in two binary searches."""
+def _union_upto(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time of `t`: the length of the union of the intervals before it."""
+    ms, me = intervals.merge(starts, ends)
+    if len(ms) == 0:
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(me - ms)]
+    i = np.searchsorted(ms, t, side="right") - 1
+    j = np.maximum(i, 0)
+    inside = np.clip(t - ms[j], 0, me[j] - ms[j])
+    return np.where(i >= 0, cum[j] + inside, 0)
 
-    def __init__(self, ctx: Context, tkeys: set[int]) -> None:
-        rt = ctx.data.runtime()
-        kinds = sync_kinds(ctx.data.runtime_api_names())
-        self._all: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._sync: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for tkey in tkeys:
-            mine = np.flatnonzero(rt.tkey == tkey)
-            self._all[tkey] = self._prefix(rt.start[mine], rt.end[mine])
-            blocking = mine[kinds[rt.api[mine]] == 1]
-            self._sync[tkey] = self._prefix(rt.start[blocking], rt.end[blocking])
 
-    @staticmethod
-    def _prefix(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        ms, me = intervals.merge(start, end)
-        return ms, me, np.r_[0, np.cumsum(me - ms)]
-
-    @staticmethod
-    def _upto(u: tuple[np.ndarray, np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-        """Per time: the union's length before it."""
-        ms, me, cum = u
-        if len(ms) == 0:
-            return np.zeros(len(t), dtype=np.int64)
-        i = np.searchsorted(ms, t, side="right") - 1
-        j = np.maximum(i, 0)
-        inside = np.clip(t - ms[j], 0, me[j] - ms[j])
-        return np.where(i >= 0, cum[j] + inside, 0)
-
-    def gaps(self, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
-        total = np.zeros(len(lo), dtype=np.int64)
-        sync = np.zeros(len(lo), dtype=np.int64)
-        for t in distinct_few(tkey).tolist():
-            m = tkey == t
-            total[m] = self._upto(self._all[t], hi[m]) - self._upto(self._all[t], lo[m])
-            sync[m] = self._upto(self._sync[t], hi[m]) - self._upto(self._sync[t], lo[m])
-        return [HostGap(int(s), int(a - s), int(b - x - a)) for s, a, b, x in
-                zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
+def _host_gaps(ctx: Context, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
+    """Per gap [lo, hi) of the thread `tkey`: the time the thread spent in blocking
+    synchronize calls, in other CUDA calls, and in none (each thread's calls merged into
+    their union, one thread at a time)."""
+    rt = ctx.data.runtime()
+    kinds = sync_kinds(ctx.data.runtime_api_names())
+    total = np.zeros(len(lo), dtype=np.int64)
+    sync = np.zeros(len(lo), dtype=np.int64)
+    for t in distinct_few(tkey).tolist():
+        m = tkey == t
+        n = int(m.sum())
+        at = np.concatenate([lo[m], hi[m]])  # the gaps' starts, then their ends
+        mine = np.flatnonzero(rt.tkey == t)
+        upto = _union_upto(rt.start[mine], rt.end[mine], at)
+        total[m] = upto[n:] - upto[:n]
+        blocking = mine[kinds[rt.api[mine]] == 1]
+        del mine
+        upto = _union_upto(rt.start[blocking], rt.end[blocking], at)
+        sync[m] = upto[n:] - upto[:n]
+    return [HostGap(int(s), int(a - s), int(b - x - a)) for s, a, b, x in
+            zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
 
 
 class _Ops:
@@ -279,7 +272,7 @@ def _kernel_part(k: Columns, sel: np.ndarray, it: np.ndarray, dur: np.ndarray) -
     return _first_row(sel, codes, len(calls)), p_it, p_name, calls, ns
 
 
-def _rows(ctx: Context, its: Iterations, kinds: _Kinds,
+def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
           ops: _Ops) -> tuple[list[IterationRow], np.ndarray, list[_Part], list[_Part]]:
     """Every iteration's figures (group sums over the kernel -> iteration map, a block of
     iterations at a time), per iteration the kernels a CUDA graph replay ran, and in the same
@@ -308,9 +301,9 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds,
     width = len(rt) + 1
     op_parts: list[_Part] = []
     kernel_parts: list[_Part] = []
-    for a, b, sel in _blocks(its):
+    for a, b, sel in _blocks(its, kernel_iter):
         nb = b - a
-        it_of = its.kernel_iter[sel].astype(np.int64)
+        it_of = kernel_iter[sel].astype(np.int64)
         g = it_of - a
         raw = k.rows_of("dur", sel)
         kernel_parts.append(_kernel_part(k, sel, it_of, raw))
@@ -369,8 +362,7 @@ def _rows(ctx: Context, its: Iterations, kinds: _Kinds,
         prev_end[idx[1:]] = gpu_end[idx[:-1]]
         next_start[idx[:-1]] = gpu_start[idx[1:]]
     has_gap = np.flatnonzero((prev_end >= 0) & (gpu_start > prev_end))
-    covered = _Covered(ctx, set(launcher[has_gap].tolist()))
-    gap_host = dict(zip(has_gap.tolist(), covered.gaps(launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
+    gap_host = dict(zip(has_gap.tolist(), _host_gaps(ctx, launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
                         strict=True))
     rows = []
     # plain ints, read once: a numpy scalar per field and iteration is slow at tens of thousands
@@ -440,14 +432,14 @@ def _utilization(ctx: Context, phase: str, rows: list[IterationRow], weights: np
             "missing": why.replace("`", "") if why else None}
 
 
-def _weight_bytes(ctx: Context, its: Iterations) -> np.ndarray | None:
+def _weight_bytes(ctx: Context, its: Iterations, kernel_iter: np.ndarray) -> np.ndarray | None:
     """Per iteration: the bytes of the weight matrices its forward GEMMs read (each distinct
     call's N x K operand in its storage dtype), from recorded operator shapes; None without them."""
     view = compute_view(ctx.data)
     if isinstance(view, str):
         return None
     kc = view.counted.kernel_call
-    sel = np.flatnonzero((kc >= 0) & (its.kernel_iter >= 0))
+    sel = np.flatnonzero((kc >= 0) & (kernel_iter >= 0))
     if len(sel) == 0:
         return None
     per_key = np.zeros(len(view.inst.costs), dtype=np.float64)
@@ -456,7 +448,7 @@ def _weight_bytes(ctx: Context, its: Iterations) -> np.ndarray | None:
                 and int(cost.extra.get("batch", 1)) == 1 and "n" in cost.extra):  # type: ignore[call-overload]
             per_key[key] = float(int(cost.extra["n"]) * int(cost.extra["k"]) * dtype_size(cost.dtype))  # type: ignore[call-overload]
     width = len(its.items)
-    pairs = distinct(kc[sel].astype(np.int64) * width + its.kernel_iter[sel])
+    pairs = distinct(kc[sel].astype(np.int64) * width + kernel_iter[sel])
     call, it = pairs // width, pairs % width
     out = np.bincount(it, weights=per_key[view.call_key[call]], minlength=width)
     return out if out.any() else None
@@ -547,9 +539,10 @@ def _window(ctx: Context, rows: list[IterationRow]) -> int:
     """First to last kernel of each process that ran iterations, summed over those processes."""
     k = ctx.data.kernels()
     total = 0
-    for pid in sorted({r.pid for r in rows}):
+    low, high = k.end.min(), k.start.max()  # bounds each process's last end and first start lie within
+    for pid in sorted({r.pid for r in rows}):  # each ran kernels (its iterations' own)
         mine = k.pid == pid
-        total += int(k.end[mine].max() - k.start[mine].min())
+        total += int(np.max(k.end, where=mine, initial=low) - np.min(k.start, where=mine, initial=high))
     return total
 
 
@@ -658,9 +651,10 @@ def run(ctx: Context) -> Outcome:
         return METRIC.skipped(why)
     assert its is not None
     ops = _Ops(ctx)
-    rows, graph_kernels, op_parts, kernel_parts = _rows(ctx, its, _Kinds(ctx), ops)
+    kernel_iter = its.kernels.unpack()
+    rows, graph_kernels, op_parts, kernel_parts = _rows(ctx, its, kernel_iter, _Kinds(ctx), ops)
     present = [p for p in PHASE_ORDER if any(r.phase == p for r in rows)]
-    weights = _weight_bytes(ctx, its) if "decode" in present else None
+    weights = _weight_bytes(ctx, its, kernel_iter) if "decode" in present else None
     phases = tuple(_phase_row(ctx, p, [r for r in rows if r.phase == p], graph_kernels, its, weights)
                    for p in present)
     fits = tuple(LatencyFit.of(p, [r for r in rows if r.phase == p]) for p in present)
@@ -674,7 +668,7 @@ def run(ctx: Context) -> Outcome:
         phases=phases, fits=fits, empty_marks=len(its.empty), loops=its.loops, merged=its.merged,
         profiler_overhead=_overhead(ctx), tensor_parallel=_tensor_parallel(ctx, rows),
         carried_kernels=int(carried(ctx.data).kernels), window_ns=_window(ctx, rows),
-        unassigned_kernels=int((its.kernel_iter < 0).sum() - carried(ctx.data).kernels),
+        unassigned_kernels=int((kernel_iter < 0).sum() - carried(ctx.data).kernels),
     )
     op_frame, op_reason = _op_times(rows, ops, op_parts)
     notes = []

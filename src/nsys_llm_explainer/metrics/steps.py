@@ -125,7 +125,7 @@ def _iteration_source(its: Iterations) -> tuple[StepSource, pd.DataFrame, np.nda
         "name": [it.name for it in its.items],
         "tokens": np.array([-1 if it.tokens is None else it.tokens for it in its.items], dtype=np.int64),
     })
-    return info, frame, its.kernel_iter.astype(np.int64)
+    return info, frame, its.kernels.unpack().astype(np.int64)
 
 
 def _source(ctx: Context) -> tuple[StepSource, pd.DataFrame, np.ndarray] | str:

@@ -18,8 +18,9 @@ from nsys_llm_explainer.metrics.base import Metric
 # joins and per-gap arrays over millions of rows). When metrics run in threads on a big trace
 # (runner.HEAVY_ALONE_KERNELS), at most one of these runs at a time, so the peak stays near
 # that of a one-thread run. Not serving: it works over the kernels a block of iterations at a
-# time (metrics/serving.BLOCK_ROWS) and runs late, beside critical_path or fusion_candidates,
-# when the large intermediates are gone (the 5M-kernel export still peaks in host_patterns).
+# time (metrics/serving.BLOCK_ROWS) and runs last (its run_after), beside critical_path or
+# fusion_candidates, when the large intermediates are gone (the 5M-kernel export peaks earlier,
+# from host_patterns to step_work).
 HEAVY: frozenset[str] = frozenset({
     "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
     "step_work", "host_patterns", "critical_path", "gpu_idle",

@@ -67,7 +67,7 @@ from nsys_llm_explainer.analysis.join import (
     kernel_launch_index,
     launch_api_mask,
 )
-from nsys_llm_explainer.analysis.nvtx import normalize
+from nsys_llm_explainer.analysis.nvtx import normalized_names
 from nsys_llm_explainer.analysis.operators import operator_attribution
 from nsys_llm_explainer.analysis.stats import percentiles, rank_of
 from nsys_llm_explainer.compute.cost import OpCost
@@ -238,11 +238,13 @@ class _Ops:
             try:
                 nvtx_att = kernel_attribution(ctx.data)
                 self.owner_of = nvtx_att.range_row
-                names = [normalize(x) for x in ctx.data.nvtx_names()]
                 self.label = ctx.data.nvtx().name
             except Unavailable:
                 self.reason = "no operators or NVTX ranges name the kernels' operations"
                 return
+            # the distinct normalized range names, in order of first appearance (cached)
+            self.names, self.name_code = normalized_names(ctx.data)
+            return
         self.name_code, self.names = pd.factorize(np.array(names, dtype=object), sort=False)
 
     def part(self, sel: np.ndarray, it: np.ndarray, dur: np.ndarray) -> _Part | None:
@@ -699,7 +701,7 @@ METRIC = Metric(
     after=("workload", "steps", "model_utilization"),
     reads=(
         "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
-        "operator_attribution", "carried", "serving_iterations", "serving_iterations:structure",
+        "operator_attribution", "carried", "serving_iterations", "serving_iterations:structure", "nvtx_normalized",
         "compute_instances", "compute_view", "compute_peaks:",
     ),
 )

@@ -12,6 +12,8 @@ one path of 500,000 windows)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 
@@ -150,9 +152,8 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     cuts = np.unique(np.searchsorted(g, g[np.arange(UNION_PART_ROWS, n, UNION_PART_ROWS)], side="left"))
     bounds = [0, *(int(c) for c in cuts if 0 < c < n), n]
     total = np.zeros(ngroups, dtype=np.float64)
-    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
-        if b > a:
-            total += _union_lengths(g[a:b], start[order[a:b]], end[order[a:b]], ngroups)
+    for a, b in itertools.pairwise(bounds):  # strictly increasing: the cuts are distinct and inside
+        total += _union_lengths(g[a:b], start[order[a:b]], end[order[a:b]], ngroups)
     return total.astype(np.int64)
 
 

@@ -187,18 +187,6 @@ def _graph_calls(ctx: Context) -> np.ndarray:
     return launch_api_mask(ctx.data.runtime_api_names(), GRAPH_API)[rt.api] if len(rt) else np.zeros(0, bool)
 
 
-def _union_upto(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per time of `t`: the length of the union of the intervals before it."""
-    ms, me = intervals.merge(starts, ends)
-    if len(ms) == 0:
-        return np.zeros(len(t), dtype=np.int64)
-    cum = np.r_[0, np.cumsum(me - ms)]
-    i = np.searchsorted(ms, t, side="right") - 1
-    j = np.maximum(i, 0)
-    inside = np.clip(t - ms[j], 0, me[j] - ms[j])
-    return np.where(i >= 0, cum[j] + inside, 0)
-
-
 def _host_gaps(ctx: Context, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
     """Per gap [lo, hi) of the thread `tkey`: the time the thread spent in blocking
     synchronize calls, in other CUDA calls, and in none (each thread's calls merged into
@@ -209,26 +197,24 @@ def _host_gaps(ctx: Context, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -
     sync = np.zeros(len(lo), dtype=np.int64)
     for t in distinct_few(tkey).tolist():
         m = tkey == t
-        n = int(m.sum())
-        at = np.concatenate([lo[m], hi[m]])  # the gaps' starts, then their ends
+        q0, q1 = lo[m], hi[m]
         mine = np.flatnonzero(rt.tkey == t)
-        upto = _union_upto(rt.start[mine], rt.end[mine], at)
-        total[m] = upto[n:] - upto[:n]
+        total[m] = intervals.overlap_with_union(q0, q1, *intervals.merge(rt.start[mine], rt.end[mine]))
         blocking = mine[kinds[rt.api[mine]] == 1]
         del mine
-        upto = _union_upto(rt.start[blocking], rt.end[blocking], at)
-        sync[m] = upto[n:] - upto[:n]
+        sync[m] = intervals.overlap_with_union(q0, q1, *intervals.merge(rt.start[blocking], rt.end[blocking]))
     return [HostGap(int(s), int(a - s), int(b - x - a)) for s, a, b, x in
             zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
 
 
 class _Ops:
     """The operation each kernel ran for, for op_times.csv: its PyTorch profiler operator,
-    else its innermost NVTX range; `reason` says why there is none."""
+    else its innermost NVTX range; `reason` says why there is none (and part() is not called)."""
+
+    owner_of: Callable[[np.ndarray], np.ndarray]  # kernel rows -> their operator or range row, or -1
 
     def __init__(self, ctx: Context) -> None:
         self.reason: str | None = None
-        self.owner_of: Callable[[np.ndarray], np.ndarray] = lambda r: r  # noqa: E731
         try:
             att = operator_attribution(ctx.data)
             kernel_op = att.kernel_op

@@ -133,6 +133,19 @@ def test_sqlite_that_is_not_an_nsys_export(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".nsys-rep", ".qdrep"])
+def test_report_file_that_looks_like_json_is_still_a_report(suffix, tmp_path):
+    """A report's name decides, not its first bytes: random bytes that begin like a JSON
+    array (1 in 256 of them) still get the export command."""
+    rep = tmp_path / "in" / f"profile{suffix}"
+    rep.write_bytes(b"[" + os.urandom(4_095))
+    res = run_cli(rep, "--out", tmp_path / "out")
+    assert res.exit_code == 3
+    line = one_error_line(res)
+    assert "nsys export --type sqlite" in line
+    assert "profile.sqlite" in line
+
+
+@pytest.mark.parametrize("suffix", [".nsys-rep", ".qdrep"])
 def test_report_file_given_by_mistake(suffix, tmp_path):
     rep = tmp_path / "in" / f"profile{suffix}"
     rep.write_bytes(os.urandom(4_096))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from nsys_llm_explainer.errors import InputError
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import JsonObject, TraceFormat
-from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, SQLITE_MAGIC, check_input_file
+from nsys_llm_explainer.trace.nsys.open import GZIP_MAGIC, REPORT_SUFFIXES, SQLITE_MAGIC, check_input_file
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.trace.data import TraceData
@@ -144,8 +144,9 @@ def _looks_like_json(head: bytes) -> bool:
 
 def sniff(path: Path) -> TraceFormat | None:
     """The format of the file at `path`, from its first bytes; None when neither (the SQLite
-    checks then explain what it is)."""
-    if not os.path.isfile(path):
+    checks then explain what it is). An Nsight Systems report (.nsys-rep, .qdrep) is None
+    whatever its bytes look like: it is read only once exported."""
+    if not os.path.isfile(path) or path.suffix.lower() in REPORT_SUFFIXES:
         return None
     try:
         head = head_bytes(path)

@@ -122,6 +122,27 @@ def test_inheritance_puts_the_base_fields_first():
     assert Plain(1).d == 4 and dataclasses.fields(Plain)[-1].name == "d"
 
 
+def test_a_field_declared_again_keeps_its_place():
+    made = []
+    for deco in (dataclass(frozen=True), frozen):
+        base = deco(type("Base", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1, "b": 2}))
+        made.append(deco(type("Child", (base,), {"__annotations__": {"c": "int", "a": "int"}, "c": 3, "a": 9})))
+    ref, rec = made
+    assert [f.name for f in dataclasses.fields(rec)] == [f.name for f in dataclasses.fields(ref)] == ["a", "b", "c"]
+    assert repr(rec()) == repr(ref()).replace(ref.__qualname__, rec.__qualname__) == "Child(a=9, b=2, c=3)"
+
+
+def test_field_objects_are_made_when_first_asked_for():
+    _, rec = both(ROW)
+    assert not isinstance(vars(rec)["__dataclass_fields__"], dict)  # not made with the class
+    r = rec("a", 2)
+    assert r == rec(name="a", count=2) and hash(r) == hash(rec("a", 2))
+    assert not isinstance(vars(rec)["__dataclass_fields__"], dict)  # nor to make or compare instances
+    assert dataclasses.replace(r, count=3) == rec("a", 3)
+    assert isinstance(vars(rec)["__dataclass_fields__"], dict)  # made once, then a plain attribute
+    assert dataclasses.asdict(r) == {"name": "a", "count": 2, "tags": (), "extra": {}, "status": "ok"}
+
+
 def test_methods_the_class_defines_are_kept():
     ref, rec = both("""
     x: int

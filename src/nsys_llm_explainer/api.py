@@ -45,7 +45,7 @@ from nsys_llm_explainer.trace.nsys.fetch import Progress
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
-    from nsys_llm_explainer.render.json_writer import ReportDoc
+    from nsys_llm_explainer.render.report_types import ReportDoc
     from nsys_llm_explainer.render.shared import Shared
 
 MIN_PLAUSIBLE_WINDOW_NS = 1_000  # a capture shorter than 1 us suggests non-ns timestamps

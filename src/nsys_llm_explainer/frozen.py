@@ -9,7 +9,8 @@ behaviour and shares the methods instead: `__init__`, `__repr__`, `__eq__`, `__h
 so making a class costs about a tenth as much, and an instance the same.
 
 What a class gets is what `@dataclass(frozen=True)` gives it, and `dataclasses.fields`,
-`asdict`, `replace` and `is_dataclass` work on it:
+`asdict`, `replace` and `is_dataclass` work on it (its Field objects are made the first time
+one of them asks: most classes are never asked):
 - fields are the annotated class attributes in order, a base record's first; `ClassVar`
   annotations are not fields; a default is a plain value or `dataclasses.field(default=...,
   default_factory=..., init=..., repr=..., compare=..., hash=...)`;
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
@@ -41,13 +43,16 @@ class _Params:
 
 class _Spec(typing.NamedTuple):
     init: tuple[str, ...]  # the __init__ parameters, in order
-    init_set: frozenset[str]  # the same, as a set
-    defaults: dict[str, Any]  # init field -> default value
-    factories: dict[str, Callable[[], Any]]  # init field -> default_factory
+    defaults: Mapping[str, Any]  # init field -> default value
+    factories: Mapping[str, Callable[[], Any]]  # init field -> default_factory
     fixed: tuple[tuple[str, Any, Callable[[], Any] | None], ...]  # non-init fields: default, factory
     shown: tuple[str, ...]  # repr=True
     compared: tuple[str, ...]  # compare=True
     hashed: tuple[str, ...]  # hash=True, or hash=None and compare=True
+    explicit: Mapping[str, dataclasses.Field[Any]]  # the class body's own dataclasses.field(...)
+
+
+_NONE: Mapping[str, Any] = MappingProxyType({})  # shared by every class without such entries
 
 
 def _is_classvar(annotation: object) -> bool:
@@ -88,9 +93,13 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     spec = _spec(self)
     names = spec.init
     values = self.__dict__
-    if not args and len(kwargs) == len(names) and kwargs.keys() == spec.init_set:
-        # every field by name (the usual call for records with many fields): no per-field branch
-        values.update(zip(names, map(kwargs.__getitem__, names), strict=True))
+    if not args and len(kwargs) == len(names):
+        # every field by name (the usual call for records with many fields): no per-field
+        # branch; as many keywords as fields and none missing means exactly the fields
+        try:
+            values.update(zip(names, map(kwargs.__getitem__, names), strict=True))
+        except KeyError:  # an unknown keyword in place of a field: _bind says which
+            _bind(type(self), spec, values, args, kwargs)
     else:
         _bind(type(self), spec, values, args, kwargs)
     for name, default, factory in spec.fixed:
@@ -125,23 +134,21 @@ def _delattr(self: Any, name: str) -> None:
     object.__delattr__(self, name)
 
 
-def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    """The class's fields, its bases' first; a Field in the class body becomes its default."""
+def _own(cls: type) -> Iterator[tuple[str, object]]:
+    """The class body's own fields: (name, annotation), in order."""
+    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+        if not _is_classvar(annotation):
+            yield name, annotation
+
+
+def _fields(cls: type, explicit: Mapping[str, dataclasses.Field[Any]]) -> dict[str, dataclasses.Field[Any]]:
+    """The class's fields as dataclasses.fields() lists them, its bases' first."""
     fields: dict[str, dataclasses.Field[Any]] = {}
     for base in cls.__mro__[-1:0:-1]:
         fields.update(getattr(base, "__dataclass_fields__", {}))
-    for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-        if _is_classvar(annotation):
-            continue
-        value = cls.__dict__.get(name, _MISSING)
-        if isinstance(value, dataclasses.Field):
-            field = value
-            if field.default is _MISSING:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, field.default)
-        else:
-            field = dataclasses.field(default=value)
+    for name, annotation in _own(cls):
+        field: dataclasses.Field[Any] = explicit.get(name) or dataclasses.field(
+            default=cls.__dict__.get(name, _MISSING))
         field.name = name
         field.type = annotation
         field._field_type = _FIELD  # type: ignore[attr-defined]
@@ -155,6 +162,27 @@ def _factory(field: dataclasses.Field[Any]) -> Callable[[], Any] | None:
     return None if factory is _MISSING else typing.cast(Callable[[], Any], factory)
 
 
+class _LazyFields:
+    """A frozen class's __dataclass_fields__, made on first read (dataclasses.fields, asdict,
+    replace): most record classes are never asked, and a Field object per field of every
+    class would cost each run a few hundred KiB of start-up memory."""
+
+    def __init__(self, owner: type) -> None:
+        self.owner = owner
+
+    def __get__(self, obj: object, cls: type | None = None) -> dict[str, dataclasses.Field[Any]]:
+        owner = self.owner
+        spec: _Spec = owner.__frozen_spec__  # type: ignore[attr-defined]
+        fields = _fields(owner, spec.explicit)
+        type.__setattr__(owner, "__dataclass_fields__", fields)  # read once: now a plain attribute
+        return fields
+
+
+def _one(names: list[str], init: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` as a tuple, the init tuple itself when equal (most classes: one tuple, not four)."""
+    return init if tuple(names) == init else tuple(names)
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
 def frozen(cls: type[T]) -> type[T]:
     """Make `cls` an immutable record (see the module's docstring)."""
@@ -162,19 +190,40 @@ def frozen(cls: type[T]) -> type[T]:
     for name in ("__setattr__", "__delattr__"):
         if name in own:
             raise TypeError(f"a frozen record cannot define {name}: {cls.__qualname__}")
-    fields = _fields(cls)
+    # name -> (name, default, factory, init, repr, compare, hash), the bases' fields first (a
+    # field the class declares again keeps its place, as in dataclasses)
+    found: dict[str, tuple[str, Any, Callable[[], Any] | None, bool, bool, bool, bool | None]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        for f in getattr(base, "__dataclass_fields__", {}).values():
+            found[f.name] = (f.name, f.default, _factory(f), f.init, f.repr, f.compare, f.hash)
+    explicit: dict[str, dataclasses.Field[Any]] = {}
+    for name, _ in _own(cls):
+        value = own.get(name, _MISSING)
+        if isinstance(value, dataclasses.Field):
+            explicit[name] = value
+            if value.default is _MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, value.default)
+            found[name] = (name, value.default, _factory(value), value.init, value.repr, value.compare, value.hash)
+        else:
+            found[name] = (name, value, None, True, True, True, None)
+    rows = list(found.values())
+    init = tuple(r[0] for r in rows if r[3])
+    defaults = {r[0]: r[1] for r in rows if r[3] and r[1] is not _MISSING}
+    factories = {r[0]: r[2] for r in rows if r[3] and r[2] is not None}
     spec = _Spec(
-        init=tuple(n for n, f in fields.items() if f.init),
-        init_set=frozenset(n for n, f in fields.items() if f.init),
-        defaults={n: f.default for n, f in fields.items() if f.init and f.default is not _MISSING},
-        factories={n: factory for n, f in fields.items() if f.init and (factory := _factory(f)) is not None},
-        fixed=tuple((n, f.default, _factory(f)) for n, f in fields.items() if not f.init),
-        shown=tuple(n for n, f in fields.items() if f.repr),
-        compared=tuple(n for n, f in fields.items() if f.compare),
-        hashed=tuple(n for n, f in fields.items() if (f.compare if f.hash is None else f.hash)),
+        init=init,
+        defaults=defaults or _NONE,
+        factories=factories or _NONE,
+        fixed=tuple((r[0], r[1], r[2]) for r in rows if not r[3]),
+        shown=_one([r[0] for r in rows if r[4]], init),
+        compared=_one([r[0] for r in rows if r[5]], init),
+        hashed=_one([r[0] for r in rows if (r[5] if r[6] is None else r[6])], init),
+        explicit=explicit or _NONE,
     )
     target: Any = cls  # the attributes dataclasses would set, and __frozen_spec__
-    target.__dataclass_fields__ = fields
+    target.__dataclass_fields__ = _LazyFields(cls)
     target.__dataclass_params__ = _Params.__dataclass_params__  # type: ignore[attr-defined]
     target.__frozen_spec__ = spec
     # a class's own __eq__ without __hash__ leaves __hash__ None in its body: not an explicit one

@@ -1,11 +1,13 @@
-"""The writers read report.json and ncu.json through TypedDicts (render/json_writer.py,
+"""The writers read report.json and ncu.json through TypedDicts (render/report_types.py,
 ncu/results.py): each declared key a real document holds has the declared type, and each
 required key is there. A key renamed or retyped in a metric without its type here fails."""
 
 from __future__ import annotations
 
+import ast
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, is_typeddict
 
@@ -13,12 +15,12 @@ from nsys_llm_explainer.api import explain
 from nsys_llm_explainer.model import JsonObject, JsonValue
 from nsys_llm_explainer.ncu import results as ncu_results
 from nsys_llm_explainer.options import Options
-from nsys_llm_explainer.render import json_writer
+from nsys_llm_explainer.render import report_types
 from nsys_llm_explainer.render.shared import Shared
 from tests.ncu.test_report import FLASH, GEMM, NORM, RAW_FIXTURE, RAW_SHAPES, h100_trace
 from tests.render.test_writers import full_trace
 
-NAMES = {**vars(json_writer), **vars(ncu_results)}
+NAMES = {**vars(report_types), **vars(ncu_results), "JsonValue": JsonValue}
 
 
 def problems(value: object, tp: Any, where: str) -> list[str]:
@@ -61,24 +63,24 @@ def problems(value: object, tp: Any, where: str) -> list[str]:
 
 def test_the_checker_finds_a_wrong_type_and_a_missing_key() -> None:
     good = {"bucket": "compute", "ns": 5, "pct_of_window": 50}
-    assert problems(good, json_writer.BucketDoc, "b") == []
-    assert problems({**good, "ns": "5"}, json_writer.BucketDoc, "b") == ["b.ns: '5', not int"]
-    assert problems({"bucket": "compute", "ns": 5}, json_writer.BucketDoc, "b") == ["b.pct_of_window: missing"]
-    assert problems({"device_id": 0, "busy_pct": [1.0, None, "x"]}, json_writer.TimelineDeviceDoc, "d") == [
+    assert problems(good, report_types.BucketDoc, "b") == []
+    assert problems({**good, "ns": "5"}, report_types.BucketDoc, "b") == ["b.ns: '5', not int"]
+    assert problems({"bucket": "compute", "ns": 5}, report_types.BucketDoc, "b") == ["b.pct_of_window: missing"]
+    assert problems({"device_id": 0, "busy_pct": [1.0, None, "x"]}, report_types.TimelineDeviceDoc, "d") == [
         "d.busy_pct[2]: 'x', not float"]
 
 
-def read(report: Any) -> json_writer.ReportDoc:
+def read(report: Any) -> report_types.ReportDoc:
     return Shared(report.data()).document
 
 
 def test_report_json_matches_its_types(tmp_path: Path) -> None:
     doc = read(explain(full_trace(tmp_path / "t.sqlite")))
     assert doc["findings"] and doc["diagnosis"]["devices"]  # the types are checked on real content
-    read_by_writers = set(json_writer.MetricsDoc.__annotations__)
+    read_by_writers = set(report_types.MetricsDoc.__annotations__)
     assert {m for m in read_by_writers if doc["metrics"].get(m, {}).get("status") == "ok"} >= {
         "top_kernels", "timeline", "gpu_idle", "per_process", "categories", "workload", "capture", "serving"}
-    assert problems(doc, json_writer.ReportDoc, "report") == []
+    assert problems(doc, report_types.ReportDoc, "report") == []
 
 
 def test_ncu_documents_match_their_types(tmp_path: Path) -> None:
@@ -87,7 +89,7 @@ def test_ncu_documents_match_their_types(tmp_path: Path) -> None:
     doc = read(explain(trace, Options(extra={"ncu": (str(RAW_FIXTURE),)})))
     launches = doc["metrics"]["ncu"]["launches"]
     assert len(launches) == 3 and all(d.get("matched_kernel") for d in launches)
-    assert problems(doc, json_writer.ReportDoc, "report") == []
+    assert problems(doc, report_types.ReportDoc, "report") == []
     ncu = ncu_results.document(ncu_results.assess(ncu_results.load([RAW_FIXTURE]), None, None),
                                {"name": "x", "version": "0"})
     assert [d["roofline"] is not None for d in ncu["launches"]] == [True, True, True]
@@ -105,3 +107,32 @@ def test_ncu_rows_keep_every_column() -> None:
     point = first["roofline"]
     assert point is not None and rows[0]["roofline_pct_of_roof"] == point["pct_of_roof"]
     assert rows[0]["flops_fp32"] == first["flops"].get("fp32")
+
+
+def _runtime_imports(tree: ast.Module) -> Iterator[str]:
+    """The modules a module imports when it runs: all but those under `if TYPE_CHECKING:`."""
+    def walk(node: ast.AST) -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                yield from (m for c in child.orelse for m in walk(ast.Module(body=[c], type_ignores=[])))
+                continue
+            if isinstance(child, ast.ImportFrom) and child.module:
+                yield child.module
+                yield from (f"{child.module}.{a.name}" for a in child.names)
+            elif isinstance(child, ast.Import):
+                yield from (a.name for a in child.names)
+            yield from walk(child)
+    return walk(tree)
+
+
+def test_the_document_types_cost_a_run_nothing() -> None:
+    """render/report_types.py is for the type checker: no module of the package imports it
+    when it runs (making its classes would cost every run start-up time and memory)."""
+    package = Path(report_types.__file__).parents[1]
+    found = {p.relative_to(package).as_posix() for p in package.rglob("*.py")
+             if "nsys_llm_explainer.render.report_types" in set(_runtime_imports(ast.parse(p.read_text())))}
+    assert found == set()
+    code = "from nsys_llm_explainer.render import report_types\n"
+    assert set(_runtime_imports(ast.parse(code))) == {"nsys_llm_explainer.render",
+                                                       "nsys_llm_explainer.render.report_types"}
+    assert set(_runtime_imports(ast.parse(f"if TYPE_CHECKING:\n    {code}"))) == set()

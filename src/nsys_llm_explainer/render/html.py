@@ -38,13 +38,14 @@ from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import overview, rich, templates
 from nsys_llm_explainer.render import sections as sections_mod
+from nsys_llm_explainer.render.output import joined
 from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.svg import Missing, Plot
 from nsys_llm_explainer.render.svg.base import STYLE
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
-    from nsys_llm_explainer.render.json_writer import FindingDoc, ReportDoc
+    from nsys_llm_explainer.render.report_types import FindingDoc, ReportDoc
 
 EXTENSION = ".html"
 CSP = (
@@ -209,10 +210,10 @@ def render(
     timeline = next((_figure(p) for p in plots if p.id == TIMELINE), None)
     devices = doc["diagnosis"].get("devices") or []
     top, rest = overview.split_findings(doc)
-    return (
+    return joined(
         environment()
         .get_template(ROOT)
-        .render(
+        .generate(
             report=doc,
             kineto=report.trace.format is TraceFormat.KINETO,
             diagnosis=doc["diagnosis"],

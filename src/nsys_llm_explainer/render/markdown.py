@@ -24,6 +24,7 @@ from markupsafe import Markup
 from nsys_llm_explainer.model import Report, TraceFormat
 from nsys_llm_explainer.render import MD_LAYOUTS, overview, templates
 from nsys_llm_explainer.render import sections as sections_mod
+from nsys_llm_explainer.render.output import joined
 from nsys_llm_explainer.render.shared import Shared, shared_for
 from nsys_llm_explainer.render.templates import report_environment
 
@@ -112,7 +113,7 @@ def render(
             titles.append("the trace, coverage and limitations")
         groups.append({"id": g.id, "title": g.title, "about": overview.about(g, titles) or g.title,
                        "sections": [views[m] for m in ids]})
-    return env.get_template(LAYOUTS[mode]).render(
+    return joined(env.get_template(LAYOUTS[mode]).generate(
         report=doc,
         source=report.trace.format.label,
         key_numbers=overview.key_numbers(doc),
@@ -128,7 +129,7 @@ def render(
         kineto=report.trace.format is TraceFormat.KINETO,
         kernel_labels=labels,
         tainted=shared.tainted,
-    )
+    ))
 
 
 @functools.lru_cache(maxsize=1)

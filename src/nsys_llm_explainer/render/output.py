@@ -7,6 +7,7 @@ the output directory that are not ours are never deleted.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -16,6 +17,9 @@ from pathlib import Path
 
 from nsys_llm_explainer.about import TOOL_NAME
 from nsys_llm_explainer.errors import OutputError
+
+# Pieces of a file's text joined at a time (joined, below).
+JOIN_PIECES = 1 << 12
 
 MARKER = "report.json"
 MD_MARKER = "report.md"
@@ -74,6 +78,18 @@ def check_target(out_dir: Path, force: bool) -> None:
             f"{out_dir}: is not empty and holds no previous {TOOL_NAME} report; "
             "pass --force to write into it (other files are kept)"
         )
+
+
+def joined(pieces: Iterable[str]) -> str:
+    """The text of `pieces` (as json.JSONEncoder.iterencode and jinja2's Template.generate
+    yield them), joined JOIN_PIECES at a time: json.dumps with an indent and Template.render
+    join a list of every piece, tens of thousands of small strings for a large report, which
+    holds several times the text."""
+    it = iter(pieces)
+    blocks = []
+    while block := list(itertools.islice(it, JOIN_PIECES)):
+        blocks.append("".join(block))
+    return "".join(blocks)
 
 
 def write(out_dir: Path, files: Mapping[str, str] | Iterable[tuple[str, str]], force: bool = False) -> None:

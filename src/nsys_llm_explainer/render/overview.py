@@ -5,7 +5,7 @@ grouping of metric sections by the question they answer."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from nsys_llm_explainer.compute.peaks import NEAR_ROOF_PCT, regime
 from nsys_llm_explainer.diagnosis.evidence import devices_text
@@ -13,15 +13,17 @@ from nsys_llm_explainer.fmt import dur, ms, pct
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.changes import WORDS
 from nsys_llm_explainer.model import GAIN_WHY_PREFIXES
-from nsys_llm_explainer.render.json_writer import (
-    DeviceDoc,
-    DiagnosisDoc,
-    FindingDoc,
-    ProgramDoc,
-    ReportDoc,
-    ServingSection,
-    ok,
-)
+from nsys_llm_explainer.render.json_writer import ok
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.render.report_types import (
+        DeviceDoc,
+        DiagnosisDoc,
+        FindingDoc,
+        ProgramDoc,
+        ReportDoc,
+        ServingSection,
+    )
 
 TOP_FINDINGS = 3
 OPEN_EVIDENCE = 5  # evidence lines of a top finding shown open in report.md

@@ -19,7 +19,7 @@ from nsys_llm_explainer.render import escape
 from nsys_llm_explainer.render.templates import MARK, report_environment
 
 if TYPE_CHECKING:
-    from nsys_llm_explainer.render.json_writer import ReportDoc
+    from nsys_llm_explainer.render.report_types import ReportDoc
 
 
 @frozen

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
     from nsys_llm_explainer.model import Report
-    from nsys_llm_explainer.render.json_writer import ReportDoc
+    from nsys_llm_explainer.render.report_types import ReportDoc
     from nsys_llm_explainer.render.sections import Section
     from nsys_llm_explainer.render.svg import Missing, Plot
 

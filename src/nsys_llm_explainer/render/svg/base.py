@@ -22,7 +22,7 @@ from nsys_llm_explainer.model import MetricResult, Report
 
 if TYPE_CHECKING:
     from nsys_llm_explainer.kernels.labels import Labels
-    from nsys_llm_explainer.render.json_writer import MetricsDoc, ReportDoc
+    from nsys_llm_explainer.render.report_types import MetricsDoc, ReportDoc
 
 SVG_NS = "http://www.w3.org/2000/svg"
 FONT_PX = 12

@@ -7,11 +7,13 @@ constant number of elements per device (paths, not one shape per bin or kernel).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from nsys_llm_explainer.fmt import dur, num, pct
 from nsys_llm_explainer.render.escape import shorten_all
-from nsys_llm_explainer.render.json_writer import HistogramDoc, TimelineDeviceDoc, TimelineSection, ok
+from nsys_llm_explainer.render.json_writer import ok
 from nsys_llm_explainer.render.svg.base import (
     COLOURS,
     Plot,
@@ -25,6 +27,9 @@ from nsys_llm_explainer.render.svg.base import (
     text,
     time_axis,
 )
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.render.report_types import HistogramDoc, TimelineDeviceDoc, TimelineSection
 
 LEFT, PLOT_W, RIGHT = 130, 1000, 20
 WIDTH = LEFT + PLOT_W + RIGHT

@@ -9,13 +9,16 @@ report's kernel labels (kernels/labels.py), the full name in the tooltip and the
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
 from nsys_llm_explainer.fmt import dur, num, pct
-from nsys_llm_explainer.render.json_writer import TopKernelsSection, ok
+from nsys_llm_explainer.render.json_writer import ok
 from nsys_llm_explainer.render.svg.base import COLOURS, Bar, Plot, PlotInput, hbars, legend
+
+if TYPE_CHECKING:
+    from nsys_llm_explainer.render.report_types import TopKernelsSection
 
 TOP = 15
 # The label column holds LABEL_MAX characters of the widest glyph mix seen in kernel names

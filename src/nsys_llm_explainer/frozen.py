@@ -93,7 +93,9 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
     spec = _spec(self)
     names = spec.init
     values = self.__dict__
-    if not args and len(kwargs) == len(names):
+    if not kwargs and len(args) == len(names):  # every field by position
+        values.update(zip(names, args, strict=True))
+    elif not args and len(kwargs) == len(names):
         # every field by name (the usual call for records with many fields): no per-field
         # branch; as many keywords as fields and none missing means exactly the fields
         try:

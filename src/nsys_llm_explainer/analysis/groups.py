@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsys_llm_explainer.trace.columns import first_appearance_codes
+from nsys_llm_explainer.trace.columns import first_appearances
 
 
 def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -13,65 +13,80 @@ def group_codes(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
     Groups are numbered in order of first appearance.
     """
+    codes, first = group_rows(*columns)
+    # First row of each group gives the group's column values.
+    return codes, [col[first] for col in columns]
+
+
+def group_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """group_codes' codes, and per group the position of its first row."""
     n = len(columns[0]) if columns else 0
     if n == 0:
-        return np.empty(0, np.int64), [np.empty(0, np.int64) for _ in columns]
-    key = _packed_key(columns)
-    if key is not None:
-        codes, _ = first_appearance_codes(key, int(key.max()) + 1)
-    else:
-        codes = np.zeros(n, dtype=np.int64)
-        for col in columns:
-            c, uniq = pd.factorize(col, sort=False)
-            # Re-densify after each column so the combined code never overflows int64.
-            codes, _ = pd.factorize(codes * len(uniq) + c, sort=False)
-        codes = codes.astype(np.int64)
-    ngroups = int(codes.max()) + 1
-    first = np.zeros(ngroups, dtype=np.int64)
-    # First row of each group gives the group's column values.
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    packed = _packed_key(columns)
+    if packed is not None:
+        return first_appearances(*packed)
+    codes = np.zeros(n, dtype=np.int64)
+    for col in columns:
+        c, uniq = pd.factorize(col, sort=False)
+        # Re-densify after each column so the combined code never overflows int64.
+        codes, _ = pd.factorize(codes * len(uniq) + c, sort=False)
+    codes = codes.astype(np.int64)
+    first = np.zeros(int(codes.max()) + 1, dtype=np.int64)
     first[codes[::-1]] = np.arange(n - 1, -1, -1)
-    return codes, [col[first] for col in columns]
+    return codes, first
 
 
 PACK_LIMIT = 1 << 62  # a packed int64 key (code * span + value) must stay below this
 
 
-def _packed_key(columns: tuple[np.ndarray, ...]) -> np.ndarray | None:
-    """All integer columns packed into one int64 key (mixed radix), or None if it won't fit."""
+def _packed_key(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int] | None:
+    """All integer columns packed into one int64 key (mixed radix) and the keys' span
+    (every key lies in [0, span)), or None if it won't fit. Built in place: one row-sized
+    array, not a temporary per step."""
     if not all(c.dtype.kind == "i" or (c.dtype.kind == "u" and c.dtype.itemsize < 8)
                for c in columns):
         return None
     key: np.ndarray | None = None
+    total = 1
     for col in columns:
         lo, hi = int(col.min()), int(col.max())
         span = hi - lo + 1
-        if key is None:
-            key, total = col.astype(np.int64) - lo, span
-            continue
         if total * span >= PACK_LIMIT:
             return None
-        key = key * span + (col.astype(np.int64) - lo)
+        if key is None:
+            key = col.astype(np.int64)  # a copy, changed below
+        else:
+            key *= span
+            key += col
+        key -= lo
         total *= span
-    return key
+    assert key is not None
+    return key, total
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
+def distinct(values: np.ndarray, runs: bool = False) -> np.ndarray:
     """Sorted distinct values, as np.unique(values).
 
     numpy >= 2.3 answers a plain np.unique with a hash table that is many times slower
     than a sort on large, high-cardinality arrays (seconds for a few million rows).
+    `runs`: values often repeat the one before (the kernels of one launch or one operator,
+    in launch order); dropping those repeats first leaves less to sort.
     """
+    if runs and len(values) > 1:
+        values = values[np.r_[True, values[1:] != values[:-1]]]
     s = np.sort(values)
     if len(s) < 2:
         return s
     return s[np.r_[True, s[1:] != s[:-1]]]
 
 
-def distinct_per_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> np.ndarray:
+def distinct_per_group(codes: np.ndarray, values: np.ndarray, ngroups: int, runs: bool = False) -> np.ndarray:
     """Per group code 0..ngroups-1: how many distinct `values` (integers) its rows hold.
 
     One sort of the packed (code, value) keys: the distinct keys, counted by their code.
-    Cheaper than numbering the pairs (group_codes) when values span millions."""
+    Cheaper than numbering the pairs (group_codes) when values span millions. `runs`: as
+    for distinct()."""
     if len(codes) == 0:
         return np.zeros(ngroups, dtype=np.int64)
     lo = int(values.min())
@@ -79,7 +94,7 @@ def distinct_per_group(codes: np.ndarray, values: np.ndarray, ngroups: int) -> n
     if ngroups * span >= PACK_LIMIT:
         _, (code, _) = group_codes(codes, values)
         return np.bincount(code, minlength=ngroups)
-    keys = distinct(codes.astype(np.int64) * span + (values.astype(np.int64) - lo))
+    keys = distinct(codes.astype(np.int64) * span + (values.astype(np.int64) - lo), runs)
     return np.bincount(keys // span, minlength=ngroups)
 
 

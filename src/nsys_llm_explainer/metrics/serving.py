@@ -58,7 +58,7 @@ from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
-from nsys_llm_explainer.analysis.groups import distinct, distinct_few, distinct_per_group, group_codes
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few, distinct_per_group, group_codes, group_rows
 from nsys_llm_explainer.analysis.iterations import Iterations, find
 from nsys_llm_explainer.analysis.join import (
     GRAPH_API,
@@ -90,7 +90,6 @@ from nsys_llm_explainer.results.serving import (
     TensorParallel,
     Utilization,
 )
-from nsys_llm_explainer.trace.columns import Columns
 from nsys_llm_explainer.trace.data import Unavailable
 
 LLM_WORKLOADS = ("llm_inference",)
@@ -148,9 +147,9 @@ class _Kinds:
             code = {g: i for i, g in enumerate(CATEGORY_GROUPS)}
             self._code = kc.code
             self._of_cat = np.array([code[GROUP_OF.get(c, "other")] for c in kc.categories], dtype=np.int64)
-        self._ids = distinct_few(self._k.name_id)
-        names = ctx.data.kernel_names(self._ids.astype(np.int64))
-        self._soft = np.array([bool(SOFTMAX.search(names.get(int(i), ""))) for i in self._ids.tolist()] or [False])
+        self.ids = distinct_few(self._k.name_id)  # the kernel name ids, sorted
+        names = ctx.data.kernel_names(self.ids.astype(np.int64))
+        self._soft = np.array([bool(SOFTMAX.search(names.get(int(i), ""))) for i in self.ids.tolist()] or [False])
 
     def groups(self, rows: np.ndarray) -> np.ndarray:
         """Per kernel of `rows`: index into CATEGORY_GROUPS."""
@@ -158,9 +157,13 @@ class _Kinds:
             return np.full(len(rows), self._of_cat[0], dtype=np.int64)
         return self._of_cat[self._code[rows]]
 
-    def softmax(self, rows: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        """Per kernel of `rows` (`groups`: theirs): a softmax kernel outside the attention class."""
-        soft = self._soft[np.searchsorted(self._ids, self._k.name_id[rows])] if len(self._ids) else np.zeros(0, bool)
+    def names(self, rows: np.ndarray) -> np.ndarray:
+        """Per kernel of `rows`: its name's index in `ids` (a small dense code)."""
+        return np.searchsorted(self.ids, self._k.name_id[rows])
+
+    def softmax(self, names: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """Per kernel (`names`, `groups`: theirs): a softmax kernel outside the attention class."""
+        soft = self._soft[names] if len(self.ids) else np.zeros(0, bool)
         return soft & (groups != CATEGORY_GROUPS.index("attention"))
 
 
@@ -240,24 +243,27 @@ class _Ops:
         keep = owner >= 0
         if not keep.any():
             return None
-        sel, owner = sel[keep], owner[keep]
-        codes, (p_it, p_op) = group_codes(it[keep], self.name_code[self.label[owner]])
+        sel, owner, it = sel[keep], owner[keep], it[keep]
+        op = self.name_code[self.label[owner]]
+        codes, first = group_rows(it, op)
         ns = np.bincount(codes, weights=dur[keep].astype(np.float64)).astype(np.int64)
-        calls = distinct_per_group(codes, owner, len(ns))  # distinct operator calls per (iteration, op)
-        return _first_row(sel, codes, len(ns)), p_it, p_op, calls, ns
+        # distinct operator calls per (iteration, op); an operator's kernels are mostly adjacent
+        calls = distinct_per_group(codes, owner, len(ns), runs=True)
+        return sel[first], it[first], op[first], calls, ns
 
 
-# (first row, iteration, item, calls, ns) per (iteration, item) of one block (_first_row)
+# (first row, iteration, item, calls, ns) per (iteration, item) of one block, in the order of
+# first appearance among the block's rows
 _Part = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _kernel_part(k: Columns, sel: np.ndarray, it: np.ndarray, dur: np.ndarray) -> _Part:
-    """Per (iteration, kernel name) among the kernel rows `sel`: first row, iteration, name
-    id, calls, kernel ns."""
-    codes, (p_it, p_name) = group_codes(it, k.name_id[sel].astype(np.int64))
+def _kernel_part(sel: np.ndarray, it: np.ndarray, names: np.ndarray, ids: np.ndarray, dur: np.ndarray) -> _Part:
+    """Per (iteration, kernel name) among the kernel rows `sel` (`names`: their indexes
+    into the name ids `ids`): first row, iteration, name id, calls, kernel ns."""
+    codes, first = group_rows(it, names)
     calls = np.bincount(codes)
     ns = np.bincount(codes, weights=dur.astype(np.float64)).astype(np.int64)
-    return _first_row(sel, codes, len(calls)), p_it, p_name, calls, ns
+    return sel[first], it[first], ids[names[first]].astype(np.int64), calls, ns
 
 
 def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
@@ -294,7 +300,8 @@ def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
         it_of = kernel_iter[sel].astype(np.int64)
         g = it_of - a
         raw = k.rows_of("dur", sel)
-        kernel_parts.append(_kernel_part(k, sel, it_of, raw))
+        names = kinds.names(sel)
+        kernel_parts.append(_kernel_part(sel, it_of, names, kinds.ids, raw))
         if ops.reason is None and (part := ops.part(sel, it_of, raw)) is not None:
             op_parts.append(part)
         del it_of
@@ -309,15 +316,15 @@ def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
         del start, end
         groups = kinds.groups(sel)
         cat_ns[a:b] = np.bincount(g * ng + groups, weights=dur, minlength=nb * ng).astype(np.int64).reshape(nb, ng)
-        soft = kinds.softmax(sel, groups)
-        del groups
+        soft = kinds.softmax(names, groups)
+        del groups, names
         soft_n[a:b] = np.bincount(g[soft], minlength=nb)
         soft_ns[a:b] = np.bincount(g[soft], weights=dur[soft], minlength=nb).astype(np.int64)
         del soft
         # launches: distinct (iteration, call) pairs; graph replays: those whose call is a graph launch
         c = call[sel]
         ok = c >= 0
-        pairs = distinct(g[ok] * width + c[ok])
+        pairs = distinct(g[ok] * width + c[ok], runs=True)  # a graph launch's kernels are adjacent
         p_it, p_call = pairs // width, pairs % width
         launches[a:b] = np.bincount(p_it, minlength=nb)
         if len(graph):
@@ -353,6 +360,7 @@ def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
     gap_host = dict(zip(has_gap.tolist(), _host_gaps(ctx, launcher[has_gap], prev_end[has_gap], gpu_start[has_gap]),
                         strict=True))
     rows = []
+    no_gap = HostGap(0, 0, 0)
     # plain ints, read once: a numpy scalar per field and iteration is slow at tens of thousands
     dev_l, busy_l, kns_l, nk_l, launch_l, replay_l, sn_l, sns_l = (
         _plain(a) for a in (device, busy, kernel_ns, kernels, launches, replays, soft_n, soft_ns))
@@ -370,7 +378,7 @@ def _rows(ctx: Context, its: Iterations, kernel_iter: np.ndarray, kinds: _Kinds,
             numbers_from=it.numbers_from, host_start_ns=it.start, host_end_ns=it.end,
             gpu_start_ns=start_l[i], gpu_end_ns=end_l[i], gpu_busy_ns=busy_l[i],
             kernel_ns=kns_l[i], kernels=nk_l[i], launches=launch_l[i], gap_before_ns=gap,
-            gap_host=None if gap is None else gap_host.get(i, HostGap(0, 0, 0)),
+            gap_host=None if gap is None else gap_host.get(i, no_gap),
             period_ns=next_l[i] - start_l[i] if next_l[i] >= 0 else None,
             graph_replays=replay_l[i], layers=it.layers,
             categories={CATEGORY_GROUPS[j]: v for j, v in enumerate(cat_l[i]) if v > 0},
@@ -527,10 +535,10 @@ def _window(ctx: Context, rows: list[IterationRow]) -> int:
     """First to last kernel of each process that ran iterations, summed over those processes."""
     k = ctx.data.kernels()
     total = 0
-    low, high = k.end.min(), k.start.max()  # bounds each process's last end and first start lie within
     for pid in sorted({r.pid for r in rows}):  # each ran kernels (its iterations' own)
-        mine = k.pid == pid
-        total += int(np.max(k.end, where=mine, initial=low) - np.min(k.start, where=mine, initial=high))
+        mine = np.flatnonzero(k.pid == pid)  # a few processes: rows, not masked reductions (3x faster)
+        if len(mine):
+            total += int(k.end[mine].max() - k.start[mine].min())
     return total
 
 
@@ -572,13 +580,6 @@ def _per_config(rows: list[IterationRow], it: np.ndarray, item: np.ndarray, call
     frame["ns_per_iteration_mean"] = np.round(ns_sum / n, 1)
     frame["ns_per_iteration_p50"] = p50.astype(np.int64)
     return frame.sort_values(["iterations", label], ascending=[False, True], kind="stable").reset_index(drop=True)
-
-
-def _first_row(rows: np.ndarray, codes: np.ndarray, ngroups: int) -> np.ndarray:
-    """Per group of `codes` (over ascending `rows`): the row it first appears at."""
-    first = np.zeros(ngroups, dtype=np.int64)
-    first[codes[::-1]] = rows[::-1]
-    return first
 
 
 def _in_row_order(parts: Sequence[tuple[np.ndarray, ...]]) -> list[np.ndarray]:

@@ -131,17 +131,28 @@ def first_appearance_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, int]
     """Codes of pd.factorize(key, sort=False) (numbered by first appearance) and their
     count, for keys in [0, span): a table lookup instead of a hash table when the span
     is small next to the row count, which is several times cheaper at millions of rows."""
-    if span > 4 * len(key) + 4096:
+    codes, first = first_appearances(key, span)
+    return codes, len(first)
+
+
+def first_appearances(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """first_appearance_codes' codes, and per code the position of its first row."""
+    n = len(key)
+    if span > 4 * n + 4096:
         import pandas as pd  # only for sparse keys; the column store itself needs numpy alone
 
         codes, uniq = pd.factorize(key, sort=False)
-        return codes.astype(np.int64), len(uniq)
-    first = np.full(span, len(key), dtype=np.int64)
-    first[key[::-1]] = np.arange(len(key) - 1, -1, -1)  # earliest position per key
-    present = np.flatnonzero(first < len(key))
+        codes = codes.astype(np.int64)
+        rows = np.empty(len(uniq), dtype=np.int64)
+        rows[codes[::-1]] = np.arange(n - 1, -1, -1)
+        return codes, rows
+    first = np.full(span, n, dtype=np.int64)
+    first[key[::-1]] = np.arange(n - 1, -1, -1)  # earliest position per key
+    present = np.flatnonzero(first < n)
+    order = np.argsort(first[present], kind="stable")
     rank = np.empty(span, dtype=np.int64)
-    rank[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
-    return rank[key], len(present)
+    rank[present[order]] = np.arange(len(present))
+    return rank[key], first[present[order]]
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,9 +21,12 @@ from nsys_llm_explainer.metrics.base import Metric
 # time (metrics/serving.BLOCK_ROWS) and runs last (its run_after), beside critical_path or
 # fusion_candidates, when the large intermediates are gone (the 5M-kernel export peaks earlier,
 # from host_patterns to step_work).
+# Metrics whose transients are large at millions of kernels: on such traces at most one runs at
+# a time (runner.py). model_utilization and ncu_plan are among them because side by side they
+# made the 1 GB PyTorch profiler trace's peak (ncu_plan's 117 MiB on model_utilization's 55).
 HEAVY: frozenset[str] = frozenset({
     "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
-    "step_work", "host_patterns", "critical_path", "gpu_idle",
+    "step_work", "host_patterns", "critical_path", "gpu_idle", "model_utilization", "ncu_plan",
 })
 
 

@@ -678,9 +678,7 @@ METRIC = Metric(
     id="serving",
     # after steps, workload and model_utilization
     order=280,
-    # right after model_utilization: the compute caches it shares with it go when it ends, not
-    # beside fusion_candidates at the end (even when it skips, as on a capture that is not serving)
-    run_after="model_utilization",
+    run_after="ncu_plan",  # last: beside critical_path and fusion_candidates, once the big intermediates are gone
     title="LLM serving: iterations, prefill and decode",
     run=run,
     tables={"iterations": ITERATION_COLUMNS, "op_times": OP_COLUMNS, "kernel_dat": KERNEL_COLUMNS},

@@ -20,9 +20,9 @@ from nsys_llm_explainer.metrics.base import Metric
 # that of a one-thread run. model_utilization and ncu_plan are here because side by side they
 # made the 1 GB PyTorch profiler trace's peak (ncu_plan's 117 MiB on model_utilization's 55).
 # Not serving: it works over the kernels a block of iterations at a time
-# (metrics/serving.BLOCK_ROWS) and runs right after model_utilization (its run_after), so the
-# compute caches they share go when it ends (the 5M-kernel export peaks earlier, from
-# host_patterns to step_work).
+# (metrics/serving.BLOCK_ROWS) and runs last (its run_after), beside critical_path or
+# fusion_candidates, when the large intermediates are gone (the 5M-kernel export peaks earlier,
+# from host_patterns to step_work).
 HEAVY: frozenset[str] = frozenset({
     "nvtx_attribution", "launch_overhead", "boundness", "idle_causes", "steps", "fusion_candidates",
     "step_work", "host_patterns", "critical_path", "gpu_idle", "model_utilization", "ncu_plan",

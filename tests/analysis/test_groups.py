@@ -95,3 +95,16 @@ def test_group_rows_with_keys_past_the_pack_limit_and_sparse_keys(monkeypatch) -
 def test_distinct_with_runs_is_np_unique(values: list[int]) -> None:
     a = np.array(values, dtype=np.int64)
     assert groups.distinct(a, runs=True).tolist() == np.unique(a).tolist() == groups.distinct(a).tolist()
+
+
+def test_group_rows_packs_values_near_the_int64_limits() -> None:
+    """Columns whose values lie next to the int64 limits (ids with high bits set) pack to
+    the right keys: the packing's partial sums may wrap, its results never do."""
+    big = np.array([2**63 - 1, 2**63 - 3, 2**63 - 1, 2**63 - 2], dtype=np.int64)
+    neg = -big
+    a = np.array([1, 0, 1, 0], dtype=np.int64)
+    for col in (big, neg):
+        codes, first = groups.group_rows(a, col)
+        assert codes.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
+        codes, first = groups.group_rows(a, col, a)
+        assert codes.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]

@@ -56,10 +56,13 @@ def _packed_key(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int] | Non
             return None
         if key is None:
             key = col.astype(np.int64)  # a copy, changed below
+            key -= lo
         else:
+            # key * span + (col - lo): a partial sum may wrap around int64, but the result
+            # lies in [0, total * span) and integer arithmetic modulo 2^64 gives it exactly
             key *= span
             key += col
-        key -= lo
+            key -= lo
         total *= span
     assert key is not None
     return key, total

@@ -182,7 +182,8 @@ class _LazyFields:
 
 def _one(names: list[str], init: tuple[str, ...]) -> tuple[str, ...]:
     """`names` as a tuple, the init tuple itself when equal (most classes: one tuple, not four)."""
-    return init if tuple(names) == init else tuple(names)
+    shown = tuple(names)
+    return init if shown == init else shown
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))

@@ -163,8 +163,7 @@ class _Kinds:
 
     def softmax(self, names: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Per kernel (`names`, `groups`: theirs): a softmax kernel outside the attention class."""
-        soft = self._soft[names] if len(self.ids) else np.zeros(0, bool)
-        return soft & (groups != CATEGORY_GROUPS.index("attention"))
+        return self._soft[names] & (groups != CATEGORY_GROUPS.index("attention"))
 
 
 BLOCK_ROWS = 1 << 17  # kernel rows per block of iterations (_blocks)

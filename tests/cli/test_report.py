@@ -233,3 +233,31 @@ def test_the_report_is_the_default_command(trace, tmp_path):
     assert (a.exit_code, b.exit_code, c.exit_code) == (0, 0, 0)
     texts = {(tmp_path / d / "report.json").read_text(encoding="utf-8") for d in ("a", "b", "c")}
     assert len(texts) == 1
+
+
+def test_progress_line_waits_two_seconds_then_shows_at_most_four_times_a_second(monkeypatch) -> None:
+    import io
+
+    from nsys_llm_explainer.cli import report as cli_report
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(cli_report.sys, "stderr", err)
+    clock = iter([100.0, 101.0, 102.5, 102.6, 102.8, 200.0])
+    monkeypatch.setattr(cli_report.time, "monotonic", lambda: next(clock))
+    p = cli_report.Progress(enabled=True)  # starts at 100.0
+    p("kernels", 10)  # 1.0 s in: too early
+    p("kernels", 2_000)  # 2.5 s in: shown
+    p("kernels", 3_000)  # 0.1 s after the last: too soon
+    p("runtime", 4_000)  # 0.3 s after: shown
+    p.close()
+    assert err.getvalue() == (
+        "\r\x1b[Kreading kernels: 2,000 rows\r\x1b[Kreading runtime: 4,000 rows\r\x1b[K"
+    )
+    quiet = cli_report.Progress(enabled=False)
+    quiet("kernels", 1)
+    quiet.close()
+    assert err.getvalue().count("reading") == 2

@@ -7,6 +7,8 @@ when a report is made).
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -351,9 +353,8 @@ def write_report(
 ) -> Report:
     """explain() and Report.write()."""
     from nsys_llm_explainer.api import explain
-    from nsys_llm_explainer.runtime.progress import make_progress
 
-    progress = make_progress(enabled=not quiet)
+    progress = Progress(enabled=not quiet)
     try:
         report = explain(trace, options, progress=progress, jobs=jobs)
     finally:
@@ -377,3 +378,36 @@ def summary_lines(report: Report, out: Path) -> list[str]:
     if report.warnings:
         lines.append(f"  {len(report.warnings)} warning(s), see report.md")
     return lines
+
+
+class Progress:
+    """Progress on stderr while a long trace is read: phase name and rows processed.
+
+    Silent unless stderr is a terminal, the run has lasted a couple of seconds, and --quiet
+    is off, so logs and pipes stay clean.
+    """
+
+    SHOW_AFTER_S = 2.0
+    MIN_INTERVAL_S = 0.25
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, phase: str, rows: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.started < self.SHOW_AFTER_S or now - self.last < self.MIN_INTERVAL_S:
+            return
+        self.last = now
+        self.shown = True
+        sys.stderr.write(f"\r\x1b[Kreading {phase}: {rows:,} rows")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

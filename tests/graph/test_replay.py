@@ -174,7 +174,7 @@ def test_peer_waits_pair_runs_across_ranks(tmp_path: Path) -> None:
         k = data.kernels()
         names = data.kernel_names(k.name_id)
         comm = np.array(["nccl" in names[int(i)] for i in k.name_id])
-        waits = peer_waits(data, comm)
+        waits = peer_waits(data, comm).at(np.arange(len(k)))
         got = {(int(p), int(s) // US): int(w) for p, s, w in zip(k.pid, k.start, waits, strict=True)}
     finally:
         data.close()

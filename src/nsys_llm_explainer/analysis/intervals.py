@@ -151,6 +151,10 @@ def grouped_union(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups
     # a part is a part alone)
     cuts = np.unique(np.searchsorted(g, g[np.arange(UNION_PART_ROWS, n, UNION_PART_ROWS)], side="left"))
     bounds = [0, *(int(c) for c in cuts if 0 < c < n), n]
+    if len(bounds) == 2:  # one part: the order is not needed past its two gathers
+        s, e = start[order], end[order]
+        del order
+        return _union_lengths(g, s, e, ngroups).astype(np.int64)
     total = np.zeros(ngroups, dtype=np.float64)
     for a, b in itertools.pairwise(bounds):  # strictly increasing: the cuts are distinct and inside
         total += _union_lengths(g[a:b], start[order[a:b]], end[order[a:b]], ngroups)

@@ -51,7 +51,7 @@ from nsys_llm_explainer.graph.build import Graph, build
 from nsys_llm_explainer.graph.changes import BUILTIN
 from nsys_llm_explainer.graph.path import CALL, HOST_WORK, RETURN, Path, critical_paths
 from nsys_llm_explainer.graph.path import TASK as P_TASK
-from nsys_llm_explainer.graph.peers import peer_waits, slow_rank
+from nsys_llm_explainer.graph.peers import ByRow, peer_waits, slow_rank
 from nsys_llm_explainer.graph.replay import Params, Times, replay
 from nsys_llm_explainer.graph.steps import SPAN, Anchors, Plan, StepTimes, anchors, plan, step_times
 from nsys_llm_explainer.graph.tasks import KERNEL
@@ -337,7 +337,7 @@ def auto_changes(ctx: Context) -> list[ch.Change]:
     return out
 
 
-def _slow_rank(data: TraceData, kc: Any) -> tuple[int, np.ndarray]:
+def _slow_rank(data: TraceData, kc: Any) -> tuple[int, ByRow]:
     comm = kc.categories.index("communication") if "communication" in kc.categories else -2
     return slow_rank(data, kc.code == comm)
 
@@ -402,8 +402,7 @@ def task_labels(data: TraceData, categories_file: str | None) -> Any:
             return [found.get(int(i), "") for i in ids.tolist()]
 
         slow, saving = _slow_rank(data, kc)
-        per_task = np.where(g.d_kind == KERNEL, saving[np.where(g.d_kind == KERNEL, g.d_row, 0)], 0) \
-            if len(saving) else np.zeros(g.n_device, np.int64)
+        per_task = np.where(g.d_kind == KERNEL, saving.at(np.where(g.d_kind == KERNEL, g.d_row, 0)), 0)
         return ch.TaskLabels(list(kc.categories), code, names, per_task, slow)
 
     return labels
@@ -435,7 +434,7 @@ def _peer_waits(ctx: Context, g: Graph) -> np.ndarray:
     kc = kernel_categories(ctx.data, load_table(ctx.options.kernel_categories))
     comm = kc.categories.index("communication") if "communication" in kc.categories else -2
     per_row = peer_waits(ctx.data, kc.code == comm)
-    return np.where(g.d_kind == KERNEL, per_row[np.where(g.d_kind == KERNEL, g.d_row, 0)], -1)
+    return np.where(g.d_kind == KERNEL, per_row.at(np.where(g.d_kind == KERNEL, g.d_row, 0)), -1)
 
 
 def trace_analysis(ctx: Context) -> tuple[Analysis, C.Pieces, np.ndarray, dict[str, str]]:

@@ -14,22 +14,45 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.trace.data import TraceData
 
 UNKNOWN = -1
 
 
-def peer_waits(data: TraceData, comm: np.ndarray) -> np.ndarray:
+@frozen
+class ByRow:
+    """A value for the kernel rows of paired collectives, and `default` for every other row:
+    kept per collective, not per kernel row, since most rows (all, with one rank) have none."""
+
+    rows: np.ndarray  # kernel rows, ascending
+    values: np.ndarray  # int64, one per row
+    default: int
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """The value of each of `rows` (kernel rows)."""
+        out = np.full(len(rows), self.default, np.int64)
+        if len(self.rows) and len(rows):
+            pos = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+            hit = self.rows[pos] == rows
+            out[hit] = self.values[pos[hit]]
+        return out
+
+
+def _none(default: int) -> ByRow:
+    return ByRow(np.empty(0, np.int64), np.empty(0, np.int64), default)
+
+
+def peer_waits(data: TraceData, comm: np.ndarray) -> ByRow:
     """Per kernel row: the time its collective waited for the last peer to arrive, or
     UNKNOWN (not a collective, a single rank, or runs that do not pair up). `comm`: per
     kernel row, True for collectives. Cached."""
 
-    def build() -> np.ndarray:
+    def build() -> ByRow:
         k = data.kernels()
-        out = np.full(len(k), UNKNOWN, np.int64)
         rows = np.flatnonzero(comm)
         if len(rows) == 0 or len(np.unique(k.pid[rows])) < 2:
-            return out
+            return _none(UNKNOWN)
         f = pd.DataFrame({"row": rows, "pid": k.pid[rows], "name": k.name_id[rows], "start": k.start[rows]})
         f = f.sort_values(["pid", "name", "start"], kind="stable")
         f["seq"] = f.groupby(["pid", "name"], sort=False).cumcount()
@@ -38,15 +61,16 @@ def peer_waits(data: TraceData, comm: np.ndarray) -> np.ndarray:
         paired = shape.index[(shape["ranks"] >= 2) & (shape["lo"] == shape["hi"])]
         f = f[f["name"].isin(paired)]
         if f.empty:
-            return out
+            return _none(UNKNOWN)
         last = f.groupby(["name", "seq"], sort=False)["start"].transform("max")
-        out[f["row"].to_numpy(np.int64)] = (last - f["start"]).to_numpy(np.int64)
-        return out
+        known = f["row"].to_numpy(np.int64)
+        order = np.argsort(known, kind="stable")
+        return ByRow(known[order], (last - f["start"]).to_numpy(np.int64)[order], UNKNOWN)
 
     return data.cached("graph_peer_waits", build)
 
 
-def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
+def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, ByRow]:
     """The rank the others wait for, and per kernel row how much its collective's wait would
     shrink if that rank arrived no later than the last of the others (0 elsewhere).
 
@@ -55,13 +79,12 @@ def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
     not the last); the slow rank is the process late by the most in all, and -1 when none is.
     Cached."""
 
-    def build() -> tuple[int, np.ndarray]:
+    def build() -> tuple[int, ByRow]:
         k = data.kernels()
-        out = np.zeros(len(k), np.int64)
         waits = peer_waits(data, comm)
-        rows = np.flatnonzero(waits != UNKNOWN)
+        rows = waits.rows  # a wait is never UNKNOWN on a paired collective
         if len(rows) == 0:
-            return -1, out
+            return -1, _none(0)
         pid, name, start = k.pid[rows], k.name_id[rows], k.start[rows].astype(np.int64)
         # the n-th run of a kernel on each process (as peer_waits pairs them)
         order = np.lexsort((start, name, pid))
@@ -80,15 +103,16 @@ def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, np.ndarray]:
         pids, codes = np.unique(pid, return_inverse=True)
         lateness = np.bincount(codes, weights=late, minlength=len(pids))
         if lateness.max() <= 0:
-            return -1, out
+            return -1, _none(0)
         slow = int(pids[int(np.argmax(lateness))])
         # per occurrence, how late the slow process was (0 where it was not the last)
         occ_id = np.cumsum(~same) - 1
         excess = np.zeros(int(occ_id[-1]) + 1, np.int64)
         mine = pid[occ] == slow
         np.maximum.at(excess, occ_id[mine], late[occ][mine])
-        saving = np.where(pid[occ] == slow, 0, np.minimum(waits[rows][occ], excess[occ_id]))
-        out[rows[occ]] = np.maximum(saving, 0)
-        return slow, out
+        saving = np.where(pid[occ] == slow, 0, np.minimum(waits.values[occ], excess[occ_id]))
+        values = np.zeros(len(rows), np.int64)
+        values[occ] = np.maximum(saving, 0)
+        return slow, ByRow(rows, values, 0)
 
     return data.cached("graph_slow_rank", build)

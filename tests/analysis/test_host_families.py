@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,3 +40,20 @@ def test_known_names() -> None:
     for name, family in want.items():
         got = family_of(name)
         assert (FAMILY_NAMES[got] if got >= 0 else None) == family, name
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(-1, 5), st.integers(0, 50)), min_size=1, max_size=80))
+def test_heaviest_value_per_group_matches_a_dict_reference(rows: list[tuple[int, int, int]]) -> None:
+    """Per group: the value whose rows hold the most time, the smallest value on a tie."""
+    from nsys_llm_explainer.analysis.host_sources import _heaviest
+
+    groups = sorted({g for g, _, _ in rows})
+    codes = np.array([groups.index(g) for g, _, _ in rows], dtype=np.int64)
+    values = np.array([v for _, v, _ in rows], dtype=np.int64)
+    ns = np.array([n for _, _, n in rows], dtype=np.int64)
+    sums: dict[int, dict[int, int]] = {}
+    for g, v, n in rows:
+        sums.setdefault(groups.index(g), {}).setdefault(v, 0)
+        sums[groups.index(g)][v] += n
+    expected = [min(by, key=lambda v: (-by[v], v)) for _, by in sorted(sums.items())]
+    assert _heaviest(codes, values, ns, len(groups)).tolist() == expected

@@ -64,7 +64,6 @@ from collections.abc import Iterable
 from dataclasses import field
 
 import numpy as np
-import pandas as pd
 
 from nsys_llm_explainer.analysis import intervals, nvtx
 from nsys_llm_explainer.analysis.blocking import (
@@ -76,12 +75,12 @@ from nsys_llm_explainer.analysis.blocking import (
     find_blocking,
     sync_kinds,
 )
-from nsys_llm_explainer.analysis.groups import distinct, distinct_few
+from nsys_llm_explainer.analysis.groups import distinct, distinct_few, group_rows, group_sum
 from nsys_llm_explainer.analysis.join import cached_range_index, kernel_launch_index, launch_api_mask, match_calls
 from nsys_llm_explainer.analysis.nvtx import normalize, normalized_names
 from nsys_llm_explainer.analysis.program import scrub
 from nsys_llm_explainer.frozen import frozen
-from nsys_llm_explainer.trace.columns import Columns
+from nsys_llm_explainer.trace.columns import Columns, factorize
 from nsys_llm_explainer.trace.data import TraceData, Unavailable
 
 CONTAINER_SHARE = 0.5
@@ -375,6 +374,19 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
     return ps, pe, src_name, family, inner_name, pi
 
 
+def _heaviest(codes: np.ndarray, values: np.ndarray, ns: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group of `codes`: the value of `values` whose rows hold the most of `ns` (ties: the
+    smallest value)."""
+    pair, first = group_rows(codes, values)
+    sums = group_sum(ns, pair, len(first))
+    group, value = codes[first], values[first]
+    order = np.lexsort((value, -sums, group))
+    lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    out = np.empty(ngroups, dtype=values.dtype)
+    out[group[lead]] = value[lead]
+    return out
+
+
 def _sources(records: _Records, length: np.ndarray, src: np.ndarray, family: np.ndarray,
              inner: np.ndarray, kinds: dict[int, int] | None = None) -> list[Source]:
     """One Source per source name id: its time, the family and the inner name holding most
@@ -388,21 +400,17 @@ def _sources(records: _Records, length: np.ndarray, src: np.ndarray, family: np.
         kind_of[rec.name] = rec.kind
     for sid, kind in (kinds or {}).items():
         kind_of[sid] = kind
-    frame = pd.DataFrame({"src": src[named], "fam": family[named], "inner": inner[named], "ns": length[named]})
-    total = frame.groupby("src", sort=True)["ns"].sum()
-
-    def top(col: str) -> pd.Series:
-        by = frame.groupby(["src", col], sort=True)["ns"].sum().reset_index()
-        by = by.sort_values(["src", "ns", col], ascending=[True, False, True], kind="stable")
-        return by.drop_duplicates("src").set_index("src")[col]
-
-    fam, inn = top("fam"), top("inner")
+    rows = np.flatnonzero(named)
+    codes, ids = factorize(src[rows])
+    ns = length[rows]
+    total = group_sum(ns, codes, len(ids))
+    fam, inn = (_heaviest(codes, col[rows], ns, len(ids)) for col in (family, inner))
     out = []
-    for sid, ns in total.items():
-        f, i = int(fam[sid]), int(inn[sid])
+    for g in np.argsort(ids, kind="stable").tolist():  # by source name id
+        sid, f, i = int(ids[g]), int(fam[g]), int(inn[g])
         inner_text = records.names[i] if i >= 0 and i != sid else None
-        out.append(Source(records.names[int(sid)], KINDS[int(kind_of[int(sid)])],
-                          FAMILY_NAMES[f] if f >= 0 else None, int(ns), inner_text))
+        out.append(Source(records.names[sid], KINDS[int(kind_of[sid])],
+                          FAMILY_NAMES[f] if f >= 0 else None, int(total[g]), inner_text))
     return out
 
 
@@ -517,8 +525,14 @@ def device_sources(data: TraceData, gc, host_side: tuple[int, ...], skip_names: 
                 inner = np.where(take, -1, inner)
                 kinds = dict.fromkeys(range(base, base + len(labels)), KINDS.index(CUDA))
                 srcs += _sources(records, length[take], src[take], fam[take], inner[take], kinds)
+                # filtered one column at a time, each original dropped as its copy is made
+                cols = [ps, pe, src, fam, inner, pt, length]
+                del ps, pe, src, fam, inner, pt, length
                 keep = ~take
-                ps, pe, src, fam, inner, pt, length = (x[keep] for x in (ps, pe, src, fam, inner, pt, length))
+                for i in range(len(cols)):
+                    cols[i] = cols[i][keep]
+                ps, pe, src, fam, inner, pt, length = cols
+                del cols
         srcs += _sources(records, length, src, fam, inner)
         none = src < 0
         left_t, left_s, left_e = pt[none], ps[none], pe[none]

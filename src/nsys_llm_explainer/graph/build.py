@@ -199,6 +199,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     # Work issued before the block (or before the capture) only needs to come before every
     # call of the block: clipped to keep block-relative times small.
     launched = np.maximum(d["issued"] - rel, -(1 << 36))
+    del rel, d_chain_key, order  # the build holds its task-sized temporaries only while it reads them
     ready = launched
     counts["tasks"] = _distinct(task_id)
     counts["tasks_without_launch_call"] = _distinct(task_id[~has_call & ~d["fixed"]])
@@ -214,6 +215,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     before = carried(data).mask
     d_before = d["fixed"] & np.where(d["kind"] == KERNEL, before[np.where(d["kind"] == KERNEL, d["row"], 0)]
                                      if len(before) else False, d["issued"] == BEFORE_CAPTURE)
+    del before
 
     # -- host nodes ----------------------------------------------------------------------
     active = np.unique(np.stack([d["block"][in_block], rt.tkey[d["call"][in_block]]], axis=1), axis=0) \
@@ -236,12 +238,14 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     launches_any = np.zeros(len(hn.row), bool)
     np.logical_or.at(launches_any, hn.member_node, member_kind == LAUNCH)
     h_kind = np.where(launches_any, LAUNCH, h_kind)
+    del member_api, member_kind, mk, launches_any
 
     # runtime row (in a block) -> host node
     nrt = max(len(rt), 1)
     mkey = hn.block[hn.member_node] * nrt + hn.member_row
     morder = np.argsort(mkey, kind="stable")
     mkey_sorted, mnode_sorted = mkey[morder], hn.member_node[morder]
+    del mkey, morder
 
     def node_of(block: np.ndarray, row: np.ndarray) -> np.ndarray:
         if len(mkey_sorted) == 0:
@@ -253,6 +257,7 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     d_launch = np.where(in_block, node_of(d["block"], d["call"]), -1)
     counts["host_calls"] = _distinct(hn.row)
     counts["host_threads"] = _distinct(active[:, 1]) if len(active) else 0
+    del active
 
     # -- cross-stream edges ----------------------------------------------------------------
     x_src, x_dst, xcounts = waits.cross_stream(data, blocks, d["block"], d_chain, d_first, d["pid"],
@@ -300,6 +305,8 @@ def build(data: TraceData, blocks: Blocks) -> Graph:
     counts["unexplained_waits"] = _distinct(task_id[with_call])
     counts["unexplained_wait_ns"] = _distinct_sum(task_id[with_call], d_pin[with_call])
     counts["tasks_kept_at_measured_offset"] = _distinct(task_id[pinned & (d_launch < 0)])
+    del task_id, has_call, in_block, cross_obs, pred_end, first_of_call, key_dev, lat_key, staged, queued, \
+        overlap, model, residual, pin_limit, pinned, with_call
 
     # -- host waits ------------------------------------------------------------------------
     w_src, w_dst, own_edge, wcounts = _waits(

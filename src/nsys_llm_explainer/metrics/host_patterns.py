@@ -359,7 +359,13 @@ def sync_copies(data: TraceData, host: HostRows) -> tuple[SyncCopies, Spans] | N
         devices.append(CopyDevice(dev, t_ns, s_ns, t_ns + s_ns))
     names = data.runtime_api_names()
     apis, counts = np.unique(rt.api[call], return_counts=True)
-    launchers = np.unique(rt.tkey[kernel_launch_index(data)[kernel_launch_index(data) >= 0]])
+    # The copy calls' threads that launched a kernel: runtime-sized masks only (the launch
+    # calls of millions of kernels are not gathered).
+    threads = np.unique(rt.tkey[call])
+    launched = np.zeros(len(rt) + 1, dtype=bool)
+    launched[kernel_launch_index(data)] = True  # -1 (no launch call) lands on the extra slot
+    launchers = np.unique(rt.tkey[launched[:-1] & np.isin(rt.tkey, threads)])
+    del launched
     return SyncCopies(
         count=int(len(rows)),
         bytes=int(mc.bytes[rows].sum()),
@@ -388,12 +394,15 @@ def sync_wait_pieces(data: TraceData, host: HostRows, sources: dict[str, Spans])
         rows = rows[host.blocking[rows]]
         apis = {int(a): intervals.merge(rt.start[rows[rt.api[rows] == a]], host.refill_end[rows[rt.api[rows] == a]])
                 for a in np.unique(rt.api[rows]).tolist()}
+        del rows
         own = {k: v[dev] for k, v in sources.items() if dev in v}
-        cuts = [ss, se] + [x for s, e in (*apis.values(), *own.values()) for x in (s, e)]
-        edges = np.unique(np.concatenate(cuts))
+        # piece-sized arrays go as soon as they are read: this runs at the end of the metric
+        # that holds the idle split, on millions of pieces
+        edges = np.unique(np.concatenate([ss, se] + [x for s, e in (*apis.values(), *own.values()) for x in (s, e)]))
         p0, p1 = edges[:-1], edges[1:]
         keep = intervals.overlap_with_union(p0, p1, ss, se) == p1 - p0
         p0, p1 = p0[keep], p1[keep]
+        del edges, keep
         member = {k: intervals.overlap_with_union(p0, p1, s, e) > 0 for k, (s, e) in own.items()}
         order = sorted(apis, key=lambda a: -int(intervals.overlap_with_union(*apis[a], ss, se).sum()))
         api_of = np.full(len(p0), -1, dtype=np.int64)
@@ -402,8 +411,9 @@ def sync_wait_pieces(data: TraceData, host: HostRows, sources: dict[str, Spans])
         key = np.zeros(len(p0), dtype=np.int64)
         names_of = sorted(member)
         for bit, k in enumerate(names_of):
-            key |= member[k].astype(np.int64) << bit
+            key |= member.pop(k).astype(np.int64) << bit
         length = p1 - p0
+        del p0, p1
         for combo in np.unique(key).tolist():
             for a in np.unique(api_of[key == combo]).tolist():
                 sel = (key == combo) & (api_of == a)

@@ -62,6 +62,7 @@ def test_match_calls_equals_reference(
         # few: every call list counts as many times longer than the items, so only the calls
         # with an item's correlation id are joined (_may_match); else never
         mp.setattr(join, "FEW_ITEMS", 0 if few else 1 << 40)
+        mp.setattr(join, "MAY_MATCH_PART", 3)  # the calls' correlation ids looked up in parts
         got = join.match_calls(
             np.array([i[0] for i in items], dtype=np.int64),
             np.array([i[1] for i in items], dtype=np.int64),

@@ -76,11 +76,19 @@ def _may_match(items_corr: np.ndarray, calls_corr: np.ndarray) -> np.ndarray:
     """Per call: some item has its correlation id. Only these can match, so a few items
     (copies, read-backs) join millions of calls without arrays as long as the calls."""
     wanted = distinct(items_corr[items_corr > 0])
+    out = np.zeros(len(calls_corr), dtype=bool)
     if len(wanted) == 0:
-        return np.zeros(len(calls_corr), dtype=bool)
-    pos = np.searchsorted(wanted, calls_corr)
-    np.minimum(pos, len(wanted) - 1, out=pos)
-    return wanted[pos] == calls_corr
+        return out
+    # a part of the calls at a time: the positions are int64, eight times the mask's size
+    for a in range(0, len(calls_corr), MAY_MATCH_PART):
+        part = calls_corr[a : a + MAY_MATCH_PART]
+        pos = np.searchsorted(wanted, part)
+        np.minimum(pos, len(wanted) - 1, out=pos)
+        np.equal(wanted[pos], part, out=out[a : a + MAY_MATCH_PART])
+    return out
+
+
+MAY_MATCH_PART = 1 << 20
 
 
 def _match_dense(

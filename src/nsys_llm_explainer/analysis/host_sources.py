@@ -377,6 +377,8 @@ def _attribute(records: _Records, tkey: np.ndarray, s: np.ndarray, e: np.ndarray
 def _heaviest(codes: np.ndarray, values: np.ndarray, ns: np.ndarray, ngroups: int) -> np.ndarray:
     """Per group of `codes`: the value of `values` whose rows hold the most of `ns` (ties: the
     smallest value)."""
+    if len(codes) == 0:
+        return np.empty(ngroups, dtype=values.dtype)
     pair, first = group_rows(codes, values)
     sums = group_sum(ns, pair, len(first))
     group, value = codes[first], values[first]

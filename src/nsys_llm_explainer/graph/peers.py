@@ -22,8 +22,8 @@ UNKNOWN = -1
 
 @frozen
 class ByRow:
-    """A value for the kernel rows of paired collectives, and `default` for every other row:
-    kept per collective, not per kernel row, since most rows (all, with one rank) have none."""
+    """A value for each kernel row of a paired collective, and `default` for every other row:
+    only those rows are kept, since most rows (all, with one rank) have no value."""
 
     rows: np.ndarray  # kernel rows, ascending
     values: np.ndarray  # int64, one per row
@@ -44,7 +44,7 @@ def _none(default: int) -> ByRow:
 
 
 def peer_waits(data: TraceData, comm: np.ndarray) -> ByRow:
-    """Per kernel row: the time its collective waited for the last peer to arrive, or
+    """Per kernel row (ByRow.at): the time its collective waited for the last peer to arrive, or
     UNKNOWN (not a collective, a single rank, or runs that do not pair up). `comm`: per
     kernel row, True for collectives. Cached."""
 
@@ -71,7 +71,7 @@ def peer_waits(data: TraceData, comm: np.ndarray) -> ByRow:
 
 
 def slow_rank(data: TraceData, comm: np.ndarray) -> tuple[int, ByRow]:
-    """The rank the others wait for, and per kernel row how much its collective's wait would
+    """The rank the others wait for, and per kernel row (ByRow.at) how much its collective's wait would
     shrink if that rank arrived no later than the last of the others (0 elsewhere).
 
     Per paired collective (the n-th run of one kernel on every process, as in peer_waits) a

@@ -1,2 +1,2 @@
 """How one report run uses the machine: metric threads and when cached tables are released,
-CPU count, allocator tuning, progress on stderr."""
+CPU count, allocator tuning."""

@@ -353,3 +353,56 @@ def test_on_big_traces_a_metric_starts_only_near_the_front_of_the_queue(tmp_path
                rec.metric("far", 0.01)]
     runner.run_metrics(metrics, ctx, _run_one, runner.Plan(2, heavy_alone=False))
     assert rec.spans["far"][0] < rec.spans[h0][1]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_metric_that_will_skip_is_skipped_once_its_check_can_answer(tmp_path: Path, threads: int) -> None:
+    """late reads key "k" and declares a check on "a": on this trace it skips, so its outcome is
+    the check's reason, it never runs, and "k" goes as soon as the check answers, before "b"
+    (which comes between a and late and reads nothing) runs."""
+    ctx = _context(tmp_path)
+    ran: list[str] = []
+    cached_when: dict[str, bool] = {}
+
+    def plain(mid: str, reads: tuple[str, ...] = ()) -> Metric:
+        def run(c: Context) -> Outcome:
+            ran.append(mid)
+            if mid == "b":
+                cached_when["b"] = "k" in c.data._cache
+            if reads:
+                c.data.cached("k", lambda: 1)
+            return MetricResult(mid, {"id": mid})
+
+        return Metric(id=mid, title=mid, run=run, reads=reads)
+
+    def check(c: Context) -> str | None:
+        assert set(c.results) == {"a"}  # only what it declared, all finished
+        return "not this kind of trace"
+
+    late = Metric(id="late", title="late", run=lambda c: ran.append("late") or MetricResult("late", {}),
+                  after=("a", "b"), reads=("k",), skip_when=check, skip_after=("a",))
+    metrics = [plain("a", reads=("k",)), plain("b"), late]
+    results = runner.run_metrics(metrics, ctx, _run_one, runner.Plan(threads, heavy_alone=True))
+    assert list(results) == ["a", "b", "late"]
+    assert str(results["late"].reason) == "not this kind of trace"  # type: ignore[union-attr]
+    assert "late" not in ran
+    if threads == 1:
+        assert cached_when == {"b": False}  # released right after the check, before b
+
+
+def test_a_check_that_answers_none_or_fails_leaves_the_metric_to_run(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    def runs(mid: str, check) -> Metric:  # type: ignore[no-untyped-def]
+        return Metric(id=mid, title=mid, run=lambda c: ran.append(mid) or MetricResult(mid, {}),
+                      skip_when=check)
+
+    def fails(c: Context) -> str | None:
+        raise ValueError("a bug in the check")
+
+    ctx = _context(tmp_path)
+    results = runner.run_metrics([runs("x", lambda c: None), runs("y", fails)], ctx, _run_one)
+    assert ran == ["x", "y"] and all(isinstance(r, MetricResult) for r in results.values())
+    timed = Context(ctx.schema, ctx.data, Options(timeout_s=5.0))
+    runner.run_metrics([runs("z", lambda c: "skip")], timed, _run_one)
+    assert ran[-1] == "z"  # under --timeout the check is not asked: the run has the deadline

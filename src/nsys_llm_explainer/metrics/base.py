@@ -41,6 +41,12 @@ class Metric:
     # Run right after this metric instead of at its place (metrics.in_run_order), so that the
     # large intermediates they share are released sooner (runtime/lifetimes.py).
     run_after: str | None = None
+    # Why the metric would skip, asked once the metrics in skip_after (some of `after`) have
+    # run: a reason is its outcome (Skipped), and it does not run. Only a check `run` makes
+    # first, and cheap: it lets a metric placed late release what it reads early on a trace
+    # it does not apply to (runtime/runner.py). None, or an exception: the metric runs.
+    skip_when: Callable[[Context], str | None] | None = None
+    skip_after: tuple[str, ...] = ()
 
     def wanted(self, options: Options) -> bool:
         return self.option is None or bool(options.extra.get(self.option))

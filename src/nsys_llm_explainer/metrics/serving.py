@@ -627,16 +627,27 @@ def _iteration_frame(rows: list[IterationRow]) -> pd.DataFrame:
     return pd.DataFrame(cols, columns=list(ITERATION_COLUMNS))
 
 
-def run(ctx: Context) -> Outcome:
-    k = ctx.data.kernels()
-    if len(k) == 0:
-        return METRIC.skipped(NO_KERNELS)
+def _workload(ctx: Context) -> str:
     wl = ctx.result("workload")
-    workload = str(wl.data.get("kind")) if wl is not None else "unknown"
-    its = find(ctx.data, structure=workload in LLM_WORKLOADS)
-    why = _skip_reason(its, workload)
+    return str(wl.data.get("kind")) if wl is not None else "unknown"
+
+
+def skip_reason(ctx: Context) -> str | None:
+    """Why this metric skips (run's own first answer), from workload and steps alone: the
+    runner asks once those have run and, on a capture that is not serving, releases what
+    this metric would read without waiting for its place at the end."""
+    if len(ctx.data.kernels()) == 0:
+        return NO_KERNELS
+    workload = _workload(ctx)
+    return _skip_reason(find(ctx.data, structure=workload in LLM_WORKLOADS), workload)
+
+
+def run(ctx: Context) -> Outcome:
+    why = skip_reason(ctx)
     if why is not None:
         return METRIC.skipped(why)
+    workload = _workload(ctx)
+    its = find(ctx.data, structure=workload in LLM_WORKLOADS)
     assert its is not None
     ops = _Ops(ctx)
     kernel_iter = its.kernels.unpack()
@@ -685,6 +696,8 @@ METRIC = Metric(
     "sequences, tokens, GPU span and busy, host gaps, graph replays; per phase latency, time per token, "
     "category split, host share; latency fits; per-configuration operator and kernel times.",
     after=("workload", "steps", "model_utilization"),
+    skip_when=skip_reason,
+    skip_after=("workload", "steps"),
     reads=(
         "runtime", "kernel_launch_index", "kernel_attribution", "kernel_categories:",
         "operator_attribution", "carried", "serving_iterations", "serving_iterations:structure", "nvtx_normalized",

@@ -68,11 +68,45 @@ def run_metrics(
     releases = Releases(metrics)
     if how.threads < 2 or len(metrics) < 2:
         results: dict[str, Outcome] = {}
+        checks = _Checks(metrics)
         for metric in metrics:
+            if metric.id in results:  # skipped early
+                continue
             results[metric.id] = run_one(metric, _view(ctx, metric, results))
             _release(ctx, releases.finished(metric.id), metric.id in HEAVY)
-        return results
+            for m in checks.due(results):
+                if (reason := _skip_reason(m, ctx, results)) is not None:
+                    results[m.id] = m.skipped(reason)
+                    _release(ctx, releases.finished(m.id))
+        return {m.id: results[m.id] for m in metrics}
     return _Pool(metrics, ctx, run_one, releases, how.heavy_alone).run(how.threads)
+
+
+class _Checks:
+    """The metrics with a skip_when check not asked yet; due(results) hands out those whose
+    skip_after metrics have all finished, each once."""
+
+    def __init__(self, metrics: Sequence[Metric]) -> None:
+        ids = {m.id for m in metrics}
+        self._left = [(m, [d for d in m.skip_after if d in ids]) for m in metrics if m.skip_when is not None]
+
+    def due(self, results: dict[str, Outcome]) -> list[Metric]:
+        ready = [m for m, deps in self._left if m.id not in results and all(d in results for d in deps)]
+        self._left = [(m, deps) for m, deps in self._left if m not in ready and m.id not in results]
+        return ready
+
+
+def _skip_reason(metric: Metric, ctx: Context, results: dict[str, Outcome]) -> str | None:
+    """metric.skip_when on its view; None when it answers none or fails (the metric then runs
+    and meets the failure itself), and under --timeout (a check has no deadline: the metric's
+    run has)."""
+    assert metric.skip_when is not None
+    if ctx.options.timeout_s:
+        return None
+    try:
+        return metric.skip_when(_view(ctx, metric, results))
+    except Exception:  # noqa: BLE001 - the metric's own run reports it
+        return None
 
 
 def _view(ctx: Context, metric: Metric, results: dict[str, Outcome]) -> Context:
@@ -107,6 +141,7 @@ class _Pool:
         self.pending = list(metrics)
         self.running: set[str] = set()
         self.results: dict[str, Outcome] = {}
+        self.checks = _Checks(metrics)
         self.error: BaseException | None = None
         self.cond = threading.Condition()
 
@@ -198,5 +233,25 @@ class _Pool:
                 self.results[metric.id] = outcome
                 self.running.discard(metric.id)
                 released = self.releases.finished(metric.id)
+                due = self.checks.due(self.results)
                 self.cond.notify_all()
             _release(self.ctx, released, metric.id in HEAVY)
+            for m in due:
+                self._skip_early(m)
+
+    def _skip_early(self, metric: Metric) -> None:
+        """Ask metric.skip_when (outside the lock); a reason is its outcome, if it has not
+        started meanwhile (then it skips by itself)."""
+        with self.cond:
+            view_results = dict(self.results)
+        reason = _skip_reason(metric, self.ctx, view_results)
+        if reason is None:
+            return
+        with self.cond:
+            if metric not in self.pending:
+                return
+            self.pending.remove(metric)
+            self.results[metric.id] = metric.skipped(reason)
+            released = self.releases.finished(metric.id)
+            self.cond.notify_all()
+        _release(self.ctx, released)

@@ -632,22 +632,26 @@ def _workload(ctx: Context) -> str:
     return str(wl.data.get("kind")) if wl is not None else "unknown"
 
 
+def _iterations(ctx: Context) -> tuple[str | None, Iterations | None]:
+    """Why this metric skips (None: it does not), and the iterations it found."""
+    if len(ctx.data.kernels()) == 0:
+        return NO_KERNELS, None
+    workload = _workload(ctx)
+    its = find(ctx.data, structure=workload in LLM_WORKLOADS)
+    return _skip_reason(its, workload), its
+
+
 def skip_reason(ctx: Context) -> str | None:
     """Why this metric skips (run's own first answer), from workload and steps alone: the
     runner asks once those have run and, on a capture that is not serving, releases what
     this metric would read without waiting for its place at the end."""
-    if len(ctx.data.kernels()) == 0:
-        return NO_KERNELS
-    workload = _workload(ctx)
-    return _skip_reason(find(ctx.data, structure=workload in LLM_WORKLOADS), workload)
+    return _iterations(ctx)[0]
 
 
 def run(ctx: Context) -> Outcome:
-    why = skip_reason(ctx)
+    why, its = _iterations(ctx)
     if why is not None:
         return METRIC.skipped(why)
-    workload = _workload(ctx)
-    its = find(ctx.data, structure=workload in LLM_WORKLOADS)
     assert its is not None
     ops = _Ops(ctx)
     kernel_iter = its.kernels.unpack()

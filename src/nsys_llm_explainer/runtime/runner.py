@@ -92,7 +92,8 @@ class _Checks:
 
     def due(self, results: dict[str, Outcome]) -> list[Metric]:
         ready = [m for m, deps in self._left if m.id not in results and all(d in results for d in deps)]
-        self._left = [(m, deps) for m, deps in self._left if m not in ready and m.id not in results]
+        asked = {m.id for m in ready}
+        self._left = [(m, deps) for m, deps in self._left if m.id not in asked and m.id not in results]
         return ready
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,8 @@ from hypothesis import strategies as st
 from nsys_llm_explainer.analysis import intervals
 from nsys_llm_explainer.analysis import nvtx as nvtx_tree
 from nsys_llm_explainer.analysis.groups import as_mask, marked_at, sparse_rows
-from nsys_llm_explainer.analysis.stats import group_percentiles
+from nsys_llm_explainer.analysis.stats import group_percentiles, sort_within_groups
+from nsys_llm_explainer.graph.analyze import _busiest_lane
 from nsys_llm_explainer.model import Report
 from nsys_llm_explainer.render import json_writer
 from nsys_llm_explainer.trace.columns import Columns
@@ -130,6 +132,37 @@ def test_group_percentiles_equal_reference(rows, ps):
         for p in ps:
             assert got[p][g] == (reference.percentile(mine, p) if mine else 0)
             assert not mine or got[p][g] in mine  # nearest rank: always a value that occurred
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 4), st.one_of(st.integers(-50, 50), st.integers(0, 10**13))),
+                min_size=1, max_size=60),
+       st.sampled_from([0.0, 0.1, 0.25, 0.333, 0.5, 0.9, 1.0]))
+def test_group_median_and_quantile_equal_pandas(rows, q):
+    # pandas' groupby is the independent implementation the critical path's medians and the
+    # dispatch percentile used before; the reports must not move by a nanosecond.
+    groups = np.array([g for g, _ in rows], dtype=np.int64)
+    values = np.array([v for _, v in rows], dtype=np.int64)
+    sg = sort_within_groups(values, groups, 5)
+    by = pd.Series(values).groupby(groups)
+    np.testing.assert_array_equal(sg.median(), by.median().reindex(range(5)).to_numpy())
+    np.testing.assert_array_equal(sg.quantile(q), by.quantile(q).reindex(range(5)).to_numpy())
+    for g in range(5):  # and by hand: the middle value, or the mean of the two middle ones
+        mine = sorted(v for gg, v in rows if gg == g)
+        if mine:
+            n = len(mine)
+            assert sg.median()[g] == (mine[n // 2] + mine[(n - 1) // 2]) / 2
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 100)), min_size=1, max_size=40))
+def test_busiest_lane_is_the_first_largest_in_lane_order(rows):
+    dev, stream, ns = (np.array(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    totals: dict[tuple[int, int], int] = {}
+    for d, s, v in rows:
+        totals[(d, s)] = totals.get((d, s), 0) + v
+    best = max(totals.values())
+    assert _busiest_lane(ns, dev, stream) == min(k for k, v in totals.items() if v == best)
 
 
 @pytest.mark.parametrize("ngroups", [1, 2])

@@ -132,6 +132,32 @@ class SortedGroups:
     def percentiles(self, ps: Sequence[float]) -> dict[float, np.ndarray]:
         return _nearest_rank(self.values.__getitem__, self.counts, self.offsets, ps)
 
+    def quantile(self, q: float) -> np.ndarray:
+        """Per group, float64: the value at rank q * (n - 1) counted from 0, interpolated
+        linearly between its two neighbours (pandas' groupby quantile, same arithmetic:
+        v + (next - v) * frac); NaN for an empty group."""
+        out = np.full(len(self.counts), np.nan)
+        has = self.counts > 0
+        n = self.counts[has]
+        pos = q * (n - 1).astype(np.float64)
+        at = self.offsets[has] + pos.astype(np.int64)
+        frac = pos % 1
+        v = self.values[at].astype(np.float64)
+        nxt = self.values[np.minimum(at + 1, self.offsets[has] + n - 1)].astype(np.float64)
+        out[has] = np.where(frac == 0.0, v, v + (nxt - v) * frac)
+        return out
+
+    def median(self) -> np.ndarray:
+        """Per group, float64: the middle value, or the mean of the two middle values (as
+        pandas' groupby median computes it); NaN for an empty group."""
+        out = np.full(len(self.counts), np.nan)
+        has = self.counts > 0
+        n, first = self.counts[has], self.offsets[has]
+        upper = self.values[first + n // 2].astype(np.float64)
+        lower = self.values[first + (n - 1) // 2].astype(np.float64)
+        out[has] = (upper + lower) / 2
+        return out
+
 
 def sort_within_groups(values: np.ndarray, groups: np.ndarray, ngroups: int) -> SortedGroups:
     counts = np.bincount(groups, minlength=ngroups).astype(np.int64)

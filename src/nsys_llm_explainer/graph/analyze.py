@@ -41,6 +41,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import Context
+from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import kernel_attribution, kernel_categories
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
@@ -591,8 +592,7 @@ def trust(a: Analysis, pieces: C.Pieces, pk: np.ndarray, followed: np.ndarray) -
     if sel.any():
         g = a.graph
         nodes = pieces.node[sel]
-        lane = pd.Series(pieces.ns[sel]).groupby([g.d_device[nodes], g.d_stream[nodes]]).sum()
-        dev, on = lane.idxmax()
+        dev, on = _busiest_lane(pieces.ns[sel], g.d_device[nodes], g.d_stream[nodes])
         stream = f"GPU {int(dev)} stream {int(on)}"
     return PathTrust(kept_pct, trusted, int(a.plan.step[b]), int(a.plan.blocks.pid[b]), stream,
                      _pct(int(kept[b]), int(total[b])))
@@ -602,6 +602,16 @@ def _bound(a: Analysis, b: int) -> str:
     if a.plan.anchor == SPAN:
         return "capture"
     return "device" if a.base.device[b] > a.base.host[b] else "host"
+
+
+def _busiest_lane(ns: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[int, int]:
+    """The (device, stream) with the most ns; among equals the first in (device, stream) order."""
+    order = np.lexsort((stream, device))
+    dev, on, ns = device[order], stream[order], ns[order]
+    new = np.r_[True, (dev[1:] != dev[:-1]) | (on[1:] != on[:-1])]
+    starts = np.flatnonzero(new)
+    best = int(np.argmax(np.add.reduceat(ns.astype(np.int64), starts)))
+    return int(dev[starts[best]]), int(on[starts[best]])
 
 
 def _items(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> pd.DataFrame:
@@ -800,9 +810,14 @@ def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -
     lanes = [""] * len(mine)
     for j, lane in zip(np.flatnonzero(~host).tolist(), _stream_lanes(g, nodes[~host]), strict=True):
         lanes[j] = lane
+    other: dict[int, str] = {}  # one name per thread outside the step's chains
     for j in np.flatnonzero(host).tolist():
         node = int(nodes[j])
-        lanes[j] = thread_lane.get(int(g.h_chain[node]), _thread_name(g, node))
+        chain, key = int(g.h_chain[node]), int(g.h_tkey[node])
+        if chain in thread_lane:
+            lanes[j] = thread_lane[chain]
+        else:
+            lanes[j] = other[key] if key in other else other.setdefault(key, _thread_name(g, node))
     starts = pieces.start[mine]
     rows.extend(zip(
         lanes, (starts - lo).tolist(), (starts + pieces.ns[mine] - lo).tolist(),
@@ -814,9 +829,10 @@ def timeline(a: Analysis, pieces: C.Pieces, labels: Any, api_names: list[str]) -
 
 
 def _stream_lanes(g: Any, tasks: np.ndarray) -> list[str]:
-    """Each task's lane name ("GPU d stream s")."""
-    return [f"GPU {d} stream {st}" for d, st in zip(g.d_device[tasks].tolist(), g.d_stream[tasks].tolist(),
-                                                    strict=True)]
+    """Each task's lane name ("GPU d stream s"): one string per lane, shared by its tasks."""
+    codes, (dev, stream) = group_codes(g.d_device[tasks], g.d_stream[tasks])
+    names = [f"GPU {d} stream {st}" for d, st in zip(dev.tolist(), stream.tolist(), strict=True)]
+    return [names[c] for c in codes.tolist()]
 
 
 def _thread_name(g: Any, node: int) -> str:

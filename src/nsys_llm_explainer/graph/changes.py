@@ -43,8 +43,9 @@ from collections.abc import Callable
 from dataclasses import field
 
 import numpy as np
-import pandas as pd
 
+from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.stats import sort_within_groups
 from nsys_llm_explainer.errors import UsageError
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.build import READBACK_MAX_BYTES, WAIT_QUEUE, Graph
@@ -163,9 +164,10 @@ def typical_gap(g: Graph) -> np.ndarray:
     out = np.zeros(g.n_host, np.int64)
     live = ~g.h_fixed & ~g.h_first
     if live.any():
-        pid = g.block_pid[g.h_block]
-        typ = pd.Series(g.h_gap[live]).groupby(pid[live]).quantile(DISPATCH_PCT / 100)
-        out = np.minimum(pd.Series(pid).map(typ).fillna(0).to_numpy(np.int64), DISPATCH_MAX_NS)
+        codes, _ = group_codes(g.block_pid[g.h_block])
+        n = int(codes.max()) + 1
+        typ = sort_within_groups(g.h_gap[live], codes[live], n).quantile(DISPATCH_PCT / 100)
+        out = np.minimum(np.nan_to_num(typ, nan=0.0).astype(np.int64)[codes], DISPATCH_MAX_NS)
     return out
 
 
@@ -197,8 +199,9 @@ def _typical_launch_call(g: Graph) -> np.ndarray:
     out = np.zeros(len(g.origin), np.int64)
     launch = g.h_kind == LAUNCH
     if launch.any():
-        med = pd.Series(g.h_own[launch]).groupby(g.h_block[launch]).median()
-        out[med.index.to_numpy(np.int64)] = med.to_numpy().astype(np.int64)
+        med = sort_within_groups(g.h_own[launch], g.h_block[launch], len(out)).median()
+        has = ~np.isnan(med)
+        out[has] = med[has].astype(np.int64)
     return out
 
 
@@ -327,8 +330,9 @@ def _slow_rank(_c: Change, g: Graph, p: Params, labels: TaskLabels) -> tuple[flo
     slow = kernels & (pid == labels.slow_pid)
     others = kernels & (pid != labels.slow_pid)
     if slow.any() and others.any():
-        typical = pd.Series(p.d_dur[others]).groupby(g.d_name[others]).median()
-        fast = pd.Series(g.d_name[slow]).map(typical).to_numpy(dtype=float)
+        codes, _ = group_codes(g.d_name)
+        typical = sort_within_groups(p.d_dur[others], codes[others], int(codes.max()) + 1).median()
+        fast = typical[codes[slow]]
         known = ~np.isnan(fast)
         idx = np.flatnonzero(slow)[known]
         new = np.minimum(p.d_dur[idx], np.rint(fast[known]).astype(np.int64))

@@ -37,10 +37,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from nsys_llm_explainer.analysis.groups import group_codes
 from nsys_llm_explainer.analysis.join import match_calls
+from nsys_llm_explainer.analysis.stats import sort_within_groups
 from nsys_llm_explainer.frozen import frozen
 from nsys_llm_explainer.graph.host import EVENT, api_tables
 from nsys_llm_explainer.graph.scan import Blocks, last_launched_before, rows_in_windows, segmented_cummax
@@ -175,11 +175,11 @@ def _median_by(key: np.ndarray, values: np.ndarray, sample: np.ndarray) -> np.nd
     """Per row: the median of `values` over the sampled rows of its key (over all rows of the
     key when none is sampled)."""
     codes, _ = group_codes(key)
-    every = pd.Series(values).groupby(codes).median()
-    picked = pd.Series(values[sample]).groupby(codes[sample]).median()
-    med = every.copy()
-    med[picked.index] = picked
-    return med.to_numpy()[codes].astype(np.int64)
+    n = int(codes.max()) + 1 if len(codes) else 0
+    every = sort_within_groups(values, codes, n).median()
+    picked = sort_within_groups(values[sample], codes[sample], n).median()
+    med = np.where(np.isnan(picked), every, picked)
+    return med[codes].astype(np.int64)
 
 
 STREAM_WAIT_EVENT = 2

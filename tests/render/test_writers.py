@@ -181,11 +181,15 @@ def test_csv_rows_are_written_in_chunks_with_the_same_text(monkeypatch):
         "x": [0.5, float("nan"), 1e-9, 3.0, 2.5, -1.0, float("nan"), 7.25, 0.1, 1e20],
         "s": ["a", "=1+1", None, "b,c", 'q"q', "-x", "", "@y", "plain", "z"],
         "b": [True, False] * 5,
+        # numpy columns are sliced as arrays, the others as Series: both kinds in one frame
+        "i": pd.array([1, None, 3, None, 5, 6, None, 8, 9, 10], dtype="Int64"),
+        "o": pd.Series(["k", 2, None, 1.5, "=o", "t", "u", "v", "w", "x"], dtype=object),
     })
     whole = csv_writer.render_frame(rows)
     monkeypatch.setattr(csv_writer, "CHUNK_ROWS", 3)
     assert csv_writer.render_frame(rows) == whole
-    guarded = rows.assign(s=[("'" + v if isinstance(v, str) and v[:1] in ("=", "-", "@") else v) for v in rows["s"]])
+    guard = [("'" + v if isinstance(v, str) and v[:1] in ("=", "-", "@") else v) for v in rows["s"]]
+    guarded = rows.assign(s=guard, o=["k", 2, None, 1.5, "'=o", "t", "u", "v", "w", "x"])
     assert whole == guarded.to_csv(index=False, lineterminator="\n")
 
 

@@ -41,7 +41,7 @@ import pandas as pd
 
 from nsys_llm_explainer.analysis import nvtx
 from nsys_llm_explainer.analysis.context import Context
-from nsys_llm_explainer.analysis.groups import group_codes
+from nsys_llm_explainer.analysis.groups import group_codes, group_sum
 from nsys_llm_explainer.analysis.join import kernel_attribution, kernel_categories
 from nsys_llm_explainer.analysis.nvtx import normalize
 from nsys_llm_explainer.analysis.stats import percentiles
@@ -606,12 +606,11 @@ def _bound(a: Analysis, b: int) -> str:
 
 def _busiest_lane(ns: np.ndarray, device: np.ndarray, stream: np.ndarray) -> tuple[int, int]:
     """The (device, stream) with the most ns; among equals the first in (device, stream) order."""
-    order = np.lexsort((stream, device))
-    dev, on, ns = device[order], stream[order], ns[order]
-    new = np.r_[True, (dev[1:] != dev[:-1]) | (on[1:] != on[:-1])]
-    starts = np.flatnonzero(new)
-    best = int(np.argmax(np.add.reduceat(ns.astype(np.int64), starts)))
-    return int(dev[starts[best]]), int(on[starts[best]])
+    codes, (dev, on) = group_codes(device, stream)
+    total = group_sum(ns, codes, len(dev))
+    top = np.flatnonzero(total == total.max())
+    best = top[np.lexsort((on[top], dev[top]))[0]]
+    return int(dev[best]), int(on[best])
 
 
 def _items(pieces: C.Pieces, categories: np.ndarray, steps: int, total: int) -> pd.DataFrame:

@@ -164,9 +164,8 @@ def typical_gap(g: Graph) -> np.ndarray:
     out = np.zeros(g.n_host, np.int64)
     live = ~g.h_fixed & ~g.h_first
     if live.any():
-        codes, _ = group_codes(g.block_pid[g.h_block])
-        n = int(codes.max()) + 1
-        typ = sort_within_groups(g.h_gap[live], codes[live], n).quantile(DISPATCH_PCT / 100)
+        codes, (pids,) = group_codes(g.block_pid[g.h_block])
+        typ = sort_within_groups(g.h_gap[live], codes[live], len(pids)).quantile(DISPATCH_PCT / 100)
         out = np.minimum(np.nan_to_num(typ, nan=0.0).astype(np.int64)[codes], DISPATCH_MAX_NS)
     return out
 
@@ -330,8 +329,8 @@ def _slow_rank(_c: Change, g: Graph, p: Params, labels: TaskLabels) -> tuple[flo
     slow = kernels & (pid == labels.slow_pid)
     others = kernels & (pid != labels.slow_pid)
     if slow.any() and others.any():
-        codes, _ = group_codes(g.d_name)
-        typical = sort_within_groups(p.d_dur[others], codes[others], int(codes.max()) + 1).median()
+        codes, (names,) = group_codes(g.d_name)
+        typical = sort_within_groups(p.d_dur[others], codes[others], len(names)).median()
         fast = typical[codes[slow]]
         known = ~np.isnan(fast)
         idx = np.flatnonzero(slow)[known]

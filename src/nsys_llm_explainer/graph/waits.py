@@ -174,8 +174,8 @@ def sync_waits(
 def _median_by(key: np.ndarray, values: np.ndarray, sample: np.ndarray) -> np.ndarray:
     """Per row: the median of `values` over the sampled rows of its key (over all rows of the
     key when none is sampled)."""
-    codes, _ = group_codes(key)
-    n = int(codes.max()) + 1 if len(codes) else 0
+    codes, (keys,) = group_codes(key)
+    n = len(keys)
     every = sort_within_groups(values, codes, n).median()
     picked = sort_within_groups(values[sample], codes[sample], n).median()
     med = np.where(np.isnan(picked), every, picked)

@@ -174,7 +174,8 @@ def _gap_frame(gc: GapCauses, keep: np.ndarray) -> pd.DataFrame:
         "start_ns": gc.gap_start[keep],
         "end_ns": gc.gap_end[keep],
         "duration_ns": gc.length[keep],
-        "cause": np.array(CAUSES, dtype=object)[gc.cause[keep]],
+        # the causes' values as plain strings (an IdleCause is a str subclass, slower to write)
+        "cause": np.array([c.value for c in CAUSES], dtype=object)[gc.cause[keep]],
     }
     per_cause = gc.cause_ns(keep)
     for i, c in enumerate(CAUSES):

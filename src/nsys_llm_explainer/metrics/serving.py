@@ -192,21 +192,42 @@ def _graph_calls(ctx: Context) -> np.ndarray:
 def _host_gaps(ctx: Context, tkey: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[HostGap]:
     """Per gap [lo, hi) of the thread `tkey`: the time the thread spent in blocking
     synchronize calls, in other CUDA calls, and in none (each thread's calls merged into
-    their union, one thread at a time)."""
+    their union, one thread at a time; only the calls that can reach into a gap, _near)."""
     rt = ctx.data.runtime()
     kinds = sync_kinds(ctx.data.runtime_api_names())
     total = np.zeros(len(lo), dtype=np.int64)
     sync = np.zeros(len(lo), dtype=np.int64)
+    near = _near(rt.start, rt.end, lo, hi)
     for t in distinct_few(tkey).tolist():
         m = tkey == t
         q0, q1 = lo[m], hi[m]
-        mine = np.flatnonzero(rt.tkey == t)
+        mine = np.flatnonzero(rt.tkey == t) if near is None else near[rt.tkey[near] == t]
         total[m] = intervals.overlap_with_union(q0, q1, *intervals.merge(rt.start[mine], rt.end[mine]))
         blocking = mine[kinds[rt.api[mine]] == 1]
         del mine
         sync[m] = intervals.overlap_with_union(q0, q1, *intervals.merge(rt.start[blocking], rt.end[blocking]))
     return [HostGap(int(s), int(a - s), int(b - x - a)) for s, a, b, x in
             zip(sync.tolist(), total.tolist(), hi.tolist(), lo.tolist(), strict=True)]
+
+
+def _near(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """The rows of calls [start, end) (sorted by start) that may overlap a window [lo, hi),
+    ascending: those from the first whose running maximum end passes the window's start to
+    the last starting before its end; a call outside every such run overlaps no window, so
+    the union of the others holds the same time inside each. None (use every row) when the
+    calls are not sorted by start or a quarter of them or more lie in the runs."""
+    if len(start) == 0 or len(lo) == 0 or not bool((start[1:] >= start[:-1]).all()):
+        return None
+    reach = np.maximum.accumulate(end)
+    a = np.searchsorted(reach, lo, side="right")
+    del reach
+    b = np.searchsorted(start, hi, side="left")
+    keep = b > a
+    edges = np.zeros(len(start) + 1, dtype=np.int32)
+    np.add.at(edges, a[keep], 1)
+    np.add.at(edges, b[keep], -1)
+    rows = np.flatnonzero(np.cumsum(edges[:-1]) > 0)
+    return rows if len(rows) * 4 < len(start) else None
 
 
 class _Ops:

@@ -91,20 +91,26 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _cells(column: pd.Series | np.ndarray) -> tuple[list[str], bool]:
+def _cells(column: pd.Series | np.ndarray) -> tuple[list[Any], bool]:
     """A column's cells as DataFrame.to_csv writes them, text defused: a whole column at a
     time (tolist() gives Python values), with no call per cell for numbers, plain text and
-    missing values. The flag: whether the column holds text (which may need quoting)."""
+    missing values. Integers and booleans stay Python ints and bools, whose text (str() and
+    format() agree) is made where the row is. The flag: whether the column holds text
+    (which may need quoting)."""
     values = column.tolist()
     kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else ""
     if kind in ("i", "u", "b"):
-        return list(map(str, values)), False
+        return values, False
     if kind == "f":
         return [repr(v) if v == v else "" for v in values], False
     start = FORMULA_START
+    # A str subclass (an enum member) is written as its value, which format() would not
+    # give (it formats as the member's name): str.__str__ makes it a plain str.
     return [
         ("'" + v if v.startswith(start) else v) if (t := type(v)) is str
-        else "" if v is None else str(v) if t is int else _cell(v)
+        else "" if v is None else str(v) if t is int
+        else ("'" + v if v.startswith(start) else str.__str__(v)) if isinstance(v, str)
+        else _cell(v)
         for v in values
     ], True
 
@@ -142,6 +148,9 @@ def render_frame(rows: pd.DataFrame) -> str:
     # By position (names may repeat); a column of a numpy dtype as its array, whose slices
     # cost nothing next to a Series' and give the same values from tolist().
     cols = [col.to_numpy() if isinstance(col.dtype, np.dtype) else col for _, col in rows.items()]
+    # One row's text: each cell by format(), which writes an int (or bool) as str() does,
+    # without a string object per cell first, and a text cell as itself
+    row = ",".join(["{}"] * len(cols))
     for lo in range(0, len(rows), CHUNK_ROWS):
         part = cols if len(rows) <= CHUNK_ROWS else [
             c[lo : lo + CHUNK_ROWS] if isinstance(c, np.ndarray) else c.iloc[lo : lo + CHUNK_ROWS] for c in cols]
@@ -152,7 +161,7 @@ def render_frame(rows: pd.DataFrame) -> str:
         text = [_quoted(c) if is_text else c for c, is_text in cells]
         for at in range(0, len(text[0]), JOIN_ROWS):
             block = [c[at : at + JOIN_ROWS] for c in text]
-            buf.write("\n".join(map(",".join, zip(*block, strict=True))))
+            buf.write("\n".join(map(row.format, *block)))
             buf.write("\n")
     return buf.getvalue()
 

@@ -496,3 +496,77 @@ def test_kernel_map_packs_and_unpacks_the_codes_exactly() -> None:
         assert len(packed.packed) < codes.nbytes / 4
     empty = KernelMap.pack(np.zeros(0, np.int8)).unpack()
     assert len(empty) == 0 and empty.dtype == np.int8
+
+
+def test_iterations_grouped_and_put_in_launch_order_as_one_sort_each_would() -> None:
+    """_group (the codes sorted on the smallest unsigned type: 8-, 16- and 32-bit here) against
+    a stable int64 argsort; _tokens_in_launch_order (one order check per block of iterations)
+    and _release_kernels' row ranges against a sort and a min/max per iteration, with launch
+    time ties broken by start, rows out of order in some iterations and blocks of 64 kernels."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nsys_llm_explainer.analysis import iterations as itmod
+
+    rng = np.random.default_rng(11)
+    for n in (5, 300, 70_000):
+        codes = rng.integers(-1, n, size=3 * n)
+        expected = [np.flatnonzero(codes == i) for i in range(n)]
+        got = itmod._group(codes, n)
+        assert len(got) == n and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+    rows = 2_000
+    kernels = SimpleNamespace(start=rng.integers(0, 50, size=rows), name_id=rng.integers(0, 9, size=rows))
+    data = SimpleNamespace(kernels=lambda: kernels)
+    t = np.sort(rng.integers(0, 400, size=rows))  # launch times mostly in row order, with ties
+    lt = (t, np.ones(rows, dtype=bool))
+    owner = rng.integers(0, 40, size=rows)
+    items = []
+    for i in range(40):
+        ks = np.flatnonzero(owner == i)
+        if i % 3 == 0:
+            ks = rng.permutation(ks)  # out of order: sorted like the others
+        items.append(itmod.Iteration(1, 1, 0, 1, f"it{i}", None, kernels=ks))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(itmod, "CHUNK_KERNELS", 64)
+        got_tokens = list(itmod._tokens_in_launch_order(data, items, lt))  # type: ignore[arg-type]
+    for it, tokens in zip(items, got_tokens, strict=True):
+        order = it.kernels[np.lexsort((kernels.start[it.kernels], t[it.kernels]))]
+        assert np.array_equal(tokens, kernels.name_id[order].astype(np.int64))
+    ranges = [(int(it.kernels.min()), int(it.kernels.max()) + 1, len(it.kernels)) for it in items]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(itmod, "CHUNK_KERNELS", 64)
+        itmod._release_kernels(items)
+    assert [(*it.row_range, it.kernel_count) for it in items] == ranges
+
+
+def test_the_calls_near_host_gaps_cover_each_gap_as_all_the_calls_do() -> None:
+    """_near keeps, of calls sorted by start (some long, some nested), those that can reach into
+    a window: the union of what it keeps covers each window exactly as the union of every
+    call does; unsorted calls, or windows that reach a quarter of the calls, give None."""
+    import numpy as np
+
+    from nsys_llm_explainer.analysis import intervals
+    from nsys_llm_explainer.metrics.serving import _near
+
+    rng = np.random.default_rng(5)
+    kept = 0
+    for trial in range(60):
+        n = int(rng.integers(50, 400))
+        start = np.sort(rng.integers(0, 100_000, size=n))
+        end = start + np.where(rng.random(n) < 0.03, rng.integers(0, 30_000, size=n), rng.integers(0, 300, size=n))
+        lo = rng.integers(0, 100_000, size=int(rng.integers(1, 6)))
+        hi = lo + rng.integers(1, 2_000 if trial % 2 else 40_000, size=len(lo))
+        near = _near(start, end, lo, hi)
+        full = intervals.overlap_with_union(lo, hi, *intervals.merge(start, end))
+        if near is None:
+            continue
+        kept += 1
+        assert len(near) * 4 < n and np.all(np.diff(near) > 0)
+        assert np.array_equal(intervals.overlap_with_union(lo, hi, *intervals.merge(start[near], end[near])), full)
+    assert kept >= 10
+    start = np.array([5, 1, 9])
+    assert _near(start, start + 1, np.array([0]), np.array([2])) is None
+    wide = np.arange(100)
+    assert _near(wide, wide + 1, np.array([0]), np.array([30])) is None  # 30 of 100 calls: a quarter or more
+    assert np.array_equal(_near(wide, wide + 1, np.array([10]), np.array([12])), [10, 11])

@@ -234,3 +234,25 @@ def test_csv_text_is_what_to_csv_writes_with_the_guard(case):
         if kind != "mixed":
             guarded.isetitem(j, frame.iloc[:, j])
     assert csv_writer.render_frame(frame) == guarded.to_csv(index=False, lineterminator="\n")
+
+
+def test_csv_writes_unsigned_ints_and_str_subclasses_as_to_csv_writes_their_values():
+    """An enum member that is a str writes its value (format() would write its name for a
+    plain str-mixin enum), a uint64 column its numbers: checked by hand and against to_csv."""
+    import enum
+
+    class Cause(enum.StrEnum):
+        SYNC = "sync_wait"
+
+    class Mixed(str, enum.Enum):  # noqa: UP042 - the plain mixin formats as its name
+        EDGE = "=edge"
+        PLAIN = "plain"
+
+    rows = pd.DataFrame({
+        "u": np.array([0, 2**63 + 5, 7], dtype=np.uint64),
+        "c": pd.Series([Cause.SYNC, Mixed.EDGE, Mixed.PLAIN], dtype=object),
+        "b": [True, False, True],
+    })
+    assert csv_writer.render_frame(rows) == "u,c,b\n0,sync_wait,True\n9223372036854775813,'=edge,False\n7,plain,True\n"
+    plain = rows.assign(c=["sync_wait", "'=edge", "plain"])
+    assert csv_writer.render_frame(rows) == plain.to_csv(index=False, lineterminator="\n")

@@ -533,19 +533,24 @@ def _in_launch_order(data: TraceData, kidx: np.ndarray, lt: LaunchTimes) -> np.n
     return kidx[np.lexsort((k.start[kidx], t[kidx]))]
 
 
-def _chunks(items: list[Iteration]) -> list[tuple[int, int]]:
-    """Consecutive ranges [a, b) of `items` holding about CHUNK_KERNELS kernels each (at least
-    one iteration): a pass over every iteration's kernels at once keeps its temporaries at a
-    chunk's size however many kernels the capture holds."""
-    sizes = np.cumsum([len(it.kernels) for it in items])
+def size_blocks(sizes: list[int], limit: int) -> list[tuple[int, int]]:
+    """Consecutive ranges [a, b) of the items whose sizes are `sizes`, holding about `limit`
+    in all each (at least one item): a pass over a block's rows at once keeps its
+    temporaries at a block's size however many rows there are."""
+    ends = np.cumsum(sizes)
     out = []
     a = 0
-    while a < len(items):
-        done = int(sizes[a - 1]) if a else 0
-        b = min(max(a + 1, int(np.searchsorted(sizes, done + CHUNK_KERNELS, side="right"))), len(items))
+    while a < len(sizes):
+        done = int(ends[a - 1]) if a else 0
+        b = min(max(a + 1, int(np.searchsorted(ends, done + limit, side="right"))), len(sizes))
         out.append((a, b))
         a = b
     return out
+
+
+def _chunks(items: list[Iteration]) -> list[tuple[int, int]]:
+    """size_blocks of the iterations' kernel rows, CHUNK_KERNELS at a time."""
+    return size_blocks([len(it.kernels) for it in items], CHUNK_KERNELS)
 
 
 CHUNK_KERNELS = 1 << 20

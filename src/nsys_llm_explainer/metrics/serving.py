@@ -59,7 +59,7 @@ from nsys_llm_explainer.analysis.blocking import sync_kinds
 from nsys_llm_explainer.analysis.carried import carried
 from nsys_llm_explainer.analysis.context import NO_KERNELS, Context
 from nsys_llm_explainer.analysis.groups import distinct, distinct_few, distinct_per_group, group_codes, group_rows
-from nsys_llm_explainer.analysis.iterations import Iterations, find
+from nsys_llm_explainer.analysis.iterations import Iterations, find, size_blocks
 from nsys_llm_explainer.analysis.join import (
     GRAPH_API,
     kernel_attribution,
@@ -174,14 +174,8 @@ def _blocks(its: Iterations, kernel_iter: np.ndarray) -> Iterator[tuple[int, int
     each, with the rows of their kernels (kernel_iter in [first, end)), ascending. Per-kernel
     temporaries then stay at a block's size however many kernels the capture holds, and each
     iteration's kernels keep their order."""
-    sizes = np.cumsum([it.kernel_count for it in its.items])
-    n = len(its.items)
-    a = 0
-    while a < n:
-        done = int(sizes[a - 1]) if a else 0
-        b = min(max(a + 1, int(np.searchsorted(sizes, done + BLOCK_ROWS, side="right"))), n)
+    for a, b in size_blocks([it.kernel_count for it in its.items], BLOCK_ROWS):
         yield a, b, its.rows(kernel_iter, a, b)
-        a = b
 
 
 def _graph_calls(ctx: Context) -> np.ndarray:

@@ -64,9 +64,9 @@ def frame(report: Report, stem: str, shared: Shared | None = None) -> pd.DataFra
     return rows
 
 
-# Rows whose cells are Python strings at a time: each cell is a string object of about 60
-# bytes, so 16,384 rows of a dozen columns held 10 MiB at once, most of a small report's
-# peak (the 2-GPU H100 slice: 16,583 NVTX rows).
+# Rows whose cells are Python objects at a time (a text or float cell is a string of about
+# 60 bytes, an int or bool cell a Python number): 16,384 rows of a dozen columns of strings
+# held 10 MiB at once, most of a small report's peak (the 2-GPU H100 slice: 16,583 NVTX rows).
 CHUNK_ROWS = 1 << 10
 # Rows joined into one piece of text at a time: the joined lines of a whole chunk would
 # add a copy of the chunk's text to the peak.

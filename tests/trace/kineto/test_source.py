@@ -126,6 +126,67 @@ def test_flows_join_when_events_carry_no_correlation(tmp_path):
     assert data.runtime().corr.tolist() == [31]
 
 
+def test_flows_kept_only_for_the_side_whose_rows_lack_a_correlation(tmp_path):
+    """The calls carry their ids, the kernel does not: the flow ends stay (they give the
+    kernel its id), the flow starts, which no row needs, are dropped."""
+    b = KinetoBuilder()
+    call = b.runtime("cudaLaunchKernel", 1_000, 2_000, corr=31)
+    kern = b.kernel("k", 3_000, 4_000, corr=None)
+    b.flow(31, "s", call)
+    b.flow(31, "f", kern)
+    b.flow(32, "s", b.runtime("cudaLaunchKernel", 5_000, 5_500, corr=32))
+    data = open_trace(b.write(tmp_path / "t.json"))
+    assert (len(data.c.flow_starts), len(data.c.flow_ends)) == (0, 1)
+    assert data.kernels().corr.tolist() == [31]
+    assert data.runtime().corr.tolist() == [31, 32]
+
+
+def test_flows_dropped_when_every_row_carries_its_correlation(tmp_path):
+    b = KinetoBuilder()
+    call = b.runtime("cudaLaunchKernel", 1_000, 2_000, corr=7)
+    kern = b.kernel("k", 3_000, 4_000, corr=7)
+    b.flow(99, "s", call)  # a flow id that differs from the args': the args win
+    b.flow(99, "f", kern)
+    data = open_trace(b.write(tmp_path / "t.json"))
+    assert (len(data.c.flow_starts), len(data.c.flow_ends)) == (0, 0)
+    assert data.kernels().corr.tolist() == [7] and data.runtime().corr.tolist() == [7]
+
+
+# (values, the array type they fit in): each range at the edge of a type and one past it
+@pytest.mark.parametrize(("values", "code"), [
+    ([-128, 127], "b"), ([0, 255], "B"), ([-129, 0], "h"), ([-1, 255], "h"), ([0, 65_535], "H"),
+    ([-1, 65_535], "i"), ([-(2**31), 2**31 - 1], "i"), ([0, 2**32 - 1], "I"), ([-1, 2**32 - 1], "q"),
+    ([0, 2**62], "q"), ([-(2**63), 2**63 - 1], "q"),
+])
+def test_collected_columns_narrowed_to_the_smallest_type_that_holds_them(values, code):
+    from array import array
+
+    from nsys_llm_explainer.trace.kineto.load import _arr, _narrowed
+
+    out = _narrowed(array("q", values))
+    assert out.typecode == code and out.tolist() == values
+    assert _arr(out).dtype == np.int64 and _arr(out).tolist() == values
+    assert _narrowed(array("q")).typecode == "q"
+    assert _narrowed(array("i", [3, 5])).typecode == "b"  # a 32-bit column narrows as well
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=40))
+def test_narrowed_columns_read_back_the_same_int64_values(values):
+    from array import array
+
+    from nsys_llm_explainer.trace.kineto.load import _arr, _narrowed
+
+    out = _narrowed(array("q", values))
+    assert _arr(out).tolist() == values
+    # the smallest of the six narrow types that holds the range (reference: by hand)
+    lo, hi = min(values), max(values)
+    fits = [c for c, (a, z) in (("b", (-128, 127)), ("B", (0, 255)), ("h", (-(2**15), 2**15 - 1)),
+            ("H", (0, 2**16 - 1)), ("i", (-(2**31), 2**31 - 1)), ("I", (0, 2**32 - 1)))
+            if a <= lo and hi <= z]
+    assert out.typecode == (fits[0] if fits else "q")
+
+
 def test_memcpy_kinds_from_event_names(tmp_path):
     b = KinetoBuilder()
     b.memcpy("Memcpy HtoD (Pageable -> Device)", 1_000, 2_000, 4096, corr=1)

@@ -96,7 +96,8 @@ class Table:
     bytes: array = field(default_factory=_i64)  # copies, memsets and runtime calls; -1: not written
     extra: array = field(default_factory=_i64)  # shape id (cpu_op), sync kind name id (cuda_sync)
     # kernels only: their grid and block, as an id into Collected.launch_dims (4 bytes a kernel:
-    # a trace has few distinct launch shapes; array("i") raises rather than wraps past 2**31)
+    # a trace has few distinct launch shapes; array("i") raises rather than wraps past 2**31;
+    # once read, kept in the smallest type that holds them, as every column is: load._settle)
     dims: array = field(default_factory=lambda: array("i"))
     concrete: array = field(default_factory=_i64)  # Concrete Inputs id (cpu_op only)
     # cuda_sync only: the stream a "Stream Wait Event" waits on and the correlation id of

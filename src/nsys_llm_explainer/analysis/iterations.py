@@ -548,12 +548,12 @@ def size_blocks(sizes: list[int], limit: int) -> list[tuple[int, int]]:
     return out
 
 
+CHUNK_KERNELS = 1 << 20
+
+
 def _chunks(items: list[Iteration]) -> list[tuple[int, int]]:
     """size_blocks of the iterations' kernel rows, CHUNK_KERNELS at a time."""
     return size_blocks([len(it.kernels) for it in items], CHUNK_KERNELS)
-
-
-CHUNK_KERNELS = 1 << 20
 
 
 def _tokens_in_launch_order(data: TraceData, items: list[Iteration], lt: LaunchTimes) -> Iterator[np.ndarray]:

@@ -87,7 +87,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return "" if value != value else repr(value)
     if isinstance(value, str):
-        return defuse(value)  # type: ignore[no-any-return]
+        # a str subclass (an enum member) as its value, which format() would not give (it
+        # formats a str-mixin member as its name): str.__str__ makes it a plain str
+        return defuse(str.__str__(value))  # type: ignore[no-any-return]
     return str(value)
 
 
@@ -104,13 +106,9 @@ def _cells(column: pd.Series | np.ndarray) -> tuple[list[Any], bool]:
     if kind == "f":
         return [repr(v) if v == v else "" for v in values], False
     start = FORMULA_START
-    # A str subclass (an enum member) is written as its value, which format() would not
-    # give (it formats as the member's name): str.__str__ makes it a plain str.
     return [
         ("'" + v if v.startswith(start) else v) if (t := type(v)) is str
-        else "" if v is None else str(v) if t is int
-        else ("'" + v if v.startswith(start) else str.__str__(v)) if isinstance(v, str)
-        else _cell(v)
+        else "" if v is None else str(v) if t is int else _cell(v)
         for v in values
     ], True
 

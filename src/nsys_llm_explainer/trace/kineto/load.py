@@ -85,11 +85,14 @@ FLOW_END_KINDS = (kc.KERNEL, kc.MEMCPY, kc.MEMSET, kc.SYNC)
 EPOCH_NS_MIN = 10**18
 
 
+def _view(values: array) -> np.ndarray:
+    """A collected column as it is kept (its own integer type, _narrowed), without a copy."""
+    return np.frombuffer(values, dtype=values.typecode)
+
+
 def _arr(values: array) -> np.ndarray:
-    """A collected column as int64 (a copy), whatever array type it is kept in (_narrowed)."""
-    if not len(values):
-        return np.empty(0, np.int64)
-    return np.frombuffer(values, dtype=values.typecode).astype(np.int64)
+    """A collected column as int64 (a copy), whatever array type it is kept in."""
+    return _view(values).astype(np.int64) if len(values) else np.empty(0, np.int64)
 
 
 # Array types a collected column may be narrowed to, smallest first (each maps to the numpy
@@ -103,7 +106,7 @@ def _narrowed(values: array) -> array:
     int64 values."""
     if not len(values):
         return values
-    wide = np.frombuffer(values, dtype=values.typecode)
+    wide = _view(values)
     lo, hi = int(wide.min()), int(wide.max())
     for code, info in _NARROW:
         if info.bits >= wide.itemsize * 8:
@@ -127,7 +130,7 @@ def _settle(c: kc.Collected) -> None:
             setattr(t, f.name, _narrowed(getattr(t, f.name)))
     c.python_ids, c.python_parents = _narrowed(c.python_ids), _narrowed(c.python_parents)
     for side, kinds in (("flow_ends", FLOW_END_KINDS), ("flow_starts", (kc.RUNTIME,))):
-        if all(not len(c.tables[k].corr) or _arr(c.tables[k].corr).min() >= 0 for k in kinds):
+        if all(not len(c.tables[k].corr) or _view(c.tables[k].corr).min() >= 0 for k in kinds):
             setattr(c, side, kc.Flows())
 
 
@@ -279,7 +282,7 @@ class KinetoTraceData(TraceData):
         if len(t.dims) != n or not n:
             raise Unavailable("the trace's kernel events record no grid and block sizes")
         per_id = self.c.launch_dims_packed()
-        ids = np.frombuffer(t.dims, t.dims.typecode)
+        ids = _view(t.dims)
         grid, block = (np.asarray(packed, np.int64)[ids] for packed in per_id)
         if not ((grid >= 0) & (block >= 0)).any():
             raise Unavailable("the trace's kernel events record no grid and block sizes")
